@@ -1,0 +1,50 @@
+// Shared argument checks for the ops.
+#include "autograd/op_util.h"
+
+const char *ct_shape_of(const ct_tensor *t) {
+  static _Thread_local char bufs[2][96];
+  static _Thread_local int next;
+  char *b = bufs[next];
+  next ^= 1;
+  return ct_shape_str(t->ndim, t->shape, b, sizeof bufs[0]);
+}
+
+bool ct_check_f32(const char *op, const ct_tensor *t, const char *what) {
+  if (t->dtype == CT_F32) return true;
+  ct_error(CT_ERR_DTYPE, "%s: %s must be f32, got %s %s", op, what,
+           ct_dtype_name(t->dtype), ct_shape_of(t));
+  return false;
+}
+
+bool ct_check_i32(const char *op, const ct_tensor *t, const char *what) {
+  if (t->dtype == CT_I32) return true;
+  ct_error(CT_ERR_DTYPE, "%s: %s must be i32, got %s %s", op, what,
+           ct_dtype_name(t->dtype), ct_shape_of(t));
+  return false;
+}
+
+bool ct_check_same_shape(const char *op, const ct_tensor *a,
+                         const ct_tensor *b) {
+  if (ct_tensor_same_shape(a, b)) return true;
+  ct_error(CT_ERR_SHAPE, "%s: shapes %s and %s differ", op, ct_shape_of(a),
+           ct_shape_of(b));
+  return false;
+}
+
+bool ct_check_min_dims(const char *op, const ct_tensor *t, int ndim,
+                       const char *what) {
+  if (t->ndim >= ndim) return true;
+  ct_error(CT_ERR_SHAPE, "%s: %s needs at least %d dims, got %s", op, what,
+           ndim, ct_shape_of(t));
+  return false;
+}
+
+int ct_resolve_dim(const char *op, int dim, int ndim) {
+  int d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim) {
+    ct_error(CT_ERR_INDEX, "%s: dim %d out of range for %d dims", op, dim,
+             ndim);
+    return -1;
+  }
+  return d;
+}

@@ -1,0 +1,41 @@
+// Argument checks shared by the op files (internal to autograd/).
+#ifndef CT_OP_UTIL_H
+#define CT_OP_UTIL_H
+
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+// Each returns false after recording an error that names the op.
+bool ct_check_f32(const char *op, const ct_tensor *t, const char *what);
+bool ct_check_i32(const char *op, const ct_tensor *t, const char *what);
+bool ct_check_same_shape(const char *op, const ct_tensor *a,
+                         const ct_tensor *b);
+bool ct_check_min_dims(const char *op, const ct_tensor *t, int ndim,
+                       const char *what);
+// Resolves a possibly negative dim against ndim; -1 with an error if out of
+// range.
+int ct_resolve_dim(const char *op, int dim, int ndim);
+
+// A tensor's shape as "[2, 3]" in a static per-thread buffer (two slots, so
+// one message can show two shapes).
+const char *ct_shape_of(const ct_tensor *t);
+
+// Rows and row length of a tensor seen as (rows, last dim).
+static inline int64_t ct_last_dim(const ct_tensor *t) {
+  return t->ndim ? t->shape[t->ndim - 1] : 1;
+}
+static inline int64_t ct_rows(const ct_tensor *t) {
+  int64_t c = ct_last_dim(t);
+  return c ? t->numel / c : 0;
+}
+
+// Records a node with inputs given inline: CT_RECORD("relu", bw, y, NULL, x).
+#define CT_RECORD(op, bw, out, saved, ...)                                    \
+  ct_tape_record((op), (bw), (out),                                           \
+                 (int)(sizeof((ct_tensor *[]){__VA_ARGS__}) /                 \
+                       sizeof(ct_tensor *)),                                  \
+                 (ct_tensor *[]){__VA_ARGS__}, (saved))
+
+#endif

@@ -1,0 +1,309 @@
+// Elementwise ops: broadcasting add/sub/mul, scale, activations, dropout.
+// Forward and backward of each op sit together.
+#include "autograd/ops.h"
+#include "autograd/op_util.h"
+#include "core/rng.h"
+
+#include <math.h>
+#include <string.h>
+
+// ---- broadcasting -----------------------------------------------------------
+//
+// How an operand's elements line up with the output's: the same layout, a
+// repeated suffix (operand index = i % n, e.g. a bias added to every row), or
+// general numpy broadcasting through strides (0 on broadcast dims).
+typedef enum { MAP_SAME, MAP_SUFFIX, MAP_GENERAL } map_kind;
+
+typedef struct bmap {
+  map_kind kind;
+  int64_t n;                       // operand numel
+  int ndim;                        // output dims
+  int64_t shape[CT_MAX_DIMS];      // output shape
+  int64_t stride[CT_MAX_DIMS];     // operand stride per output dim
+} bmap;
+
+static inline int64_t bmap_index(const bmap *m, int64_t i) {
+  if (m->kind == MAP_SAME) return i;
+  if (m->kind == MAP_SUFFIX) return i % m->n;
+  int64_t idx = 0;
+  for (int d = m->ndim - 1; d >= 0; d--) {
+    idx += (i % m->shape[d]) * m->stride[d];
+    i /= m->shape[d];
+  }
+  return idx;
+}
+
+// The output shape of a op b, or false with an error.
+static bool broadcast_shape(const char *op, const ct_tensor *a,
+                            const ct_tensor *b, int *ndim, int64_t *shape) {
+  int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+  for (int d = 0; d < nd; d++) {
+    int ia = d - (nd - a->ndim), ib = d - (nd - b->ndim);
+    int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      ct_error(CT_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (dim %d: "
+               "%lld vs %lld)", op, ct_shape_of(a), ct_shape_of(b), d,
+               (long long)da, (long long)db);
+      return false;
+    }
+    shape[d] = da == 1 ? db : da;
+  }
+  *ndim = nd;
+  return true;
+}
+
+static bmap make_map(const ct_tensor *t, int ndim, const int64_t *shape,
+                     int64_t out_numel) {
+  bmap m = {.n = t->numel, .ndim = ndim};
+  memcpy(m.shape, shape, sizeof m.shape);
+  int lead = ndim - t->ndim;
+  if (t->numel == out_numel) {
+    m.kind = MAP_SAME;
+    return m;
+  }
+  // Suffix: after t's leading 1s, its dims equal the output's trailing dims.
+  int first = 0;
+  while (first < t->ndim && t->shape[first] == 1) first++;
+  bool suffix = true;
+  for (int d = first; d < t->ndim; d++)
+    if (t->shape[d] != shape[lead + d]) suffix = false;
+  if (suffix) {
+    m.kind = MAP_SUFFIX;
+    return m;
+  }
+  m.kind = MAP_GENERAL;
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    int id = d - lead;
+    int64_t dim = id >= 0 ? t->shape[id] : 1;
+    m.stride[d] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+  return m;
+}
+
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL } bin_kind;
+
+typedef struct bin_saved {
+  bin_kind kind;
+  bmap ma, mb;
+} bin_saved;
+
+// grad_in[map(i)] += g[i] * (other ? other[map_other(i)] : 1) * sign.
+static void reduce_grad(float *grad_in, const bmap *m, const float *g,
+                        int64_t n, const float *other, const bmap *mo,
+                        float sign) {
+  if (m->kind == MAP_SAME) {
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+      grad_in[i] += sign * g[i] * (other ? other[bmap_index(mo, i)] : 1.0f);
+  } else if (m->kind == MAP_SUFFIX) {
+    // Each operand element sums its rows in order: thread-count independent.
+    int64_t rows = m->n ? n / m->n : 0;
+    #pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < m->n; j++) {
+      float acc = 0.0f;
+      for (int64_t r = 0; r < rows; r++) {
+        int64_t i = r * m->n + j;
+        acc += g[i] * (other ? other[bmap_index(mo, i)] : 1.0f);
+      }
+      grad_in[j] += sign * acc;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      grad_in[bmap_index(m, i)] +=
+          sign * g[i] * (other ? other[bmap_index(mo, i)] : 1.0f);
+  }
+}
+
+static void binary_backward(ct_node *node) {
+  const bin_saved *s = node->saved;
+  ct_tensor *a = node->in[0], *b = node->in[1], *y = node->out;
+  const float *g = y->grad;
+  if (a->requires_grad)
+    reduce_grad(a->grad, &s->ma, g, y->numel,
+                s->kind == BIN_MUL ? ct_f32(b) : NULL, &s->mb, 1.0f);
+  if (b->requires_grad)
+    reduce_grad(b->grad, &s->mb, g, y->numel,
+                s->kind == BIN_MUL ? ct_f32(a) : NULL, &s->ma,
+                s->kind == BIN_SUB ? -1.0f : 1.0f);
+}
+
+static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
+                         ct_tensor *b) {
+  if (!a || !b) return NULL;
+  if (!ct_check_f32(op, a, "a") || !ct_check_f32(op, b, "b")) return NULL;
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  if (!broadcast_shape(op, a, b, &ndim, shape)) return NULL;
+  ct_tensor *y = ct_tensor_empty(CT_F32, ndim, shape);
+  if (!y) return NULL;
+  bmap ma = make_map(a, ndim, shape, y->numel);
+  bmap mb = make_map(b, ndim, shape, y->numel);
+  const float *pa = ct_f32(a), *pb = ct_f32(b);
+  float *py = ct_f32(y);
+  #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < y->numel; i++) {
+    float x = pa[bmap_index(&ma, i)], z = pb[bmap_index(&mb, i)];
+    py[i] = kind == BIN_ADD ? x + z : kind == BIN_SUB ? x - z : x * z;
+  }
+  bin_saved *s = NULL;
+  if (ct_tape_wants(2, (ct_tensor *[]){a, b})) {
+    s = ct_arena_alloc(sizeof *s);
+    if (!s) return NULL;
+    *s = (bin_saved){.kind = kind, .ma = ma, .mb = mb};
+  }
+  if (CT_RECORD(op, binary_backward, y, s, a, b) != CT_OK) return NULL;
+  return y;
+}
+
+ct_tensor *ct_add(ct_tensor *a, ct_tensor *b) {
+  return binary("add", BIN_ADD, a, b);
+}
+ct_tensor *ct_sub(ct_tensor *a, ct_tensor *b) {
+  return binary("sub", BIN_SUB, a, b);
+}
+ct_tensor *ct_mul(ct_tensor *a, ct_tensor *b) {
+  return binary("mul", BIN_MUL, a, b);
+}
+
+// ---- unary ops ----------------------------------------------------------------
+//
+// Each unary op is a forward map y = f(x) and a derivative dy/dx written in
+// terms of x and y; one driver runs both.
+typedef enum {
+  UN_SCALE, UN_RELU, UN_GELU_ERF, UN_GELU_TANH, UN_SIGMOID, UN_TANH
+} un_kind;
+
+typedef struct un_saved {
+  un_kind kind;
+  float s;
+} un_saved;
+
+static const float SQRT_HALF = 0.70710678118654752f;
+static const float INV_SQRT_2PI = 0.39894228040143268f;
+static const float SQRT_2_OVER_PI = 0.79788456080286536f;
+static const float GELU_TANH_C = 0.044715f;
+
+static inline float unary_fwd(un_kind k, float x, float s) {
+  switch (k) {
+  case UN_SCALE: return s * x;
+  case UN_RELU: return x > 0.0f ? x : 0.0f;
+  case UN_GELU_ERF: return 0.5f * x * (1.0f + erff(x * SQRT_HALF));
+  case UN_GELU_TANH: {
+    float u = SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+  }
+  case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
+  case UN_TANH: return tanhf(x);
+  }
+  return 0.0f;
+}
+
+static inline float unary_deriv(un_kind k, float x, float y, float s) {
+  switch (k) {
+  case UN_SCALE: return s;
+  case UN_RELU: return x > 0.0f ? 1.0f : 0.0f;
+  case UN_GELU_ERF:
+    // d/dx x Phi(x) = Phi(x) + x phi(x)
+    return 0.5f * (1.0f + erff(x * SQRT_HALF)) +
+           x * INV_SQRT_2PI * expf(-0.5f * x * x);
+  case UN_GELU_TANH: {
+    float u = SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x);
+    float t = tanhf(u);
+    float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_C * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+  }
+  case UN_SIGMOID: return y * (1.0f - y);
+  case UN_TANH: return 1.0f - y * y;
+  }
+  return 0.0f;
+}
+
+static void unary_backward(ct_node *node) {
+  const un_saved *s = node->saved;
+  ct_tensor *x = node->in[0], *y = node->out;
+  const float *px = ct_f32(x), *py = ct_f32(y), *g = y->grad;
+  float *gx = x->grad;
+  #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < y->numel; i++)
+    gx[i] += g[i] * unary_deriv(s->kind, px[i], py[i], s->s);
+}
+
+static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
+  if (!x) return NULL;
+  if (!ct_check_f32(op, x, "input")) return NULL;
+  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
+  if (!y) return NULL;
+  const float *px = ct_f32(x);
+  float *py = ct_f32(y);
+  #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < x->numel; i++) py[i] = unary_fwd(kind, px[i], s);
+  un_saved *sv = NULL;
+  if (ct_tape_wants(1, &x)) {
+    sv = ct_arena_alloc(sizeof *sv);
+    if (!sv) return NULL;
+    *sv = (un_saved){.kind = kind, .s = s};
+  }
+  if (CT_RECORD(op, unary_backward, y, sv, x) != CT_OK) return NULL;
+  return y;
+}
+
+ct_tensor *ct_scale(ct_tensor *x, float s) {
+  return unary("scale", UN_SCALE, x, s);
+}
+ct_tensor *ct_relu(ct_tensor *x) { return unary("relu", UN_RELU, x, 0.0f); }
+ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind) {
+  return unary("gelu", kind == CT_GELU_TANH ? UN_GELU_TANH : UN_GELU_ERF, x,
+               0.0f);
+}
+ct_tensor *ct_sigmoid(ct_tensor *x) {
+  return unary("sigmoid", UN_SIGMOID, x, 0.0f);
+}
+ct_tensor *ct_tanh(ct_tensor *x) { return unary("tanh", UN_TANH, x, 0.0f); }
+
+// ---- dropout --------------------------------------------------------------------
+
+typedef struct dropout_saved {
+  float p;
+  uint64_t seed, stream;
+} dropout_saved;
+
+// The keep-scale of element i: 0 (dropped) or 1/(1-p).
+static inline float dropout_factor(const dropout_saved *d, int64_t i) {
+  if (d->p >= 1.0f) return 0.0f;
+  bool keep = ct_rng_uniform_at(d->seed, d->stream, (uint64_t)i) >= d->p;
+  return keep ? 1.0f / (1.0f - d->p) : 0.0f;
+}
+
+static void dropout_backward(ct_node *node) {
+  const dropout_saved *d = node->saved;
+  ct_tensor *x = node->in[0], *y = node->out;
+  #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < y->numel; i++)
+    x->grad[i] += y->grad[i] * dropout_factor(d, i);
+}
+
+ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
+  if (!x) return NULL;
+  if (!ct_check_f32("dropout", x, "input")) return NULL;
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    ct_error(CT_ERR_ARG, "dropout: p = %g is outside [0, 1]", (double)p);
+    return NULL;
+  }
+  if (p == 0.0f) return unary("dropout", UN_SCALE, x, 1.0f);
+  dropout_saved d = {.p = p, .seed = seed, .stream = stream};
+  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
+  if (!y) return NULL;
+  #pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < x->numel; i++)
+    ct_f32(y)[i] = ct_f32(x)[i] * dropout_factor(&d, i);
+  dropout_saved *sv = NULL;
+  if (ct_tape_wants(1, &x)) {
+    sv = ct_arena_alloc(sizeof *sv);
+    if (!sv) return NULL;
+    *sv = d;
+  }
+  if (CT_RECORD("dropout", dropout_backward, y, sv, x) != CT_OK) return NULL;
+  return y;
+}

@@ -1,0 +1,72 @@
+// The autograd tape: define-by-run, reverse mode.
+//
+// Each differentiable op, when recording is on and one of its inputs requires
+// grad, appends a node {backward fn, inputs, output, saved state}. The output
+// then requires grad too. ct_backward(loss) seeds d(loss)/d(loss) = 1, walks
+// the nodes newest to oldest, and each node's backward ADDS (+=) into the
+// grads of those inputs that require grad. Parameter grads live in the
+// persistent grad buffer (core/params.h), so several backward passes before
+// one optimizer step accumulate, as gradient accumulation needs.
+//
+// A backward pass consumes the tape: nodes recorded before it are not walked
+// again. Nodes live in the step arena, so ct_arena_reset() also empties the
+// tape. Recording is process-wide and single-threaded (the kernels inside an
+// op are what run in parallel).
+#ifndef CT_TAPE_H
+#define CT_TAPE_H
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+enum { CT_NODE_MAX_INPUTS = 6 };
+
+struct ct_node;
+typedef void (*ct_backward_fn)(struct ct_node *node);
+
+typedef struct ct_node {
+  const char *op;                       // op name, for messages
+  ct_backward_fn backward;
+  ct_tensor *out;
+  ct_tensor *in[CT_NODE_MAX_INPUTS];    // unused slots are NULL
+  int n_in;
+  void *saved;                          // op-specific state (arena memory)
+  struct ct_node *prev;                 // the node recorded before this one
+} ct_node;
+
+// Recording switch; eval and inference run with it off (no tape, no saved
+// state). ct_grad_set_enabled returns the previous setting, so a no-grad
+// scope is:  bool was = ct_grad_set_enabled(false); ...; ct_grad_set_enabled(was);
+bool ct_grad_enabled(void);
+bool ct_grad_set_enabled(bool on);
+
+// Marks an arena tensor as a leaf that wants its gradient (tests, inputs).
+// Returns t, or NULL (with an error) for a non-f32 tensor.
+ct_tensor *ct_requires_grad(ct_tensor *t);
+
+// True when an op with these inputs must record (recording on and some input
+// requires grad). Ops test this before saving state for backward.
+bool ct_tape_wants(int n_in, ct_tensor *const *in);
+// Appends a node for `out`, if ct_tape_wants; sets out->requires_grad. NULL
+// inputs are allowed (optional inputs such as a missing bias). Returns CT_OK,
+// or CT_ERR_NOMEM.
+ct_status ct_tape_record(const char *op, ct_backward_fn backward, ct_tensor *out,
+                         int n_in, ct_tensor *const *in, void *saved);
+// Nodes recorded and not yet consumed.
+int ct_tape_size(void);
+// Forgets all recorded nodes.
+void ct_tape_clear(void);
+
+// Backward from a scalar loss (seed 1). Errors: loss not a scalar, not f32,
+// or not connected to anything that requires grad.
+ct_status ct_backward(ct_tensor *loss);
+// Backward from any tensor with an explicit seed gradient (out->numel
+// floats; NULL means all ones).
+ct_status ct_backward_seeded(ct_tensor *out, const float *seed);
+
+// The gradient buffer of t, allocated zeroed in the arena on first use
+// (parameters already have theirs). Backward functions accumulate into it.
+float *ct_grad_of(ct_tensor *t);
+// Zeroes t's gradient, if it has one.
+void ct_tensor_zero_grad(ct_tensor *t);
+
+#endif

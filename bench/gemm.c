@@ -1,0 +1,225 @@
+// bench_gemm: ctrain's sgemm on squares and on the model's shapes, and, when
+// built against OpenBLAS, OpenBLAS on the same shapes in the same run.
+//
+//   bench_gemm [--threads N] [--quick]
+//
+// One line per shape:
+//   gemm M=.. N=.. K=.. ta=.. tb=.. batch=.. threads=.. gflops=..
+//        [blas_gflops=.. ratio=..]            (ratio = ctrain / blas)
+// and a thread-scaling line for the 1024 square:
+//   scaling M=1024 t1_gflops=.. t2_gflops=.. speedup=..
+//
+// Each figure is the median of several timed samples; ctrain and BLAS
+// samples alternate so that drifting clocks and noisy neighbours hit both.
+// Between the two the program sleeps long enough for the idle side's worker
+// threads to stop spinning (OpenBLAS's spin for ~2^28 cycles, libgomp's for
+// GOMP_SPINCOUNT); otherwise they steal the cores the other side is timed on.
+// Batched shapes call cblas_sgemm once per matrix (OpenBLAS has no strided
+// batch call), as a framework without a batched gemm would.
+#include "core/gemm.h"
+#include "core/threads.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef CT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+typedef struct shape {
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t batch;
+} shape;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fill(float *x, size_t n, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)((s >> 8) * (1.0 / 16777216.0)) - 0.5f;
+  }
+}
+
+typedef struct problem {
+  shape s;
+  float *A, *B, *C;
+  int64_t lda, ldb, ldc, sa, sb, sc;
+} problem;
+
+static void run_ctrain(const problem *p) {
+  const shape *s = &p->s;
+  ct_gemm_batched(s->ta, s->tb, s->M, s->N, s->K, 1.0f, p->A, p->lda, p->sa,
+                  p->B, p->ldb, p->sb, 0.0f, p->C, p->ldc, p->sc, s->batch);
+}
+
+#ifdef CT_HAVE_OPENBLAS
+static void run_blas(const problem *p) {
+  const shape *s = &p->s;
+  for (int64_t b = 0; b < s->batch; b++)
+    cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                s->tb ? CblasTrans : CblasNoTrans, (int)s->M, (int)s->N,
+                (int)s->K, 1.0f, p->A + b * p->sa, (int)p->lda,
+                p->B + b * p->sb, (int)p->ldb, 0.0f, p->C + b * p->sc,
+                (int)p->ldc);
+}
+#endif
+
+static void settle(bool quick) {
+  struct timespec ts = {0, quick ? 100000000L : 200000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+// Seconds per call of fn, timing `iters` calls per sample.
+static double sample(void (*fn)(const problem *), const problem *p,
+                     int iters) {
+  double t0 = now_s();
+  for (int i = 0; i < iters; i++) fn(p);
+  return (now_s() - t0) / iters;
+}
+
+// Median GFLOP/s of ctrain and (if built with it) BLAS, interleaved.
+static void measure(const problem *p, bool quick, double *ct_gflops,
+                    double *blas_gflops) {
+  const shape *s = &p->s;
+  double flops = 2.0 * (double)s->M * s->N * s->K * s->batch;
+  double min_sample = quick ? 0.02 : 0.05;
+  int nsamples = quick ? 3 : 5;
+
+  run_ctrain(p); // warm up: packing buffers, threads, caches
+  double t = sample(run_ctrain, p, 1);
+  int iters = t >= min_sample ? 1 : (int)(min_sample / t) + 1;
+
+  double ct[16], bl[16];
+  *blas_gflops = 0.0;
+  for (int i = 0; i < nsamples; i++) {
+    ct[i] = flops / sample(run_ctrain, p, iters) * 1e-9;
+#ifdef CT_HAVE_OPENBLAS
+    settle(quick);
+    run_blas(p);
+    bl[i] = flops / sample(run_blas, p, iters) * 1e-9;
+    settle(quick);
+    run_ctrain(p);
+#else
+    bl[i] = 0.0;
+#endif
+  }
+  qsort(ct, (size_t)nsamples, sizeof ct[0], cmp_double);
+  qsort(bl, (size_t)nsamples, sizeof bl[0], cmp_double);
+  *ct_gflops = ct[nsamples / 2];
+  *blas_gflops = bl[nsamples / 2];
+}
+
+static void set_threads(int n) {
+  ct_set_threads(n);
+#ifdef CT_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#endif
+}
+
+// Runs one shape and prints its line; returns ctrain's GFLOP/s.
+static double bench_shape(shape s, int threads, bool quick) {
+  problem p = {.s = s};
+  p.lda = s.ta ? s.M : s.K;
+  p.ldb = s.tb ? s.K : s.N;
+  p.ldc = s.N;
+  p.sa = s.M * s.K;
+  p.sb = s.K * s.N;
+  p.sc = s.M * s.N;
+  size_t na = (size_t)(p.sa * s.batch), nb = (size_t)(p.sb * s.batch),
+         nc = (size_t)(p.sc * s.batch);
+  p.A = malloc(na * sizeof(float));
+  p.B = malloc(nb * sizeof(float));
+  p.C = malloc(nc * sizeof(float));
+  if (!p.A || !p.B || !p.C) {
+    fprintf(stderr, "bench_gemm: out of memory\n");
+    exit(1);
+  }
+  fill(p.A, na, 1);
+  fill(p.B, nb, 2);
+  memset(p.C, 0, nc * sizeof(float));
+
+  set_threads(threads);
+  double g, bg;
+  measure(&p, quick, &g, &bg);
+  printf("gemm M=%lld N=%lld K=%lld ta=%d tb=%d batch=%lld threads=%d "
+         "gflops=%.1f",
+         (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb,
+         (long long)s.batch, threads, g);
+#ifdef CT_HAVE_OPENBLAS
+  printf(" blas_gflops=%.1f ratio=%.2f", bg, g / bg);
+#endif
+  printf("\n");
+  fflush(stdout);
+  free(p.A);
+  free(p.B);
+  free(p.C);
+  return g;
+}
+
+int main(int argc, char **argv) {
+  int threads = 2;
+  bool quick = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = atoi(argv[++i]);
+      if (threads < 1) {
+        fprintf(stderr, "bench_gemm: --threads needs a number >= 1\n");
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else {
+      fprintf(stderr, "usage: bench_gemm [--threads N] [--quick]\n");
+      return 2;
+    }
+  }
+  printf("# gemm path=%s\n", ct_gemm_path_name(ct_gemm_active_path()));
+
+  static const shape shapes[] = {
+      // squares
+      {128, 128, 128, 0, 0, 1},
+      {256, 256, 256, 0, 0, 1},
+      {512, 512, 512, 0, 0, 1},
+      {1024, 1024, 1024, 0, 0, 1},
+      {2048, 2048, 2048, 0, 0, 1},
+      // linear layers, tokens x features: forward y = x W^T and dx = dy W
+      {6400, 384, 128, 0, 1, 1},
+      {6400, 128, 128, 0, 1, 1},
+      {6400, 512, 128, 0, 1, 1},
+      {6400, 128, 512, 0, 1, 1},
+      {6400, 384, 128, 0, 0, 1},
+      {6400, 128, 512, 0, 0, 1},
+      // weight gradients dW = dy^T x over 6400 tokens
+      {128, 512, 6400, 1, 0, 1},
+      {512, 128, 6400, 1, 0, 1},
+      // attention per (batch, head): scores q k^T and context p v
+      {50, 50, 32, 0, 1, 512},
+      {50, 32, 50, 0, 0, 512},
+  };
+  int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+  for (int i = 0; i < nshapes; i++) {
+    if (quick && shapes[i].M * shapes[i].N * shapes[i].K > 1024LL * 1024 * 1024)
+      continue;
+    bench_shape(shapes[i], threads, quick);
+  }
+
+  shape sq = {1024, 1024, 1024, 0, 0, 1};
+  double t1 = bench_shape(sq, 1, quick);
+  double tn = threads == 1 ? t1 : bench_shape(sq, threads, quick);
+  printf("scaling M=1024 t1_gflops=%.1f t%d_gflops=%.1f speedup=%.2f\n", t1,
+         threads, tn, tn / t1);
+  return 0;
+}

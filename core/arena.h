@@ -1,0 +1,41 @@
+// The per-step bump arena: activations, tape nodes and temporaries.
+//
+// Allocation is a pointer bump; ct_arena_reset() frees everything at once
+// after an optimizer step. Memory is kept between steps, so a training loop
+// in steady state does no malloc/free. Each reset starts a new generation;
+// objects remember the generation they were made in, which lets the tape (and
+// debug checks) tell stale pointers from live ones.
+//
+// Not thread-safe: allocate from the thread that drives the model. Kernels
+// running in OpenMP regions write into memory allocated before the region.
+#ifndef CT_ARENA_H
+#define CT_ARENA_H
+
+#include <stddef.h>
+
+// Returns `bytes` of 64-byte aligned, uninitialized memory, or NULL with an
+// error recorded if the system is out of memory.
+void *ct_arena_alloc(size_t bytes);
+// Like ct_arena_alloc, zero-filled.
+void *ct_arena_calloc(size_t bytes);
+// Frees everything allocated since the last reset.
+void ct_arena_reset(void);
+// Counts resets; objects made before a reset belong to an older generation.
+unsigned ct_arena_generation(void);
+// Bytes handed out since the last reset, and the most ever handed out.
+size_t ct_arena_used_bytes(void);
+size_t ct_arena_peak_bytes(void);
+// A position in the arena, to give back everything allocated after it (for
+// loops that run many no-grad evaluations inside one step, such as gradient
+// checks). Rewinding past live tape nodes or tensors is the caller's bug.
+typedef struct ct_arena_mark {
+  void *block;
+  size_t used;
+  unsigned generation;
+} ct_arena_mark;
+ct_arena_mark ct_arena_get_mark(void);
+void ct_arena_rewind(ct_arena_mark mark);
+// Returns all arena memory to the system (at program end, or in tests).
+void ct_arena_release(void);
+
+#endif

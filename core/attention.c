@@ -1,0 +1,566 @@
+// Fused attention: forward (online softmax, keeps lse) and backward
+// (recomputes the scores). See attention.h for the math, the masks and the
+// determinism argument.
+//
+// Blocking: a unit works on BQ = 64 query rows against key blocks of BK = 64.
+// The three block products per tile (S = Q K^T, O += P V in the forward pass;
+// S, dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) go
+// through ct_gemm, which reads the strided [B,T,H,Dh] rows in place and runs
+// single-threaded inside our parallel region. The row work between products
+// (masks, bias, exp, row sums) is plain C in `#pragma omp simd` loops,
+// compiled three times (baseline, AVX2, AVX-512 via target attributes) and
+// chosen at run time with __builtin_cpu_supports.
+//
+// Not here: tensors and autograd (autograd/ops_attention.c).
+#include "core/attention.h"
+
+#include "core/arena.h"
+#include "core/gemm.h"
+#include "core/rng.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+enum { BQ = 64, BK = 64 };
+
+#define ATTN_INLINE static inline __attribute__((always_inline))
+
+ct_attn_params ct_attn_params_make(int64_t B, int64_t Tq, int64_t Tk,
+                                   int64_t H, int64_t Dh) {
+  ct_attn_params p = {.B = B, .Tq = Tq, .Tk = Tk, .H = H, .Dh = Dh};
+  p.q = p.out = ct_attn_layout_bthd(Tq, H, Dh);
+  p.k = p.v = ct_attn_layout_bthd(Tk, H, Dh);
+  p.scale = Dh > 0 ? (float)(1.0 / sqrt((double)Dh)) : 1.0f;
+  return p;
+}
+
+ct_status ct_attention_check(const ct_attn_params *p) {
+  if (p->B < 0 || p->Tq < 0 || p->Tk < 0 || p->H < 0 || p->Dh < 1)
+    return ct_error(CT_ERR_ARG,
+                    "attention: bad sizes B=%lld Tq=%lld Tk=%lld H=%lld "
+                    "Dh=%lld (need Dh >= 1, others >= 0)",
+                    (long long)p->B, (long long)p->Tq, (long long)p->Tk,
+                    (long long)p->H, (long long)p->Dh);
+  if (!(p->dropout_p >= 0.0f && p->dropout_p < 1.0f))
+    return ct_error(CT_ERR_ARG, "attention: dropout_p %g outside [0, 1)",
+                    (double)p->dropout_p);
+  if (p->key_lengths)
+    for (int64_t b = 0; b < p->B; b++)
+      if (p->key_lengths[b] < 0 || p->key_lengths[b] > p->Tk)
+        return ct_error(CT_ERR_INDEX,
+                        "attention: key_lengths[%lld] = %d outside [0, Tk=%lld]",
+                        (long long)b, (int)p->key_lengths[b],
+                        (long long)p->Tk);
+  return CT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// exp that vectorizes: Cephes expf (range reduction x = n ln2 + r, degree-6
+// polynomial, ~1 ulp), with x < -87.3 (including -inf) giving exactly 0.
+// libm's expf is a call the vectorizer cannot use without -ffast-math.
+
+ATTN_INLINE float attn_exp(float x) {
+  const float lo = -87.3365447504f, hi = 88.0f;
+  float xc = x < lo ? lo : (x > hi ? hi : x);
+  // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call).
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) * 8388608;  // 2^n as float bits
+  float pow2n;
+  memcpy(&pow2n, &bits, sizeof pow2n);
+  return x < lo ? 0.0f : y * pow2n;
+}
+
+// ---------------------------------------------------------------------------
+// The row work of one tile, as always-inline bodies compiled per ISA below.
+//
+// A tile is rows r < mq (query i0 + r) and columns c < nk (key j0 + c) of S,
+// row stride BK. Column c of row r is visible iff c < lim[r] (causal and
+// length limits, relative to j0) and kadd[c] == 0 (kadd holds 0 or -inf from
+// the key mask; NULL when there is none).
+
+typedef struct tile {
+  int mq, nk;
+  const int *lim;        // (mq) visible columns per row
+  const float *bias;     // row r at bias + r * bias_ld, or NULL
+  int64_t bias_ld;
+  const float *kadd;     // (nk) 0 / -inf, or NULL
+} tile;
+
+// Scores -> masked logits in place: x = s + bias + kadd, -inf past lim.
+ATTN_INLINE void tile_logits(const tile *t, float *restrict s) {
+  for (int r = 0; r < t->mq; r++) {
+    float *restrict row = s + (int64_t)r * BK;
+    const int lim = t->lim[r];
+    if (t->bias) {
+      const float *restrict b = t->bias + r * t->bias_ld;
+#pragma omp simd
+      for (int c = 0; c < t->nk; c++) row[c] += b[c];
+    }
+    if (t->kadd) {
+      const float *restrict ka = t->kadd;
+#pragma omp simd
+      for (int c = 0; c < t->nk; c++) row[c] += ka[c];
+    }
+#pragma omp simd
+    for (int c = 0; c < t->nk; c++) row[c] = c < lim ? row[c] : -INFINITY;
+  }
+}
+
+// Forward online-softmax step for one tile. m, l: running max and sum of
+// exp per row; corr: the factor each row of the output accumulator must be
+// multiplied by before P V is added. s becomes P = exp(x - m_new).
+ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
+                               float *restrict m, float *restrict l,
+                               float *restrict o, int64_t dh) {
+  tile_logits(t, s);
+  for (int r = 0; r < t->mq; r++) {
+    float *restrict row = s + (int64_t)r * BK;
+    float bm = -INFINITY;
+#pragma omp simd reduction(max : bm)
+    for (int c = 0; c < t->nk; c++) bm = row[c] > bm ? row[c] : bm;
+    float mn = bm > m[r] ? bm : m[r];
+    if (mn == -INFINITY) {  // nothing visible yet: P = 0, state unchanged
+      memset(row, 0, (size_t)t->nk * sizeof(float));
+      continue;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < t->nk; c++) {
+      float e = attn_exp(row[c] - mn);
+      row[c] = e;
+      sum += e;
+    }
+    float corr = m[r] == -INFINITY ? 0.0f : attn_exp(m[r] - mn);
+    l[r] = l[r] * corr + sum;
+    m[r] = mn;
+    if (corr != 1.0f) {
+      float *restrict orow = o + r * dh;
+#pragma omp simd
+      for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
+    }
+  }
+}
+
+// Backward for one tile. In: s = scores, dp = dO V^T (the gradient of the
+// dropped weights Z), keep = 0 or 1/(1-p) per element or NULL. Out: s = P
+// (or Z = P * keep when keep), dp = dS = P * (dP - delta), the gradient of
+// the logits.
+ATTN_INLINE void bwd_tile_impl(const tile *t, float *restrict s,
+                               float *restrict dp, const float *restrict lse,
+                               const float *restrict delta,
+                               const float *restrict keep) {
+  tile_logits(t, s);
+  for (int r = 0; r < t->mq; r++) {
+    float *restrict row = s + (int64_t)r * BK;
+    float *restrict drow = dp + (int64_t)r * BK;
+    const float lr = lse[r], dr = delta[r];
+    if (lr == -INFINITY) {  // a fully masked row: no gradient
+      memset(row, 0, (size_t)t->nk * sizeof(float));
+      memset(drow, 0, (size_t)t->nk * sizeof(float));
+      continue;
+    }
+    if (keep) {
+      const float *restrict kr = keep + (int64_t)r * BK;
+#pragma omp simd
+      for (int c = 0; c < t->nk; c++) {
+        float p = attn_exp(row[c] - lr);
+        drow[c] = p * (drow[c] * kr[c] - dr);
+        row[c] = p * kr[c];
+      }
+    } else {
+#pragma omp simd
+      for (int c = 0; c < t->nk; c++) {
+        float p = attn_exp(row[c] - lr);
+        drow[c] = p * (drow[c] - dr);
+        row[c] = p;
+      }
+    }
+  }
+}
+
+typedef void (*fwd_tile_fn)(const tile *, float *, float *, float *, float *,
+                            int64_t);
+typedef void (*bwd_tile_fn)(const tile *, float *, float *, const float *,
+                            const float *, const float *);
+
+static void fwd_tile_base(const tile *t, float *s, float *m, float *l,
+                          float *o, int64_t dh) {
+  fwd_tile_impl(t, s, m, l, o, dh);
+}
+static void bwd_tile_base(const tile *t, float *s, float *dp, const float *lse,
+                          const float *delta, const float *keep) {
+  bwd_tile_impl(t, s, dp, lse, delta, keep);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ATTN_X86 1
+__attribute__((target("avx2,fma"))) static void
+fwd_tile_avx2(const tile *t, float *s, float *m, float *l, float *o,
+              int64_t dh) {
+  fwd_tile_impl(t, s, m, l, o, dh);
+}
+__attribute__((target("avx2,fma"))) static void
+bwd_tile_avx2(const tile *t, float *s, float *dp, const float *lse,
+              const float *delta, const float *keep) {
+  bwd_tile_impl(t, s, dp, lse, delta, keep);
+}
+__attribute__((target("avx512f"))) static void
+fwd_tile_avx512(const tile *t, float *s, float *m, float *l, float *o,
+                int64_t dh) {
+  fwd_tile_impl(t, s, m, l, o, dh);
+}
+__attribute__((target("avx512f"))) static void
+bwd_tile_avx512(const tile *t, float *s, float *dp, const float *lse,
+                const float *delta, const float *keep) {
+  bwd_tile_impl(t, s, dp, lse, delta, keep);
+}
+#endif
+
+static void pick_tile_fns(fwd_tile_fn *f, bwd_tile_fn *b) {
+  *f = fwd_tile_base;
+  *b = bwd_tile_base;
+#ifdef ATTN_X86
+  if (__builtin_cpu_supports("avx512f")) {
+    *f = fwd_tile_avx512;
+    *b = bwd_tile_avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    *f = fwd_tile_avx2;
+    *b = bwd_tile_avx2;
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Shared per-unit setup.
+
+// Keys a query block may see at all: [0, key_end) for the batch row, cut by
+// the causal limit of the block's last query. May be <= 0.
+static int64_t block_key_end(const ct_attn_params *p, int64_t b, int64_t i0,
+                             int64_t mq) {
+  int64_t end = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  if (p->causal) {
+    int64_t c = i0 + mq + (p->Tk - p->Tq);  // last query's limit, exclusive
+    if (c < end) end = c;
+  }
+  return end;
+}
+
+// Per-row visible columns of the tile at (i0, j0), given the batch row's
+// key end (lengths).
+static void tile_limits(const ct_attn_params *p, int64_t len, int64_t i0,
+                        int mq, int64_t j0, int nk, int *lim) {
+  for (int r = 0; r < mq; r++) {
+    int64_t e = len;
+    if (p->causal) {
+      int64_t c = i0 + r + 1 + (p->Tk - p->Tq);
+      if (c < e) e = c;
+    }
+    e -= j0;
+    lim[r] = (int)(e < 0 ? 0 : (e > nk ? nk : e));
+  }
+}
+
+// kadd (Tk): 0 for a visible key, -inf for a masked one (NULL: no mask).
+static const float *key_add(const ct_attn_params *p, int64_t b, float *buf) {
+  if (!p->key_mask) return NULL;
+  const uint8_t *km = p->key_mask + b * p->Tk;
+  for (int64_t j = 0; j < p->Tk; j++) buf[j] = km[j] ? -INFINITY : 0.0f;
+  return buf;
+}
+
+// Dropout factors of a tile: keep[r][c] = 0 or 1/(1-p), per attention.h.
+// Philox yields four words per counter, so the words are drawn in blocks of
+// four consecutive flat indices.
+static void tile_keep(const ct_attn_params *p, int64_t b, int64_t h,
+                      int64_t i0, int mq, int64_t j0, int nk, float *keep) {
+  const uint32_t key[2] = {(uint32_t)p->dropout_seed,
+                           (uint32_t)(p->dropout_seed >> 32)};
+  const uint64_t st = p->dropout_stream;
+  const float inv = 1.0f / (1.0f - p->dropout_p);
+  for (int r = 0; r < mq; r++) {
+    uint64_t base = (uint64_t)(((b * p->H + h) * p->Tq + i0 + r) * p->Tk + j0);
+    uint64_t have = UINT64_MAX;
+    uint32_t w[4];
+    for (int c = 0; c < nk; c++) {
+      uint64_t idx = base + (uint64_t)c;
+      if ((idx >> 2) != have) {
+        have = idx >> 2;
+        const uint32_t ctr[4] = {(uint32_t)have, (uint32_t)(have >> 32),
+                                 (uint32_t)st, (uint32_t)(st >> 32)};
+        ct_philox4x32_10(ctr, key, w);
+      }
+      // Same mapping as ct_rng_uniform_at: 24 bits into [0, 1).
+      float u = (float)(w[idx & 3] >> 8) * (1.0f / 16777216.0f);
+      keep[(int64_t)r * BK + c] = u >= p->dropout_p ? inv : 0.0f;
+    }
+  }
+}
+
+static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
+
+// ---------------------------------------------------------------------------
+// Forward.
+
+typedef struct fwd_ws {
+  float *s, *o, *m, *l, *kadd, *keep;
+  int *lim;
+} fwd_ws;
+
+static size_t fwd_ws_floats(const ct_attn_params *p) {
+  return (size_t)(2 * BQ * BK + BQ * p->Dh + 2 * BQ + p->Tk + BQ + 16);
+}
+
+static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
+  fwd_ws w;
+  w.s = base;
+  w.keep = w.s + BQ * BK;
+  w.o = w.keep + BQ * BK;
+  w.m = w.o + BQ * p->Dh;
+  w.l = w.m + BQ;
+  w.lim = (int *)(w.l + BQ);
+  w.kadd = (float *)(w.lim + BQ);
+  return w;
+}
+
+static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
+                     const float *q, const float *k, const float *v,
+                     float *out, float *lse, int64_t b, int64_t h, int64_t i0,
+                     fwd_ws *w) {
+  const int64_t Dh = p->Dh;
+  const int mq = imin64(BQ, p->Tq - i0);
+  const float *qb = q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
+  const float *kb = k + b * p->k.batch + h * p->k.head;
+  const float *vb = v + b * p->v.batch + h * p->v.head;
+  const int64_t len = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  const int64_t kend = block_key_end(p, b, i0, mq);
+  const float *kadd = key_add(p, b, w->kadd);
+
+  for (int r = 0; r < mq; r++) {
+    w->m[r] = -INFINITY;
+    w->l[r] = 0.0f;
+  }
+  memset(w->o, 0, (size_t)mq * (size_t)Dh * sizeof(float));
+
+  for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+    const int nk = imin64(BK, kend - j0);
+    ct_gemm(false, true, mq, nk, Dh, p->scale, qb, p->q.row,
+            kb + j0 * p->k.row, p->k.row, 0.0f, w->s, BK);
+    tile_limits(p, len, i0, mq, j0, nk, w->lim);
+    tile t = {.mq = mq, .nk = nk, .lim = w->lim,
+              .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
+              .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
+    tile_fn(&t, w->s, w->m, w->l, w->o, Dh);
+    if (p->dropout_p > 0.0f) {
+      // l sums the undropped weights; the 1/(1-p) is applied at the end.
+      tile_keep(p, b, h, i0, mq, j0, nk, w->keep);
+      for (int r = 0; r < mq; r++)
+        for (int c = 0; c < nk; c++)
+          if (w->keep[r * BK + c] == 0.0f) w->s[r * BK + c] = 0.0f;
+    }
+    ct_gemm(false, false, mq, Dh, nk, 1.0f, w->s, BK, vb + j0 * p->v.row,
+            p->v.row, 1.0f, w->o, Dh);
+  }
+
+  const float drop_scale =
+      p->dropout_p > 0.0f ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
+  float *ob = out + b * p->out.batch + h * p->out.head + i0 * p->out.row;
+  float *lb = lse + (b * p->H + h) * p->Tq + i0;
+  for (int r = 0; r < mq; r++) {
+    float *orow = ob + r * p->out.row;
+    const float *acc = w->o + r * Dh;
+    if (w->l[r] > 0.0f) {
+      const float f = drop_scale / w->l[r];
+      for (int64_t d = 0; d < Dh; d++) orow[d] = acc[d] * f;
+      lb[r] = w->m[r] + logf(w->l[r]);
+    } else {  // no visible key: defined as 0, see attention.h
+      memset(orow, 0, (size_t)Dh * sizeof(float));
+      lb[r] = -INFINITY;
+    }
+  }
+}
+
+// Scratch for all threads of a parallel region, from the step arena.
+static float *thread_scratch(size_t per_thread, int threads) {
+  per_thread = (per_thread + 15) & ~(size_t)15;  // keep each slice 64-byte aligned
+  return ct_arena_alloc(per_thread * (size_t)threads * sizeof(float));
+}
+
+ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
+                               const float *k, const float *v, float *out,
+                               float *lse) {
+  ct_status st = ct_attention_check(p);
+  if (st != CT_OK) return st;
+  const int64_t nqb = (p->Tq + BQ - 1) / BQ;
+  const int64_t units = p->B * p->H * nqb;
+  if (units == 0) return CT_OK;
+  fwd_tile_fn ff;
+  bwd_tile_fn bf;
+  pick_tile_fns(&ff, &bf);
+
+  const int threads = omp_get_max_threads();
+  const size_t per = (fwd_ws_floats(p) + 15) & ~(size_t)15;
+  float *scratch = thread_scratch(per, threads);
+  if (!scratch) return CT_ERR_NOMEM;
+
+#pragma omp parallel num_threads(threads)
+  {
+    fwd_ws w = fwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; u++) {
+      // Query blocks innermost-last so that the (costlier, under a causal
+      // mask) late blocks of all heads are spread over the threads.
+      int64_t qb = u % nqb, bh = u / nqb;
+      fwd_unit(p, ff, q, k, v, out, lse, bh / p->H, bh % p->H, qb * BQ, &w);
+    }
+  }
+  return CT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Backward.
+
+typedef struct bwd_ws {
+  float *s, *dp, *keep, *delta, *kadd;
+  int *lim;
+} bwd_ws;
+
+static size_t bwd_ws_floats(const ct_attn_params *p) {
+  return (size_t)(3 * BQ * BK + BQ + BQ + p->Tk + 16);
+}
+
+static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
+  (void)p;
+  bwd_ws w;
+  w.s = base;
+  w.dp = w.s + BQ * BK;
+  w.keep = w.dp + BQ * BK;
+  w.delta = w.keep + BQ * BK;
+  w.lim = (int *)(w.delta + BQ);
+  w.kadd = (float *)(w.lim + BQ);
+  return w;
+}
+
+typedef struct bwd_args {
+  const float *q, *k, *v, *out, *lse, *dout;
+  float *dq, *dk, *dv, *dbias;
+} bwd_args;
+
+// All of (b, h): query blocks in order, and for each the key blocks in
+// order. Writes only rows [b, :, h, :] of dq/dk/dv, and dbias[h] (the caller
+// runs the b of one h in order on one thread).
+static void bwd_pair(const ct_attn_params *p, bwd_tile_fn tile_fn,
+                     const bwd_args *a, int64_t b, int64_t h, bwd_ws *w) {
+  const int64_t Dh = p->Dh;
+  const float *qh = a->q + b * p->q.batch + h * p->q.head;
+  const float *kh = a->k + b * p->k.batch + h * p->k.head;
+  const float *vh = a->v + b * p->v.batch + h * p->v.head;
+  const float *oh = a->out + b * p->out.batch + h * p->out.head;
+  const float *doh = a->dout + b * p->out.batch + h * p->out.head;
+  float *dqh = a->dq ? a->dq + b * p->q.batch + h * p->q.head : NULL;
+  float *dkh = a->dk ? a->dk + b * p->k.batch + h * p->k.head : NULL;
+  float *dvh = a->dv ? a->dv + b * p->v.batch + h * p->v.head : NULL;
+  const float *lseh = a->lse + (b * p->H + h) * p->Tq;
+  const int64_t len = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  const float *kadd = key_add(p, b, w->kadd);
+  const bool drop = p->dropout_p > 0.0f;
+
+  for (int64_t i0 = 0; i0 < p->Tq; i0 += BQ) {
+    const int mq = imin64(BQ, p->Tq - i0);
+    const int64_t kend = block_key_end(p, b, i0, mq);
+    if (kend <= 0) continue;
+    const float *qb = qh + i0 * p->q.row;
+    const float *dob = doh + i0 * p->out.row;
+    // delta_i = dO_i . O_i = sum_j Z_ij dZ_ij (the softmax backward term).
+    for (int r = 0; r < mq; r++) {
+      const float *o = oh + (i0 + r) * p->out.row;
+      const float *g = dob + r * p->out.row;
+      float acc = 0.0f;
+      for (int64_t d = 0; d < Dh; d++) acc += o[d] * g[d];
+      w->delta[r] = acc;
+    }
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+      const int nk = imin64(BK, kend - j0);
+      ct_gemm(false, true, mq, nk, Dh, p->scale, qb, p->q.row,
+              kh + j0 * p->k.row, p->k.row, 0.0f, w->s, BK);
+      ct_gemm(false, true, mq, nk, Dh, 1.0f, dob, p->out.row,
+              vh + j0 * p->v.row, p->v.row, 0.0f, w->dp, BK);
+      tile_limits(p, len, i0, mq, j0, nk, w->lim);
+      if (drop) tile_keep(p, b, h, i0, mq, j0, nk, w->keep);
+      tile t = {.mq = mq, .nk = nk, .lim = w->lim,
+                .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0
+                                : NULL,
+                .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
+      tile_fn(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
+      // s = Z (the dropped weights), dp = dS (logit gradient).
+      if (dvh)
+        ct_gemm(true, false, nk, Dh, mq, 1.0f, w->s, BK, dob, p->out.row,
+                1.0f, dvh + j0 * p->v.row, p->v.row);
+      if (dqh)
+        ct_gemm(false, false, mq, Dh, nk, p->scale, w->dp, BK,
+                kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
+                p->q.row);
+      if (dkh)
+        ct_gemm(true, false, nk, Dh, mq, p->scale, w->dp, BK, qb, p->q.row,
+                1.0f, dkh + j0 * p->k.row, p->k.row);
+      if (a->dbias) {
+        float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
+        for (int r = 0; r < mq; r++) {
+          float *restrict dst = db + r * p->Tk;
+          const float *restrict src = w->dp + r * BK;
+#pragma omp simd
+          for (int c = 0; c < nk; c++) dst[c] += src[c];
+        }
+      }
+    }
+  }
+}
+
+ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
+                                const float *k, const float *v,
+                                const float *out, const float *lse,
+                                const float *dout, float *dq, float *dk,
+                                float *dv, float *dbias) {
+  ct_status st = ct_attention_check(p);
+  if (st != CT_OK) return st;
+  if (!dq && !dk && !dv && !dbias) return CT_OK;
+  fwd_tile_fn ff;
+  bwd_tile_fn bf;
+  pick_tile_fns(&ff, &bf);
+
+  // With dbias (a sum over b) a unit is a head and walks b in order;
+  // otherwise a unit is one (b, h) pair. Either way each output element is
+  // accumulated by one thread in an order fixed by the loops alone.
+  const bool per_head = dbias != NULL;
+  const int64_t units = per_head ? p->H : p->B * p->H;
+  if (units == 0 || p->B == 0) return CT_OK;
+
+  const int threads = omp_get_max_threads();
+  const size_t per = (bwd_ws_floats(p) + 15) & ~(size_t)15;
+  float *scratch = thread_scratch(per, threads);
+  if (!scratch) return CT_ERR_NOMEM;
+  const bwd_args a = {q, k, v, out, lse, dout, dq, dk, dv, dbias};
+
+#pragma omp parallel num_threads(threads)
+  {
+    bwd_ws w = bwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; u++) {
+      if (per_head)
+        for (int64_t b = 0; b < p->B; b++) bwd_pair(p, bf, &a, b, u, &w);
+      else
+        bwd_pair(p, bf, &a, u / p->H, u % p->H, &w);
+    }
+  }
+  return CT_OK;
+}

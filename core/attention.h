@@ -1,0 +1,110 @@
+// Fused scaled-dot-product attention kernels on raw float pointers.
+//
+//   q (B,Tq,H,Dh), k (B,Tk,H,Dh), v (B,Tk,H,Dh) -> out (B,Tq,H,Dh), lse (B,H,Tq)
+//
+//   out[b,i,h,:] = sum_j softmax_j(scale * q_i . k_j + bias[h,i,j] + mask)
+//                        * drop(b,h,i,j) * v_j
+//
+// The forward pass runs an online softmax (Milakov & Gimelshein 2018; the
+// FlashAttention blocking of Dao et al. 2022) over blocks of 64 queries x 64
+// keys and keeps only the per-row log-sum-exp; the backward pass recomputes
+// the scores from q, k and lse. Extra memory is O(B*H*Tq) for lse plus a few
+// 64x64 tiles per thread, never O(T^2).
+//
+// Layouts: every operand is read in place through strides (in floats) for
+// batch, row (time) and head; the Dh values of one head are contiguous.
+// ct_attn_layout_bthd describes separate [B,T,H,Dh] tensors; for a fused
+// qkv [B,T,3,H,Dh] tensor use ct_attn_layout_qkv with q = qkv,
+// k = qkv + H*Dh, v = qkv + 2*H*Dh. Gradients use the layout of their input
+// (dq like q, ...), and dout that of out.
+//
+// Masks (all optional, combined):
+// - causal: query i sees keys j <= i + (Tk - Tq), i.e. the queries are
+//   aligned with the END of the keys, as PyTorch's and flash-attn's
+//   bottom-right causal mask: with a KV cache of Tk - Tq earlier keys, query
+//   i is position i + Tk - Tq. For Tq == Tk this is the usual j <= i.
+// - key_lengths (B): keys j >= key_lengths[b] are padding. 0..Tk.
+// - key_mask (B,Tk): nonzero = that key is masked out.
+// - bias (H,Tq,Tk): added to the scaled scores (relative position biases; a
+//   -inf entry masks a key too).
+// A query row that sees no key at all gets out = 0, lse = -inf, and zero
+// gradients (not the NaN a plain softmax of all -inf would give).
+//
+// Dropout on the attention weights: weight (b,h,i,j) is kept iff
+// ct_rng_uniform_at(seed, stream, ((b*H + h)*Tq + i)*Tk + j) >= p and kept
+// weights are scaled by 1/(1-p). The mask is a pure function of the indices,
+// so backward recomputes it and no thread count changes it.
+//
+// Determinism: results are bit-identical for any thread count. The forward
+// pass splits work into (b, h, 64-query block) units, each writing only its
+// own rows of out and lse. The backward pass gives each (b, h) pair to one
+// thread, which walks query blocks then key blocks in a fixed order and
+// accumulates its own rows of dq, dk and dv; when dbias is wanted (a sum over
+// b) a unit is a whole head h, walking b in order. No reduction is split
+// across threads and nothing is accumulated atomically.
+//
+// Not here: tensors, shapes and autograd (autograd/attention.h), Dv != Dh.
+#ifndef CT_ATTENTION_H
+#define CT_ATTENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+// Strides in floats; the innermost (Dh) stride is 1.
+typedef struct ct_attn_layout {
+  int64_t batch, row, head;
+} ct_attn_layout;
+
+// Separate [B,T,H,Dh] tensors.
+static inline ct_attn_layout ct_attn_layout_bthd(int64_t T, int64_t H,
+                                                 int64_t Dh) {
+  return (ct_attn_layout){.batch = T * H * Dh, .row = H * Dh, .head = Dh};
+}
+// One of q/k/v inside a fused [B,T,3,H,Dh] tensor (offset the base pointer
+// by 0, H*Dh or 2*H*Dh).
+static inline ct_attn_layout ct_attn_layout_qkv(int64_t T, int64_t H,
+                                                int64_t Dh) {
+  return (ct_attn_layout){.batch = 3 * T * H * Dh, .row = 3 * H * Dh,
+                          .head = Dh};
+}
+
+typedef struct ct_attn_params {
+  int64_t B, Tq, Tk, H, Dh;
+  ct_attn_layout q, k, v, out;  // dq/dk/dv/dout share these
+  float scale;                  // multiplies q.k (1/sqrt(Dh) by default)
+  bool causal;                  // bottom-right aligned, see above
+  const int32_t *key_lengths;   // (B) or NULL
+  const uint8_t *key_mask;      // (B,Tk), nonzero = masked out, or NULL
+  const float *bias;            // (H,Tq,Tk) contiguous, or NULL
+  float dropout_p;              // in [0, 1); 0 = no dropout
+  uint64_t dropout_seed, dropout_stream;
+} ct_attn_params;
+
+// Parameters for separate [B,T,H,Dh] tensors, scale 1/sqrt(Dh), no masks,
+// no dropout.
+ct_attn_params ct_attn_params_make(int64_t B, int64_t Tq, int64_t Tk,
+                                   int64_t H, int64_t Dh);
+
+// Checks sizes, dropout_p and key_lengths (each in 0..Tk). CT_OK or an
+// error naming the field.
+ct_status ct_attention_check(const ct_attn_params *p);
+
+// out and lse (B,H,Tq) are written. Per-thread scratch comes from the step
+// arena (a few tiles per thread). Returns CT_OK, or an error from
+// ct_attention_check / CT_ERR_NOMEM (then nothing is written).
+ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
+                               const float *k, const float *v, float *out,
+                               float *lse);
+
+// Given out and lse from the forward pass and dout = dL/dout, ADDS dL/dq,
+// dL/dk, dL/dv and dL/dbias (H,Tq,Tk) into the buffers given; any of them may
+// be NULL when not wanted. dq, dk, dv may alias one fused qkv gradient.
+ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
+                                const float *k, const float *v,
+                                const float *out, const float *lse,
+                                const float *dout, float *dq, float *dk,
+                                float *dv, float *dbias);
+
+#endif

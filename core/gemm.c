@@ -1,0 +1,414 @@
+// Packed, cache-blocked single-precision gemm (GotoBLAS/BLIS structure):
+// the driver, the packing routines, the portable scalar micro-kernel, the
+// run-time choice of micro-kernel, and the OpenMP split of the work.
+// The vector micro-kernels live in gemm_avx512.c and gemm_avx2.c.
+//
+// Loop nest for one product, C (M,N) += op(A) (M,K) op(B) (K,N):
+//
+//   for jc in N by NC:            B block  (KC,NC) packed once, stays in L2
+//     for pc in K by KC:          fixed K-block boundaries (depend on K only)
+//       pack B(pc, jc)
+//       for ic in M by MC:        A block  (MC,KC) packed
+//         pack A(ic, pc)
+//         for ir in MC by MR:     A micro-panel (KC,MR) stays in L1
+//           for jr in NC by NR:   B micro-panels stream from L2
+//             micro-kernel: C tile (MR,NR) = alpha * A B + beta' * C tile
+//
+// beta' is beta for the first K block and 1 afterwards, so every element of
+// C is one fixed sequence of FMAs over K, whatever the thread count.
+//
+// Threads take independent rectangles of C (and whole matrices of a batch),
+// each running the loop nest above with its own packing buffers; K is never
+// split. The rectangles are unions of whole MR x NR tiles and a tile's
+// arithmetic does not depend on where it sits, so results are bit-identical
+// for any thread count.
+//
+// Not here: mixed precision. The packing routines are the one place that
+// touches the caller's A and B, so a later bf16 path (AMX tiles or
+// AVX512-BF16 dot products) rounds inputs to bf16 there, in the layout its
+// micro-kernel wants; the micro-kernels stay pure compute on packed panels.
+#include "core/gemm.h"
+
+#include "core/gemm_internal.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------
+// Portable scalar micro-kernel (4 x 16). Plain C: the compiler may vectorize
+// it with the baseline ISA (SSE2), never with FMA (ISO C mode contracts
+// nothing), so it runs on any CPU.
+
+#define SCALAR_MR 4
+#define SCALAR_NR 16
+
+static void kernel_scalar(int64_t kc, const float *restrict pa, int64_t rsa,
+                          const float *restrict pb, int64_t rsb,
+                          float *restrict c, int64_t ldc, float alpha,
+                          float beta, int m, int n) {
+  (void)rsa;
+  float acc[SCALAR_MR][SCALAR_NR] = {{0}};
+  for (int64_t k = 0; k < kc; k++) {
+    for (int i = 0; i < SCALAR_MR; i++)
+      for (int j = 0; j < SCALAR_NR; j++) acc[i][j] += pa[i] * pb[j];
+    pa += SCALAR_MR;
+    pb += rsb;
+  }
+  for (int i = 0; i < m; i++) {
+    float *row = c + i * ldc;
+    if (beta == 0.0f)
+      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j];
+    else
+      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j] + beta * row[j];
+  }
+}
+
+// Portable packing helper (ct_gemm_copy_fn).
+static void copy_rows(const float *src, int64_t lds, int64_t rows, int w,
+                      float *dst, int width) {
+  for (int64_t r = 0; r < rows; r++, src += lds, dst += width) {
+    memcpy(dst, src, (size_t)w * sizeof(float));
+    for (int j = w; j < width; j++) dst[j] = 0.0f;
+  }
+}
+
+static ct_gemm_copy_fn copier(const ct_gemm_arch *arch) {
+  return arch->copy_rows ? arch->copy_rows : copy_rows;
+}
+
+static const ct_gemm_arch arch_scalar = {
+    .mr = SCALAR_MR, .nr = SCALAR_NR, .mc = SCALAR_MR * 32, .kc = 256,
+    .nc = 1024, .kernel = kernel_scalar, .copy_rows = copy_rows};
+
+// ---------------------------------------------------------------------------
+// Path selection.
+
+static ct_gemm_path forced = CT_GEMM_AUTO;
+
+static bool cpu_has(ct_gemm_path path) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (path) {
+  case CT_GEMM_AVX512: return __builtin_cpu_supports("avx512f");
+  case CT_GEMM_AVX2:
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  default: return true;
+  }
+#else
+  return path == CT_GEMM_SCALAR || path == CT_GEMM_AUTO;
+#endif
+}
+
+void ct_gemm_force_path(ct_gemm_path path) { forced = path; }
+
+ct_gemm_path ct_gemm_active_path(void) {
+  ct_gemm_path p = forced == CT_GEMM_AUTO ? CT_GEMM_AVX512 : forced;
+  if (p == CT_GEMM_AVX512 && !cpu_has(CT_GEMM_AVX512)) p = CT_GEMM_AVX2;
+  if (p == CT_GEMM_AVX2 && !cpu_has(CT_GEMM_AVX2)) p = CT_GEMM_SCALAR;
+  return p;
+}
+
+const char *ct_gemm_path_name(ct_gemm_path path) {
+  switch (path) {
+  case CT_GEMM_AUTO: return "auto";
+  case CT_GEMM_SCALAR: return "scalar";
+  case CT_GEMM_AVX2: return "avx2";
+  case CT_GEMM_AVX512: return "avx512";
+  }
+  return "unknown";
+}
+
+static const ct_gemm_arch *active_arch(void) {
+  switch (ct_gemm_active_path()) {
+  case CT_GEMM_AVX512: return &ct_gemm_arch_avx512;
+  case CT_GEMM_AVX2: return &ct_gemm_arch_avx2;
+  default: return &arch_scalar;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Per-thread packing buffers, grown on demand and kept for the life of the
+// thread (OpenMP reuses its worker threads, so steady state allocates
+// nothing).
+
+typedef struct scratch {
+  float *buf;
+  size_t cap; // floats
+} scratch;
+
+static _Thread_local scratch tls_a, tls_b;
+
+static float *scratch_get(scratch *s, size_t n) {
+  if (n > s->cap) {
+    size_t cap = n + n / 4;
+    cap = (cap + 15) & ~(size_t)15; // aligned_alloc: size % 64 bytes == 0
+    float *p = aligned_alloc(64, cap * sizeof(float));
+    if (!p) return NULL;
+    free(s->buf);
+    s->buf = p;
+    s->cap = cap;
+  }
+  return s->buf;
+}
+
+// ---------------------------------------------------------------------------
+// Packing. This is where a bf16 path would round its inputs (see top).
+
+// A block: rows i0..i0+mc, depth k0..k0+kc of op(A), in micro-panels of mr
+// rows (rows past mc are 0), each in one of two layouts:
+//   k-major (kernel):    (kc, mr), element (i, k) at k * mr + i
+//   rows (kernel_rows):  (mr, lda_p), element (i, k) at i * lda_p + k
+// Each layout is a plain copy from one storage order of A (rows from A
+// (M,K), k-major from A^T stored (K,M)), so packing never transposes A.
+static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
+                   const float *A, int64_t lda, int64_t i0, int64_t k0,
+                   int64_t mc, int64_t kc, int64_t lda_p, float *dst) {
+  const int mr = arch->mr;
+  int64_t panel = rows_layout ? mr * lda_p : mr * kc;
+  for (int64_t ip = 0; ip < mc; ip += mr, dst += panel) {
+    int rows = mc - ip < mr ? (int)(mc - ip) : mr;
+    if (rows_layout) {
+      for (int i = 0; i < mr; i++) {
+        float *d = dst + i * lda_p;
+        if (i < rows)
+          memcpy(d, A + (i0 + ip + i) * lda + k0, (size_t)kc * sizeof(float));
+        else
+          memset(d, 0, (size_t)kc * sizeof(float));
+      }
+    } else if (trans) { // A stored (K, M): each k is a contiguous run of rows
+      copier(arch)(A + k0 * lda + i0 + ip, lda, kc, rows, dst, mr);
+    } else { // A stored (M, K) for a kernel without a rows layout: transpose
+      for (int i = 0; i < rows; i++) {
+        const float *src = A + (i0 + ip + i) * lda + k0;
+        float *d = dst + i;
+        for (int64_t k = 0; k < kc; k++) d[k * mr] = src[k];
+      }
+      for (int i = rows; i < mr; i++)
+        for (int64_t k = 0; k < kc; k++) dst[k * mr + i] = 0.0f;
+    }
+  }
+}
+
+// B block: depth k0..k0+kc, columns j0..j0+nc of op(B) into micro-panels of
+// nr columns, each (kc, nr) with element (k, j) at k * nr + j; columns past
+// nc are 0.
+static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
+                   int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
+                   float *dst) {
+  const int nr = arch->nr;
+  for (int64_t jp = 0; jp < nc; jp += nr, dst += nr * kc) {
+    int cols = nc - jp < nr ? (int)(nc - jp) : nr;
+    if (!trans) { // B stored (K, N): each k is a contiguous run of columns
+      copier(arch)(B + k0 * ldb + j0 + jp, ldb, kc, cols, dst, nr);
+    } else { // B stored (N, K): transpose columns into the panel
+      for (int j = 0; j < cols; j++) {
+        const float *src = B + (j0 + jp + j) * ldb + k0;
+        float *d = dst + j;
+        for (int64_t k = 0; k < kc; k++) d[k * nr] = src[k];
+      }
+      for (int j = cols; j < nr; j++)
+        for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = 0.0f;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// One product on one thread.
+
+typedef struct operands {
+  bool trans_a, trans_b;
+  int64_t K;
+  float alpha, beta;
+  int64_t lda, ldb, ldc;
+} operands;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Depth of the K blocks: as even as possible, at most arch->kc. Depends on K
+// and the path only, so the sum order is the same for any split of C.
+static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
+  int64_t nblocks = (K + arch->kc - 1) / arch->kc;
+  return round_up((K + nblocks - 1) / nblocks, 8);
+}
+
+// Products with at most this many rows read a row-major B in place instead
+// of packing it: each B panel is then used by too few A panels to repay the
+// copy. The arithmetic is the same either way.
+#define DIRECT_B_MAX_ROWS 64
+
+// C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C already point at
+// the sub-problem's first row/column. Returns false, before touching C, if
+// the packing buffers cannot be allocated.
+static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
+                       int64_t m, int64_t n, const float *A, const float *B,
+                       float *C) {
+  const int mr = arch->mr, nr = arch->nr;
+  const int64_t K = op->K, kb = k_block(arch, K);
+  const bool rows_a = arch->kernel_rows && !op->trans_a;
+  const bool direct_b = arch->masked_b && !op->trans_b &&
+                        m <= DIRECT_B_MAX_ROWS;
+  const ct_gemm_kernel_fn kernel = rows_a ? arch->kernel_rows : arch->kernel;
+  // Row stride of the rows layout: padded off a multiple of 4 KiB so the
+  // 14 rows of a panel do not fight over the same L1 sets.
+  const int64_t lda_p = round_up(kb, 16) + 16;
+  const int64_t nc_max = n < arch->nc ? round_up(n, nr) : arch->nc;
+  const int64_t mc_max = m < arch->mc ? round_up(m, mr) : arch->mc;
+  float *pb = direct_b ? NULL : scratch_get(&tls_b, (size_t)(kb * nc_max));
+  float *pa = scratch_get(&tls_a, (size_t)(lda_p * mc_max));
+  if (!pa || (!pb && !direct_b)) return false;
+
+  for (int64_t jc = 0; jc < n; jc += arch->nc) {
+    int64_t nc = n - jc < arch->nc ? n - jc : arch->nc;
+    for (int64_t pc = 0; pc < K; pc += kb) {
+      int64_t kc = K - pc < kb ? K - pc : kb;
+      float beta = pc == 0 ? op->beta : 1.0f;
+      // B panel jr: rows of nr floats, rsb apart.
+      const float *b0 = direct_b ? B + pc * op->ldb + jc : pb;
+      int64_t rsb = direct_b ? op->ldb : nr;
+      int64_t panel_b = direct_b ? nr : nr * kc;
+      if (!direct_b) pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, pb);
+      for (int64_t ic = 0; ic < m; ic += arch->mc) {
+        int64_t mc = m - ic < arch->mc ? m - ic : arch->mc;
+        pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
+               pa);
+        int64_t panel_a = rows_a ? mr * lda_p : mr * kc;
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          int mt = mc - ir < mr ? (int)(mc - ir) : mr;
+          const float *a = pa + ir / mr * panel_a;
+          float *c = C + (ic + ir) * op->ldc + jc;
+          for (int64_t jr = 0; jr < nc; jr += nr) {
+            int nt = nc - jr < nr ? (int)(nc - jr) : nr;
+            kernel(kc, a, lda_p, b0 + jr / nr * panel_b, rsb, c + jr, op->ldc,
+                   op->alpha, beta, mt, nt);
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// Out of memory for packing buffers: plain loops rather than a half-written
+// C (gemm_block fails before it writes anything).
+static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
+                          const float *A, const float *B, float *C) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < op->K; k++)
+        acc += (op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k]) *
+               (op->trans_b ? B[j * op->ldb + k] : B[k * op->ldb + j]);
+      float *c = C + i * op->ldc + j;
+      *c = op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * *c;
+    }
+}
+
+// C = beta * C for K == 0 or alpha == 0 (A and B are not read).
+static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    float *row = C + i * ldc;
+    if (beta == 0.0f)
+      memset(row, 0, (size_t)N * sizeof(float));
+    else if (beta != 1.0f)
+      for (int64_t j = 0; j < N; j++) row[j] *= beta;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Splitting the work over threads.
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+// Splits one matrix into mt x nt rectangles of whole tiles, mt * nt close to
+// `parts`, preferring the split that packs the least (A rows + B columns per
+// rectangle).
+static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr,
+                         int64_t nr, int64_t parts, int64_t *mt,
+                         int64_t *nt) {
+  double best = -1.0;
+  *mt = *nt = 1;
+  for (int64_t a = 1; a <= parts; a++) {
+    if (parts % a) continue;
+    int64_t b = parts / a;
+    int64_t ma = a < mtiles ? a : mtiles, nb = b < ntiles ? b : ntiles;
+    double cost = (double)mtiles * mr / ma + (double)ntiles * nr / nb;
+    if (ma * nb < parts) cost *= 4.0 * parts / (ma * nb); // lost threads
+    if (best < 0 || cost < best) {
+      best = cost;
+      *mt = ma;
+      *nt = nb;
+    }
+  }
+}
+
+void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float *A, int64_t lda,
+                     int64_t stride_a, const float *B, int64_t ldb,
+                     int64_t stride_b, float beta, float *C, int64_t ldc,
+                     int64_t stride_c, int64_t batch) {
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  // Several products into one shared C accumulate in batch order.
+  if (stride_c == 0 && batch > 1) {
+    for (int64_t b = 0; b < batch; b++)
+      ct_gemm_batched(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda,
+                      0, B + b * stride_b, ldb, 0, b == 0 ? beta : 1.0f, C,
+                      ldc, 0, 1);
+    return;
+  }
+
+  const ct_gemm_arch *arch = active_arch();
+  const operands op = {trans_a, trans_b, K, alpha, beta, lda, ldb, ldc};
+  const bool scale_only = K <= 0 || alpha == 0.0f;
+
+  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  double work = (double)M * N * (K > 0 ? K : 1) * batch;
+  if (work < 32768.0) threads = 1;
+
+  // Parts per matrix: whole matrices per thread when the batch divides
+  // evenly or is large; otherwise split each matrix too.
+  int64_t parts = 1;
+  if (threads > 1 && !(batch % threads == 0 || batch >= 8 * threads))
+    parts = threads / gcd64(batch % threads, threads);
+  int64_t mtiles = (M + arch->mr - 1) / arch->mr;
+  int64_t ntiles = (N + arch->nr - 1) / arch->nr;
+  int64_t mt = 1, nt = 1;
+  split_matrix(mtiles, ntiles, arch->mr, arch->nr, parts, &mt, &nt);
+  int64_t tasks = batch * mt * nt;
+  if (threads > tasks) threads = tasks;
+
+#pragma omp parallel for schedule(static) num_threads((int)threads) \
+    if (threads > 1)
+  for (int64_t t = 0; t < tasks; t++) {
+    int64_t b = t / (mt * nt), r = t % (mt * nt);
+    int64_t im = r / nt, in = r % nt;
+    int64_t i0 = im * mtiles / mt * arch->mr;
+    int64_t i1 = (im + 1) * mtiles / mt * arch->mr;
+    int64_t j0 = in * ntiles / nt * arch->nr;
+    int64_t j1 = (in + 1) * ntiles / nt * arch->nr;
+    if (i1 > M) i1 = M;
+    if (j1 > N) j1 = N;
+    float *c = C + b * stride_c + i0 * ldc + j0;
+    if (scale_only) {
+      scale_c(i1 - i0, j1 - j0, beta, c, ldc);
+      continue;
+    }
+    const float *a = A + b * stride_a + (trans_a ? i0 : i0 * lda);
+    const float *bm = B + b * stride_b + (trans_b ? j0 * ldb : j0);
+    if (!gemm_block(arch, &op, i1 - i0, j1 - j0, a, bm, c))
+      gemm_unpacked(&op, i1 - i0, j1 - j0, a, bm, c);
+  }
+}
+
+void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B,
+             int64_t ldb, float beta, float *C, int64_t ldc) {
+  ct_gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0,
+                  beta, C, ldc, 0, 1);
+}

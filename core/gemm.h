@@ -1,0 +1,44 @@
+// Single-precision matrix multiply, row-major, the BLAS sgemm contract.
+//
+//   C (M,N) = alpha * op(A) (M,K) * op(B) (K,N) + beta * C
+//
+// op(A) is A stored (M,K) with row stride lda >= K, or with trans_a A stored
+// (K,M) with lda >= M; likewise op(B) is (K,N), or (N,K) stored with trans_b.
+// beta == 0 overwrites C without reading it (NaN in C is not propagated).
+//
+// Determinism: every output element is a dot product over K accumulated in one
+// fixed order, whatever the thread count; K is never split across threads.
+#ifndef CT_GEMM_H
+#define CT_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B,
+             int64_t ldb, float beta, float *C, int64_t ldc);
+
+// `batch` independent products; matrix i reads A + i*stride_a, B + i*stride_b
+// and writes C + i*stride_c. A stride of 0 shares one matrix across the batch.
+void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float *A, int64_t lda,
+                     int64_t stride_a, const float *B, int64_t ldb,
+                     int64_t stride_b, float beta, float *C, int64_t ldc,
+                     int64_t stride_c, int64_t batch);
+
+// Micro-kernel selection. AUTO picks the best the CPU supports at run time;
+// the others force a path (tests use this to cover the fallbacks). Forcing a
+// path the CPU lacks falls back to the best supported one below it.
+typedef enum ct_gemm_path {
+  CT_GEMM_AUTO,
+  CT_GEMM_SCALAR,
+  CT_GEMM_AVX2,
+  CT_GEMM_AVX512,
+} ct_gemm_path;
+
+void ct_gemm_force_path(ct_gemm_path path);
+// The path ct_gemm uses now (never CT_GEMM_AUTO).
+ct_gemm_path ct_gemm_active_path(void);
+const char *ct_gemm_path_name(ct_gemm_path path);
+
+#endif

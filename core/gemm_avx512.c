@@ -1,0 +1,141 @@
+// AVX-512 gemm micro-kernels: a 14 x 32 tile of C held in 28 zmm
+// accumulators (2 vectors of 16 per row). Per k: 2 vector loads of B, 14
+// broadcasts of A, 28 FMAs (the FMA ports stay busy; loads have room).
+//
+// Two A layouts, same arithmetic (one FMA chain per element, k in order):
+//   kernel_kmajor: packed A micro-panel, element (i, k) at pa[k * 14 + i]
+//   kernel_rows:   A rows, element (i, k) at pa[i * rsa + k], so row-major A
+//                  (trans_a == 0) is read in place, without a transposing pack
+// B rows are 32 floats at pb + k * rsb: a packed panel (rsb == 32) or, for
+// small products, row-major B read in place (n < 32 loads with a mask).
+//
+// Compiled with a function target attribute, not -mavx512f, so the library
+// still runs on any x86-64; gemm.c calls these only after
+// __builtin_cpu_supports("avx512f").
+#include "core/gemm_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+
+#define TARGET __attribute__((target("avx512f")))
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE TARGET void store_row(float *c, __m512 acc, __mmask16 mask,
+                             __m512 alpha, __m512 beta, int beta_zero) {
+  __m512 r = beta_zero
+                 ? _mm512_mul_ps(alpha, acc)
+                 : _mm512_fmadd_ps(
+                       alpha, acc,
+                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, c)));
+  _mm512_mask_storeu_ps(c, mask, r);
+}
+
+// The whole tile; `rows` selects the A layout and `masked` the B loads.
+// Both are compile-time constants at every call, so each variant is a
+// straight-line loop.
+INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
+                        int rows, const float *restrict pb, int64_t rsb,
+                        int masked, float *restrict c, int64_t ldc,
+                        float alpha, float beta, int m, int n) {
+  __mmask16 mask0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+  __mmask16 mask1 = n >= 32   ? (__mmask16)0xFFFF
+                    : n > 16 ? (__mmask16)((1u << (n - 16)) - 1)
+                             : (__mmask16)0;
+  __m512 acc[MR][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+
+  // Row i of A is at base[i / 3] + (i % 3) * rsa: five pointers and x86
+  // scaled-index addressing (rsa * 4, rsa * 8) reach all 14 rows without
+  // running out of general registers. The packed layout is the same walk
+  // with rsa == 1 and steps of MR.
+  const int64_t s = rows ? rsa : 1, step = rows ? 1 : MR;
+  const float *base[5];
+#pragma GCC unroll 5
+  for (int j = 0; j < 5; j++) base[j] = pa + 3 * j * s;
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0, b1;
+    if (masked) {
+      b0 = _mm512_maskz_loadu_ps(mask0, pb);
+      b1 = _mm512_maskz_loadu_ps(mask1, pb + 16);
+    } else {
+      b0 = _mm512_loadu_ps(pb);
+      b1 = _mm512_loadu_ps(pb + 16);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) {
+      __m512 a = _mm512_set1_ps(base[i / 3][(i % 3) * s]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+#pragma GCC unroll 5
+    for (int j = 0; j < 5; j++) base[j] += step;
+    pb += rsb;
+  }
+
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  int beta_zero = beta == 0.0f;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; i++) {
+    if (i < m) {
+      store_row(c + i * ldc, acc[i][0], mask0, va, vb, beta_zero);
+      store_row(c + i * ldc + 16, acc[i][1], mask1, va, vb, beta_zero);
+    }
+  }
+}
+
+static TARGET void kernel_kmajor(int64_t kc, const float *pa, int64_t rsa,
+                                 const float *pb, int64_t rsb, float *c,
+                                 int64_t ldc, float alpha, float beta, int m,
+                                 int n) {
+  (void)rsa;
+  if (n == NR)
+    tile(kc, pa, 0, 0, pb, rsb, 0, c, ldc, alpha, beta, m, n);
+  else
+    tile(kc, pa, 0, 0, pb, rsb, 1, c, ldc, alpha, beta, m, n);
+}
+
+static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
+                               const float *pb, int64_t rsb, float *c,
+                               int64_t ldc, float alpha, float beta, int m,
+                               int n) {
+  if (n == NR)
+    tile(kc, pa, rsa, 1, pb, rsb, 0, c, ldc, alpha, beta, m, n);
+  else
+    tile(kc, pa, rsa, 1, pb, rsb, 1, c, ldc, alpha, beta, m, n);
+}
+
+// Packing helper (see ct_gemm_copy_fn): one or two masked vector copies per
+// row instead of a scalar loop; the mask also writes the zero padding.
+static TARGET void copy_rows(const float *src, int64_t lds, int64_t rows,
+                             int w, float *dst, int width) {
+  __mmask16 m0 = w >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << w) - 1);
+  __mmask16 m1 = w >= 32   ? (__mmask16)0xFFFF
+                 : w > 16 ? (__mmask16)((1u << (w - 16)) - 1)
+                          : (__mmask16)0;
+  if (width <= 16) {
+    __mmask16 keep = (__mmask16)((1u << width) - 1);
+    for (int64_t r = 0; r < rows; r++, src += lds, dst += width)
+      _mm512_mask_storeu_ps(dst, keep, _mm512_maskz_loadu_ps(m0, src));
+  } else if (width == 32) {
+    for (int64_t r = 0; r < rows; r++, src += lds, dst += width) {
+      _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+  } else {
+    for (int64_t r = 0; r < rows; r++, src += lds, dst += width)
+      for (int j = 0; j < width; j++) dst[j] = j < w ? src[j] : 0.0f;
+  }
+}
+
+const ct_gemm_arch ct_gemm_arch_avx512 = {
+    .mr = MR, .nr = NR, .mc = MR * 12, .kc = 256, .nc = 1024,
+    .kernel = kernel_kmajor, .kernel_rows = kernel_rows, .masked_b = 1,
+    .copy_rows = copy_rows};
+
+#else
+const ct_gemm_arch ct_gemm_arch_avx512 = {0};
+#endif

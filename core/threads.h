@@ -1,0 +1,16 @@
+// Thread count for the OpenMP kernels.
+//
+// Results never depend on the thread count (see DESIGN.md, determinism), so
+// this is purely a speed setting.
+#ifndef CT_THREADS_H
+#define CT_THREADS_H
+
+// Sets the number of threads the kernels use (n >= 1).
+void ct_set_threads(int n);
+// The number of threads the kernels use now.
+int ct_get_threads(void);
+// Applies CT_THREADS, else OMP_NUM_THREADS, else the number of cores.
+// Returns the resulting thread count.
+int ct_threads_from_env(void);
+
+#endif
