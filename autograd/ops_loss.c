@@ -58,7 +58,7 @@ static void cross_entropy_backward(ct_node *node) {
   float *dx = logits->grad;
   double scale = loss->grad[0] / s->denom;
   double eps = s->smoothing, W = s->weight_sum;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * K >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     if (t[n] == s->ignore_index) continue;
     const float *xr = x + n * K;
@@ -151,7 +151,7 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *targets,
     for (int64_t k = 0; k < K; k++) W += w[k];
   }
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * K >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     if (t[n] == o.ignore_index) {
       row[n] = row[N + n] = 0.0;
@@ -256,9 +256,9 @@ static void pointwise_backward(ct_node *node) {
   const float *ad = ct_f32(a), *bd = ct_f32(b);
   float *ga = a->requires_grad ? a->grad : NULL;
   float *gb = b->requires_grad ? b->grad : NULL;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (a->numel >= PAR_MIN_WORK)
   for (int64_t i = 0; i < a->numel; i++) {
-    double da, db;
+    double da = 0.0, db = 0.0;
     pointwise_grad(s->kind, ad[i], bd[i], &da, &db);
     if (ga) ga[i] += (float)(scale * da);
     if (gb) gb[i] += (float)(scale * db);
@@ -291,7 +291,7 @@ static ct_tensor *pointwise_loss(const char *op, pointwise_kind kind,
   double *part = ct_arena_alloc((size_t)chunks * sizeof(double));
   if (!loss || !part) return NULL;
   const float *ad = ct_f32(a), *bd = ct_f32(b);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
   for (int64_t c = 0; c < chunks; c++) {
     int64_t i0 = c * SUM_CHUNK, i1 = i0 + SUM_CHUNK < n ? i0 + SUM_CHUNK : n;
     double s = 0.0;

@@ -19,7 +19,7 @@
 // x (N, C) -> y (N, C), y = exp(x - max) / sum exp(x - max)
 
 static void softmax_rows(const float *x, float *y, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     const float *xr = x + n * C;
     float *yr = y + n * C;
@@ -43,7 +43,7 @@ static void softmax_backward(ct_node *node) {
   int64_t C = ct_last_dim(y), N = ct_rows(y);
   const float *yd = ct_f32(y), *dy = y->grad;
   float *dx = x->grad;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     const float *yr = yd + n * C, *gr = dy + n * C;
     double dot = 0.0;
@@ -66,7 +66,7 @@ ct_tensor *ct_softmax(ct_tensor *x) {
 // x (N, C) -> y (N, C), y = x - max - log sum exp(x - max)
 
 static void log_softmax_rows(const float *x, float *y, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     const float *xr = x + n * C;
     float *yr = y + n * C;
@@ -86,7 +86,7 @@ static void log_softmax_backward(ct_node *node) {
   int64_t C = ct_last_dim(y), N = ct_rows(y);
   const float *yd = ct_f32(y), *dy = y->grad;
   float *dx = x->grad;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     const float *yr = yd + n * C, *gr = dy + n * C;
     double gs = 0.0;
@@ -112,8 +112,8 @@ ct_tensor *ct_log_softmax(ct_tensor *x) {
 // var the biased (divide by C) variance, as torch.nn.LayerNorm.
 
 typedef struct layernorm_saved {
-  float *mean;  // (N)
-  float *rstd;  // (N)
+  double *mean;  // (N)
+  double *rstd;  // (N)
 } layernorm_saved;
 
 // Column block for the weight/bias gradient: each block sums all rows in
@@ -132,7 +132,7 @@ static void layernorm_backward(ct_node *node) {
 
   if (x->requires_grad) {
     float *dx = x->grad;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
     for (int64_t n = 0; n < N; n++) {
       const float *xr = xd + n * C, *gr = dy + n * C;
       double mu = s->mean[n], rs = s->rstd[n];
@@ -154,7 +154,7 @@ static void layernorm_backward(ct_node *node) {
   bool dw = w && w->requires_grad, db = b && b->requires_grad;
   if (!dw && !db) return;
   int64_t blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t blk = 0; blk < blocks; blk++) {
     int64_t c0 = blk * LN_COL_BLOCK;
     int64_t c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
@@ -204,7 +204,8 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   layernorm_saved *saved = NULL;
   if (ct_tape_wants(3, in)) {
     saved = ct_arena_alloc(sizeof *saved);
-    float *buf = saved ? ct_arena_alloc((size_t)(2 * N) * sizeof(float)) : NULL;
+    double *buf =
+        saved ? ct_arena_alloc((size_t)(2 * N) * sizeof(double)) : NULL;
     if (!buf) return NULL;
     saved->mean = buf;
     saved->rstd = buf + N;
@@ -214,7 +215,7 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   const float *wd = weight ? ct_f32(weight) : NULL;
   const float *bd = bias ? ct_f32(bias) : NULL;
   float *yd = ct_f32(y);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
     const float *xr = xd + n * C;
     float *yr = yd + n * C;
@@ -223,18 +224,15 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     mu /= C;
     for (int64_t c = 0; c < C; c++) var += (xr[c] - mu) * (xr[c] - mu);
     var /= C;
-    // rstd is rounded to float and used as such, so that backward (which
-    // sees the saved float) differentiates exactly the function computed.
-    float rs = (float)(1.0 / sqrt(var + eps));
-    float mu_f = (float)mu;
+    double rs = 1.0 / sqrt(var + eps);
     for (int64_t c = 0; c < C; c++) {
-      double v = ((double)xr[c] - mu_f) * rs;
+      double v = (xr[c] - mu) * rs;
       if (wd) v *= wd[c];
       if (bd) v += bd[c];
       yr[c] = (float)v;
     }
     if (saved) {
-      saved->mean[n] = mu_f;
+      saved->mean[n] = mu;
       saved->rstd[n] = rs;
     }
   }

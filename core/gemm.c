@@ -17,16 +17,23 @@
 // beta' is beta for the first K block and 1 afterwards, so every element of
 // C is one fixed sequence of FMAs over K, whatever the thread count.
 //
+// Packing copies without transposing where the kernel allows it: AVX-512
+// reads A in its row layout when A is row-major (kernel_rows) and k-major
+// when it is stored transposed, and products of few rows read a row-major B
+// in place. Only B stored transposed (and A, for kernels without a rows
+// layout) is transposed while packing.
+//
 // Threads take independent rectangles of C (and whole matrices of a batch),
 // each running the loop nest above with its own packing buffers; K is never
 // split. The rectangles are unions of whole MR x NR tiles and a tile's
 // arithmetic does not depend on where it sits, so results are bit-identical
 // for any thread count.
 //
-// Not here: mixed precision. The packing routines are the one place that
-// touches the caller's A and B, so a later bf16 path (AMX tiles or
-// AVX512-BF16 dot products) rounds inputs to bf16 there, in the layout its
-// micro-kernel wants; the micro-kernels stay pure compute on packed panels.
+// Not here: mixed precision. Packing is kept apart from the micro-kernels
+// because it is where a later bf16 path (AMX tiles or AVX512-BF16 dot
+// products) rounds its inputs to bf16, in the layout its micro-kernel wants
+// (such a path always packs B: the in-place B read is an fp32 shortcut);
+// the micro-kernels stay pure compute on panels.
 #include "core/gemm.h"
 
 #include "core/gemm_internal.h"
@@ -154,6 +161,24 @@ static float *scratch_get(scratch *s, size_t n) {
 // ---------------------------------------------------------------------------
 // Packing. This is where a bf16 path would round its inputs (see top).
 
+// A (kc, w) block with row stride ld into consecutive panels of `width`
+// columns, each (kc, width) and zero-padded past w. Bands of 8 rows walk each
+// source row front to back across all panels: the hardware prefetchers see
+// a few long streams instead of one short run per row and panel.
+static void copy_panels(const ct_gemm_arch *arch, const float *src,
+                        int64_t ld, int64_t kc, int64_t w, int width,
+                        float *dst) {
+  const ct_gemm_copy_fn copy = copier(arch);
+  for (int64_t k = 0; k < kc; k += 8) {
+    int64_t rows = kc - k < 8 ? kc - k : 8;
+    float *d = dst + k * width;
+    for (int64_t j = 0; j < w; j += width, d += kc * width) {
+      int cols = w - j < width ? (int)(w - j) : width;
+      copy(src + k * ld + j, ld, rows, cols, d, width);
+    }
+  }
+}
+
 // A block: rows i0..i0+mc, depth k0..k0+kc of op(A), in micro-panels of mr
 // rows (rows past mc are 0), each in one of two layouts:
 //   k-major (kernel):    (kc, mr), element (i, k) at k * mr + i
@@ -164,6 +189,10 @@ static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
                    const float *A, int64_t lda, int64_t i0, int64_t k0,
                    int64_t mc, int64_t kc, int64_t lda_p, float *dst) {
   const int mr = arch->mr;
+  if (trans) { // A stored (K, M): each k is a contiguous run of rows
+    copy_panels(arch, A + k0 * lda + i0, lda, kc, mc, mr, dst);
+    return;
+  }
   int64_t panel = rows_layout ? mr * lda_p : mr * kc;
   for (int64_t ip = 0; ip < mc; ip += mr, dst += panel) {
     int rows = mc - ip < mr ? (int)(mc - ip) : mr;
@@ -175,8 +204,6 @@ static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
         else
           memset(d, 0, (size_t)kc * sizeof(float));
       }
-    } else if (trans) { // A stored (K, M): each k is a contiguous run of rows
-      copier(arch)(A + k0 * lda + i0 + ip, lda, kc, rows, dst, mr);
     } else { // A stored (M, K) for a kernel without a rows layout: transpose
       for (int i = 0; i < rows; i++) {
         const float *src = A + (i0 + ip + i) * lda + k0;
@@ -196,19 +223,20 @@ static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
                    int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
                    float *dst) {
   const int nr = arch->nr;
+  if (!trans) { // B stored (K, N): each k is a contiguous run of columns
+    copy_panels(arch, B + k0 * ldb + j0, ldb, kc, nc, nr, dst);
+    return;
+  }
+  // B stored (N, K): transpose columns into the panels.
   for (int64_t jp = 0; jp < nc; jp += nr, dst += nr * kc) {
     int cols = nc - jp < nr ? (int)(nc - jp) : nr;
-    if (!trans) { // B stored (K, N): each k is a contiguous run of columns
-      copier(arch)(B + k0 * ldb + j0 + jp, ldb, kc, cols, dst, nr);
-    } else { // B stored (N, K): transpose columns into the panel
-      for (int j = 0; j < cols; j++) {
-        const float *src = B + (j0 + jp + j) * ldb + k0;
-        float *d = dst + j;
-        for (int64_t k = 0; k < kc; k++) d[k * nr] = src[k];
-      }
-      for (int j = cols; j < nr; j++)
-        for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = 0.0f;
+    for (int j = 0; j < cols; j++) {
+      const float *src = B + (j0 + jp + j) * ldb + k0;
+      float *d = dst + j;
+      for (int64_t k = 0; k < kc; k++) d[k * nr] = src[k];
     }
+    for (int j = cols; j < nr; j++)
+      for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = 0.0f;
   }
 }
 

@@ -19,6 +19,18 @@
 
 #define MR 14
 #define NR 32
+// Cache blocking (per thread): the A micro-panel (14 x KC) stays in L1, the
+// packed B block (KC x NC, 1 MiB) in L2; MC only sets how much A is packed
+// at a time.
+#ifndef AVX512_MC
+#define AVX512_MC (MR * 12)
+#endif
+#ifndef AVX512_KC
+#define AVX512_KC 256
+#endif
+#ifndef AVX512_NC
+#define AVX512_NC 1024
+#endif
 
 #define TARGET __attribute__((target("avx512f")))
 #define INLINE static inline __attribute__((always_inline))
@@ -132,7 +144,7 @@ static TARGET void copy_rows(const float *src, int64_t lds, int64_t rows,
 }
 
 const ct_gemm_arch ct_gemm_arch_avx512 = {
-    .mr = MR, .nr = NR, .mc = MR * 12, .kc = 256, .nc = 1024,
+    .mr = MR, .nr = NR, .mc = AVX512_MC, .kc = AVX512_KC, .nc = AVX512_NC,
     .kernel = kernel_kmajor, .kernel_rows = kernel_rows, .masked_b = 1,
     .copy_rows = copy_rows};
 

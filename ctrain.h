@@ -1,0 +1,54 @@
+// ctrain: a small deep-learning training framework in C.
+//
+// A worked example: fit y = 2x + 1 with one linear layer.
+//
+//   #include <ctrain.h>
+//
+//   ct_params p;
+//   ct_params_init(&p);
+//   ct_tensor *w = ct_params_add(&p, "fc.weight", CT_SHAPE(1, 1), 0);
+//   ct_tensor *b = ct_params_add(&p, "fc.bias", CT_SHAPE(1), CT_PARAM_NO_DECAY);
+//   const float xs[4] = {0, 1, 2, 3}, ys[4] = {1, 3, 5, 7};
+//   for (int step = 0; step < 200; step++) {
+//     ct_tensor *x = ct_tensor_from(CT_F32, xs, CT_SHAPE(4, 1));   // arena
+//     ct_tensor *y = ct_tensor_from(CT_F32, ys, CT_SHAPE(4, 1));
+//     ct_tensor *loss = ct_mse(ct_linear(x, w, b), y);  // records the tape
+//     if (!loss) { fprintf(stderr, "%s\n", ct_last_error()); break; }
+//     ct_params_zero_grad(&p);
+//     ct_backward(loss);                      // grads land in p.grad
+//     for (size_t i = 0; i < p.count; i++)    // SGD: one loop, one buffer
+//       p.data[i] -= 0.05f * p.grad[i];
+//     ct_arena_reset();                       // frees activations and tape
+//   }
+//   ct_params_free(&p);
+//
+// The pieces, one header each:
+//   core/error.h      status codes and ct_last_error()
+//   core/tensor.h     f32/i32 tensors up to 5 dims, views, creation
+//   core/arena.h      the per-step bump allocator
+//   core/params.h     parameters, grads and optimizer state in flat buffers
+//   core/rng.h        Philox4x32-10 keyed random numbers
+//   core/threads.h    thread count (results never depend on it)
+//   core/gemm.h       matrix multiply kernels
+//   core/attention.h  fused attention kernels
+//   autograd/tape.h   recording, backward, no-grad scopes
+//   autograd/ops.h    the differentiable ops
+//   autograd/attention.h  the differentiable fused attention
+//   autograd/gradcheck.h  finite-difference gradient checks
+#ifndef CTRAIN_H
+#define CTRAIN_H
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/arena.h"
+#include "core/params.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "core/gemm.h"
+#include "core/attention.h"
+#include "autograd/tape.h"
+#include "autograd/ops.h"
+#include "autograd/attention.h"
+#include "autograd/gradcheck.h"
+
+#endif

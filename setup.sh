@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds ctrain on a Debian machine: installs the build dependencies that are
+# missing (apt-get, with sudo when not root), configures a release build in
+# ./build and compiles it. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+packages=(gcc libc6-dev meson ninja-build pkg-config zlib1g-dev libpng-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+[ -f build/build.ninja ] || meson setup build --buildtype=release
+meson compile -C build
+./build/train/ctrain info

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The ctrain program's command dispatch: help, version, info, and the usage
+# errors (exit 2, a message on stderr naming the problem).
+set -u
+ctrain=$1
+fails=0
+check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT -- COMMAND...
+  local what=$1 want=$2 text=$3; shift 4
+  local out status
+  out=$("$@" 2>&1); status=$?
+  if [ "$status" -ne "$want" ] || ! grep -q -- "$text" <<<"$out"; then
+    echo "FAIL: $what: status $status (want $want), output: $out"
+    fails=$((fails + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+check "help" 0 "usage: ctrain COMMAND" -- "$ctrain" help
+check "version" 0 "^ctrain [0-9]" -- "$ctrain" --version
+check "info" 0 "gemm kernel:" -- "$ctrain" info
+check "no command" 2 "usage:" -- "$ctrain"
+check "unknown command" 2 "ctrain: error: unknown command 'frobnicate'" -- "$ctrain" frobnicate
+check "planned command" 2 "ctrain: error: 'train' is not available" -- "$ctrain" train x.ini
+CT_THREADS=3 check "CT_THREADS honoured" 0 "threads: 3" -- "$ctrain" info
+echo "cli: $fails failed"
+[ "$fails" -eq 0 ]
