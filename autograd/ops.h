@@ -81,7 +81,7 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
 // ---- losses (ops_loss.c) ------------------------------------------------------
 typedef struct ct_ce_opts {
   int32_t ignore_index;    // targets equal to it count for nothing (-100)
-  float label_smoothing;   // in [0, 1)
+  float label_smoothing;   // in [0, 1]
   ct_tensor *weight;       // (K) class weights, or NULL; no gradient
 } ct_ce_opts;
 // PyTorch's defaults: ignore_index -100, no smoothing, no weights.

@@ -14,6 +14,10 @@
 
 #include <math.h>
 
+// Below this many elements a kernel runs on the calling thread: starting a
+// parallel region costs more than the work (and results do not depend on it).
+enum { PAR_MIN_WORK = 1 << 15 };
+
 static ct_tensor *scalar_out(void) { return ct_tensor_empty(CT_F32, 0, NULL); }
 
 // ---- cross-entropy ------------------------------------------------------------
@@ -30,9 +34,10 @@ static ct_tensor *scalar_out(void) { return ct_tensor_empty(CT_F32, 0, NULL); }
 // Gradient, with s = softmax(logits[n]) and W = sum_k w[k]:
 //   dloss/dlogits[n, j] = ((1 - eps) w[t_n] (s_j - [j == t_n])
 //                          + eps/K (W s_j - w[j])) / D
-// When D is 0 (every row ignored, or an empty batch) PyTorch returns nan; we
-// deliberately return 0 with a zero gradient, so that a batch that happens to
-// be all padding does not poison training.
+// When D is 0 (every row ignored, an empty batch, or zero weight on every
+// target) PyTorch returns nan; we deliberately return 0 with a zero gradient,
+// so that a batch that happens to be all padding does not poison training.
+// label_smoothing may be 1, as PyTorch allows.
 
 ct_ce_opts ct_ce_defaults(void) {
   return (ct_ce_opts){.ignore_index = -100, .label_smoothing = 0.0f,

@@ -15,6 +15,10 @@
 
 #include <math.h>
 
+// Below this many elements a kernel runs on the calling thread: starting a
+// parallel region costs more than the work (and results do not depend on it).
+enum { PAR_MIN_WORK = 1 << 15 };
+
 // ---- softmax ----------------------------------------------------------------
 // x (N, C) -> y (N, C), y = exp(x - max) / sum exp(x - max)
 

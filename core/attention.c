@@ -244,11 +244,16 @@ static void pick_tile_fns(fwd_tile_fn *f, bwd_tile_fn *b) {
 // ---------------------------------------------------------------------------
 // Shared per-unit setup.
 
+// Keys of batch row b that any query may see: [0, length).
+static int64_t key_len(const ct_attn_params *p, int64_t b) {
+  return p->key_lengths ? p->key_lengths[b] : p->Tk;
+}
+
 // Keys a query block may see at all: [0, key_end) for the batch row, cut by
 // the causal limit of the block's last query. May be <= 0.
 static int64_t block_key_end(const ct_attn_params *p, int64_t b, int64_t i0,
                              int64_t mq) {
-  int64_t end = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  int64_t end = key_len(p, b);
   if (p->causal) {
     int64_t c = i0 + mq + (p->Tk - p->Tq);  // last query's limit, exclusive
     if (c < end) end = c;
@@ -309,16 +314,38 @@ static void tile_keep(const ct_attn_params *p, int64_t b, int64_t h,
 
 static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
+// dst (dh, n) with row stride ld = the first n rows of src (row stride rs)
+// transposed, so that q K^T and dO V^T become products with a row-major
+// right operand, which ct_gemm reads in place instead of transposing it on
+// every call. Bands of 16 rows keep the strided reads in a few cache lines.
+static void transpose_rows(const float *src, int64_t rs, int64_t n,
+                           int64_t dh, float *restrict dst, int64_t ld) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nj = n - j0 < 16 ? n - j0 : 16;
+    for (int64_t d = 0; d < dh; d++) {
+      float *restrict out = dst + d * ld + j0;
+      const float *in = src + j0 * rs + d;
+      for (int64_t j = 0; j < nj; j++) out[j] = in[j * rs];
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Forward.
 
 typedef struct fwd_ws {
-  float *s, *o, *m, *l, *kadd, *keep;
+  float *s, *o, *m, *l, *kadd, *keep, *kt;
   int *lim;
 } fwd_ws;
 
+// Row stride of the transposed keys/values (Dh, Tk) in scratch.
+static int64_t kt_ld(const ct_attn_params *p) {
+  return (p->Tk + 15) & ~(int64_t)15;
+}
+
 static size_t fwd_ws_floats(const ct_attn_params *p) {
-  return (size_t)(2 * BQ * BK + BQ * p->Dh + 2 * BQ + p->Tk + BQ + 16);
+  return (size_t)(2 * BQ * BK + BQ * p->Dh + 3 * BQ + kt_ld(p) +
+                  p->Dh * kt_ld(p));
 }
 
 static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
@@ -330,21 +357,22 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.l = w.m + BQ;
   w.lim = (int *)(w.l + BQ);
   w.kadd = (float *)(w.lim + BQ);
+  w.kt = w.kadd + kt_ld(p);
   return w;
 }
 
-static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
-                     const float *q, const float *k, const float *v,
-                     float *out, float *lse, int64_t b, int64_t h, int64_t i0,
-                     fwd_ws *w) {
+// One (b, h, query block at i0), given kt = K^T of (b, h) for at least the
+// keys the block sees (row stride ldkt) and kadd from key_add.
+static void fwd_qblock(const ct_attn_params *p, fwd_tile_fn tile_fn,
+                       const float *q, const float *v, float *out, float *lse,
+                       int64_t b, int64_t h, int64_t i0, const float *kt,
+                       int64_t ldkt, const float *kadd, fwd_ws *w) {
   const int64_t Dh = p->Dh;
   const int mq = imin64(BQ, p->Tq - i0);
   const float *qb = q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
-  const float *kb = k + b * p->k.batch + h * p->k.head;
   const float *vb = v + b * p->v.batch + h * p->v.head;
-  const int64_t len = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  const int64_t len = key_len(p, b);
   const int64_t kend = block_key_end(p, b, i0, mq);
-  const float *kadd = key_add(p, b, w->kadd);
 
   for (int r = 0; r < mq; r++) {
     w->m[r] = -INFINITY;
@@ -354,8 +382,8 @@ static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
 
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    ct_gemm(false, true, mq, nk, Dh, p->scale, qb, p->q.row,
-            kb + j0 * p->k.row, p->k.row, 0.0f, w->s, BK);
+    ct_gemm(false, false, mq, nk, Dh, p->scale, qb, p->q.row, kt + j0, ldkt,
+            0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = {.mq = mq, .nk = nk, .lim = w->lim,
               .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
@@ -390,9 +418,27 @@ static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
   }
 }
 
-// Scratch for all threads of a parallel region, from the step arena.
+// Query blocks [qb0, qb1) of (b, h): transposes the keys they see once.
+static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
+                     const float *q, const float *k, const float *v,
+                     float *out, float *lse, int64_t b, int64_t h,
+                     int64_t qb0, int64_t qb1, fwd_ws *w) {
+  const int64_t i_last = qb1 * BQ < p->Tq ? qb1 * BQ : p->Tq;
+  const int64_t last0 = (qb1 - 1) * BQ;
+  int64_t kend = block_key_end(p, b, last0, i_last - last0);
+  if (kend < 0) kend = 0;
+  const int64_t ldkt = kt_ld(p);
+  transpose_rows(k + b * p->k.batch + h * p->k.head, p->k.row, kend, p->Dh,
+                 w->kt, ldkt);
+  const float *kadd = key_add(p, b, w->kadd);
+  for (int64_t qb = qb0; qb < qb1; qb++)
+    fwd_qblock(p, tile_fn, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd,
+               w);
+}
+
+// Scratch for all threads of a parallel region, from the step arena;
+// per_thread is a multiple of 16 floats, so each slice is 64-byte aligned.
 static float *thread_scratch(size_t per_thread, int threads) {
-  per_thread = (per_thread + 15) & ~(size_t)15;  // keep each slice 64-byte aligned
   return ct_arena_alloc(per_thread * (size_t)threads * sizeof(float));
 }
 
@@ -402,8 +448,8 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
   ct_status st = ct_attention_check(p);
   if (st != CT_OK) return st;
   const int64_t nqb = (p->Tq + BQ - 1) / BQ;
-  const int64_t units = p->B * p->H * nqb;
-  if (units == 0) return CT_OK;
+  const int64_t pairs = p->B * p->H;
+  if (pairs * nqb == 0) return CT_OK;
   fwd_tile_fn ff;
   bwd_tile_fn bf;
   pick_tile_fns(&ff, &bf);
@@ -412,16 +458,25 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
   const size_t per = (fwd_ws_floats(p) + 15) & ~(size_t)15;
   float *scratch = thread_scratch(per, threads);
   if (!scratch) return CT_ERR_NOMEM;
+  // A unit is a whole (b, h) when there are enough pairs to keep every
+  // thread busy (K^T is then built once per pair), else one query block.
+  // Every query block is computed the same way in both cases, so the
+  // choice (which depends on the thread count) never changes a result.
+  const bool per_pair = pairs >= 4 * (int64_t)threads || nqb == 1;
+  const int64_t units = per_pair ? pairs : pairs * nqb;
 
 #pragma omp parallel num_threads(threads)
   {
     fwd_ws w = fwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; u++) {
-      // Query blocks innermost-last so that the (costlier, under a causal
-      // mask) late blocks of all heads are spread over the threads.
-      int64_t qb = u % nqb, bh = u / nqb;
-      fwd_unit(p, ff, q, k, v, out, lse, bh / p->H, bh % p->H, qb * BQ, &w);
+      if (per_pair) {
+        fwd_unit(p, ff, q, k, v, out, lse, u / p->H, u % p->H, 0, nqb, &w);
+      } else {
+        int64_t qb = u % nqb, bh = u / nqb;
+        fwd_unit(p, ff, q, k, v, out, lse, bh / p->H, bh % p->H, qb, qb + 1,
+                 &w);
+      }
     }
   }
   return CT_OK;
@@ -431,16 +486,16 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 // Backward.
 
 typedef struct bwd_ws {
-  float *s, *dp, *keep, *delta, *kadd;
+  float *s, *dp, *keep, *delta, *kadd, *kt, *vt;
   int *lim;
 } bwd_ws;
 
 static size_t bwd_ws_floats(const ct_attn_params *p) {
-  return (size_t)(3 * BQ * BK + BQ + BQ + p->Tk + 16);
+  return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p));
 }
 
 static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
-  (void)p;
+  const int64_t ldt = kt_ld(p);
   bwd_ws w;
   w.s = base;
   w.dp = w.s + BQ * BK;
@@ -448,6 +503,8 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
   w.delta = w.keep + BQ * BK;
   w.lim = (int *)(w.delta + BQ);
   w.kadd = (float *)(w.lim + BQ);
+  w.kt = w.kadd + ldt;
+  w.vt = w.kt + p->Dh * ldt;
   return w;
 }
 
@@ -471,9 +528,12 @@ static void bwd_pair(const ct_attn_params *p, bwd_tile_fn tile_fn,
   float *dkh = a->dk ? a->dk + b * p->k.batch + h * p->k.head : NULL;
   float *dvh = a->dv ? a->dv + b * p->v.batch + h * p->v.head : NULL;
   const float *lseh = a->lse + (b * p->H + h) * p->Tq;
-  const int64_t len = p->key_lengths ? p->key_lengths[b] : p->Tk;
+  const int64_t len = key_len(p, b);
   const float *kadd = key_add(p, b, w->kadd);
   const bool drop = p->dropout_p > 0.0f;
+  const int64_t ldt = kt_ld(p);
+  transpose_rows(kh, p->k.row, len, Dh, w->kt, ldt);
+  transpose_rows(vh, p->v.row, len, Dh, w->vt, ldt);
 
   for (int64_t i0 = 0; i0 < p->Tq; i0 += BQ) {
     const int mq = imin64(BQ, p->Tq - i0);
@@ -491,10 +551,10 @@ static void bwd_pair(const ct_attn_params *p, bwd_tile_fn tile_fn,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      ct_gemm(false, true, mq, nk, Dh, p->scale, qb, p->q.row,
-              kh + j0 * p->k.row, p->k.row, 0.0f, w->s, BK);
-      ct_gemm(false, true, mq, nk, Dh, 1.0f, dob, p->out.row,
-              vh + j0 * p->v.row, p->v.row, 0.0f, w->dp, BK);
+      ct_gemm(false, false, mq, nk, Dh, p->scale, qb, p->q.row, w->kt + j0,
+              ldt, 0.0f, w->s, BK);
+      ct_gemm(false, false, mq, nk, Dh, 1.0f, dob, p->out.row, w->vt + j0,
+              ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, b, h, i0, mq, j0, nk, w->keep);
       tile t = {.mq = mq, .nk = nk, .lim = w->lim,

@@ -411,7 +411,9 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   int64_t tasks = batch * mt * nt;
   if (threads > tasks) threads = tasks;
 
-#pragma omp parallel for schedule(static) num_threads((int)threads) \
+  // Dynamic: a thread that is descheduled (a busy machine) does not hold
+  // the others back. The results do not depend on who computes which task.
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads) \
     if (threads > 1)
   for (int64_t t = 0; t < tasks; t++) {
     int64_t b = t / (mt * nt), r = t % (mt * nt);

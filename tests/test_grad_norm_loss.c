@@ -183,29 +183,51 @@ static void test_norm_values(void) {
   ct_arena_reset();
 }
 
-// dweight/dbias sum over rows; they must not depend on the thread count.
-static void test_layernorm_thread_invariance(void) {
-  int threads = ct_get_threads();
-  float dw[2][257], db[2][257], dx0 = 0, dx1 = 0;
-  for (int run_i = 0; run_i < 2; run_i++) {
-    ct_set_threads(run_i == 0 ? 1 : 3);
-    ct_rng r = ct_rng_make(5, 5);
-    ct_tensor *x = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
-    ct_tensor *w = ct_requires_grad(ct_tensor_randn(&r, 1, 1, CT_SHAPE(257)));
-    ct_tensor *b = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(257)));
-    ct_tensor *y = ct_layernorm(x, w, b, 1e-5f);
-    float *seed = ct_arena_alloc((size_t)y->numel * sizeof(float));
-    ct_rng_fill_uniform(&r, seed, y->numel, -1, 1);
-    CHECK(ct_backward_seeded(y, seed) == CT_OK, "%s", ct_last_error());
-    memcpy(dw[run_i], w->grad, sizeof dw[0]);
-    memcpy(db[run_i], b->grad, sizeof db[0]);
-    *(run_i ? &dx1 : &dx0) = x->grad[12345];
-    ct_arena_reset();
-  }
+// Results must be bit-identical at any thread count (the sizes here are
+// large enough for the kernels to go parallel): outputs and gradients of each
+// op with 1 and with 3 threads.
+static void run_ops_for_threads(int threads, float *sums) {
   ct_set_threads(threads);
-  CHECK(memcmp(dw[0], dw[1], sizeof dw[0]) == 0 &&
-            memcmp(db[0], db[1], sizeof db[0]) == 0 && dx0 == dx1,
-        "layernorm gradients differ between 1 and 3 threads");
+  ct_rng r = ct_rng_make(5, 5);
+  ct_tensor *x = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
+  ct_tensor *w = ct_requires_grad(ct_tensor_randn(&r, 1, 1, CT_SHAPE(257)));
+  ct_tensor *b = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(257)));
+  ct_tensor *u = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
+  ct_tensor *cw = ct_tensor_rand(&r, 0.1f, 2.0f, CT_SHAPE(257));
+  ct_tensor *t = ct_tensor_empty(CT_I32, CT_SHAPE(300));
+  for (int64_t i = 0; i < 300; i++)
+    ct_i32(t)[i] = i % 5 ? (int32_t)ct_rng_next_below(&r, 257) : -100;
+  ct_ce_opts o = {.ignore_index = -100, .label_smoothing = 0.1f, .weight = cw};
+  // Each term is its own graph; backward consumes the tape, and the leaves'
+  // gradients accumulate over the four passes.
+  double total = 0;
+  for (int i = 0; i < 4; i++) {
+    ct_tensor *term =
+        i == 0   ? ct_mse(ct_layernorm(x, w, b, 1e-5f), u)
+        : i == 1 ? ct_l1(ct_softmax(x), ct_log_softmax(u))
+        : i == 2 ? ct_cross_entropy(x, t, &o)
+                 : ct_kl_div(ct_log_softmax(x), u, true, CT_REDUCE_BATCHMEAN);
+    CHECK(term && ct_backward(term) == CT_OK, "threads %d, term %d: %s",
+          threads, i, ct_last_error());
+    if (term) total += ct_f32(term)[0];
+  }
+  sums[0] = (float)total;
+  memcpy(sums + 1, x->grad, 300 * 257 * sizeof(float));
+  memcpy(sums + 1 + 300 * 257, w->grad, 257 * sizeof(float));
+  memcpy(sums + 1 + 300 * 258, b->grad, 257 * sizeof(float));
+  memcpy(sums + 1 + 300 * 258 + 257, u->grad, 300 * 257 * sizeof(float));
+  ct_arena_reset();
+}
+
+static void test_thread_invariance(void) {
+  enum { LEN = 1 + 300 * 258 + 257 + 300 * 257 };
+  static float one[LEN], three[LEN];
+  int threads = ct_get_threads();
+  run_ops_for_threads(1, one);
+  run_ops_for_threads(3, three);
+  ct_set_threads(threads);
+  CHECK(memcmp(one, three, sizeof one) == 0,
+        "losses or gradients differ between 1 and 3 threads");
 }
 
 // ---- losses ----------------------------------------------------------------------
@@ -511,7 +533,7 @@ int main(void) {
   test_softmax_grads();
   test_layernorm_grads();
   test_norm_values();
-  test_layernorm_thread_invariance();
+  test_thread_invariance();
   test_ce_grads();
   test_ce_all_ignored();
   test_kl_grads();

@@ -1,0 +1,29 @@
+// The feed-forward block of transformers: Linear -> activation -> dropout ->
+// Linear, and timm's Mlp module (fc1, act, drop, fc2, drop) built on it.
+#ifndef CT_NN_MLP_H
+#define CT_NN_MLP_H
+
+#include "nn/linear.h"
+
+// The shared block: fc2(dropout(act(fc1(x)))); one dropout site.
+// x (..., IN) -> (..., OUT), fc1 IN -> HIDDEN, fc2 HIDDEN -> OUT
+ct_tensor *ct_nn_feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
+                             const ct_nn_linear *fc2, ct_nn_activation act,
+                             float dropout, ct_tensor *x);
+
+typedef struct ct_nn_mlp {
+  ct_nn_linear fc1;  // "prefix.fc1.*"  IN -> HIDDEN
+  ct_nn_linear fc2;  // "prefix.fc2.*"  HIDDEN -> OUT
+  ct_nn_activation act;
+  float dropout;     // after the activation and after fc2
+} ct_nn_mlp;
+
+ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
+                         int64_t in_features, int64_t hidden_features,
+                         int64_t out_features, ct_nn_activation act,
+                         float dropout, ct_rng *init_rng);
+
+// x (..., IN) -> (..., OUT); two dropout sites.
+ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx, ct_tensor *x);
+
+#endif

@@ -1,0 +1,59 @@
+// Naming, registration, the dropout context and activations shared by all
+// nn modules (the convention is in module.h).
+#include "nn/module.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "autograd/ops.h"
+
+ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step) {
+  return (ct_nn_ctx){.training = true, .seed = seed, .step = step, .site = 0};
+}
+
+ct_nn_ctx ct_nn_eval_ctx(void) { return (ct_nn_ctx){.training = false}; }
+
+uint64_t ct_nn_next_dropout_stream(ct_nn_ctx *ctx) {
+  uint32_t site = ctx->site++ % CT_NN_DROPOUT_SITES;
+  return ct_rng_stream(CT_NN_RNG_DROPOUT + site, ctx->step);
+}
+
+ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p) {
+  if (!ctx) return ct_dropout(x, 0.0f, 0, 0);
+  uint64_t stream = ct_nn_next_dropout_stream(ctx);
+  return ct_dropout(x, ctx->training ? p : 0.0f, ctx->seed, stream);
+}
+
+ct_status ct_nn_name(char buf[CT_NN_NAME_MAX], const char *prefix,
+                     const char *leaf_fmt, ...) {
+  int used = 0;
+  if (prefix && *prefix) used = snprintf(buf, CT_NN_NAME_MAX, "%s.", prefix);
+  if (used < 0 || used >= CT_NN_NAME_MAX)
+    return ct_error(CT_ERR_ARG, "nn: parameter prefix '%s' is too long",
+                    prefix);
+  va_list ap;
+  va_start(ap, leaf_fmt);
+  int n = vsnprintf(buf + used, (size_t)(CT_NN_NAME_MAX - used), leaf_fmt, ap);
+  va_end(ap);
+  if (n < 0 || used + n >= CT_NN_NAME_MAX)
+    return ct_error(CT_ERR_ARG, "nn: parameter name '%s...' is longer than %d",
+                    buf, CT_NN_NAME_MAX - 1);
+  return CT_OK;
+}
+
+ct_tensor *ct_nn_param(ct_params *p, const char *prefix, const char *leaf,
+                       int ndim, const int64_t *shape, unsigned flags) {
+  char name[CT_NN_NAME_MAX];
+  if (ct_nn_name(name, prefix, "%s", leaf) != CT_OK) return NULL;
+  return ct_params_add(p, name, ndim, shape, flags);
+}
+
+ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act) {
+  switch (act) {
+    case CT_NN_RELU: return ct_relu(x);
+    case CT_NN_GELU: return ct_gelu(x, CT_GELU_ERF);
+    case CT_NN_GELU_TANH: return ct_gelu(x, CT_GELU_TANH);
+  }
+  ct_error(CT_ERR_ARG, "nn: unknown activation %d", (int)act);
+  return NULL;
+}

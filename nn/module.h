@@ -1,0 +1,93 @@
+// The nn module convention, the forward context that drives dropout, and the
+// helpers every module uses to name and register its parameters.
+//
+// A module is a plain struct holding ct_tensor* parameters that live in a
+// ct_params store (core/params.h), plus its sizes. Each module has
+//
+//   ct_status  ct_nn_<module>_init(ct_nn_<module> *m, ct_params *p,
+//                                  const char *prefix, <config>,
+//                                  ct_rng *init_rng);
+//   ct_tensor *ct_nn_<module>_forward(<const> ct_nn_<module> *m, [ct_nn_ctx *ctx,]
+//                                     inputs...);
+//
+// init registers the parameters under dotted PyTorch/timm state_dict names
+// built from `prefix` ("encoder.layers.0.self_attn" + ".in_proj_weight";
+// an empty prefix gives bare names) and fills them by drawing from init_rng
+// in registration order, as the PyTorch module's constructor does (the
+// values differ from PyTorch's: the generators differ). A module made of
+// modules passes "prefix.child" down. Walking a model's parameters by name
+// (export, loading PyTorch weights, re-initialising) goes through the store's
+// registry: p->items[i].name. Modules that own arrays (the stacks) have a
+// _free; the others own nothing but registry entries.
+//
+// Weight decay flags (CT_PARAM_NO_DECAY), the rule of the PyTorch recipes
+// (timm's param_groups_weight_decay: ndim <= 1 or in no_weight_decay();
+// minGPT: biases, norm weights and embeddings): every 1-D parameter (biases,
+// LayerNorm weight and bias), token embedding tables, position embeddings and
+// learned tokens (cls/dist) are NO_DECAY. Matrices of Linear and attention
+// projections decay.
+//
+// Dropout: a forward pass carries a ct_nn_ctx. Each dropout in the pass (a
+// ct_nn_dropout call, or the attention-weight dropout inside attention)
+// takes the next `site` number, whether or not it drops anything, and draws
+// its mask from Philox at (seed, stream(site, step), element index). So the
+// masks of step s are a pure function of (seed, s): reproducible, the same at
+// any thread count, and a resumed run needs only the step. With
+// training = false (or a NULL ctx) dropout is the identity.
+#ifndef CT_NN_MODULE_H
+#define CT_NN_MODULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/params.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+// Longest parameter name, terminator included.
+enum { CT_NN_NAME_MAX = 256 };
+
+typedef struct ct_nn_ctx {
+  bool training;   // false: dropout is the identity
+  uint64_t seed;   // the run's dropout key
+  uint64_t step;   // the optimizer step the pass belongs to
+  uint32_t site;   // the next dropout site; a pass starts at 0
+} ct_nn_ctx;
+
+// Contexts for a training pass at `step` and for evaluation.
+ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step);
+ct_nn_ctx ct_nn_eval_ctx(void);
+
+// The rng purposes (core/rng.h) used by nn: dropout site s uses purpose
+// CT_NN_RNG_DROPOUT + s (up to 2^20 sites per pass).
+enum { CT_NN_RNG_DROPOUT = 0xD00000u, CT_NN_DROPOUT_SITES = 1u << 20 };
+
+// Takes the next dropout site of ctx and returns its Philox stream.
+uint64_t ct_nn_next_dropout_stream(ct_nn_ctx *ctx);
+
+// The Dropout module (it has no parameters): x (any shape) -> same shape.
+// Inverted dropout with probability p when ctx is training; else a copy.
+ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p);
+
+// "prefix.leaf" into buf (or "leaf" when prefix is empty or NULL); `leaf` is
+// a printf format. CT_ERR_ARG when the name does not fit CT_NN_NAME_MAX.
+ct_status ct_nn_name(char buf[CT_NN_NAME_MAX], const char *prefix,
+                     const char *leaf_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// Registers the zero-filled parameter "prefix.leaf". NULL with an error.
+ct_tensor *ct_nn_param(ct_params *p, const char *prefix, const char *leaf,
+                       int ndim, const int64_t *shape, unsigned flags);
+
+// Activations used between linear layers.
+typedef enum ct_nn_activation {
+  CT_NN_RELU,
+  CT_NN_GELU,       // exact (erf) GELU, PyTorch's F.gelu default
+  CT_NN_GELU_TANH,  // the tanh approximation
+} ct_nn_activation;
+
+ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act);
+
+#endif

@@ -1,0 +1,40 @@
+// Whole-store gradient operations run between backward and the optimizer
+// step: the global L2 norm, clipping by it (torch.nn.utils.clip_grad_norm_),
+// and the non-finite check that stops training with the parameter's name.
+//
+// All of them cover the non-frozen parameters of a ct_params store (frozen
+// ones have no gradient). The norm is the same, bit for bit, at any thread
+// count: squares are summed in double over fixed 8192-float chunks of each
+// parameter, and the chunk sums are added in registry order (DESIGN.md,
+// determinism). Since float squares summed in double cannot overflow, the
+// norm is finite exactly when every gradient is, so a training loop can test
+// the norm and call ct_grads_check_finite only to name the culprit.
+//
+// What this file does not do: norms other than L2, or per-parameter
+// clipping.
+#ifndef CT_GRADS_H
+#define CT_GRADS_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/params.h"
+
+// sqrt(sum of g^2) over every non-frozen gradient.
+double ct_grad_norm(const ct_params *p);
+
+// torch.nn.utils.clip_grad_norm_(params, max_norm) with the L2 norm: with
+// norm = ct_grad_norm(p) and coef = max_norm / (norm + 1e-6), every
+// non-frozen gradient is multiplied by coef when coef < 1 (that is, when the
+// norm exceeds max_norm, up to the 1e-6). Returns the norm before clipping.
+// max_norm <= 0 only measures (a config's "no clipping"); a non-finite norm
+// leaves the gradients as they are, for ct_grads_check_finite to report.
+double ct_clip_grad_norm(ct_params *p, double max_norm);
+
+// CT_OK when every non-frozen gradient is finite; otherwise CT_ERR_NUMERIC
+// with a message naming the first parameter (registry order) holding a NaN
+// or Inf: "non-finite gradient in 'fc1.weight' at step 12 (element 5 is
+// nan)". Pass step < 0 to leave out "at step N".
+ct_status ct_grads_check_finite(const ct_params *p, int64_t step);
+
+#endif

@@ -1,0 +1,212 @@
+// SGD, Adam and AdamW over a whole parameter store, as torch.optim (1.13)
+// computes them in float32: per-step coefficients are computed in double
+// (torch's Python floats) and rounded once to float, and each elementwise
+// update does the same float operations in the same order as torch's CPU
+// kernels, e.g. addcdiv: p + value * m / denom = p + (value * m) / denom.
+//
+// Updates are elementwise, so splitting a parameter between threads cannot
+// change a result: every thread takes a fixed share of every parameter.
+#include "optim/optim.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+// Below this many floats a step runs on one thread (spawning costs more).
+enum { OPTIM_PARALLEL_MIN = 1 << 15 };
+
+static const char *const kind_names[CT_OPTIM_KIND_COUNT] = {
+    [CT_OPTIM_SGD] = "sgd", [CT_OPTIM_ADAM] = "adam", [CT_OPTIM_ADAMW] = "adamw"};
+
+const char *ct_optim_kind_name(ct_optim_kind kind) {
+  return (unsigned)kind < CT_OPTIM_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+ct_status ct_optim_kind_parse(const char *name, ct_optim_kind *kind) {
+  for (int k = 0; name && k < CT_OPTIM_KIND_COUNT; k++)
+    if (strcmp(name, kind_names[k]) == 0) {
+      *kind = (ct_optim_kind)k;
+      return CT_OK;
+    }
+  return ct_error(CT_ERR_ARG,
+                  "unknown optimizer '%s' (expected sgd, adam or adamw)",
+                  name ? name : "(null)");
+}
+
+ct_optim_config ct_sgd_defaults(void) {
+  return (ct_optim_config){.kind = CT_OPTIM_SGD, .beta1 = 0.9, .beta2 = 0.999,
+                           .eps = 1e-8};
+}
+
+ct_optim_config ct_adam_defaults(void) {
+  ct_optim_config c = ct_sgd_defaults();
+  c.kind = CT_OPTIM_ADAM;
+  return c;
+}
+
+ct_optim_config ct_adamw_defaults(void) {
+  ct_optim_config c = ct_sgd_defaults();
+  c.kind = CT_OPTIM_ADAMW;
+  c.weight_decay = 0.01;
+  return c;
+}
+
+// Negated comparisons so that NaN fails every range check.
+ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg) {
+  if (!o || !cfg) return ct_error(CT_ERR_ARG, "optim: NULL optimizer or config");
+  if ((unsigned)cfg->kind >= CT_OPTIM_KIND_COUNT)
+    return ct_error(CT_ERR_ARG, "optim: unknown kind %d", (int)cfg->kind);
+  const char *name = kind_names[cfg->kind];
+  if (!(cfg->weight_decay >= 0.0 && isfinite(cfg->weight_decay)))
+    return ct_error(CT_ERR_ARG, "%s: weight_decay %g must be >= 0", name,
+                    cfg->weight_decay);
+  if (cfg->kind == CT_OPTIM_SGD) {
+    if (!(cfg->momentum >= 0.0 && isfinite(cfg->momentum)))
+      return ct_error(CT_ERR_ARG, "sgd: momentum %g must be >= 0",
+                      cfg->momentum);
+    if (!isfinite(cfg->dampening))
+      return ct_error(CT_ERR_ARG, "sgd: dampening %g must be finite",
+                      cfg->dampening);
+    if (cfg->nesterov && (cfg->momentum <= 0.0 || cfg->dampening != 0.0))
+      return ct_error(CT_ERR_ARG,
+                      "sgd: nesterov needs momentum > 0 and dampening 0 "
+                      "(got momentum %g, dampening %g)",
+                      cfg->momentum, cfg->dampening);
+  } else {
+    if (!(cfg->beta1 >= 0.0 && cfg->beta1 < 1.0))
+      return ct_error(CT_ERR_ARG, "%s: beta1 %g must be in [0, 1)", name,
+                      cfg->beta1);
+    if (!(cfg->beta2 >= 0.0 && cfg->beta2 < 1.0))
+      return ct_error(CT_ERR_ARG, "%s: beta2 %g must be in [0, 1)", name,
+                      cfg->beta2);
+    if (!(cfg->eps >= 0.0 && isfinite(cfg->eps)))
+      return ct_error(CT_ERR_ARG, "%s: eps %g must be >= 0", name, cfg->eps);
+  }
+  o->cfg = *cfg;
+  o->step = 0;
+  return CT_OK;
+}
+
+unsigned ct_optim_state_slots(const ct_optim_config *cfg) {
+  if (cfg->kind == CT_OPTIM_SGD)
+    return cfg->momentum != 0.0 ? 1u << CT_OPTIM_SLOT_MOMENTUM : 0u;
+  return 1u << CT_OPTIM_SLOT_EXP_AVG | 1u << CT_OPTIM_SLOT_EXP_AVG_SQ;
+}
+
+// One step's coefficients, as the float scalars torch's kernels receive.
+typedef struct step_coeffs {
+  float neg_lr;         // SGD: p += -lr * d
+  float wd;             // SGD/Adam: g = grad + wd * p
+  float momentum;       // SGD
+  float one_minus_damp; // SGD: 1 - dampening
+  bool first;           // SGD: the momentum buffer starts as g
+  bool nesterov;
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;  // Adam
+  float bc2_sqrt;       // sqrt(1 - beta2^t)
+  float eps;
+  float neg_step_size;  // -lr / (1 - beta1^t)
+  float keep;           // AdamW: p *= 1 - lr * wd
+} step_coeffs;
+
+// Updates floats [lo, hi) of the store; `decay` is false for NO_DECAY
+// parameters. s0, s1: the state slots the optimizer uses (or NULL).
+typedef void (*range_update_fn)(const step_coeffs *c, bool decay, float *p,
+                                const float *g, float *s0, float *s1,
+                                size_t lo, size_t hi);
+
+static void sgd_range(const step_coeffs *c, bool decay, float *p,
+                      const float *g, float *buf, float *unused, size_t lo,
+                      size_t hi) {
+  (void)unused;
+  float wd = decay ? c->wd : 0.0f;
+  for (size_t i = lo; i < hi; i++) {
+    float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
+    if (buf) {
+      buf[i] = c->first ? d : buf[i] * c->momentum + c->one_minus_damp * d;
+      d = c->nesterov ? d + c->momentum * buf[i] : buf[i];
+    }
+    p[i] = p[i] + c->neg_lr * d;
+  }
+}
+
+// Adam and AdamW share the moment update; they differ in where the decay
+// goes (c->wd is 0 for AdamW, c->keep is 1 for Adam).
+static void adam_range(const step_coeffs *c, bool decay, float *p,
+                       const float *g, float *m, float *v, size_t lo,
+                       size_t hi) {
+  float wd = decay ? c->wd : 0.0f;
+  bool shrink = decay && c->keep != 1.0f;
+  for (size_t i = lo; i < hi; i++) {
+    if (shrink) p[i] = p[i] * c->keep;
+    float gi = wd != 0.0f ? g[i] + wd * p[i] : g[i];
+    m[i] = m[i] * c->beta1 + c->one_minus_beta1 * gi;
+    v[i] = v[i] * c->beta2 + c->one_minus_beta2 * gi * gi;
+    float denom = sqrtf(v[i]) / c->bc2_sqrt + c->eps;
+    p[i] = p[i] + c->neg_step_size * m[i] / denom;
+  }
+}
+
+// Runs fn over every non-frozen parameter; each thread takes the same fixed
+// share of each parameter, so no barrier is needed between parameters.
+static void params_update(ct_params *ps, const step_coeffs *c,
+                          range_update_fn fn, float *s0, float *s1) {
+  #pragma omp parallel if (ps->count >= OPTIM_PARALLEL_MIN)
+  {
+    size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+    for (int k = 0; k < ps->n; k++) {
+      const ct_param *it = &ps->items[k];
+      if (it->flags & CT_PARAM_FROZEN) continue;
+      size_t n = (size_t)it->tensor->numel;
+      size_t lo = it->offset + n * t / nt, hi = it->offset + n * (t + 1) / nt;
+      if (lo < hi)
+        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data, ps->grad, s0, s1,
+           lo, hi);
+    }
+  }
+}
+
+ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
+  if (!o || !p) return ct_error(CT_ERR_ARG, "optim: NULL optimizer or params");
+  const ct_optim_config *cfg = &o->cfg;
+  if (!(lr >= 0.0f && isfinite(lr)))
+    return ct_error(CT_ERR_ARG, "%s: learning rate %g at step %lld must be "
+                    "finite and >= 0", ct_optim_kind_name(cfg->kind), lr,
+                    (long long)o->step);
+  if (p->count == 0) {
+    o->step++;
+    return CT_OK;
+  }
+  // Allocate every slot before touching any parameter.
+  float *s0 = NULL, *s1 = NULL;
+  unsigned slots = ct_optim_state_slots(cfg);
+  if (slots & 1u) s0 = ct_params_state(p, 0);
+  if (slots & 2u) s1 = ct_params_state(p, 1);
+  if (((slots & 1u) && !s0) || ((slots & 2u) && !s1)) return CT_ERR_NOMEM;
+
+  step_coeffs c = {.wd = (float)cfg->weight_decay, .keep = 1.0f};
+  if (cfg->kind == CT_OPTIM_SGD) {
+    c.neg_lr = -lr;
+    c.momentum = (float)cfg->momentum;
+    c.one_minus_damp = (float)(1.0 - cfg->dampening);
+    c.first = o->step == 0;
+    c.nesterov = cfg->nesterov;
+    params_update(p, &c, sgd_range, s0, NULL);
+  } else {
+    double t = (double)(o->step + 1);
+    double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, t);
+    c.beta1 = (float)cfg->beta1;
+    c.one_minus_beta1 = (float)(1.0 - cfg->beta1);
+    c.beta2 = (float)cfg->beta2;
+    c.one_minus_beta2 = (float)(1.0 - cfg->beta2);
+    c.bc2_sqrt = (float)sqrt(bc2);
+    c.eps = (float)cfg->eps;
+    c.neg_step_size = (float)(-(double)lr / bc1);
+    if (cfg->kind == CT_OPTIM_ADAMW) {
+      c.keep = (float)(1.0 - (double)lr * cfg->weight_decay);
+      c.wd = 0.0f;
+    }
+    params_update(p, &c, adam_range, s0, s1);
+  }
+  o->step++;
+  return CT_OK;
+}

@@ -1,0 +1,105 @@
+// Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam (L2
+// weight decay added to the gradient) and AdamW (decoupled weight decay), each
+// step matching torch.optim of PyTorch 1.13 element for element.
+//
+// An optimizer works on a whole ct_params store: one step is a flat loop over
+// the registry, parameter by parameter (CT_PARAM_FROZEN ones are skipped;
+// CT_PARAM_NO_DECAY ones get no weight decay). Its moments live in the store's
+// state buffers (ct_params_state), so a checkpoint that saves the store and
+// `ct_optim.step` can resume exactly. The learning rate is an argument of each
+// step; it comes from a schedule (optim/schedule.h).
+//
+//   ct_optim opt;
+//   ct_optim_config cfg = ct_adamw_defaults();
+//   cfg.weight_decay = 0.05;
+//   if (ct_optim_init(&opt, &cfg) != CT_OK) ... ct_last_error() ...
+//   for (int64_t step = 0; step < n; step++) {
+//     ... forward, ct_params_zero_grad(&p), ct_backward(loss) ...
+//     ct_clip_grad_norm(&p, 1.0f);                      // optim/grads.h
+//     ct_optim_step(&opt, &p, ct_schedule_lr(&sched, step));
+//   }
+//
+// What this file does not do: gradient clipping or non-finite checks (see
+// optim/grads.h), AMSGrad, `maximize`, or per-group hyperparameters other than
+// the NO_DECAY flag.
+#ifndef CT_OPTIM_H
+#define CT_OPTIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/params.h"
+
+typedef enum ct_optim_kind {
+  CT_OPTIM_SGD,
+  CT_OPTIM_ADAM,
+  CT_OPTIM_ADAMW,
+  CT_OPTIM_KIND_COUNT
+} ct_optim_kind;
+
+// Which ct_params state slot holds what (a checkpoint saves the slots it
+// finds allocated; see ct_optim_state_slots).
+enum {
+  CT_OPTIM_SLOT_MOMENTUM = 0,     // SGD momentum buffer (only if momentum > 0)
+  CT_OPTIM_SLOT_EXP_AVG = 0,      // Adam/AdamW first moment m
+  CT_OPTIM_SLOT_EXP_AVG_SQ = 1,   // Adam/AdamW second moment v
+};
+
+typedef struct ct_optim_config {
+  ct_optim_kind kind;
+  // Doubles, as torch's Python floats: derived coefficients such as
+  // 1 - beta2 = 0.001 are computed in double and rounded once to float (a
+  // float beta2 would make that 0.000999987, off by 1.3e-5).
+  double weight_decay; // SGD/Adam: + wd * p on the gradient; AdamW: p *= 1 - lr*wd
+  // SGD
+  double momentum;     // 0 = plain SGD
+  double dampening;    // buf = momentum * buf + (1 - dampening) * g
+  bool nesterov;       // g + momentum * buf instead of buf
+  // Adam, AdamW
+  double beta1, beta2;
+  double eps;          // added to sqrt(v_hat), outside the square root
+} ct_optim_config;
+
+// torch's defaults: SGD momentum 0, dampening 0, no Nesterov, no decay; Adam
+// betas (0.9, 0.999), eps 1e-8, no decay; AdamW the same with decay 0.01.
+ct_optim_config ct_sgd_defaults(void);
+ct_optim_config ct_adam_defaults(void);
+ct_optim_config ct_adamw_defaults(void);
+
+typedef struct ct_optim {
+  ct_optim_config cfg;
+  int64_t step;  // updates taken so far; Adam's bias correction uses step + 1
+} ct_optim;
+
+// Validates the hyperparameters (as torch does: momentum, weight_decay >= 0,
+// betas in [0, 1), eps >= 0; Nesterov needs momentum > 0 and dampening 0) and
+// sets the step counter to 0. CT_ERR_ARG with a message naming the field.
+ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg);
+
+// One update of every non-frozen parameter of `p` from its gradient, with
+// learning rate `lr` (>= 0), then o->step += 1. Allocates the state slots on
+// first use (CT_ERR_NOMEM if that fails; nothing is updated then).
+//
+// SGD (torch.optim.SGD), g = grad + wd * p:
+//   momentum == 0: p -= lr * g
+//   first step:    buf = g;  later: buf = momentum * buf + (1 - dampening) * g
+//   p -= lr * (nesterov ? g + momentum * buf : buf)
+// Adam (torch.optim.Adam), t = step + 1, g = grad + wd * p:
+//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// AdamW (torch.optim.AdamW, Loshchilov & Hutter 2019): p *= 1 - lr * wd, then
+//   the Adam update with g = grad.
+// CT_PARAM_NO_DECAY parameters use wd = 0.
+ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr);
+
+// The state slots the configured optimizer uses (a bit per slot), for
+// checkpoints and `ctrain inspect`.
+unsigned ct_optim_state_slots(const ct_optim_config *cfg);
+
+// "sgd", "adam", "adamw" <-> kind. Parsing an unknown name is CT_ERR_ARG with
+// a message listing the known ones.
+const char *ct_optim_kind_name(ct_optim_kind kind);
+ct_status ct_optim_kind_parse(const char *name, ct_optim_kind *kind);
+
+#endif
