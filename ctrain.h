@@ -35,6 +35,9 @@
 //   autograd/ops.h    the differentiable ops
 //   autograd/attention.h  the differentiable fused attention
 //   autograd/gradcheck.h  finite-difference gradient checks
+//   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
+//   optim/schedule.h  learning-rate schedules (pure functions of the step)
+//   optim/grads.h     gradient norm, clipping, the non-finite check
 #ifndef CTRAIN_H
 #define CTRAIN_H
 
@@ -50,5 +53,8 @@
 #include "autograd/ops.h"
 #include "autograd/attention.h"
 #include "autograd/gradcheck.h"
+#include "optim/optim.h"
+#include "optim/schedule.h"
+#include "optim/grads.h"
 
 #endif

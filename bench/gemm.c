@@ -122,6 +122,12 @@ static void measure(const problem *p, bool quick, double *ct_gflops,
   *blas_gflops = bl[nsamples / 2];
 }
 
+// Runs small products on all threads for a while before anything is timed:
+// on a virtual machine the first few hundred milliseconds of short parallel
+// regions are much slower (spin-waiting vCPUs are still being descheduled by
+// the host), which would otherwise land on whichever shape comes first.
+static void warm_up(int threads, double seconds);
+
 static void set_threads(int n) {
   ct_set_threads(n);
 #ifdef CT_HAVE_OPENBLAS
@@ -169,6 +175,35 @@ static double bench_shape(shape s, int threads, bool quick) {
   return g;
 }
 
+static void warm_up(int threads, double seconds) {
+  shape s = {128, 128, 128, 0, 0, 4};
+  problem p = {.s = s, .lda = 128, .ldb = 128, .ldc = 128,
+               .sa = 128 * 128, .sb = 128 * 128, .sc = 128 * 128};
+  size_t n = (size_t)(4 * 128 * 128);
+  p.A = calloc(n, sizeof(float));
+  p.B = calloc(n, sizeof(float));
+  p.C = calloc(n, sizeof(float));
+  if (!p.A || !p.B || !p.C) {
+    fprintf(stderr, "bench_gemm: out of memory\n");
+    exit(1);
+  }
+  set_threads(threads);
+  for (int side = 0; side < 2; side++) {
+    void (*fn)(const problem *) = run_ctrain;
+#ifdef CT_HAVE_OPENBLAS
+    if (side == 1) fn = run_blas;
+#else
+    if (side == 1) break;
+#endif
+    double t0 = now_s();
+    while (now_s() - t0 < seconds / 2) fn(&p);
+    settle(false);
+  }
+  free(p.A);
+  free(p.B);
+  free(p.C);
+}
+
 int main(int argc, char **argv) {
   int threads = 2;
   bool quick = false;
@@ -187,6 +222,7 @@ int main(int argc, char **argv) {
     }
   }
   printf("# gemm path=%s\n", ct_gemm_path_name(ct_gemm_active_path()));
+  warm_up(threads, quick ? 0.3 : 1.0);
 
   static const shape shapes[] = {
       // squares

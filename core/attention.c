@@ -2,27 +2,28 @@
 // (recomputes the scores). See attention.h for the math, the masks and the
 // determinism argument.
 //
-// Blocking: a unit works on BQ = 64 query rows against key blocks of BK = 64.
-// The three block products per tile (S = Q K^T, O += P V in the forward pass;
-// S, dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) go
-// through ct_gemm, which reads the strided [B,T,H,Dh] rows in place and runs
-// single-threaded inside our parallel region. The row work between products
-// (masks, bias, exp, row sums) is plain C in `#pragma omp simd` loops,
-// compiled three times (baseline, AVX2, AVX-512 via target attributes) and
-// chosen at run time with __builtin_cpu_supports.
+// Blocking: query blocks of BQ = 64 rows against key blocks of BK = 128.
+// The block products (S = Q K^T, O += P V in the forward pass; S,
+// dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) go
+// through ct_gemm, single-threaded inside our parallel region. K and V of
+// one (b, h) are first transposed into scratch (Dh, Tk), so that every
+// product has a row-major right operand, which ct_gemm reads in place; the
+// strided [B,T,H,Dh] rows of q, k, v, dout are read in place too. The row
+// work between products (masks, bias, exp, row sums) is plain C in
+// `#pragma omp simd` loops, compiled three times (baseline, AVX2, AVX-512
+// via target attributes) and chosen at run time with __builtin_cpu_supports.
 //
 // Not here: tensors and autograd (autograd/ops_attention.c).
 #include "core/attention.h"
 
 #include "core/arena.h"
 #include "core/gemm.h"
-#include "core/rng.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
-enum { BQ = 64, BK = 64 };
+enum { BQ = 64, BK = 128 };
 
 #define ATTN_INLINE static inline __attribute__((always_inline))
 
@@ -112,8 +113,7 @@ ATTN_INLINE void tile_logits(const tile *t, float *restrict s) {
 #pragma omp simd
       for (int c = 0; c < t->nk; c++) row[c] += ka[c];
     }
-#pragma omp simd
-    for (int c = 0; c < t->nk; c++) row[c] = c < lim ? row[c] : -INFINITY;
+    for (int c = lim; c < t->nk; c++) row[c] = -INFINITY;
   }
 }
 
@@ -189,6 +189,51 @@ ATTN_INLINE void bwd_tile_impl(const tile *t, float *restrict s,
   }
 }
 
+// Dropout factors of n consecutive weights from flat index `first`:
+// keep[c] = inv if uniform(first + c) >= p, else 0, with uniform() exactly
+// ct_rng_uniform_at of core/rng.c (the tests compare the two). Philox4x32-10
+// is restated here so that the vectorizer runs one counter per lane (each
+// counter g yields the words of indices 4g .. 4g+3); a call per counter into
+// rng.c cost more than the whole attention. thr = p * 2^24: u >= p exactly
+// when the 24-bit integer behind u is >= thr. words: n + 8 scratch words.
+ATTN_INLINE void keep_row_impl(uint64_t seed, uint64_t stream, uint64_t first,
+                               int n, float thr, float inv,
+                               uint32_t *restrict words,
+                               float *restrict keep) {
+  const uint64_t g0 = first >> 2;
+  const int ng = (int)(((first + (uint64_t)n - 1) >> 2) - g0 + 1);
+  const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  const uint32_t s0 = (uint32_t)stream, s1 = (uint32_t)(stream >> 32);
+#pragma omp simd
+  for (int g = 0; g < ng; g++) {
+    const uint64_t ctr = g0 + (uint64_t)g;
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = s0, c3 = s1;
+    uint32_t ka = k0, kb = k1;
+    for (int round = 0; round < 10; round++) {
+      const uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+      const uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+      const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ ka;
+      const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ kb;
+      c1 = (uint32_t)p1;
+      c3 = (uint32_t)p0;
+      c0 = n0;
+      c2 = n2;
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    words[4 * g] = c0;
+    words[4 * g + 1] = c1;
+    words[4 * g + 2] = c2;
+    words[4 * g + 3] = c3;
+  }
+  const uint32_t *restrict w = words + (first & 3);
+#pragma omp simd
+  for (int c = 0; c < n; c++)
+    keep[c] = (float)(int32_t)(w[c] >> 8) >= thr ? inv : 0.0f;
+}
+
+typedef void (*keep_row_fn)(uint64_t, uint64_t, uint64_t, int, float, float,
+                            uint32_t *, float *);
 typedef void (*fwd_tile_fn)(const tile *, float *, float *, float *, float *,
                             int64_t);
 typedef void (*bwd_tile_fn)(const tile *, float *, float *, const float *,
@@ -201,6 +246,11 @@ static void fwd_tile_base(const tile *t, float *s, float *m, float *l,
 static void bwd_tile_base(const tile *t, float *s, float *dp, const float *lse,
                           const float *delta, const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
+}
+static void keep_row_base(uint64_t seed, uint64_t stream, uint64_t first,
+                          int n, float thr, float inv, uint32_t *words,
+                          float *keep) {
+  keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -215,6 +265,11 @@ bwd_tile_avx2(const tile *t, float *s, float *dp, const float *lse,
               const float *delta, const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
 }
+__attribute__((target("avx2,fma"))) static void
+keep_row_avx2(uint64_t seed, uint64_t stream, uint64_t first, int n, float thr,
+              float inv, uint32_t *words, float *keep) {
+  keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
+}
 __attribute__((target("avx512f"))) static void
 fwd_tile_avx512(const tile *t, float *s, float *m, float *l, float *o,
                 int64_t dh) {
@@ -225,20 +280,29 @@ bwd_tile_avx512(const tile *t, float *s, float *dp, const float *lse,
                 const float *delta, const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
 }
+__attribute__((target("avx512f"))) static void
+keep_row_avx512(uint64_t seed, uint64_t stream, uint64_t first, int n,
+                float thr, float inv, uint32_t *words, float *keep) {
+  keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
+}
 #endif
 
-static void pick_tile_fns(fwd_tile_fn *f, bwd_tile_fn *b) {
-  *f = fwd_tile_base;
-  *b = bwd_tile_base;
+// The row kernels for this CPU.
+typedef struct attn_isa {
+  fwd_tile_fn fwd;
+  bwd_tile_fn bwd;
+  keep_row_fn keep;
+} attn_isa;
+
+static attn_isa pick_isa(void) {
+  attn_isa k = {fwd_tile_base, bwd_tile_base, keep_row_base};
 #ifdef ATTN_X86
-  if (__builtin_cpu_supports("avx512f")) {
-    *f = fwd_tile_avx512;
-    *b = bwd_tile_avx512;
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    *f = fwd_tile_avx2;
-    *b = bwd_tile_avx2;
-  }
+  if (__builtin_cpu_supports("avx512f"))
+    k = (attn_isa){fwd_tile_avx512, bwd_tile_avx512, keep_row_avx512};
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    k = (attn_isa){fwd_tile_avx2, bwd_tile_avx2, keep_row_avx2};
 #endif
+  return k;
 }
 
 // ---------------------------------------------------------------------------
@@ -285,30 +349,15 @@ static const float *key_add(const ct_attn_params *p, int64_t b, float *buf) {
 }
 
 // Dropout factors of a tile: keep[r][c] = 0 or 1/(1-p), per attention.h.
-// Philox yields four words per counter, so the words are drawn in blocks of
-// four consecutive flat indices.
-static void tile_keep(const ct_attn_params *p, int64_t b, int64_t h,
-                      int64_t i0, int mq, int64_t j0, int nk, float *keep) {
-  const uint32_t key[2] = {(uint32_t)p->dropout_seed,
-                           (uint32_t)(p->dropout_seed >> 32)};
-  const uint64_t st = p->dropout_stream;
+static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
+                      int64_t h, int64_t i0, int mq, int64_t j0, int nk,
+                      uint32_t *words, float *keep) {
   const float inv = 1.0f / (1.0f - p->dropout_p);
+  const float thr = p->dropout_p * 16777216.0f;
   for (int r = 0; r < mq; r++) {
-    uint64_t base = (uint64_t)(((b * p->H + h) * p->Tq + i0 + r) * p->Tk + j0);
-    uint64_t have = UINT64_MAX;
-    uint32_t w[4];
-    for (int c = 0; c < nk; c++) {
-      uint64_t idx = base + (uint64_t)c;
-      if ((idx >> 2) != have) {
-        have = idx >> 2;
-        const uint32_t ctr[4] = {(uint32_t)have, (uint32_t)(have >> 32),
-                                 (uint32_t)st, (uint32_t)(st >> 32)};
-        ct_philox4x32_10(ctr, key, w);
-      }
-      // Same mapping as ct_rng_uniform_at: 24 bits into [0, 1).
-      float u = (float)(w[idx & 3] >> 8) * (1.0f / 16777216.0f);
-      keep[(int64_t)r * BK + c] = u >= p->dropout_p ? inv : 0.0f;
-    }
+    uint64_t first = (uint64_t)(((b * p->H + h) * p->Tq + i0 + r) * p->Tk + j0);
+    isa->keep(p->dropout_seed, p->dropout_stream, first, nk, thr, inv, words,
+              keep + (int64_t)r * BK);
   }
 }
 
@@ -336,6 +385,7 @@ static void transpose_rows(const float *src, int64_t rs, int64_t n,
 typedef struct fwd_ws {
   float *s, *o, *m, *l, *kadd, *keep, *kt;
   int *lim;
+  uint32_t *words;  // (BK + 16) for tile_keep
 } fwd_ws;
 
 // Row stride of the transposed keys/values (Dh, Tk) in scratch.
@@ -345,7 +395,7 @@ static int64_t kt_ld(const ct_attn_params *p) {
 
 static size_t fwd_ws_floats(const ct_attn_params *p) {
   return (size_t)(2 * BQ * BK + BQ * p->Dh + 3 * BQ + kt_ld(p) +
-                  p->Dh * kt_ld(p));
+                  p->Dh * kt_ld(p) + BK + 16);
 }
 
 static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
@@ -358,12 +408,13 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.lim = (int *)(w.l + BQ);
   w.kadd = (float *)(w.lim + BQ);
   w.kt = w.kadd + kt_ld(p);
+  w.words = (uint32_t *)(w.kt + p->Dh * kt_ld(p));
   return w;
 }
 
 // One (b, h, query block at i0), given kt = K^T of (b, h) for at least the
 // keys the block sees (row stride ldkt) and kadd from key_add.
-static void fwd_qblock(const ct_attn_params *p, fwd_tile_fn tile_fn,
+static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
                        const float *q, const float *v, float *out, float *lse,
                        int64_t b, int64_t h, int64_t i0, const float *kt,
                        int64_t ldkt, const float *kadd, fwd_ws *w) {
@@ -388,10 +439,10 @@ static void fwd_qblock(const ct_attn_params *p, fwd_tile_fn tile_fn,
     tile t = {.mq = mq, .nk = nk, .lim = w->lim,
               .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
               .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
-    tile_fn(&t, w->s, w->m, w->l, w->o, Dh);
+    isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
     if (p->dropout_p > 0.0f) {
       // l sums the undropped weights; the 1/(1-p) is applied at the end.
-      tile_keep(p, b, h, i0, mq, j0, nk, w->keep);
+      tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       for (int r = 0; r < mq; r++)
         for (int c = 0; c < nk; c++)
           if (w->keep[r * BK + c] == 0.0f) w->s[r * BK + c] = 0.0f;
@@ -419,7 +470,7 @@ static void fwd_qblock(const ct_attn_params *p, fwd_tile_fn tile_fn,
 }
 
 // Query blocks [qb0, qb1) of (b, h): transposes the keys they see once.
-static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
+static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
                      const float *q, const float *k, const float *v,
                      float *out, float *lse, int64_t b, int64_t h,
                      int64_t qb0, int64_t qb1, fwd_ws *w) {
@@ -432,8 +483,17 @@ static void fwd_unit(const ct_attn_params *p, fwd_tile_fn tile_fn,
                  w->kt, ldkt);
   const float *kadd = key_add(p, b, w->kadd);
   for (int64_t qb = qb0; qb < qb1; qb++)
-    fwd_qblock(p, tile_fn, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd,
+    fwd_qblock(p, isa, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd,
                w);
+}
+
+// Threads for a problem: one for tiny ones (gradient checks, decoding steps),
+// where waking a team costs more than the work. Every product of a tiny
+// problem is then below ct_gemm's own threading threshold, so ct_gemm stays
+// single-threaded even though it runs outside an active parallel region.
+static int attn_threads(const ct_attn_params *p) {
+  double work = (double)p->B * p->H * p->Tq * p->Tk * p->Dh;
+  return work < 32768.0 ? 1 : omp_get_max_threads();
 }
 
 // Scratch for all threads of a parallel region, from the step arena;
@@ -450,11 +510,9 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
   const int64_t nqb = (p->Tq + BQ - 1) / BQ;
   const int64_t pairs = p->B * p->H;
   if (pairs * nqb == 0) return CT_OK;
-  fwd_tile_fn ff;
-  bwd_tile_fn bf;
-  pick_tile_fns(&ff, &bf);
+  const attn_isa isa = pick_isa();
 
-  const int threads = omp_get_max_threads();
+  const int threads = attn_threads(p);
   const size_t per = (fwd_ws_floats(p) + 15) & ~(size_t)15;
   float *scratch = thread_scratch(per, threads);
   if (!scratch) return CT_ERR_NOMEM;
@@ -471,10 +529,10 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; u++) {
       if (per_pair) {
-        fwd_unit(p, ff, q, k, v, out, lse, u / p->H, u % p->H, 0, nqb, &w);
+        fwd_unit(p, &isa, q, k, v, out, lse, u / p->H, u % p->H, 0, nqb, &w);
       } else {
         int64_t qb = u % nqb, bh = u / nqb;
-        fwd_unit(p, ff, q, k, v, out, lse, bh / p->H, bh % p->H, qb, qb + 1,
+        fwd_unit(p, &isa, q, k, v, out, lse, bh / p->H, bh % p->H, qb, qb + 1,
                  &w);
       }
     }
@@ -488,10 +546,12 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 typedef struct bwd_ws {
   float *s, *dp, *keep, *delta, *kadd, *kt, *vt;
   int *lim;
+  uint32_t *words;  // (BK + 16) for tile_keep
 } bwd_ws;
 
 static size_t bwd_ws_floats(const ct_attn_params *p) {
-  return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p));
+  return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p) +
+                  BK + 16);
 }
 
 static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
@@ -505,6 +565,7 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
   w.kadd = (float *)(w.lim + BQ);
   w.kt = w.kadd + ldt;
   w.vt = w.kt + p->Dh * ldt;
+  w.words = (uint32_t *)(w.vt + p->Dh * ldt);
   return w;
 }
 
@@ -516,7 +577,7 @@ typedef struct bwd_args {
 // All of (b, h): query blocks in order, and for each the key blocks in
 // order. Writes only rows [b, :, h, :] of dq/dk/dv, and dbias[h] (the caller
 // runs the b of one h in order on one thread).
-static void bwd_pair(const ct_attn_params *p, bwd_tile_fn tile_fn,
+static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                      const bwd_args *a, int64_t b, int64_t h, bwd_ws *w) {
   const int64_t Dh = p->Dh;
   const float *qh = a->q + b * p->q.batch + h * p->q.head;
@@ -556,12 +617,12 @@ static void bwd_pair(const ct_attn_params *p, bwd_tile_fn tile_fn,
       ct_gemm(false, false, mq, nk, Dh, 1.0f, dob, p->out.row, w->vt + j0,
               ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
-      if (drop) tile_keep(p, b, h, i0, mq, j0, nk, w->keep);
+      if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = {.mq = mq, .nk = nk, .lim = w->lim,
                 .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0
                                 : NULL,
                 .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
-      tile_fn(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
+      isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
         ct_gemm(true, false, nk, Dh, mq, 1.0f, w->s, BK, dob, p->out.row,
@@ -594,9 +655,7 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
   ct_status st = ct_attention_check(p);
   if (st != CT_OK) return st;
   if (!dq && !dk && !dv && !dbias) return CT_OK;
-  fwd_tile_fn ff;
-  bwd_tile_fn bf;
-  pick_tile_fns(&ff, &bf);
+  const attn_isa isa = pick_isa();
 
   // With dbias (a sum over b) a unit is a head and walks b in order;
   // otherwise a unit is one (b, h) pair. Either way each output element is
@@ -605,7 +664,7 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
   const int64_t units = per_head ? p->H : p->B * p->H;
   if (units == 0 || p->B == 0) return CT_OK;
 
-  const int threads = omp_get_max_threads();
+  const int threads = attn_threads(p);
   const size_t per = (bwd_ws_floats(p) + 15) & ~(size_t)15;
   float *scratch = thread_scratch(per, threads);
   if (!scratch) return CT_ERR_NOMEM;
@@ -617,9 +676,9 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; u++) {
       if (per_head)
-        for (int64_t b = 0; b < p->B; b++) bwd_pair(p, bf, &a, b, u, &w);
+        for (int64_t b = 0; b < p->B; b++) bwd_pair(p, &isa, &a, b, u, &w);
       else
-        bwd_pair(p, bf, &a, u / p->H, u % p->H, &w);
+        bwd_pair(p, &isa, &a, u / p->H, u % p->H, &w);
     }
   }
   return CT_OK;

@@ -6,10 +6,10 @@
 //                        * drop(b,h,i,j) * v_j
 //
 // The forward pass runs an online softmax (Milakov & Gimelshein 2018; the
-// FlashAttention blocking of Dao et al. 2022) over blocks of 64 queries x 64
+// FlashAttention blocking of Dao et al. 2022) over tiles of 64 queries x 128
 // keys and keeps only the per-row log-sum-exp; the backward pass recomputes
-// the scores from q, k and lse. Extra memory is O(B*H*Tq) for lse plus a few
-// 64x64 tiles per thread, never O(T^2).
+// the scores from q, k and lse. Extra memory is O(B*H*Tq) for lse plus, per
+// thread, a few tiles and one head's K^T and V^T (Dh x Tk): never O(T^2).
 //
 // Layouts: every operand is read in place through strides (in floats) for
 // batch, row (time) and head; the Dh values of one head are contiguous.
@@ -36,8 +36,10 @@
 // so backward recomputes it and no thread count changes it.
 //
 // Determinism: results are bit-identical for any thread count. The forward
-// pass splits work into (b, h, 64-query block) units, each writing only its
-// own rows of out and lse. The backward pass gives each (b, h) pair to one
+// pass gives each thread whole (b, h) pairs, or single (b, h, query block)
+// units when there are too few pairs to go round; either way each query
+// block is computed by the same code, writing only its own rows of out and
+// lse. The backward pass gives each (b, h) pair to one
 // thread, which walks query blocks then key blocks in a fixed order and
 // accumulates its own rows of dq, dk and dv; when dbias is wanted (a sum over
 // b) a unit is a whole head h, walking b in order. No reduction is split

@@ -23,7 +23,8 @@ typedef struct grad_span {
 static double spans_sum_squares(const float *g, const grad_span *spans, int n,
                                 size_t floats) {
   double part[NORM_BATCH];
-  #pragma omp parallel for schedule(dynamic, 1) if (floats >= GRADS_PARALLEL_MIN)
+  #pragma omp parallel for schedule(dynamic, 1) \
+      if (floats >= GRADS_PARALLEL_MIN)
   for (int s = 0; s < n; s++) {
     double acc = 0.0;
     for (size_t i = spans[s].lo; i < spans[s].hi; i++)

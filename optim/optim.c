@@ -16,7 +16,10 @@
 enum { OPTIM_PARALLEL_MIN = 1 << 15 };
 
 static const char *const kind_names[CT_OPTIM_KIND_COUNT] = {
-    [CT_OPTIM_SGD] = "sgd", [CT_OPTIM_ADAM] = "adam", [CT_OPTIM_ADAMW] = "adamw"};
+    [CT_OPTIM_SGD] = "sgd",
+    [CT_OPTIM_ADAM] = "adam",
+    [CT_OPTIM_ADAMW] = "adamw",
+};
 
 const char *ct_optim_kind_name(ct_optim_kind kind) {
   return (unsigned)kind < CT_OPTIM_KIND_COUNT ? kind_names[kind] : "?";
@@ -53,7 +56,8 @@ ct_optim_config ct_adamw_defaults(void) {
 
 // Negated comparisons so that NaN fails every range check.
 ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg) {
-  if (!o || !cfg) return ct_error(CT_ERR_ARG, "optim: NULL optimizer or config");
+  if (!o || !cfg)
+    return ct_error(CT_ERR_ARG, "optim: NULL optimizer or config");
   if ((unsigned)cfg->kind >= CT_OPTIM_KIND_COUNT)
     return ct_error(CT_ERR_ARG, "optim: unknown kind %d", (int)cfg->kind);
   const char *name = kind_names[cfg->kind];

@@ -51,7 +51,7 @@ typedef struct ct_optim_config {
   // Doubles, as torch's Python floats: derived coefficients such as
   // 1 - beta2 = 0.001 are computed in double and rounded once to float (a
   // float beta2 would make that 0.000999987, off by 1.3e-5).
-  double weight_decay; // SGD/Adam: + wd * p on the gradient; AdamW: p *= 1 - lr*wd
+  double weight_decay; // SGD/Adam: g += wd * p; AdamW: p *= 1 - lr * wd
   // SGD
   double momentum;     // 0 = plain SGD
   double dampening;    // buf = momentum * buf + (1 - dampening) * g

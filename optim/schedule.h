@@ -9,12 +9,13 @@
 //
 //   constant      lr after the warmup
 //   cosine        warmup, then min_lr + (lr - min_lr) * (1 + cos(pi * q)) / 2,
-//                 q = (step - warmup) / (total - warmup)   (warmup 0: CosineAnnealingLR,
-//                 T_max = total, eta_min = min_lr)
+//                 q = (step - warmup) / (total - warmup)   (warmup 0:
+//                 CosineAnnealingLR, T_max = total, eta_min = min_lr)
 //   linear        warmup, then lr + (min_lr - lr) * q      (transformers'
 //                 get_linear_schedule_with_warmup when min_lr = 0)
-//   inverse_sqrt  lr * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5), s = step + 1
-//                 (Vaswani et al. 2017, eq. 3, whose step_num counts from 1;
+//   inverse_sqrt  lr * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5),
+//                 s = step + 1 (Vaswani et al. 2017, eq. 3, whose step_num
+//                 counts from 1;
 //                 `lr` is the factor in front, peak at step = warmup - 1)
 //   step          lr * gamma^floor(step / step_size)       (StepLR)
 //

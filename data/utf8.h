@@ -1,0 +1,23 @@
+// UTF-8 decoding, encoding and validation (RFC 3629).
+//
+// Strict: overlong forms, surrogates (U+D800..U+DFFF) and code points above
+// U+10FFFF are invalid. What this file does not do: normalization (NFC/NFD)
+// or any other Unicode property lookups; the tokenizer has its own small
+// tables.
+#ifndef CT_DATA_UTF8_H
+#define CT_DATA_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Decodes the code point at s[*pos] (pos < len) and advances *pos past it.
+// On an invalid sequence returns -1 and advances *pos by one byte.
+int32_t ct_utf8_decode(const char *s, size_t len, size_t *pos);
+// Writes the encoding of cp (at most 4 bytes) to out; returns its length,
+// or 0 for an invalid code point.
+int ct_utf8_encode(int32_t cp, char out[4]);
+// The byte offset of the first invalid byte of s[0..len), or len when all of
+// it is valid UTF-8.
+size_t ct_utf8_find_invalid(const char *s, size_t len);
+
+#endif

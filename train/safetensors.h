@@ -1,0 +1,50 @@
+// Weights to and from PyTorch: a parameter store saved as, or loaded from, a
+// .safetensors file (the Hugging Face format that `safetensors.torch`
+// save_file / load_file read and write).
+//
+//   // export: every parameter as an F32 tensor under its state_dict name
+//   const char *meta[] = {"format", "pt", "step", "1200", NULL};
+//   ct_safetensors_save("model.safetensors", &p, meta);
+//
+//   // init_from: fill an already-built model by name; a new head may differ
+//   ct_safetensors_load("vit_small.safetensors", &p,
+//                       CT_LOAD_ALLOW_MISSING | CT_LOAD_ALLOW_UNEXPECTED);
+//
+// Format (https://github.com/huggingface/safetensors, see safetensors.c):
+// u64 little-endian N, N bytes of JSON header (space-padded to a multiple of
+// 8), then the tensors' bytes, packed in data_offsets order.
+//
+// What this file does not do: write dtypes other than F32, or keep the file's
+// __metadata__ (it is validated and ignored on load).
+#ifndef CT_TRAIN_SAFETENSORS_H
+#define CT_TRAIN_SAFETENSORS_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "core/params.h"
+#include "train/checkpoint.h"  // CT_LOAD_* flags, ct_params_load_named
+
+// The header size limit of the reference implementation.
+enum { CT_SAFETENSORS_MAX_HEADER = 100000000 };
+
+// Writes all parameters (values only) as F32 tensors, sorted by name as the
+// reference writer does, atomically (see ct_ckpt_write). `metadata` is NULL
+// or a NULL-terminated list of key, value strings for "__metadata__".
+ct_status ct_safetensors_save(const char *path, const ct_params *p,
+                              const char *const *metadata);
+
+// Loads the tensors of a .safetensors file into dst by name. F32 is copied;
+// F16, BF16 and F64 are converted to f32; other dtypes are an error naming
+// the tensor. The whole file is validated first (header JSON, dtypes, offsets
+// in range, packed without gaps or overlaps, no trailing bytes) and then the
+// names and shapes against dst (flags: CT_LOAD_ALLOW_MISSING,
+// CT_LOAD_ALLOW_UNEXPECTED); on any error dst is unchanged.
+ct_status ct_safetensors_load(const char *path, ct_params *dst,
+                              unsigned flags);
+// The same for a file already in memory; `what` names it in messages.
+ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
+                                     const char *what, ct_params *dst,
+                                     unsigned flags);
+
+#endif
