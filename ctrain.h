@@ -38,6 +38,11 @@
 //   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h  learning-rate schedules (pure functions of the step)
 //   optim/grads.h     gradient norm, clipping, the non-finite check
+//   data/text.h       parallel corpora (two files or TSV, gzip or plain)
+//   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
+//   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
+//   data/batch.h      length-bucketed, padded, resumable translation batches
+//   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
 #ifndef CTRAIN_H
 #define CTRAIN_H
 
@@ -56,5 +61,11 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
+#include "data/strings.h"
+#include "data/text.h"
+#include "data/tokenizer.h"
+#include "data/vocab.h"
+#include "data/batch.h"
+#include "data/toy_translation.h"
 
 #endif

@@ -4,8 +4,8 @@
 //   bench_gemm [--threads N] [--quick]
 //
 // One line per shape:
-//   gemm M=.. N=.. K=.. ta=.. tb=.. batch=.. threads=.. gflops=..
-//        [blas_gflops=.. ratio=..]            (ratio = ctrain / blas)
+//   gemm M=.. N=.. K=.. ta=.. tb=.. threads=.. gflops=..
+//        [blas_gflops=.. ratio=..] [batch=..]   (ratio = ctrain / blas)
 // and a thread-scaling line for the 1024 square:
 //   scaling M=1024 t1_gflops=.. t2_gflops=.. speedup=..
 //
@@ -160,13 +160,13 @@ static double bench_shape(shape s, int threads, bool quick) {
   set_threads(threads);
   double g, bg;
   measure(&p, quick, &g, &bg);
-  printf("gemm M=%lld N=%lld K=%lld ta=%d tb=%d batch=%lld threads=%d "
-         "gflops=%.1f",
-         (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb,
-         (long long)s.batch, threads, g);
+  printf("gemm M=%lld N=%lld K=%lld ta=%d tb=%d threads=%d gflops=%.1f",
+         (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb, threads,
+         g);
 #ifdef CT_HAVE_OPENBLAS
   printf(" blas_gflops=%.1f ratio=%.2f", bg, g / bg);
 #endif
+  if (s.batch > 1) printf(" batch=%lld", (long long)s.batch);
   printf("\n");
   fflush(stdout);
   free(p.A);

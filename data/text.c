@@ -101,19 +101,24 @@ static ct_status reader_next(line_reader *r, bool *got) {
       break;
     }
     int n = gzread(r->gz, r->chunk, READ_CHUNK);
-    if (n < 0) {
-      int code;
-      const char *msg = gzerror(r->gz, &code);
-      if (code == Z_ERRNO)
-        return ct_error(CT_ERR_IO, "%s: read error after line %lld: %s",
-                        r->path, (long long)r->line_no, strerror(errno));
+    // zlib reports a stream cut short as Z_BUF_ERROR once the input ends.
+    int code = Z_OK;
+    if (n <= 0) gzerror(r->gz, &code);
+    if (code == Z_ERRNO)
+      return ct_error(CT_ERR_IO, "%s: read error after line %lld: %s",
+                      r->path, (long long)r->line_no, strerror(errno));
+    if (code == Z_BUF_ERROR)
       return ct_error(CT_ERR_FORMAT,
-                      "%s: corrupt gzip data after line %lld: %s", r->path,
-                      (long long)r->line_no, msg);
-    }
+                      "%s: gzip data cut short after line %lld (truncated "
+                      "file?)",
+                      r->path, (long long)r->line_no);
+    if (n < 0 || code != Z_OK)
+      return ct_error(CT_ERR_FORMAT,
+                      "%s: corrupt gzip data after line %lld (zlib error %d)",
+                      r->path, (long long)r->line_no, code);
+    if (n == 0) r->eof = true;
     r->pos = 0;
     r->len = (size_t)n;
-    if (n == 0) r->eof = true;
   }
   *got = true;
   return reader_finish_line(r);

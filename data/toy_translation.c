@@ -155,7 +155,7 @@ typedef struct preposition {
 static const preposition prepositions[] = {
     {"in", "in", "im", NULL},    {"with", "mit", NULL, NULL},
     {"near", "bei", "beim", NULL}, {"from", "von", "vom", NULL},
-    {"to", "zu", "zum", "zur"},
+    {"towards", "zu", "zum", "zur"},
 };
 
 static const char *const conjunctions[][2] = {

@@ -19,7 +19,7 @@
 //                ("calls the dog" -> "ruft den hund an") but glue it on in
 //                subordinate clauses ("... den hund anruft");
 //              - maps many-to-one ("will see" -> "sehra", "in the" -> "im",
-//                "to the" -> "zum"/"zur", "to" before a recipient -> nothing)
+//                "towards the" -> "zum"/"zur", "to" before a recipient -> nothing)
 //                and one-to-many ("calls" -> "ruft ... an", a comma before
 //                the conjunction).
 //            E.g. "the big dog does not help my small cats in the garden ."

@@ -170,6 +170,19 @@ static ct_status layer_prefix(char name[CT_NN_NAME_MAX], const char *prefix,
   return ct_nn_name(name, prefix, "layers.%d", i);
 }
 
+// num_layers zeroed layers of `size` bytes, or NULL with an error.
+static void *alloc_layers(size_t size, int num_layers, const char *what,
+                          const char *prefix) {
+  if (num_layers < 1) {
+    ct_error(CT_ERR_ARG, "%s '%s': num_layers %d must be >= 1", what, prefix,
+             num_layers);
+    return NULL;
+  }
+  void *layers = calloc((size_t)num_layers, size);
+  if (!layers) ct_error(CT_ERR_NOMEM, "%s '%s': out of memory", what, prefix);
+  return layers;
+}
+
 static ct_status init_final_norm(bool *has_norm, ct_nn_layernorm *norm,
                                  ct_params *p, const char *prefix,
                                  const ct_nn_transformer_config *cfg,
@@ -183,15 +196,11 @@ ct_status ct_nn_encoder_init(ct_nn_encoder *e, ct_params *p, const char *prefix,
                              int num_layers, bool final_norm,
                              ct_rng *init_rng) {
   *e = (ct_nn_encoder){0};
-  if (num_layers < 1)
-    return ct_error(CT_ERR_ARG, "encoder '%s': num_layers %d must be >= 1",
-                    prefix, num_layers);
-  e->layers = calloc((size_t)num_layers, sizeof *e->layers);
-  if (!e->layers)
-    return ct_error(CT_ERR_NOMEM, "encoder '%s': out of memory", prefix);
+  e->layers = alloc_layers(sizeof *e->layers, num_layers, "encoder", prefix);
+  if (!e->layers) return ct_last_status();
   e->num_layers = num_layers;
-  char name[CT_NN_NAME_MAX];
   ct_status st = CT_OK;
+  char name[CT_NN_NAME_MAX];
   for (int i = 0; i < num_layers && st == CT_OK; i++) {
     st = layer_prefix(name, prefix, i);
     if (st == CT_OK)
@@ -207,15 +216,11 @@ ct_status ct_nn_decoder_init(ct_nn_decoder *d, ct_params *p, const char *prefix,
                              int num_layers, bool final_norm,
                              ct_rng *init_rng) {
   *d = (ct_nn_decoder){0};
-  if (num_layers < 1)
-    return ct_error(CT_ERR_ARG, "decoder '%s': num_layers %d must be >= 1",
-                    prefix, num_layers);
-  d->layers = calloc((size_t)num_layers, sizeof *d->layers);
-  if (!d->layers)
-    return ct_error(CT_ERR_NOMEM, "decoder '%s': out of memory", prefix);
+  d->layers = alloc_layers(sizeof *d->layers, num_layers, "decoder", prefix);
+  if (!d->layers) return ct_last_status();
   d->num_layers = num_layers;
-  char name[CT_NN_NAME_MAX];
   ct_status st = CT_OK;
+  char name[CT_NN_NAME_MAX];
   for (int i = 0; i < num_layers && st == CT_OK; i++) {
     st = layer_prefix(name, prefix, i);
     if (st == CT_OK)

@@ -2,7 +2,7 @@
 // gradients of inputs and of every registered parameter (and of a float
 // attn_mask), with masks, both attention paths, dropout in training mode
 // (keyed masks, so each evaluation draws the same mask), and the layers and
-// stacks in both norm orders. Sizes are tiny: E=8, H=2, T=3..5, B=2, ff=16.
+// stacks in both norm orders. Sizes are tiny: E=8, H=2, T=3..5, B=2, ff=8.
 #include "autograd/ops.h"
 #include "grad_util.h"
 #include "nn/attention.h"
@@ -12,7 +12,7 @@
 #include "nn/position.h"
 #include "nn/transformer.h"
 
-enum { B = 2, E = 8, H = 2, FF = 16, MAX_INPUTS = 128 };
+enum { B = 2, E = 8, H = 2, FF = 8, MAX_INPUTS = 128 };
 
 static ct_rng init_rng = {.seed = 11, .stream = 0, .offset = 0};
 
@@ -294,14 +294,17 @@ static void check_decoder_layer(const char *what, bool norm_first,
 }
 
 static void test_transformer(void) {
+  // ReLU's kink breaks finite differences when a pre-activation lies within
+  // eps of 0, which happens among a few hundred of them; the post-norm encoder
+  // layer and the transformer keep ReLU (they pass with these inputs), the
+  // others use GELU. nn_parity checks the ReLU layers' gradients against
+  // PyTorch.
   check_encoder_layer("encoder layer post-norm relu", false, CT_NN_RELU, false);
-  check_encoder_layer("encoder layer pre-norm gelu", true, CT_NN_GELU, false);
-  check_encoder_layer("encoder layer post gelu, dropout (train)", false,
-                      CT_NN_GELU, true);
-  check_decoder_layer("decoder layer post-norm relu", false, CT_NN_RELU, false);
-  check_decoder_layer("decoder layer pre-norm gelu", true, CT_NN_GELU, false);
-  check_decoder_layer("decoder layer pre gelu, dropout (train)", true,
-                      CT_NN_GELU, true);
+  check_encoder_layer("encoder layer pre-norm gelu, dropout", true, CT_NN_GELU,
+                      true);
+  check_decoder_layer("decoder layer post-norm gelu", false, CT_NN_GELU, false);
+  check_decoder_layer("decoder layer pre-norm gelu, dropout", true, CT_NN_GELU,
+                      true);
 
   // nn.Transformer with 1+1 layers (the 3+3 stack is in nn_parity).
   ct_params p;
@@ -311,10 +314,10 @@ static void test_transformer(void) {
   ct_status st = ct_nn_transformer_init(&c.tr, &p, "", &cfg, 1, 1, &init_rng);
   CHECK(st == CT_OK, "transformer init: %s", ct_last_error());
   perturb(&p);
-  ct_tensor *xs[2] = {grad_input(CT_SHAPE(B, 3, E)),
-                      grad_input(CT_SHAPE(B, 4, E))};
+  ct_tensor *xs[2] = {grad_input(CT_SHAPE(B, 2, E)),
+                      grad_input(CT_SHAPE(B, 3, E))};
   c.self.causal = true;
-  c.memory.key_padding_mask = padding(4, 1);
+  c.memory.key_padding_mask = padding(3, 1);
   check_with_params("transformer 1+1 layers, final norms", transformer_fn, &c,
                     &p, 2, xs);
   ct_nn_transformer_free(&c.tr);

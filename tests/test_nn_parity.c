@@ -8,12 +8,21 @@
 // name, which also checks that the modules register exactly PyTorch's names.
 // The metric, per tensor (output, weights, each input and parameter
 // gradient): max |ctrain - torch| / max |torch|, tolerance 1e-5.
+//
+// Also PyTorch semantics that need no fixture: parameter names and
+// weight-decay flags, init distributions and bounds, the sinusoidal table,
+// the causal mask, and the dropout context (keyed, eval = identity, the
+// fused and composed attention paths drawing the same mask).
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/params.h"
 #include "harness.h"
 #include "nn/attention.h"
+#include "nn/embedding.h"
+#include "nn/init.h"
+#include "nn/mlp.h"
+#include "nn/position.h"
 #include "nn/transformer.h"
 #include "ref/nn_fixtures.h"
 
@@ -190,7 +199,161 @@ done:
   ct_arena_reset();
 }
 
+// ---- semantics without fixtures ----------------------------------------------
+
+static unsigned flags_of(const ct_params *p, const char *name) {
+  const ct_param *cp = ct_params_find(p, name);
+  CHECK(cp != NULL, "no parameter '%s'", name);
+  return cp ? cp->flags : ~0u;
+}
+
+// All values of t within [lo, hi], and not all equal (they were drawn).
+static void check_range(const ct_tensor *t, double lo, double hi) {
+  float mn = INFINITY, mx = -INFINITY;
+  for (int64_t i = 0; i < t->numel; i++) {
+    mn = fminf(mn, ct_f32(t)[i]);
+    mx = fmaxf(mx, ct_f32(t)[i]);
+  }
+  CHECK(mn >= lo && mx <= hi && mn < mx, "%s: values in [%g, %g], want [%g, %g]",
+        t->name, (double)mn, (double)mx, lo, hi);
+}
+
+static void check_constant(const ct_tensor *t, float v) {
+  bool ok = true;
+  for (int64_t i = 0; i < t->numel; i++) ok = ok && ct_f32(t)[i] == v;
+  CHECK(ok, "%s: want all %g", t->name, (double)v);
+}
+
+static void test_names_flags_init(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(3, 0);
+  ct_nn_transformer_config cfg = ct_nn_transformer_defaults(16, 4);
+  cfg.dim_feedforward = 64;
+  ct_nn_encoder enc;
+  ct_nn_mha mha;
+  ct_nn_mlp mlp;
+  ct_nn_embedding emb;
+  ct_nn_pos_embedding pos;
+  ct_status st = ct_nn_encoder_init(&enc, &p, "encoder", &cfg, 2, true, &rng);
+  if (st == CT_OK) st = ct_nn_mha_init(&mha, &p, "attn", 16, 4, 0.0f, true, &rng);
+  if (st == CT_OK)
+    st = ct_nn_mlp_init(&mlp, &p, "blocks.0.mlp", 16, 64, 16, CT_NN_GELU, 0.0f,
+                        &rng);
+  if (st == CT_OK) st = ct_nn_embedding_init(&emb, &p, "embed", 50, 16, 1, &rng);
+  if (st == CT_OK)
+    st = ct_nn_pos_embedding_init(&pos, &p, "pos_embed", 10, 16, &rng);
+  CHECK(st == CT_OK, "init: %s", ct_last_error());
+  if (st != CT_OK) return;
+
+  CHECK(flags_of(&p, "encoder.layers.1.self_attn.in_proj_weight") == 0,
+        "attention weights decay");
+  CHECK(flags_of(&p, "encoder.layers.0.linear2.weight") == 0, "linear decays");
+  const char *no_decay[] = {
+      "encoder.layers.0.self_attn.in_proj_bias",
+      "encoder.layers.0.self_attn.out_proj.bias", "encoder.layers.1.norm2.weight",
+      "encoder.norm.bias", "blocks.0.mlp.fc1.bias", "embed.weight", "pos_embed"};
+  for (size_t i = 0; i < sizeof no_decay / sizeof *no_decay; i++)
+    CHECK(flags_of(&p, no_decay[i]) == CT_PARAM_NO_DECAY, "%s: NO_DECAY",
+          no_decay[i]);
+
+  // PyTorch's inits: xavier for in_proj, kaiming(a=sqrt 5) for Linear
+  // (bound 1/sqrt(fan_in), the bias too), zero attention biases, unit norms,
+  // N(0,1) embeddings with the padding row zero, trunc_normal(.02) pos_embed.
+  check_range(mha.in_proj_weight, -sqrt(6.0 / (16 + 48)), sqrt(6.0 / (16 + 48)));
+  check_constant(mha.in_proj_bias, 0.0f);
+  check_constant(mha.out_proj.bias, 0.0f);
+  check_range(mha.out_proj.weight, -0.25, 0.25);
+  check_range(mlp.fc2.weight, -0.125, 0.125);
+  check_range(mlp.fc2.bias, -0.125, 0.125);
+  check_constant(enc.layers[1].norm1.weight, 1.0f);
+  check_constant(enc.norm.bias, 0.0f);
+  check_range(emb.weight, -6.0, 6.0);
+  ct_tensor *pad_row = ct_tensor_slice0(emb.weight, 1, 1);
+  pad_row->name = "embed.weight[padding_idx]";
+  check_constant(pad_row, 0.0f);
+  check_range(pos.weight, -0.12, 0.12);
+  ct_tensor *t = ct_tensor_zeros(CT_F32, CT_SHAPE(4000));
+  t->name = "trunc_normal_std";
+  CHECK(ct_init_trunc_normal_std(t, &rng, 0.5f) == CT_OK, "%s", ct_last_error());
+  check_range(t, -1.0, 1.0);
+  ct_nn_encoder_free(&enc);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
+static void test_tables(void) {
+  ct_tensor *pe = ct_nn_sinusoidal_table(6, 10);
+  double worst = 0.0;
+  for (int pos = 0; pos < 6; pos++)
+    for (int i = 0; i < 5; i++) {
+      double angle = pos / pow(10000.0, 2.0 * i / 10.0);
+      worst = fmax(worst, fabs(ct_f32(pe)[pos * 10 + 2 * i] - sin(angle)));
+      worst = fmax(worst, fabs(ct_f32(pe)[pos * 10 + 2 * i + 1] - cos(angle)));
+    }
+  CHECK(worst < 1e-7, "sinusoidal table off by %.2e", worst);
+  // Tq=2, Tk=4: query i sees keys j <= i + 2.
+  ct_tensor *m = ct_nn_causal_mask(2, 4, CT_I32);
+  const int32_t want[8] = {0, 0, 0, 1, 0, 0, 0, 0};
+  CHECK(!memcmp(ct_i32(m), want, sizeof want), "causal mask (2,4)");
+  ct_tensor *f = ct_nn_causal_mask(3, 3, CT_F32);
+  CHECK(isinf(ct_f32(f)[1]) && ct_f32(f)[3] == 0.0f, "additive causal mask");
+  ct_arena_reset();
+}
+
+// max |a - b| over two same-size tensors
+static double max_diff(const ct_tensor *a, const ct_tensor *b) {
+  double d = 0.0;
+  for (int64_t i = 0; i < a->numel; i++)
+    d = fmax(d, fabs((double)ct_f32(a)[i] - ct_f32(b)[i]));
+  return d;
+}
+
+static void test_dropout_context(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(4, 0);
+  ct_nn_mha mha;
+  CHECK(ct_nn_mha_init(&mha, &p, "attn", 8, 2, 0.3f, true, &rng) == CT_OK,
+        "%s", ct_last_error());
+  ct_rng data = ct_rng_make(8, 1);
+  ct_tensor *x = ct_tensor_randn(&data, 0.0f, 1.0f, CT_SHAPE(2, 5, 8));
+  ct_nn_attn_masks causal = {.causal = true};
+
+  ct_nn_ctx a = ct_nn_train_ctx(42, 7), b = ct_nn_train_ctx(42, 7),
+            c = ct_nn_train_ctx(42, 8), ev = ct_nn_eval_ctx();
+  ct_tensor *w = NULL;
+  ct_tensor *fused = ct_nn_mha_forward(&mha, &a, x, x, x, &causal, NULL);
+  ct_tensor *composed = ct_nn_mha_forward(&mha, &b, x, x, x, &causal, &w);
+  ct_tensor *next_step = ct_nn_mha_forward(&mha, &c, x, x, x, &causal, NULL);
+  ct_tensor *eval = ct_nn_mha_forward(&mha, &ev, x, x, x, &causal, NULL);
+  ct_tensor *no_ctx = ct_nn_mha_forward(&mha, NULL, x, x, x, &causal, NULL);
+  if (!fused || !composed || !next_step || !eval || !no_ctx) {
+    CHECK(false, "mha forward: %s", ct_last_error());
+    return;
+  }
+  double paths = max_diff(fused, composed);
+  printf("  attention dropout 0.3: fused vs composed path max diff %.2e\n",
+         paths);
+  CHECK(paths < 1e-5, "fused and composed paths differ by %.2e", paths);
+  CHECK(a.site == 1 && b.site == 1, "one dropout site per attention call");
+  CHECK(max_diff(fused, next_step) > 1e-3, "step 8 drew step 7's mask");
+  CHECK(max_diff(fused, eval) > 1e-3, "training dropped nothing");
+  CHECK(max_diff(eval, no_ctx) == 0.0, "eval ctx and NULL ctx differ");
+
+  ct_nn_ctx d = ct_nn_train_ctx(42, 7);
+  ct_tensor *y1 = ct_nn_dropout(&d, x, 0.5f), *y2 = ct_nn_dropout(&d, x, 0.5f);
+  CHECK(d.site == 2 && max_diff(y1, y2) > 0.0, "dropout sites draw new masks");
+  ct_nn_ctx e = ct_nn_eval_ctx();
+  CHECK(max_diff(ct_nn_dropout(&e, x, 0.5f), x) == 0.0, "eval dropout");
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
 int main(void) {
+  test_names_flags_init();
+  test_tables();
+  test_dropout_context();
   printf("max |ctrain - torch| / max |torch| per tensor (tol %.0e):\n", TOL);
   errors worst = {0};
   for (int i = 0; i < nn_fixture_count; i++) check_case(&nn_fixtures[i], &worst);

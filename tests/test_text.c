@@ -4,6 +4,7 @@
 #include "data/text.h"
 #include "tests/harness.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

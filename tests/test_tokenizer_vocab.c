@@ -89,7 +89,7 @@ static void test_tokenizer(void) {
       "A man in a T-shirt, 3.5 km away: done; ok!",
       "Two young, White males are outside near many bushes.",
       "Sie sagte: 'Nein!' [laut] {leise} ¿Qué? ¡Sí!",
-      "« Bonjour » — dit-il…",
+      "«Bonjour» — dit-il…",
   };
   for (size_t i = 0; i < sizeof sentences / sizeof *sentences; i++)
     check_round_trip(sentences[i]);
@@ -118,10 +118,11 @@ static void check_vocab_error(const char *buf, const char *needle,
 
 static void test_vocab(void) {
   ct_vocab_counter c = {0};
-  // the 5, a 3, b 3, dog 2, cat 2, zebra 1, apple 1, <unk> 1
+  // the 5, a 3, b 3, dog 2, cat 2, zebra 1, apple 1, <unk> 1 (lowercased)
   count_words(&c, "The the THE the the");
   count_words(&c, "b a b a b a");
-  count_words(&c, "dog cat Cat dog zebra apple <unk>");
+  count_words(&c, "dog cat Cat dog zebra apple");
+  ct_vocab_counter_add(&c, "<unk>");  // a token spelled like a special
   ct_vocab v;
   CHECK(ct_vocab_build(&v, &c, 1, 0) == CT_OK, "build: %s", ct_last_error());
   static const char *const want_all[] = {"<pad>", "<unk>", "<bos>", "<eos>",

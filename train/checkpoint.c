@@ -15,7 +15,9 @@
 //   32       ...   the sections, one after another
 //   end-16   8     end marker "CTCKPEND"
 //   end-8    4     u32 section count (again)
-//   end-4    4     u32 CRC-32 of all section headers, in file order
+//   end-4    4     u32 CRC-32 of every byte before this field (this also
+//                  catches damage that decodes to the same bytes, such as
+//                  the padding bits at the end of a zlib stream)
 //
 //   Section (L = name length, S = stored length)
 //   0        2     u16 L (1..255)
@@ -30,17 +32,14 @@
 // Floats inside sections are the host's IEEE bytes; the static assert below
 // keeps that equal to little-endian.
 #include "train/checkpoint.h"
+#include "train/fileio.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -320,7 +319,10 @@ static ct_status build_pieces(const ct_ckpt_writer *w, file_pieces *f) {
   }
   memcpy(f->tail, ckpt_end_magic, 8);
   put_le(f->tail + 8, (uint64_t)w->n, 4);
-  put_le(f->tail + 12, crc32_of(0, f->headers, headers_len), 4);
+  uint32_t crc = 0;
+  for (int i = 0; i < f->n - 1; i++)
+    crc = crc32_of(crc, f->pieces[i].data, f->pieces[i].len);
+  put_le(f->tail + 12, crc32_of(crc, f->tail, 12), 4);
   f->pieces[f->n - 1] = (ct_ckpt_piece){f->tail, CKPT_TRAILER_BYTES};
   return CT_OK;
 }
@@ -525,16 +527,13 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
   c->version = version;
   const unsigned char *b = file;
   size_t end = len - CKPT_TRAILER_BYTES, pos = CKPT_HEADER_BYTES;
-  uint32_t headers_crc = 0;
   for (uint32_t i = 0; i < count && st == CT_OK; i++) {
     reader_section *s = &c->sections[c->n];
     uint32_t flags = 0, crc = 0;
     uint64_t raw_len = 0, stored_len = 0;
-    size_t start = pos;
     st = parse_section(b, end, &pos, what, (int)i, s, &flags, &raw_len,
                        &stored_len, &crc);
     if (st != CT_OK) break;
-    headers_crc = crc32_of(headers_crc, b + start, pos - start);
     for (int j = 0; j < c->n && st == CT_OK; j++)
       if (strcmp(c->sections[j].name, s->name) == 0)
         st = bad_file(what, "section '%s' appears twice", s->name);
@@ -572,9 +571,9 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
   if (st == CT_OK && memcmp(b + end, ckpt_end_magic, 8) != 0)
     st = bad_file(what, "the end marker is missing or corrupt");
   if (st == CT_OK && (get_le(b + end + 8, 4) != count ||
-                      get_le(b + end + 12, 4) != headers_crc))
-    st = bad_file(what, "the end marker does not match the sections "
-                  "(corrupt)");
+                      get_le(b + end + 12, 4) != crc32_of(0, b, len - 4)))
+    st = bad_file(what, "the file is corrupt (its end marker's CRC does not "
+                  "match)");
   if (st != CT_OK) {
     ct_ckpt_free(c);
     return st;
@@ -595,48 +594,15 @@ ct_status ct_ckpt_parse(const void *bytes, size_t len, const char *what,
   return parse_owned(copy, len, what, out);
 }
 
-ct_status ct_ckpt_read_file(const char *path, unsigned char **data,
-                            size_t *len) {
-  *data = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ct_error(CT_ERR_IO, "%s: cannot open: %s", path,
-                          strerror(errno));
-  struct stat sb;
-  ct_status st = CT_OK;
-  if (fstat(fileno(f), &sb) != 0)
-    st = ct_error(CT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-  else if (!S_ISREG(sb.st_mode))
-    st = ct_error(CT_ERR_IO, "%s: not a regular file", path);
-  else if ((uint64_t)sb.st_size > SIZE_MAX / 2)
-    st = ct_error(CT_ERR_IO, "%s: too large to read (%lld bytes)", path,
-                  (long long)sb.st_size);
-  size_t size = st == CT_OK ? (size_t)sb.st_size : 0;
-  unsigned char *buf = st == CT_OK ? malloc(size ? size : 1) : NULL;
-  if (st == CT_OK && !buf)
-    st = ct_error(CT_ERR_NOMEM, "%s: out of memory reading %zu bytes", path,
-                  size);
-  if (st == CT_OK && fread(buf, 1, size, f) != size)
-    st = ct_error(CT_ERR_IO, "%s: read failed: %s", path,
-                  ferror(f) ? strerror(errno) : "file shrank while reading");
-  fclose(f);
-  if (st != CT_OK) {
-    free(buf);
-    return st;
-  }
-  *data = buf;
-  *len = size;
-  return CT_OK;
-}
-
 ct_status ct_ckpt_read(const char *path, ct_ckpt **out) {
   if (!out || !path) return ct_error(CT_ERR_ARG, "checkpoint: read needs a "
                                      "path and an output");
   *out = NULL;
-  unsigned char *data;
+  char *data;
   size_t len;
-  ct_status st = ct_ckpt_read_file(path, &data, &len);
-  return st == CT_OK ? parse_owned(data, len, path, out) : st;
+  ct_status st = ct_file_read_all(path, &data, &len);
+  return st == CT_OK ? parse_owned((unsigned char *)data, len, path, out)
+                     : st;
 }
 
 static const reader_section *find_section(const ct_ckpt *c, const char *name) {
@@ -1299,82 +1265,26 @@ ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
 
 // ---- Atomic file writes ----------------------------------------------------------
 
-static ct_status write_all(int fd, const void *data, size_t len,
-                           const char *path) {
-  const unsigned char *p = data;
-  while (len > 0) {
-    size_t chunk = len > (1u << 30) ? (1u << 30) : len;
-    ssize_t w = write(fd, p, chunk);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
+typedef struct pieces_ctx {
+  const ct_ckpt_piece *pieces;
+  int n;
+} pieces_ctx;
+
+static ct_status write_pieces(FILE *f, const char *path, void *ctx) {
+  const pieces_ctx *c = ctx;
+  for (int i = 0; i < c->n; i++) {
+    size_t len = c->pieces[i].len;
+    if (len && fwrite(c->pieces[i].data, 1, len, f) != len)
       return ct_error(CT_ERR_IO, "%s: write failed: %s", path,
-                      w < 0 ? strerror(errno) : "no progress");
-    p += w;
-    len -= (size_t)w;
+                      strerror(errno));
   }
   return CT_OK;
-}
-
-// Makes the rename durable. Filesystems that cannot fsync a folder say
-// EINVAL (or ENOTSUP); there is nothing more to do on those.
-static ct_status fsync_folder_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  if (!slash) {
-    strcpy(dir, ".");
-  } else {
-    size_t len = slash == path ? 1 : (size_t)(slash - path);
-    if (len >= sizeof dir)
-      return ct_error(CT_ERR_IO, "%s: folder name too long to fsync", path);
-    memcpy(dir, path, len);
-    dir[len] = '\0';
-  }
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return ct_error(CT_ERR_IO, "%s: cannot open its folder to fsync: %s",
-                    path, strerror(errno));
-  ct_status st = CT_OK;
-  if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-    st = ct_error(CT_ERR_IO, "%s: fsync of its folder failed: %s", path,
-                  strerror(errno));
-  close(fd);
-  return st;
 }
 
 ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
                                int n) {
   if (!path || !*path || (n && !pieces) || n < 0)
     return ct_error(CT_ERR_ARG, "write: needs a path and data");
-  size_t tmp_len = strlen(path) + 64;
-  char *tmp = malloc(tmp_len);
-  if (!tmp) return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
-  // A name no one else uses, in the target's folder (so rename is atomic),
-  // created with O_EXCL so the umask applies and nothing is clobbered.
-  static unsigned counter;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-    snprintf(tmp, tmp_len, "%s.tmp.%ld.%u", path, (long)getpid(),
-             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    ct_status st = ct_error(CT_ERR_IO, "%s: cannot create a temporary file "
-                            "next to it: %s", path, strerror(errno));
-    free(tmp);
-    return st;
-  }
-  ct_status st = CT_OK;
-  for (int i = 0; i < n && st == CT_OK; i++)
-    st = write_all(fd, pieces[i].data, pieces[i].len, path);
-  if (st == CT_OK && fsync(fd) != 0)
-    st = ct_error(CT_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-  if (close(fd) != 0 && st == CT_OK)
-    st = ct_error(CT_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-  if (st == CT_OK && rename(tmp, path) != 0)
-    st = ct_error(CT_ERR_IO, "%s: cannot rename the temporary file over it: "
-                  "%s", path, strerror(errno));
-  if (st != CT_OK) unlink(tmp);
-  free(tmp);
-  return st == CT_OK ? fsync_folder_of(path) : st;
+  pieces_ctx ctx = {pieces, n};
+  return ct_file_write_atomic(path, write_pieces, &ctx);
 }

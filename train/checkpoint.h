@@ -241,19 +241,18 @@ void ct_ckpt_latest_free(ct_ckpt_latest *l);
 ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
                         int *n_deleted);
 
-// ---- Whole-file I/O (shared with safetensors.c; to move to train/fileio.h) --
+// ---- Atomic writes of a file made of pieces --------------------------------
 //
-// One piece of a file being written (the pieces are concatenated).
+// One piece of a file being written (the pieces are concatenated), so that
+// big buffers (payloads, parameter values) are written where they lie.
 typedef struct ct_ckpt_piece {
   const void *data;
   size_t len;
 } ct_ckpt_piece;
 
-// Writes the pieces to `path` atomically, as ct_ckpt_write describes.
+// Writes the pieces to `path` with ct_file_write_atomic (train/fileio.h):
+// temporary file, fsync, rename, folder fsync; the old file survives errors.
 ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
                                int n);
-// Reads a whole regular file into a malloc'd buffer (the caller frees it).
-ct_status ct_ckpt_read_file(const char *path, unsigned char **data,
-                            size_t *len);
 
 #endif

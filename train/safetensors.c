@@ -21,6 +21,7 @@
 // What this file does not do: stream (the file is read whole), or parse JSON
 // beyond what a header holds (numbers must be non-negative integers).
 #include "train/safetensors.h"
+#include "train/fileio.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -667,9 +668,9 @@ ct_status ct_safetensors_load(const char *path, ct_params *dst,
                               unsigned flags) {
   if (!path || !dst)
     return ct_error(CT_ERR_ARG, "safetensors: load needs a path and a store");
-  unsigned char *data;
+  char *data;
   size_t len;
-  ct_status st = ct_ckpt_read_file(path, &data, &len);
+  ct_status st = ct_file_read_all(path, &data, &len);
   if (st != CT_OK) return st;
   st = ct_safetensors_load_buffer(data, len, path, dst, flags);
   free(data);

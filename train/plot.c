@@ -1,0 +1,616 @@
+// Line charts rendered into an RGB buffer and saved as PNG.
+//
+// Layout of one panel (width W, height H): the title on top, the plot area
+// framed in the middle, y tick labels on its left, x tick labels and the x
+// label below it, the legend in its top-right corner.
+#include "train/plot.h"
+#include "train/fileio.h"
+#include "train/jsonl.h"
+
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- canvas and font ----
+
+typedef struct canvas {
+  uint8_t *rgb;  // w * h * 3
+  int w, h;
+} canvas;
+
+typedef struct rgb {
+  uint8_t r, g, b;
+} rgb;
+
+static const rgb white = {255, 255, 255}, black = {0, 0, 0}, grid = {228, 228, 228},
+                 gray = {110, 110, 110};
+// Series colors (the matplotlib "tab10" cycle), reused in order.
+static const rgb palette[] = {
+  {31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40}, {148, 103, 189},
+  {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+};
+enum { N_COLORS = sizeof palette / sizeof palette[0] };
+
+// A 5x7 font for printable ASCII (32..126): 7 rows per glyph, bit 4 of each
+// row is the leftmost pixel. Glyphs advance 6 pixels; rows are 7 tall.
+enum { GLYPH_W = 5, GLYPH_H = 7, GLYPH_ADVANCE = 6 };
+static const uint8_t font5x7[95][7] = {
+  {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},  // space
+  {0x04, 0x04, 0x04, 0x04, 0x04, 0x00, 0x04},  // !
+  {0x0a, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00},  // "
+  {0x0a, 0x0a, 0x1f, 0x0a, 0x1f, 0x0a, 0x0a},  // #
+  {0x04, 0x0f, 0x14, 0x0e, 0x05, 0x1e, 0x04},  // $
+  {0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03},  // %
+  {0x0c, 0x12, 0x14, 0x08, 0x15, 0x12, 0x0d},  // &
+  {0x04, 0x04, 0x08, 0x00, 0x00, 0x00, 0x00},  // quote
+  {0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02},  // (
+  {0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08},  // )
+  {0x00, 0x04, 0x15, 0x0e, 0x15, 0x04, 0x00},  // *
+  {0x00, 0x04, 0x04, 0x1f, 0x04, 0x04, 0x00},  // +
+  {0x00, 0x00, 0x00, 0x00, 0x0c, 0x04, 0x08},  // ,
+  {0x00, 0x00, 0x00, 0x1f, 0x00, 0x00, 0x00},  // -
+  {0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x0c},  // .
+  {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x00},  // /
+  {0x0e, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0e},  // 0
+  {0x04, 0x0c, 0x04, 0x04, 0x04, 0x04, 0x0e},  // 1
+  {0x0e, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1f},  // 2
+  {0x1f, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0e},  // 3
+  {0x02, 0x06, 0x0a, 0x12, 0x1f, 0x02, 0x02},  // 4
+  {0x1f, 0x10, 0x1e, 0x01, 0x01, 0x11, 0x0e},  // 5
+  {0x06, 0x08, 0x10, 0x1e, 0x11, 0x11, 0x0e},  // 6
+  {0x1f, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08},  // 7
+  {0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e},  // 8
+  {0x0e, 0x11, 0x11, 0x0f, 0x01, 0x02, 0x0c},  // 9
+  {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x0c, 0x00},  // :
+  {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x04, 0x08},  // ;
+  {0x02, 0x04, 0x08, 0x10, 0x08, 0x04, 0x02},  // <
+  {0x00, 0x00, 0x1f, 0x00, 0x1f, 0x00, 0x00},  // =
+  {0x08, 0x04, 0x02, 0x01, 0x02, 0x04, 0x08},  // >
+  {0x0e, 0x11, 0x01, 0x02, 0x04, 0x00, 0x04},  // ?
+  {0x0e, 0x11, 0x01, 0x0d, 0x15, 0x15, 0x0e},  // @
+  {0x0e, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // A
+  {0x1e, 0x11, 0x11, 0x1e, 0x11, 0x11, 0x1e},  // B
+  {0x0e, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0e},  // C
+  {0x1c, 0x12, 0x11, 0x11, 0x11, 0x12, 0x1c},  // D
+  {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x1f},  // E
+  {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x10},  // F
+  {0x0e, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0f},  // G
+  {0x11, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // H
+  {0x0e, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // I
+  {0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0c},  // J
+  {0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11},  // K
+  {0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1f},  // L
+  {0x11, 0x1b, 0x15, 0x15, 0x11, 0x11, 0x11},  // M
+  {0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11},  // N
+  {0x0e, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // O
+  {0x1e, 0x11, 0x11, 0x1e, 0x10, 0x10, 0x10},  // P
+  {0x0e, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0d},  // Q
+  {0x1e, 0x11, 0x11, 0x1e, 0x14, 0x12, 0x11},  // R
+  {0x0f, 0x10, 0x10, 0x0e, 0x01, 0x01, 0x1e},  // S
+  {0x1f, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // T
+  {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // U
+  {0x11, 0x11, 0x11, 0x11, 0x11, 0x0a, 0x04},  // V
+  {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0a},  // W
+  {0x11, 0x11, 0x0a, 0x04, 0x0a, 0x11, 0x11},  // X
+  {0x11, 0x11, 0x0a, 0x04, 0x04, 0x04, 0x04},  // Y
+  {0x1f, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f},  // Z
+  {0x0e, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0e},  // [
+  {0x00, 0x10, 0x08, 0x04, 0x02, 0x01, 0x00},  // backslash
+  {0x0e, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0e},  // ]
+  {0x04, 0x0a, 0x11, 0x00, 0x00, 0x00, 0x00},  // ^
+  {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1f},  // _
+  {0x08, 0x04, 0x02, 0x00, 0x00, 0x00, 0x00},  // `
+  {0x00, 0x00, 0x0e, 0x01, 0x0f, 0x11, 0x0f},  // a
+  {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x1e},  // b
+  {0x00, 0x00, 0x0e, 0x10, 0x10, 0x11, 0x0e},  // c
+  {0x01, 0x01, 0x0d, 0x13, 0x11, 0x11, 0x0f},  // d
+  {0x00, 0x00, 0x0e, 0x11, 0x1f, 0x10, 0x0e},  // e
+  {0x06, 0x09, 0x08, 0x1c, 0x08, 0x08, 0x08},  // f
+  {0x00, 0x0f, 0x11, 0x11, 0x0f, 0x01, 0x0e},  // g
+  {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x11},  // h
+  {0x04, 0x00, 0x0c, 0x04, 0x04, 0x04, 0x0e},  // i
+  {0x02, 0x00, 0x06, 0x02, 0x02, 0x12, 0x0c},  // j
+  {0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12},  // k
+  {0x0c, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // l
+  {0x00, 0x00, 0x1a, 0x15, 0x15, 0x11, 0x11},  // m
+  {0x00, 0x00, 0x16, 0x19, 0x11, 0x11, 0x11},  // n
+  {0x00, 0x00, 0x0e, 0x11, 0x11, 0x11, 0x0e},  // o
+  {0x00, 0x00, 0x1e, 0x11, 0x1e, 0x10, 0x10},  // p
+  {0x00, 0x00, 0x0d, 0x13, 0x0f, 0x01, 0x01},  // q
+  {0x00, 0x00, 0x16, 0x19, 0x10, 0x10, 0x10},  // r
+  {0x00, 0x00, 0x0e, 0x10, 0x0e, 0x01, 0x1e},  // s
+  {0x08, 0x08, 0x1c, 0x08, 0x08, 0x09, 0x06},  // t
+  {0x00, 0x00, 0x11, 0x11, 0x11, 0x13, 0x0d},  // u
+  {0x00, 0x00, 0x11, 0x11, 0x11, 0x0a, 0x04},  // v
+  {0x00, 0x00, 0x11, 0x11, 0x15, 0x15, 0x0a},  // w
+  {0x00, 0x00, 0x11, 0x0a, 0x04, 0x0a, 0x11},  // x
+  {0x00, 0x00, 0x11, 0x11, 0x0f, 0x01, 0x0e},  // y
+  {0x00, 0x00, 0x1f, 0x02, 0x04, 0x08, 0x1f},  // z
+  {0x02, 0x04, 0x04, 0x08, 0x04, 0x04, 0x02},  // {
+  {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // |
+  {0x08, 0x04, 0x04, 0x02, 0x04, 0x04, 0x08},  // }
+  {0x00, 0x00, 0x08, 0x15, 0x02, 0x00, 0x00},  // ~
+};
+
+static void pixel_set(canvas *c, int x, int y, rgb col) {
+  if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
+  uint8_t *p = c->rgb + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
+  p[0] = col.r;
+  p[1] = col.g;
+  p[2] = col.b;
+}
+
+static void rect_fill(canvas *c, int x0, int y0, int x1, int y1, rgb col) {
+  for (int y = y0; y <= y1; y++)
+    for (int x = x0; x <= x1; x++) pixel_set(c, x, y, col);
+}
+
+static void rect_frame(canvas *c, int x0, int y0, int x1, int y1, rgb col) {
+  for (int x = x0; x <= x1; x++) pixel_set(c, x, y0, col), pixel_set(c, x, y1, col);
+  for (int y = y0; y <= y1; y++) pixel_set(c, x0, y, col), pixel_set(c, x1, y, col);
+}
+
+// A line `thick` pixels wide (Bresenham with a square brush).
+static void line_draw(canvas *c, int x0, int y0, int x1, int y1, rgb col, int thick) {
+  int dx = abs(x1 - x0), dy = -abs(y1 - y0);
+  int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
+  for (;;) {
+    for (int i = 0; i < thick; i++)
+      for (int j = 0; j < thick; j++) pixel_set(c, x0 + i - thick / 2, y0 + j - thick / 2, col);
+    if (x0 == x1 && y0 == y1) break;
+    int e2 = 2 * err;
+    if (e2 >= dy) err += dy, x0 += sx;
+    if (e2 <= dx) err += dx, y0 += sy;
+  }
+}
+
+static int text_width(const char *s, int scale) {
+  return (int)strlen(s) * GLYPH_ADVANCE * scale - scale;
+}
+
+// Draws `s` with its top-left corner at (x, y); characters outside the
+// font's range draw as '?'.
+static void text_draw(canvas *c, int x, int y, const char *s, int scale, rgb col) {
+  for (; *s; s++, x += GLYPH_ADVANCE * scale) {
+    unsigned ch = (unsigned char)*s;
+    if (ch < 32 || ch > 126) ch = '?';
+    const uint8_t *g = font5x7[ch - 32];
+    for (int r = 0; r < GLYPH_H; r++)
+      for (int b = 0; b < GLYPH_W; b++)
+        if (g[r] & (0x10 >> b))
+          rect_fill(c, x + b * scale, y + r * scale, x + b * scale + scale - 1,
+                    y + r * scale + scale - 1, col);
+  }
+}
+
+// ---- axes ----
+
+typedef struct axis {
+  double lo, hi;  // in axis units (log10 of the value for a log axis)
+  double step;    // tick spacing in axis units
+  bool log;
+} axis;
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target`
+// intervals over `range`.
+static double nice_step(double range, int target) {
+  double raw = range / target, mag = pow(10, floor(log10(raw))), norm = raw / mag;
+  return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+}
+
+// Fits an axis to [lo, hi] (finite, lo <= hi) in axis units.
+static axis axis_fit(double lo, double hi, bool log_scale, int target) {
+  axis a = {lo, hi, 1, log_scale};
+  if (log_scale) {
+    a.lo = floor(lo);
+    a.hi = ceil(hi);
+    if (a.hi <= a.lo) a.hi = a.lo + 1;
+    a.step = ceil((a.hi - a.lo) / 8);  // whole decades, at most ~8 ticks
+    return a;
+  }
+  if (hi - lo <= 1e-12 * fmax(fabs(lo), fabs(hi))) {  // one value: widen around it
+    double pad = lo == 0 ? 1 : fabs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  a.step = nice_step(hi - lo, target);
+  a.lo = floor(lo / a.step + 1e-9) * a.step;
+  a.hi = ceil(hi / a.step - 1e-9) * a.step;
+  if (a.hi <= a.lo) a.hi = a.lo + a.step;
+  return a;
+}
+
+// Removes the zero padding of an exponent: "1.5e-04" -> "1.5e-4".
+static void exponent_trim(char *s) {
+  char *e = strchr(s, 'e');
+  if (!e) return;
+  char *d = e + 1;
+  if (*d == '+' ) memmove(d, d + 1, strlen(d));
+  else if (*d == '-') d++;
+  while (*d == '0' && d[1]) memmove(d, d + 1, strlen(d));
+}
+
+// A tick label for value v on an axis with the given step (linear) or for
+// 10^v (log).
+static void tick_label(char *buf, size_t size, double v, const axis *a) {
+  if (a->log) {
+    double x = pow(10, v);
+    if (v >= 0 && v < 7) snprintf(buf, size, "%.0f", x);
+    else if (v < 0 && v >= -3) snprintf(buf, size, "%.*f", (int)-v, x);
+    else snprintf(buf, size, "1e%d", (int)lround(v));
+    return;
+  }
+  if (fabs(v) < a->step * 1e-9) v = 0;
+  double big = fmax(fabs(a->lo), fabs(a->hi));
+  if (a->step >= 1 && big < 1e7) {
+    snprintf(buf, size, "%.0f", v);
+  } else if (a->step < 1 && a->step >= 1e-3 && big < 1e5) {
+    snprintf(buf, size, "%.*f", (int)-floor(log10(a->step) + 1e-9), v);
+  } else {
+    // Enough significant digits to tell neighbouring ticks apart.
+    int digits = (int)(floor(log10(big)) - floor(log10(a->step) + 1e-9));
+    digits = digits < 0 ? 0 : digits > 4 ? 4 : digits;
+    snprintf(buf, size, "%.*e", digits, v);
+    exponent_trim(buf);
+  }
+}
+
+static double axis_pos(const axis *a, double v, double p0, double p1) {
+  return p0 + (v - a->lo) / (a->hi - a->lo) * (p1 - p0);
+}
+
+// ---- one panel ----
+
+// The value a point has on the y axis, or NaN when it cannot be drawn.
+static double y_value(double y, bool log_y) {
+  if (!isfinite(y)) return NAN;
+  if (log_y) return y > 0 ? log10(y) : NAN;
+  return y;
+}
+
+static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch) {
+  enum { LEFT = 78, RIGHT = 24, TOP = 36, BOTTOM = 44, MARKER_MAX_POINTS = 40 };
+  int px0 = LEFT, px1 = W - RIGHT, py0 = top + TOP, py1 = top + H - BOTTOM;
+  const char *title = ch->title ? ch->title : "";
+  text_draw(c, (W - text_width(title, 2)) / 2, top + 10, title, 2, black);
+
+  // Data ranges over the drawable points.
+  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+  for (int s = 0; s < ch->n_series; s++) {
+    const ct_plot_series *se = &ch->series[s];
+    for (int64_t i = 0; i < se->n; i++) {
+      double y = y_value(se->y[i], ch->log_y);
+      if (isnan(y) || !isfinite(se->x[i])) continue;
+      xlo = fmin(xlo, se->x[i]), xhi = fmax(xhi, se->x[i]);
+      ylo = fmin(ylo, y), yhi = fmax(yhi, y);
+    }
+  }
+  if (!(xlo <= xhi)) {
+    rect_frame(c, px0, py0, px1, py1, gray);
+    const char *note = "no data";
+    text_draw(c, (px0 + px1 - text_width(note, 2)) / 2, (py0 + py1) / 2 - 7, note, 2, gray);
+    return;
+  }
+  axis ax = axis_fit(xlo, xhi, false, 8), ay = axis_fit(ylo, yhi, ch->log_y, 5);
+
+  // Grid and tick labels.
+  char label[48];
+  for (int k = 0;; k++) {
+    double v = ay.lo + k * ay.step;
+    if (v > ay.hi + ay.step * 1e-6) break;
+    int y = (int)lround(axis_pos(&ay, v, py1, py0));
+    for (int x = px0; x <= px1; x++) pixel_set(c, x, y, grid);
+    for (int x = px0 - 4; x < px0; x++) pixel_set(c, x, y, black);
+    tick_label(label, sizeof label, v, &ay);
+    text_draw(c, px0 - 8 - text_width(label, 1), y - 3, label, 1, black);
+  }
+  for (int k = 0;; k++) {
+    double v = ax.lo + k * ax.step;
+    if (v > ax.hi + ax.step * 1e-6) break;
+    int x = (int)lround(axis_pos(&ax, v, px0, px1));
+    for (int y = py0; y <= py1; y++) pixel_set(c, x, y, grid);
+    for (int y = py1; y < py1 + 4; y++) pixel_set(c, x, y, black);
+    tick_label(label, sizeof label, v, &ax);
+    text_draw(c, x - text_width(label, 1) / 2, py1 + 8, label, 1, black);
+  }
+  if (ch->x_label)
+    text_draw(c, (px0 + px1 - text_width(ch->x_label, 1)) / 2, py1 + 24, ch->x_label, 1, gray);
+  rect_frame(c, px0, py0, px1, py1, black);
+
+  // Series: consecutive drawable points are joined; a skipped one breaks the line.
+  for (int s = 0; s < ch->n_series; s++) {
+    const ct_plot_series *se = &ch->series[s];
+    rgb col = palette[s % N_COLORS];
+    int64_t drawable = 0;
+    for (int64_t i = 0; i < se->n; i++)
+      drawable += !isnan(y_value(se->y[i], ch->log_y)) && isfinite(se->x[i]);
+    bool markers = drawable <= MARKER_MAX_POINTS;
+    bool have_prev = false;
+    int prev_x = 0, prev_y = 0;
+    for (int64_t i = 0; i < se->n; i++) {
+      double y = y_value(se->y[i], ch->log_y);
+      if (isnan(y) || !isfinite(se->x[i])) {
+        have_prev = false;
+        continue;
+      }
+      int x = (int)lround(axis_pos(&ax, se->x[i], px0, px1));
+      int yy = (int)lround(axis_pos(&ay, y, py1, py0));
+      if (have_prev) line_draw(c, prev_x, prev_y, x, yy, col, 2);
+      if (markers) rect_fill(c, x - 2, yy - 2, x + 2, yy + 2, col);
+      have_prev = true;
+      prev_x = x, prev_y = yy;
+    }
+  }
+
+  // Legend in the top-right corner of the plot area.
+  int n_named = 0, name_w = 0;
+  for (int s = 0; s < ch->n_series; s++) {
+    if (!ch->series[s].name) continue;
+    n_named++;
+    int w = text_width(ch->series[s].name, 1);
+    if (w > name_w) name_w = w;
+  }
+  if (n_named == 0) return;
+  int lw = 8 + 18 + 6 + name_w + 8, lh = 6 + n_named * 12 + 2;
+  int lx = px1 - 8 - lw, ly = py0 + 8;
+  rect_fill(c, lx, ly, lx + lw, ly + lh, white);
+  rect_frame(c, lx, ly, lx + lw, ly + lh, gray);
+  int row = 0;
+  for (int s = 0; s < ch->n_series; s++) {
+    if (!ch->series[s].name) continue;
+    int y = ly + 6 + row++ * 12;
+    line_draw(c, lx + 8, y + 3, lx + 26, y + 3, palette[s % N_COLORS], 2);
+    text_draw(c, lx + 32, y, ch->series[s].name, 1, black);
+  }
+}
+
+// ---- PNG output ----
+
+typedef struct png_job {
+  const canvas *c;
+  char message[256];
+} png_job;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+  png_job *job = png_get_error_ptr(png);
+  snprintf(job->message, sizeof job->message, "%s", msg);
+  png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) {
+  (void)png;
+  (void)msg;
+}
+
+static ct_status canvas_png_write(FILE *f, const char *path, void *ctx) {
+  png_job *job = ctx;
+  const canvas *c = job->c;
+  png_bytep *rows = malloc((size_t)c->h * sizeof *rows);
+  if (!rows) return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  for (int y = 0; y < c->h; y++) rows[y] = c->rgb + (size_t)y * (size_t)c->w * 3;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, job, png_on_error,
+                                            png_on_warning);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  if (!png || !info) {
+    png_destroy_write_struct(&png, NULL);
+    free(rows);
+    return ct_error(CT_ERR_NOMEM, "%s: cannot start the PNG encoder", path);
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path, job->message);
+  }
+  png_init_io(png, f);
+  png_set_IHDR(png, info, (png_uint_32)c->w, (png_uint_32)c->h, 8, PNG_COLOR_TYPE_RGB,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  png_write_image(png, rows);
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  free(rows);
+  return CT_OK;
+}
+
+ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts, int n_charts,
+                            int width, int height) {
+  if (!path) return ct_error(CT_ERR_ARG, "plot: no path");
+  if (!charts || n_charts < 1 || n_charts > 64)
+    return ct_error(CT_ERR_ARG, "%s: need 1..64 charts, got %d", path, n_charts);
+  if (width < 64 || width > 8192 || height < 64 || height > 8192)
+    return ct_error(CT_ERR_ARG, "%s: chart size %dx%d outside 64..8192", path, width, height);
+  for (int k = 0; k < n_charts; k++)
+    for (int s = 0; s < charts[k].n_series; s++) {
+      const ct_plot_series *se = &charts[k].series[s];
+      if (se->n < 0 || (se->n > 0 && (!se->x || !se->y)))
+        return ct_error(CT_ERR_ARG, "%s: series %d of chart %d has no data arrays", path, s, k);
+    }
+  canvas c = {NULL, width, height * n_charts};
+  c.rgb = malloc((size_t)c.w * (size_t)c.h * 3);
+  if (!c.rgb) return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, c.w, c.h);
+  memset(c.rgb, 255, (size_t)c.w * (size_t)c.h * 3);
+  for (int k = 0; k < n_charts; k++) panel_draw(&c, k * height, width, height, &charts[k]);
+  png_job job = {&c, ""};
+  ct_status st = ct_file_write_atomic(path, canvas_png_write, &job);
+  free(c.rgb);
+  return st;
+}
+
+// ---- charts from metrics.jsonl ----
+
+// Growable (x, y) points under a name.
+typedef struct xy_list {
+  char name[64];
+  double *x, *y;
+  int64_t n, cap;
+} xy_list;
+
+// A set of named series (one panel), or of panels' series.
+typedef struct xy_set {
+  xy_list *items;
+  int n;
+} xy_set;
+
+static xy_list *set_find(xy_set *s, const char *name) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->items[i].name, name)) return &s->items[i];
+  xy_list *it = realloc(s->items, (size_t)(s->n + 1) * sizeof *it);
+  if (!it) return NULL;
+  s->items = it;
+  xy_list *l = &s->items[s->n++];
+  memset(l, 0, sizeof *l);
+  snprintf(l->name, sizeof l->name, "%s", name);
+  return l;
+}
+
+static bool list_add(xy_list *l, double x, double y) {
+  if (l->n == l->cap) {
+    int64_t cap = l->cap ? 2 * l->cap : 64;
+    double *nx = realloc(l->x, (size_t)cap * sizeof *nx);
+    if (nx) l->x = nx;
+    double *ny = nx ? realloc(l->y, (size_t)cap * sizeof *ny) : NULL;
+    if (ny) l->y = ny;
+    if (!nx || !ny) return false;
+    l->cap = cap;
+  }
+  l->x[l->n] = x;
+  l->y[l->n] = y;
+  l->n++;
+  return true;
+}
+
+static void set_free(xy_set *s) {
+  for (int i = 0; i < s->n; i++) {
+    free(s->items[i].x);
+    free(s->items[i].y);
+  }
+  free(s->items);
+  memset(s, 0, sizeof *s);
+}
+
+// Adds a point to series `series` of set `s`; false when out of memory.
+static bool set_add(xy_set *s, const char *series, double x, double y) {
+  xy_list *l = set_find(s, series);
+  return l && list_add(l, x, y);
+}
+
+// Chart series pointing into a set.
+static ct_plot_series *series_of(const xy_set *s) {
+  ct_plot_series *out = calloc((size_t)(s->n ? s->n : 1), sizeof *out);
+  for (int i = 0; out && i < s->n; i++)
+    out[i] = (ct_plot_series){s->items[i].name, s->items[i].x, s->items[i].y, s->items[i].n};
+  return out;
+}
+
+// Whether the finite positive values of a set span more than a factor of 20.
+static bool wide_positive_range(const xy_set *s) {
+  double lo = INFINITY, hi = 0;
+  for (int i = 0; i < s->n; i++)
+    for (int64_t k = 0; k < s->items[i].n; k++) {
+      double v = s->items[i].y[k];
+      if (!isfinite(v)) continue;
+      if (v <= 0) return false;
+      lo = fmin(lo, v), hi = fmax(hi, v);
+    }
+  return hi > 20 * lo;
+}
+
+ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size) {
+  if (warning && warning_size) warning[0] = '\0';
+  if (!run_dir) return ct_error(CT_ERR_ARG, "plot: no run directory");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+  ct_jsonl_data d;
+  ct_status st = ct_jsonl_read(path, &d);
+  if (st != CT_OK) return st;
+  if (warning && warning_size) snprintf(warning, warning_size, "%s", d.warning);
+
+  // loss: "train" and one series per eval split; lr: "train"; metrics: one
+  // set per metric name, holding one series per split, and the set names.
+  xy_set loss = {0}, lr = {0}, names = {0};
+  xy_set *metrics = NULL;
+  bool ok = true;
+  for (int64_t r = 0; ok && r < d.n; r++) {
+    const ct_json_record *rec = &d.records[r];
+    double step, v;
+    if (!ct_json_record_num(rec, "step", &step)) continue;
+    const char *type = ct_json_record_str(rec, "type");
+    if (!type || strcmp(type, "eval")) {
+      if (ct_json_record_num(rec, "loss", &v)) ok = ok && set_add(&loss, "train", step, v);
+      if (ct_json_record_num(rec, "lr", &v)) ok = ok && set_add(&lr, "train", step, v);
+      continue;
+    }
+    const char *split = ct_json_record_str(rec, "split");
+    if (!split) split = "eval";
+    for (int f = 0; ok && f < rec->n; f++) {
+      const ct_json_field *fl = &rec->fields[f];
+      if (fl->kind == CT_JSON_STR || !strcmp(fl->key, "step")) continue;
+      if (!strcmp(fl->key, "loss")) {
+        ok = set_add(&loss, split, step, fl->num);
+        continue;
+      }
+      int before = names.n;
+      xy_list *name = set_find(&names, fl->key);
+      if (!name) {
+        ok = false;
+        break;
+      }
+      int m = (int)(name - names.items);
+      if (names.n > before) {
+        xy_set *grown = realloc(metrics, (size_t)names.n * sizeof *grown);
+        if (!grown) {
+          names.n = before;  // keep names and metrics the same length
+          ok = false;
+          break;
+        }
+        metrics = grown;
+        metrics[m] = (xy_set){0};
+      }
+      ok = set_add(&metrics[m], split, step, fl->num);
+    }
+  }
+
+  ct_plot_series *ls = series_of(&loss), *rs = series_of(&lr);
+  ct_plot_chart *panels = calloc((size_t)(names.n ? names.n : 1), sizeof *panels);
+  ct_plot_series **ms = calloc((size_t)(names.n ? names.n : 1), sizeof *ms);
+  ok = ok && ls && rs && panels && ms;
+  for (int m = 0; ok && m < names.n; m++) {
+    ms[m] = series_of(&metrics[m]);
+    ok = ms[m] != NULL;
+    if (ok) panels[m] = (ct_plot_chart){names.items[m].name, "step", ms[m], metrics[m].n, false};
+  }
+  if (!ok) st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  if (st == CT_OK) {
+    ct_plot_chart chart = {"loss", "step", ls, loss.n, wide_positive_range(&loss)};
+    snprintf(path, sizeof path, "%s/loss.png", run_dir);
+    st = ct_plot_write_png(path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
+  }
+  if (st == CT_OK) {
+    ct_plot_chart chart = {"learning rate", "step", rs, lr.n, false};
+    snprintf(path, sizeof path, "%s/lr.png", run_dir);
+    st = ct_plot_write_png(path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
+  }
+  if (st == CT_OK) {
+    ct_plot_chart none = {"evaluation metrics", "step", NULL, 0, false};
+    int n = names.n > 64 ? 64 : names.n;
+    snprintf(path, sizeof path, "%s/metrics.png", run_dir);
+    st = ct_plot_write_png(path, n ? panels : &none, n ? n : 1, CT_PLOT_WIDTH,
+                           CT_PLOT_HEIGHT * 3 / 4);
+  }
+  for (int m = 0; m < names.n; m++) {
+    if (ms) free(ms[m]);
+    if (metrics) set_free(&metrics[m]);
+  }
+  free(ms);
+  free(panels);
+  free(metrics);
+  free(ls);
+  free(rs);
+  set_free(&loss);
+  set_free(&lr);
+  set_free(&names);
+  ct_jsonl_data_free(&d);
+  return st;
+}
