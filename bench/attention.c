@@ -9,7 +9,8 @@
 //   attention T=.. causal=.. threads=.. fused_fwd_ms=.. fused_fwdbwd_ms=..
 //     composed_fwdbwd_ms=.. speedup=.. fused_extra_mb=.. composed_extra_mb=..
 //     mem_ratio=.. fused_ws_mb=.. composed_ws_mb=.. ws_ratio=..
-// speedup = composed / fused forward+backward time (medians of repeats).
+// speedup = composed / fused forward+backward time (medians of repeats;
+// fused_fwd_ms is the forward alone, recording on, as in training).
 //
 // The composed version gets q, k, v already in (B,H,T,Dh): the permutes a
 // model would need from (B,T,H,Dh) are left out, in its favour.

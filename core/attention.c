@@ -443,9 +443,12 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
     if (p->dropout_p > 0.0f) {
       // l sums the undropped weights; the 1/(1-p) is applied at the end.
       tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
-      for (int r = 0; r < mq; r++)
-        for (int c = 0; c < nk; c++)
-          if (w->keep[r * BK + c] == 0.0f) w->s[r * BK + c] = 0.0f;
+      for (int r = 0; r < mq; r++) {
+        float *restrict row = w->s + r * BK;
+        const float *restrict kr = w->keep + r * BK;
+#pragma omp simd
+        for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
+      }
     }
     ct_gemm(false, false, mq, Dh, nk, 1.0f, w->s, BK, vb + j0 * p->v.row,
             p->v.row, 1.0f, w->o, Dh);

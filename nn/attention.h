@@ -3,8 +3,8 @@
 //
 //   query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> out (B,Tq,E)
 //   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv,
-//   split into H heads of Dh = E/H; per head softmax(q k^T / sqrt(Dh) + mask) v;
-//   heads concatenated, then out_proj.
+//   split into H heads of Dh = E/H; per head
+//   softmax(q k^T / sqrt(Dh) + mask) v; heads concatenated, then out_proj.
 //
 // Self-attention (query, key and value the same tensor) runs one (3E, E)
 // projection into the fused qkv layout; cross-attention (Tq != Tk allowed)

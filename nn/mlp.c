@@ -28,6 +28,7 @@ ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
 // x (..., IN) -> (..., OUT)
 ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx,
                              ct_tensor *x) {
-  ct_tensor *y = ct_nn_feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x);
+  ct_tensor *y =
+      ct_nn_feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x);
   return ct_nn_dropout(ctx, y, m->dropout);
 }

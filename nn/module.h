@@ -7,8 +7,8 @@
 //   ct_status  ct_nn_<module>_init(ct_nn_<module> *m, ct_params *p,
 //                                  const char *prefix, <config>,
 //                                  ct_rng *init_rng);
-//   ct_tensor *ct_nn_<module>_forward(<const> ct_nn_<module> *m, [ct_nn_ctx *ctx,]
-//                                     inputs...);
+//   ct_tensor *ct_nn_<module>_forward(<const> ct_nn_<module> *m,
+//                                     [ct_nn_ctx *ctx,] inputs...);
 //
 // init registers the parameters under dotted PyTorch/timm state_dict names
 // built from `prefix` ("encoder.layers.0.self_attn" + ".in_proj_weight";

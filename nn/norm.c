@@ -10,7 +10,8 @@ ct_status ct_nn_layernorm_init(ct_nn_layernorm *m, ct_params *p,
   if (dim < 1)
     return ct_error(CT_ERR_ARG, "layernorm '%s': dim %lld must be >= 1", prefix,
                     (long long)dim);
-  m->weight = ct_nn_param(p, prefix, "weight", CT_SHAPE(dim), CT_PARAM_NO_DECAY);
+  m->weight =
+      ct_nn_param(p, prefix, "weight", CT_SHAPE(dim), CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
   m->bias = ct_nn_param(p, prefix, "bias", CT_SHAPE(dim), CT_PARAM_NO_DECAY);
   if (!m->bias) return ct_last_status();

@@ -6,7 +6,7 @@
 #include "nn/module.h"
 
 // The table (T, D) in the arena, no gradient:
-//   PE(pos, 2i) = sin(pos / 10000^(2i/D)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/D))
+//   PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(same angle)
 // computed in double. An odd D ends with a sine column.
 ct_tensor *ct_nn_sinusoidal_table(int64_t T, int64_t D);
 

@@ -103,7 +103,7 @@ ct_status ct_nn_decoder_layer_init(ct_nn_decoder_layer *l, ct_params *p,
   return st;
 }
 
-// ---- layer forward ------------------------------------------------------------
+// ---- layer forward ----------------------------------------------------------
 
 // The input a sublayer sees: norm(x) in pre-norm, x in post-norm.
 static ct_tensor *sublayer_input(const ct_nn_layernorm *norm, bool norm_first,
@@ -162,7 +162,7 @@ ct_tensor *ct_nn_decoder_layer_forward(const ct_nn_decoder_layer *l,
   return feedforward_block(ctx, &l->linear1, &l->linear2, &l->norm3, cfg, x);
 }
 
-// ---- stacks -------------------------------------------------------------------
+// ---- stacks -----------------------------------------------------------------
 
 // "prefix.layers.i"
 static ct_status layer_prefix(char name[CT_NN_NAME_MAX], const char *prefix,
@@ -263,7 +263,7 @@ ct_tensor *ct_nn_decoder_forward(const ct_nn_decoder *d, ct_nn_ctx *ctx,
   return d->has_norm ? ct_nn_layernorm_forward(&d->norm, x) : x;
 }
 
-// ---- nn.Transformer -------------------------------------------------------------
+// ---- nn.Transformer ---------------------------------------------------------
 
 ct_status ct_nn_transformer_init(ct_nn_transformer *t, ct_params *p,
                                  const char *prefix,

@@ -323,6 +323,31 @@ static void test_gradients(void) {
   }
 }
 
+// One tensor as q, k and v (self-attention without projections): the three
+// gradients land in one buffer, written by the same (b, h) unit.
+static ct_tensor *shared_fn(ct_tensor *const *x, void *ctxp) {
+  const ct_attention_opts *o = ctxp;
+  return ct_attention(x[0], x[0], x[0], o);
+}
+
+static void test_shared_input(void) {
+  ct_tensor *x = ct_requires_grad(
+      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(2, 6, 2, 4)));
+  ct_tensor *mask = ct_tensor_zeros(CT_I32, CT_SHAPE(2, 6));
+  ct_i32(mask)[3] = ct_i32(mask)[6 + 5] = 1;
+  ct_attention_opts o = ct_attention_defaults();
+  o.causal = true;
+  o.key_mask = mask;
+  ct_gradcheck_result r = ct_gradcheck(shared_fn, &o, &x, 1, NULL);
+  CHECK(r.status == CT_OK && r.ok,
+        "q = k = v: element %lld: analytic %.6g vs numeric %.6g (%s)",
+        (long long)r.worst_index, r.worst_analytic, r.worst_numeric,
+        ct_last_error());
+  printf("  gradcheck q = k = v %55s checked %5lld  max rel err %.2e\n", "",
+         (long long)r.checked, r.max_rel_err);
+  ct_arena_reset();
+}
+
 // Backward accumulates (+=): two passes give twice one pass.
 static void test_grad_accumulates(void) {
   cfg c = {.B = 2, .Tq = 5, .Tk = 8, .H = 2, .Dh = 4, .causal = true,
@@ -565,6 +590,7 @@ int main(void) {
   test_forward_reference();
   test_fused_matches_separate();
   test_gradients();
+  test_shared_input();
   test_grad_accumulates();
   test_thread_determinism();
   test_fully_masked();

@@ -424,7 +424,8 @@ static void test_atomic_write(void) {
   // disk): the old file stays, and no temporary is left behind.
   size_t big = 256 << 10;
   unsigned char *noise = malloc(big);
-  for (size_t i = 0; i < big; i++) noise[i] = (unsigned char)(i * 2654435761u >> 13);
+  for (size_t i = 0; i < big; i++)
+    noise[i] = (unsigned char)(i * 2654435761u >> 13);
   ct_ckpt_writer *w = ct_ckpt_writer_new();
   ct_ckpt_writer_set_level(w, 0);
   ct_ckpt_writer_add(w, "noise", noise, big);

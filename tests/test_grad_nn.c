@@ -50,7 +50,7 @@ static void check_with_params(const char *what, ct_gradcheck_fn fn, void *ctx,
   grad_check(what, fn, ctx, in.t, in.n, NULL);
 }
 
-// ---- linear, embedding, layernorm, mlp, positions -----------------------------
+// ---- linear, embedding, layernorm, mlp, positions ---------------------------
 
 typedef struct simple_case {
   ct_nn_linear linear;
@@ -129,7 +129,7 @@ static void test_simple_modules(void) {
   ct_params_free(&p);
 }
 
-// ---- multi-head attention -----------------------------------------------------
+// ---- multi-head attention ---------------------------------------------------
 
 typedef struct mha_case {
   ct_nn_mha m;
@@ -147,7 +147,8 @@ static ct_tensor *mha_fn(ct_tensor *const *in, void *vc) {
   ct_tensor *y = ct_nn_mha_forward(&c->m, &ctx, in[0], kv, kv, &c->masks,
                                    c->want_weights ? &w : NULL);
   if (!c->want_weights || !y || !w) return y;
-  ct_tensor *parts[2] = {ct_reshape(y, CT_SHAPE(-1)), ct_reshape(w, CT_SHAPE(-1))};
+  ct_tensor *parts[2] = {ct_reshape(y, CT_SHAPE(-1)),
+                         ct_reshape(w, CT_SHAPE(-1))};
   return ct_concat(parts, 2, 0);
 }
 

@@ -55,7 +55,8 @@ static void test_reference_vectors(void) {
     size_t header_len;
   } v[] = {
       {"attn.0",
-       "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}",
+       "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":"
+       "[0,24]}}",
        3, {1, 2, 3}, 64},
       {"attn0",
        "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,"
@@ -164,6 +165,8 @@ static void expect_load(const image *im, unsigned flags, ct_status want,
   ct_params_free(&p);
 }
 
+#define W23 "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":"
+
 static void test_hand_built(void) {
   unsigned char data[32];
   memcpy(data, b_values, 8);
@@ -258,7 +261,7 @@ static void test_hand_built(void) {
              data, 32);
   expect_load(&im, 0, CT_ERR_DTYPE, "tensor 'w' is I32");
 
-  // Every error kind of the file itself.
+  // Every error kind of the file itself (W23 starts a header with w [2, 3]).
   struct {
     const char *json;
     size_t data_len;
@@ -266,20 +269,15 @@ static void test_hand_built(void) {
   } bad[] = {
       {"{\"w\":{\"dtype\":\"Q4\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24,
        "unknown dtype 'Q4'"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[24,0]}}", 24,
-       "ending before it begins"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 24,
-       "needs 24 bytes"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 20,
-       "truncated file?"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+      {W23 "[24,0]}}", 24, "ending before it begins"},
+      {W23 "[0,20]}}", 24, "needs 24 bytes"},
+      {W23 "[0,24]}}", 20, "truncated file?"},
+      {W23 "[0,24]},"
        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}",
        24, "overlap"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,32]}}", 32,
-       "belong to no tensor"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 32,
-       "8 data bytes after the last tensor"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+      {W23 "[8,32]}}", 32, "belong to no tensor"},
+      {W23 "[0,24]}}", 32, "8 data bytes after the last tensor"},
+      {W23 "[0,24]},"
        "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
        32, "'w' appears twice"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3]}}", 0, "lacks data_offsets"},
@@ -289,11 +287,11 @@ static void test_hand_built(void) {
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,"
        "4294967296],\"data_offsets\":[0,4]}}",
        4, "overflows"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2,3],\"data_offsets\":[0,24]}}", 24,
-       "a non-negative integer"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24.0]}}",
-       24, "expected ']'"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,"
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2,3],\"data_offsets\":[0,"
+       "24]}}",
+       24, "a non-negative integer"},
+      {W23 "[0,24.0]}}", 24, "expected ']'"},
+      {W23 "[0,"
        "99999999999999999999]}}",
        24, "below 2^64"},
       {"[1, 2]", 0, "'{' at the start"},

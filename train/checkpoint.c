@@ -62,7 +62,7 @@ enum {
 // (plus slack for tiny streams) cannot be right and is not allocated.
 static const uint64_t zlib_max_ratio = 1032, zlib_slack = 1024;
 
-// ---- Little-endian encoding --------------------------------------------------
+// ---- Little-endian encoding -------------------------------------------------
 
 static void put_le(unsigned char *p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -93,7 +93,7 @@ static bool valid_section_name(const char *name, size_t len) {
   return true;
 }
 
-// ---- zlib ------------------------------------------------------------------
+// ---- zlib -------------------------------------------------------------------
 
 // Compresses src into a new buffer. CT_OK with *out = NULL when compression
 // does not make it smaller (the caller stores it raw).
@@ -168,7 +168,7 @@ static bool inflate_bytes(const unsigned char *src, size_t src_len,
   return ok;
 }
 
-// ---- Writer ------------------------------------------------------------------
+// ---- Writer -----------------------------------------------------------------
 
 typedef struct writer_section {
   char *name;
@@ -354,7 +354,8 @@ ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
   unsigned char *buf = malloc(total);
   if (buf) {
     for (int i = 0; i < f.n; i++) {
-      if (f.pieces[i].len) memcpy(buf + *len, f.pieces[i].data, f.pieces[i].len);
+      if (f.pieces[i].len)
+        memcpy(buf + *len, f.pieces[i].data, f.pieces[i].len);
       *len += f.pieces[i].len;
     }
     *out = buf;
@@ -367,7 +368,7 @@ ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
   return st;
 }
 
-// ---- Reader ------------------------------------------------------------------
+// ---- Reader -----------------------------------------------------------------
 
 typedef struct reader_section {
   char name[CT_CKPT_NAME_MAX + 1];
@@ -638,7 +639,7 @@ const char *ct_ckpt_section_name(const ct_ckpt *c, int i, size_t *len) {
 
 const char *ct_ckpt_path(const ct_ckpt *c) { return c ? c->path : NULL; }
 
-// ---- Records -----------------------------------------------------------------
+// ---- Records ----------------------------------------------------------------
 
 void ct_rec_init(ct_rec *r) { memset(r, 0, sizeof *r); }
 
@@ -806,7 +807,7 @@ ct_status ct_rec_reader_done(ct_rec_reader *r) {
   return r->status;
 }
 
-// ---- Parameter stores ----------------------------------------------------------
+// ---- Parameter stores -------------------------------------------------------
 
 enum { PARAMS_DTYPE_F32 = 0 };
 
@@ -924,7 +925,7 @@ ct_status ct_ckpt_get_param_state(const ct_ckpt *c, const char *section,
   return buf ? get_buffer(c, section, dst, buf, flags) : ct_last_status();
 }
 
-// ---- Matching named tensors against a store ------------------------------------
+// ---- Matching named tensors against a store ---------------------------------
 
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31,
@@ -1055,7 +1056,7 @@ ct_status ct_params_load_named(ct_params *dst, float *buf,
   return st;
 }
 
-// ---- Digest ------------------------------------------------------------------
+// ---- Digest -----------------------------------------------------------------
 
 typedef struct fnv {
   uint64_t h;
@@ -1106,7 +1107,7 @@ uint64_t ct_params_digest(const ct_params *p, char *hex) {
   return f.h;
 }
 
-// ---- Run folders ---------------------------------------------------------------
+// ---- Run folders ------------------------------------------------------------
 
 ct_status ct_ckpt_filename(char *buf, size_t size, const char *dir,
                            int64_t step) {
@@ -1263,7 +1264,7 @@ ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
   return st;
 }
 
-// ---- Atomic file writes ----------------------------------------------------------
+// ---- Atomic file writes -----------------------------------------------------
 
 typedef struct pieces_ctx {
   const ct_ckpt_piece *pieces;

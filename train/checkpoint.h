@@ -43,7 +43,7 @@ enum {
   CT_CKPT_NAME_MAX = 255,      // longest section name (printable ASCII)
 };
 
-// ---- Writing ---------------------------------------------------------------
+// ---- Writing ----------------------------------------------------------------
 
 typedef struct ct_ckpt_writer ct_ckpt_writer;
 
@@ -66,7 +66,7 @@ ct_status ct_ckpt_write(const ct_ckpt_writer *w, const char *path);
 ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
                                    unsigned char **out, size_t *len);
 
-// ---- Reading ---------------------------------------------------------------
+// ---- Reading ----------------------------------------------------------------
 
 typedef struct ct_ckpt ct_ckpt;
 
@@ -148,7 +148,7 @@ const void *ct_rec_get_bytes(ct_rec_reader *r, size_t *len);
 // CT_OK when every read succeeded and all bytes were consumed.
 ct_status ct_rec_reader_done(ct_rec_reader *r);
 
-// ---- Parameter stores ------------------------------------------------------
+// ---- Parameter stores -------------------------------------------------------
 //
 // A params section lists each parameter in registry order:
 //   u32 tensor count, then per tensor: str name, u32 dtype (0 = f32),
@@ -159,7 +159,7 @@ ct_status ct_rec_reader_done(ct_rec_reader *r);
 // Loading options: by default every tensor in the file must match a parameter
 // of the store (same name and shape) and every parameter must be in the file.
 enum {
-  CT_LOAD_ALLOW_MISSING = 1u << 0,     // leave parameters the file lacks as they are
+  CT_LOAD_ALLOW_MISSING = 1u << 0,     // keep parameters the file lacks as is
   CT_LOAD_ALLOW_UNEXPECTED = 1u << 1,  // ignore tensors the store lacks
 };
 
@@ -210,7 +210,7 @@ ct_status ct_params_load_named(ct_params *dst, float *buf,
 // order. `hex` (17 bytes) receives 16 lowercase hex digits when not NULL.
 uint64_t ct_params_digest(const ct_params *p, char *hex);
 
-// ---- Run folders -----------------------------------------------------------
+// ---- Run folders ------------------------------------------------------------
 //
 // Checkpoints of a run are `DIR/ckpt-<step>.ct`, the step zero-padded to 8
 // digits ("ckpt-00001200.ct"); newest means the largest step.
@@ -241,7 +241,7 @@ void ct_ckpt_latest_free(ct_ckpt_latest *l);
 ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
                         int *n_deleted);
 
-// ---- Atomic writes of a file made of pieces --------------------------------
+// ---- Atomic writes of a file made of pieces ---------------------------------
 //
 // One piece of a file being written (the pieces are concatenated), so that
 // big buffers (payloads, parameter values) are written where they lie.

@@ -102,27 +102,29 @@ static bool section_exists(const ct_config *cfg, const char *section) {
   return false;
 }
 
-static const char *suggest_section(const ct_config *cfg, const char *section) {
+// "unknown section [optimm] (did you mean [optim]?)", prefixed by `where`.
+static ct_status unknown_section(const ct_config *cfg, const char *where, const char *section,
+                                 ct_status status) {
   const char *best = NULL;
   int best_d = 1 << 30;
   for (int i = 0; i < cfg->n; i++) {
     int d = edit_distance(section, cfg->schema[i].section);
     if (d < best_d) best_d = d, best = cfg->schema[i].section;
   }
-  return best && close_enough(section, best_d) ? best : NULL;
+  if (best && close_enough(section, best_d))
+    return ct_error(status, "%s: unknown section [%s] (did you mean [%s]?)", where, section, best);
+  return ct_error(status, "%s: unknown section [%s]", where, section);
 }
 
-// Writes " (did you mean ...)" for an unknown key into buf ("" when nothing
-// fits): the same key in another section first, else a near spelling.
-static void suggest_key(const ct_config *cfg, const char *section,
-                        const char *key, char *buf, size_t size) {
-  buf[0] = '\0';
-  for (int i = 0; i < cfg->n; i++) {
-    if (!strcmp(cfg->schema[i].key, key)) {
-      snprintf(buf, size, " (it belongs in [%s])", cfg->schema[i].section);
-      return;
-    }
-  }
+// "unknown key 'lerning_rate' in [optim] (did you mean 'learning_rate'?)",
+// prefixed by `where`. The hint is the same key in another section if there
+// is one, else the nearest spelling in this section, else nothing.
+static ct_status unknown_key(const ct_config *cfg, const char *where, const char *section,
+                             const char *key, ct_status status) {
+  for (int i = 0; i < cfg->n; i++)
+    if (!strcmp(cfg->schema[i].key, key))
+      return ct_error(status, "%s: unknown key '%s' in [%s] (it belongs in [%s])", where, key,
+                      section, cfg->schema[i].section);
   const char *best = NULL;
   int best_d = 1 << 30;
   for (int i = 0; i < cfg->n; i++) {
@@ -131,7 +133,9 @@ static void suggest_key(const ct_config *cfg, const char *section,
     if (d < best_d) best_d = d, best = cfg->schema[i].key;
   }
   if (best && close_enough(key, best_d))
-    snprintf(buf, size, " (did you mean '%s'?)", best);
+    return ct_error(status, "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where, key,
+                    section, best);
+  return ct_error(status, "%s: unknown key '%s' in [%s]", where, key, section);
 }
 
 // ---- values ----
@@ -350,12 +354,8 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
       const char *ns = s + 1, *ne = close;
       trim(&ns, &ne);
       snprintf(section, sizeof section, "%.*s", (int)(ne - ns), ns);
-      if (!section_exists(cfg, section)) {
-        const char *sug = suggest_section(cfg, section);
-        char hint[192] = "";
-        if (sug) snprintf(hint, sizeof hint, " (did you mean [%s]?)", sug);
-        st = ct_error(CT_ERR_FORMAT, "%s: unknown section [%s]%s", where, section, hint);
-      }
+      if (!section_exists(cfg, section))
+        st = unknown_section(cfg, where, section, CT_ERR_FORMAT);
       continue;
     }
     const char *eq = memchr(s, '=', (size_t)(e - s));
@@ -379,9 +379,7 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
     }
     int idx = key_index(cfg, section, key);
     if (idx < 0) {
-      char hint[256];
-      suggest_key(cfg, section, key, hint, sizeof hint);
-      st = ct_error(CT_ERR_FORMAT, "%s: unknown key '%s' in [%s]%s", where, key, section, hint);
+      st = unknown_key(cfg, where, section, key, CT_ERR_FORMAT);
       break;
     }
     if (seen[idx]) {
@@ -435,18 +433,9 @@ ct_status ct_config_set(ct_config *cfg, const char *assignment) {
   char section[128], key[128];
   snprintf(section, sizeof section, "%.*s", (int)(se - ss), ss);
   snprintf(key, sizeof key, "%.*s", (int)(ke - ks), ks);
-  if (!section_exists(cfg, section)) {
-    const char *sug = suggest_section(cfg, section);
-    char hint[192] = "";
-    if (sug) snprintf(hint, sizeof hint, " (did you mean [%s]?)", sug);
-    return ct_error(CT_ERR_ARG, "%s: unknown section [%s]%s", where, section, hint);
-  }
+  if (!section_exists(cfg, section)) return unknown_section(cfg, where, section, CT_ERR_ARG);
   int idx = key_index(cfg, section, key);
-  if (idx < 0) {
-    char hint[256];
-    suggest_key(cfg, section, key, hint, sizeof hint);
-    return ct_error(CT_ERR_ARG, "%s: unknown key '%s' in [%s]%s", where, key, section, hint);
-  }
+  if (idx < 0) return unknown_key(cfg, where, section, key, CT_ERR_ARG);
   char *value = str_ndup(vs, (size_t)(ve - vs));
   if (!value) return ct_error(CT_ERR_NOMEM, "%s: out of memory", where);
   ct_status st = value_assign(cfg, idx, value, where, "--set", CT_ERR_ARG);

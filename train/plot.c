@@ -26,15 +26,18 @@ typedef struct rgb {
 
 static const rgb white = {255, 255, 255}, black = {0, 0, 0}, grid = {228, 228, 228},
                  gray = {110, 110, 110};
-// Series colors (the matplotlib "tab10" cycle), reused in order.
+// Series colors (the matplotlib "tab10" cycle with its gray made dark blue,
+// since the legend placement tells data from axes by grayness), reused in order.
 static const rgb palette[] = {
   {31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40}, {148, 103, 189},
-  {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+  {140, 86, 75},  {227, 119, 194}, {0, 0, 139},     {188, 189, 34}, {23, 190, 207},
 };
 enum { N_COLORS = sizeof palette / sizeof palette[0] };
 
 // A 5x7 font for printable ASCII (32..126): 7 rows per glyph, bit 4 of each
-// row is the leftmost pixel. Glyphs advance 6 pixels; rows are 7 tall.
+// row is the leftmost pixel. Glyphs advance 6 pixels. Lowercase letters sit
+// on rows 2..6; g, p, q and y are drawn 2 rows lower so that their tails
+// hang below that baseline.
 enum { GLYPH_W = 5, GLYPH_H = 7, GLYPH_ADVANCE = 6 };
 static const uint8_t font5x7[95][7] = {
   {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},  // space
@@ -108,7 +111,7 @@ static const uint8_t font5x7[95][7] = {
   {0x01, 0x01, 0x0d, 0x13, 0x11, 0x11, 0x0f},  // d
   {0x00, 0x00, 0x0e, 0x11, 0x1f, 0x10, 0x0e},  // e
   {0x06, 0x09, 0x08, 0x1c, 0x08, 0x08, 0x08},  // f
-  {0x00, 0x0f, 0x11, 0x11, 0x0f, 0x01, 0x0e},  // g
+  {0x0f, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // g
   {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x11},  // h
   {0x04, 0x00, 0x0c, 0x04, 0x04, 0x04, 0x0e},  // i
   {0x02, 0x00, 0x06, 0x02, 0x02, 0x12, 0x0c},  // j
@@ -117,8 +120,8 @@ static const uint8_t font5x7[95][7] = {
   {0x00, 0x00, 0x1a, 0x15, 0x15, 0x11, 0x11},  // m
   {0x00, 0x00, 0x16, 0x19, 0x11, 0x11, 0x11},  // n
   {0x00, 0x00, 0x0e, 0x11, 0x11, 0x11, 0x0e},  // o
-  {0x00, 0x00, 0x1e, 0x11, 0x1e, 0x10, 0x10},  // p
-  {0x00, 0x00, 0x0d, 0x13, 0x0f, 0x01, 0x01},  // q
+  {0x1e, 0x11, 0x11, 0x11, 0x1e, 0x10, 0x10},  // p
+  {0x0f, 0x11, 0x11, 0x11, 0x0f, 0x01, 0x01},  // q
   {0x00, 0x00, 0x16, 0x19, 0x10, 0x10, 0x10},  // r
   {0x00, 0x00, 0x0e, 0x10, 0x0e, 0x01, 0x1e},  // s
   {0x08, 0x08, 0x1c, 0x08, 0x08, 0x09, 0x06},  // t
@@ -126,7 +129,7 @@ static const uint8_t font5x7[95][7] = {
   {0x00, 0x00, 0x11, 0x11, 0x11, 0x0a, 0x04},  // v
   {0x00, 0x00, 0x11, 0x11, 0x15, 0x15, 0x0a},  // w
   {0x00, 0x00, 0x11, 0x0a, 0x04, 0x0a, 0x11},  // x
-  {0x00, 0x00, 0x11, 0x11, 0x0f, 0x01, 0x0e},  // y
+  {0x11, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // y
   {0x00, 0x00, 0x1f, 0x02, 0x04, 0x08, 0x1f},  // z
   {0x02, 0x04, 0x04, 0x08, 0x04, 0x04, 0x02},  // {
   {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // |
@@ -177,11 +180,12 @@ static void text_draw(canvas *c, int x, int y, const char *s, int scale, rgb col
     unsigned ch = (unsigned char)*s;
     if (ch < 32 || ch > 126) ch = '?';
     const uint8_t *g = font5x7[ch - 32];
+    int drop = strchr("gpqy", (int)ch) ? 2 * scale : 0;
     for (int r = 0; r < GLYPH_H; r++)
       for (int b = 0; b < GLYPH_W; b++)
         if (g[r] & (0x10 >> b))
-          rect_fill(c, x + b * scale, y + r * scale, x + b * scale + scale - 1,
-                    y + r * scale + scale - 1, col);
+          rect_fill(c, x + b * scale, y + drop + r * scale, x + b * scale + scale - 1,
+                    y + drop + r * scale + scale - 1, col);
   }
 }
 
@@ -222,10 +226,15 @@ static axis axis_fit(double lo, double hi, bool log_scale, int target) {
   return a;
 }
 
-// Removes the zero padding of an exponent: "1.5e-04" -> "1.5e-4".
+// Shortens a %e label: "1.50e-04" -> "1.5e-4", "2.0e+03" -> "2e3".
 static void exponent_trim(char *s) {
   char *e = strchr(s, 'e');
   if (!e) return;
+  char *z = e;  // trailing zeros of the mantissa, and then a bare '.'
+  while (z > s && z[-1] == '0') z--;
+  if (z > s && z[-1] == '.') z--;
+  memmove(z, e, strlen(e) + 1);
+  e = z;
   char *d = e + 1;
   if (*d == '+' ) memmove(d, d + 1, strlen(d));
   else if (*d == '-') d++;
@@ -242,7 +251,10 @@ static void tick_label(char *buf, size_t size, double v, const axis *a) {
     else snprintf(buf, size, "1e%d", (int)lround(v));
     return;
   }
-  if (fabs(v) < a->step * 1e-9) v = 0;
+  if (fabs(v) < a->step * 1e-9) {
+    snprintf(buf, size, "0");
+    return;
+  }
   double big = fmax(fabs(a->lo), fabs(a->hi));
   if (a->step >= 1 && big < 1e7) {
     snprintf(buf, size, "%.0f", v);
@@ -293,7 +305,10 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
     text_draw(c, (px0 + px1 - text_width(note, 2)) / 2, (py0 + py1) / 2 - 7, note, 2, gray);
     return;
   }
-  axis ax = axis_fit(xlo, xhi, false, 8), ay = axis_fit(ylo, yhi, ch->log_y, 5);
+  // About one x tick per 90 pixels and one y tick per 50, at least 2.
+  int nx = (px1 - px0) / 90, ny = (py1 - py0) / 50;
+  axis ax = axis_fit(xlo, xhi, false, nx < 2 ? 2 : nx);
+  axis ay = axis_fit(ylo, yhi, ch->log_y, ny < 2 ? 2 : ny);
 
   // Grid and tick labels.
   char label[48];
@@ -344,7 +359,7 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
     }
   }
 
-  // Legend in the top-right corner of the plot area.
+  // Legend in the corner of the plot area that hides the fewest data pixels.
   int n_named = 0, name_w = 0;
   for (int s = 0; s < ch->n_series; s++) {
     if (!ch->series[s].name) continue;
@@ -354,7 +369,20 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
   }
   if (n_named == 0) return;
   int lw = 8 + 18 + 6 + name_w + 8, lh = 6 + n_named * 12 + 2;
-  int lx = px1 - 8 - lw, ly = py0 + 8;
+  int corner_x[4] = {px1 - 8 - lw, px0 + 8, px1 - 8 - lw, px0 + 8};
+  int corner_y[4] = {py0 + 8, py0 + 8, py1 - 8 - lh, py1 - 8 - lh};
+  int lx = corner_x[0], ly = corner_y[0];
+  long fewest = -1;
+  for (int k = 0; k < 4; k++) {
+    long covered = 0;
+    for (int y = corner_y[k]; y <= corner_y[k] + lh; y++)
+      for (int x = corner_x[k]; x <= corner_x[k] + lw; x++) {
+        if (x < 0 || y < 0 || x >= c->w || y >= c->h) continue;
+        const uint8_t *p = c->rgb + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
+        covered += !(p[0] == p[1] && p[1] == p[2]);  // series colors are not gray
+      }
+    if (fewest < 0 || covered < fewest) fewest = covered, lx = corner_x[k], ly = corner_y[k];
+  }
   rect_fill(c, lx, ly, lx + lw, ly + lh, white);
   rect_frame(c, lx, ly, lx + lw, ly + lh, gray);
   int row = 0;

@@ -31,7 +31,7 @@
 
 enum { JSON_MAX_DEPTH = 64 };
 
-// ---- Dtypes ------------------------------------------------------------------
+// ---- Dtypes -----------------------------------------------------------------
 
 typedef struct st_dtype {
   const char *name;
@@ -57,7 +57,7 @@ static const st_dtype *find_dtype(const char *name) {
   return NULL;
 }
 
-// ---- Writing -------------------------------------------------------------------
+// ---- Writing ----------------------------------------------------------------
 
 // Appends s as a JSON string literal, escaped as serde_json does.
 static void json_put_string(ct_rec *r, const char *s) {
@@ -190,7 +190,7 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
   return st;
 }
 
-// ---- A JSON parser for the header ------------------------------------------------
+// ---- A JSON parser for the header -------------------------------------------
 
 typedef struct json {
   const char *s;
@@ -441,11 +441,13 @@ static ct_status parse_tensor_info(json *j, st_entry *e) {
     } while (j->status == CT_OK && json_eat(j, ','));
     json_expect(j, '}');
   }
-  if (j->status == CT_OK && !(has_dtype && has_shape && has_offsets))
+  const char *lacking = !has_dtype     ? "a dtype"
+                        : !has_shape   ? "a shape"
+                        : !has_offsets ? "data_offsets"
+                                       : NULL;
+  if (j->status == CT_OK && lacking)
     j->status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' lacks %s", j->what,
-                         e->name, !has_dtype ? "a dtype" : !has_shape
-                                                               ? "a shape"
-                                                               : "data_offsets");
+                         e->name, lacking);
   return j->status;
 }
 
@@ -524,7 +526,7 @@ static ct_status parse_header(json *j, st_header *h) {
   return j->status;
 }
 
-// ---- Validation ------------------------------------------------------------------
+// ---- Validation -------------------------------------------------------------
 
 static int compare_entry_names(const void *a, const void *b) {
   const st_entry *const *x = a, *const *y = b;
