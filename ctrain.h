@@ -38,6 +38,12 @@
 //   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h  learning-rate schedules (pure functions of the step)
 //   optim/grads.h     gradient norm, clipping, the non-finite check
+//   nn/module.h       the module convention, forward context, dropout
+//   nn/init.h         initializers (xavier, kaiming, trunc_normal, ...)
+//   nn/linear.h nn/embedding.h nn/norm.h nn/mlp.h   basic modules
+//   nn/attention.h    MultiheadAttention with PyTorch semantics
+//   nn/transformer.h  encoder/decoder layers and stacks, nn.Transformer
+//   nn/position.h     sinusoidal and learned positional encodings
 //   data/text.h       parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
@@ -58,6 +64,15 @@
 #include "autograd/ops.h"
 #include "autograd/attention.h"
 #include "autograd/gradcheck.h"
+#include "nn/module.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/embedding.h"
+#include "nn/norm.h"
+#include "nn/mlp.h"
+#include "nn/attention.h"
+#include "nn/transformer.h"
+#include "nn/position.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
