@@ -135,8 +135,7 @@ static void set_threads(int n) {
 #endif
 }
 
-// Runs one shape and prints its line; returns ctrain's GFLOP/s.
-static double bench_shape(shape s, int threads, bool quick) {
+static problem problem_new(shape s) {
   problem p = {.s = s};
   p.lda = s.ta ? s.M : s.K;
   p.ldb = s.tb ? s.K : s.N;
@@ -156,7 +155,18 @@ static double bench_shape(shape s, int threads, bool quick) {
   fill(p.A, na, 1);
   fill(p.B, nb, 2);
   memset(p.C, 0, nc * sizeof(float));
+  return p;
+}
 
+static void problem_free(problem *p) {
+  free(p->A);
+  free(p->B);
+  free(p->C);
+}
+
+// Runs one shape and prints its line.
+static void bench_shape(shape s, int threads, bool quick) {
+  problem p = problem_new(s);
   set_threads(threads);
   double g, bg;
   measure(&p, quick, &g, &bg);
@@ -169,10 +179,30 @@ static double bench_shape(shape s, int threads, bool quick) {
   if (s.batch > 1) printf(" batch=%lld", (long long)s.batch);
   printf("\n");
   fflush(stdout);
-  free(p.A);
-  free(p.B);
-  free(p.C);
-  return g;
+  problem_free(&p);
+}
+
+// ctrain at 1 thread and at `threads`, samples alternating, so that the
+// speedup is not skewed by load that comes and goes between the two.
+static void bench_scaling(shape s, int threads, bool quick) {
+  problem p = problem_new(s);
+  double flops = 2.0 * (double)s.M * s.N * s.K * s.batch;
+  int nsamples = quick ? 3 : 5;
+  double t1[16], tn[16];
+  for (int i = 0; i < nsamples; i++) {
+    ct_set_threads(1);
+    run_ctrain(&p);
+    t1[i] = flops / sample(run_ctrain, &p, 2) * 1e-9;
+    ct_set_threads(threads);
+    run_ctrain(&p);
+    tn[i] = flops / sample(run_ctrain, &p, 4) * 1e-9;
+  }
+  qsort(t1, (size_t)nsamples, sizeof t1[0], cmp_double);
+  qsort(tn, (size_t)nsamples, sizeof tn[0], cmp_double);
+  double g1 = t1[nsamples / 2], gn = tn[nsamples / 2];
+  printf("scaling M=%lld t1_gflops=%.1f t%d_gflops=%.1f speedup=%.2f\n",
+         (long long)s.M, g1, threads, gn, gn / g1);
+  problem_free(&p);
 }
 
 static void warm_up(int threads, double seconds) {
@@ -253,9 +283,7 @@ int main(int argc, char **argv) {
   }
 
   shape sq = {1024, 1024, 1024, 0, 0, 1};
-  double t1 = bench_shape(sq, 1, quick);
-  double tn = threads == 1 ? t1 : bench_shape(sq, threads, quick);
-  printf("scaling M=1024 t1_gflops=%.1f t%d_gflops=%.1f speedup=%.2f\n", t1,
-         threads, tn, tn / t1);
+  bench_shape(sq, 1, quick);
+  bench_scaling(sq, threads, quick);
   return 0;
 }

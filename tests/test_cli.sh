@@ -20,7 +20,6 @@ check "version" 0 "^ctrain [0-9]" -- "$ctrain" --version
 check "info" 0 "gemm kernel:" -- "$ctrain" info
 check "no command" 2 "usage:" -- "$ctrain"
 check "unknown command" 2 "ctrain: error: unknown command 'frobnicate'" -- "$ctrain" frobnicate
-check "planned command" 2 "ctrain: error: 'train' is not available" -- "$ctrain" train x.ini
 CT_THREADS=3 check "CT_THREADS honoured" 0 "threads: 3" -- "$ctrain" info
 echo "cli: $fails failed"
 [ "$fails" -eq 0 ]

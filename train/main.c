@@ -1,13 +1,33 @@
-// The ctrain program: dispatches the subcommands of DESIGN.md.
+// The ctrain program: parses the command line and runs a command.
 //
-// Commands land here as the features behind them do; a command that is not
-// in this build says so and exits with the usage status (2).
+//   ctrain train CONFIG [--set section.key=value]... [--resume PATH|auto]
+//                [--threads N]
+//   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
+//   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
+//   ctrain inspect CKPT
+//   ctrain export CKPT OUT.safetensors
+//   ctrain plot RUN_DIR
+//   ctrain toy translation --out DIR [--task copy|reverse|grammar] [--seed N]
+//              [--train N] [--val N] [--test N] [--force]
+//
+// Usage errors exit 2, runtime errors 1, each with "ctrain: error: ..." on
+// stderr. The last stdout line of train and eval is one JSON object.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
 #include "core/error.h"
 #include "core/gemm.h"
 #include "core/threads.h"
-
-#include <stdio.h>
-#include <string.h>
+#include "data/toy_translation.h"
+#include "train/checkpoint.h"
+#include "train/jsonl.h"
+#include "train/plot.h"
+#include "train/run.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+#include "train/translation.h"
 
 #ifndef CT_VERSION
 #define CT_VERSION "unknown"
@@ -17,16 +37,336 @@ static const char *const usage =
     "usage: ctrain COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  info                       build, CPU features and thread count\n"
-    "  version                    print the version\n"
-    "  help                       this text\n"
-    "\n"
-    "planned (not in this build yet): train, eval, translate, classify,\n"
-    "detect, inspect, export, plot, toy\n";
+    "  train CONFIG [--set section.key=value]... [--resume PATH|auto] [--threads N]\n"
+    "                             train a model described by a config file\n"
+    "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
+    "                             evaluate a checkpoint (last line: JSON metrics)\n"
+    "  translate CKPT [--beam N] [TEXT]...\n"
+    "                             translate TEXT, or stdin lines when none\n"
+    "  inspect CKPT               config, step, parameters, optimizer state\n"
+    "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
+    "  plot RUN_DIR               PNG charts of a run's metrics\n"
+    "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
+    "      [--train N] [--val N] [--test N] [--force]\n"
+    "                             write a built-in toy corpus as files\n"
+    "  info                       version, threads, gemm kernel\n"
+    "  help                       this text\n";
 
-static const char *const planned[] = {"train",   "eval",   "translate",
-                                      "classify", "detect", "inspect",
-                                      "export",  "plot",   "toy"};
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "ctrain: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(run 'ctrain help' for usage)\n");
+  return 2;
+}
+
+static int runtime_error(void) {
+  fprintf(stderr, "ctrain: error: %s\n", ct_last_error());
+  return 1;
+}
+
+// Parses a positive integer option value; -1 when it is not one.
+static long positive(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  return (*s && *end == '\0' && v >= 1 && v <= 1000000000L) ? v : -1;
+}
+
+// Options that take a value: returns the value or NULL (usage error printed).
+static const char *option_value(int argc, char **argv, int *i) {
+  if (*i + 1 >= argc) {
+    usage_error("%s needs a value", argv[*i]);
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static int apply_threads(const char *value) {
+  long n = positive(value);
+  if (n < 0) return usage_error("--threads wants a positive integer, not '%s'", value);
+  ct_set_threads((int)n);
+  return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+  if (argc < 3) return usage_error("%s", "train needs a CONFIG file");
+  const char **sets = calloc((size_t)argc, sizeof *sets);
+  ct_train_args a = {.config_path = NULL, .sets = sets};
+  int rc = 0;
+  for (int i = 2; i < argc && !rc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--set")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else sets[a.n_sets++] = v;
+    } else if (!strcmp(argv[i], "--resume")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else a.resume = v;
+    } else if (!strcmp(argv[i], "--threads")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else if (positive(v) < 0) rc = usage_error("--threads wants a positive integer, not '%s'", v);
+      else a.threads = (int)positive(v);
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      rc = usage_error("train: unknown option '%s'", argv[i]);
+    } else if (a.config_path) {
+      rc = usage_error("train: one CONFIG only (got another: '%s')", argv[i]);
+    } else {
+      a.config_path = argv[i];
+    }
+  }
+  if (!rc && !a.config_path) rc = usage_error("%s", "train needs a CONFIG file");
+  if (!rc) rc = ct_train_run(&a);
+  free(sets);
+  return rc;
+}
+
+// Shared by eval and translate: --beam N, --threads N, --split S.
+typedef struct model_opts {
+  const char *ckpt;
+  int beam;  // 0: the config's final_beam
+  const char *split;
+  const char **texts;
+  int n_texts;
+} model_opts;
+
+static int parse_model_opts(int argc, char **argv, bool texts, bool split,
+                            model_opts *o) {
+  o->texts = calloc((size_t)argc, sizeof *o->texts);
+  for (int i = 2; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--beam")) {
+      if (!(v = option_value(argc, argv, &i))) return 2;
+      if (positive(v) < 0 || positive(v) > 64)
+        return usage_error("--beam wants an integer in 1..64, not '%s'", v);
+      o->beam = (int)positive(v);
+    } else if (!strcmp(argv[i], "--threads")) {
+      if (!(v = option_value(argc, argv, &i))) return 2;
+      if (apply_threads(v)) return 2;
+    } else if (split && !strcmp(argv[i], "--split")) {
+      if (!(v = option_value(argc, argv, &i))) return 2;
+      if (strcmp(v, "val") && strcmp(v, "test"))
+        return usage_error("--split is val or test, not '%s'", v);
+      o->split = v;
+    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
+      return usage_error("unknown option '%s'", argv[i]);
+    } else if (!o->ckpt) {
+      o->ckpt = argv[i];
+    } else if (texts) {
+      o->texts[o->n_texts++] = argv[i];
+    } else {
+      return usage_error("unexpected argument '%s'", argv[i]);
+    }
+  }
+  if (!o->ckpt) return usage_error("%s: a checkpoint path is needed", argv[1]);
+  return 0;
+}
+
+static int cmd_eval(int argc, char **argv) {
+  model_opts o = {.split = "val"};
+  int rc = parse_model_opts(argc, argv, false, true, &o);
+  free(o.texts);
+  if (rc) return rc;
+  if (getenv("CT_THREADS") || getenv("OMP_NUM_THREADS")) ct_threads_from_env();
+  ct_run_model m;
+  if (ct_run_model_open(&m, o.ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
+    rc = runtime_error();
+    ct_run_model_close(&m);
+    return rc;
+  }
+  int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
+  ct_json_obj metrics;
+  ct_json_obj_init(&metrics);
+  ct_json_obj_str(&metrics, "checkpoint", o.ckpt);
+  ct_json_obj_str(&metrics, "split", o.split);
+  ct_json_obj_int(&metrics, "step", m.state.step);
+  printf("checkpoint %s (step %lld)\n", o.ckpt, (long long)m.state.step);
+  if (m.task.ops->evaluate(&m.task, o.split, beam, 0, &metrics, stdout) != CT_OK)
+    rc = runtime_error();
+  else
+    printf("%s\n", ct_json_obj_text(&metrics));
+  ct_json_obj_free(&metrics);
+  ct_run_model_close(&m);
+  ct_arena_release();
+  return rc;
+}
+
+// Reads stdin lines (without newlines) into a growing array.
+static char **read_lines(FILE *in, int *n) {
+  char **lines = NULL, *line = NULL;
+  size_t cap = 0;
+  int count = 0, room = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, in)) >= 0) {
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+      line[--len] = '\0';
+    if (count == room) {
+      room = room ? 2 * room : 64;
+      char **more = realloc(lines, (size_t)room * sizeof *lines);
+      if (!more) break;
+      lines = more;
+    }
+    lines[count++] = strdup(line);
+  }
+  free(line);
+  *n = count;
+  return lines;
+}
+
+static int cmd_translate(int argc, char **argv) {
+  model_opts o = {0};
+  int rc = parse_model_opts(argc, argv, true, false, &o);
+  if (rc) {
+    free(o.texts);
+    return rc;
+  }
+  ct_run_model m;
+  if (ct_run_model_open(&m, o.ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
+    rc = runtime_error();
+  } else {
+    int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
+    int n = o.n_texts;
+    char **stdin_lines = NULL;
+    const char **lines = o.texts;
+    if (n == 0) {
+      stdin_lines = read_lines(stdin, &n);
+      lines = (const char **)stdin_lines;
+    }
+    char **out = calloc((size_t)(n ? n : 1), sizeof *out);
+    // In chunks, so a long stdin starts printing early.
+    for (int start = 0; start < n && !rc; start += 256) {
+      int k = n - start < 256 ? n - start : 256;
+      if (ct_translation_translate(&m.task, lines + start, k, beam,
+                                   out + start) != CT_OK) {
+        rc = runtime_error();
+        break;
+      }
+      for (int i = start; i < start + k; i++) printf("%s\n", out[i]);
+      fflush(stdout);
+    }
+    for (int i = 0; i < n; i++) {
+      free(out[i]);
+      if (stdin_lines) free(stdin_lines[i]);
+    }
+    free(out);
+    free(stdin_lines);
+  }
+  ct_run_model_close(&m);
+  free(o.texts);
+  ct_arena_release();
+  return rc;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  if (argc != 3) return usage_error("%s", "inspect takes one checkpoint path");
+  ct_run_model m;
+  int rc = 0;
+  if (ct_run_model_open(&m, argv[2], CT_TASK_MODEL_ONLY) != CT_OK) {
+    rc = runtime_error();
+  } else {
+    char *text = ct_config_to_string(m.cfg);
+    char digest[17];
+    ct_params_digest(&m.params, digest);
+    printf("checkpoint %s\n\n%s\n", argv[2], text ? text : "");
+    free(text);
+    printf("task: %s\nstep: %lld\nepoch: %lld (next batch %lld)\n",
+           m.task.ops->name, (long long)m.state.step, (long long)m.state.epoch,
+           (long long)m.state.position);
+    if (m.state.best_step >= 0)
+      printf("best %s: %.4f at step %lld\n", m.task.ops->best_metric,
+             m.state.best, (long long)m.state.best_step);
+    printf("parameters: %zu in %d tensors\n", ct_params_numel(&m.params),
+           m.params.n);
+    for (int i = 0; i < m.params.n; i++) {
+      char s[96];
+      const ct_tensor *t = m.params.items[i].tensor;
+      printf("  %-56s %s\n", m.params.items[i].name,
+             ct_shape_str(t->ndim, t->shape, s, sizeof s));
+    }
+    printf("optimizer: %s, state sections:",
+           ct_config_str(m.cfg, "optim", "optimizer"));
+    for (int i = 0; i < ct_ckpt_section_count(m.ckpt); i++) {
+      size_t len;
+      const char *name = ct_ckpt_section_name(m.ckpt, i, &len);
+      if (!strncmp(name, "optim.", 6)) printf(" %s", name);
+    }
+    ct_json_obj o;
+    ct_json_obj_init(&o);
+    ct_json_obj_int(&o, "step", m.state.step);
+    ct_json_obj_int(&o, "epoch", m.state.epoch);
+    ct_json_obj_int(&o, "params", (int64_t)ct_params_numel(&m.params));
+    ct_json_obj_str(&o, "params_digest", digest);
+    printf("\n%s\n", ct_json_obj_text(&o));
+    ct_json_obj_free(&o);
+  }
+  ct_run_model_close(&m);
+  ct_arena_release();
+  return rc;
+}
+
+static int cmd_export(int argc, char **argv) {
+  if (argc != 4)
+    return usage_error("%s", "export takes a checkpoint and an output path");
+  ct_run_model m;
+  int rc = 0;
+  if (ct_run_model_open(&m, argv[2], CT_TASK_MODEL_ONLY) != CT_OK) {
+    rc = runtime_error();
+  } else {
+    const char *meta[] = {"format", "pt", "producer", "ctrain " CT_VERSION,
+                          NULL};
+    if (ct_safetensors_save(argv[3], &m.params, meta) != CT_OK)
+      rc = runtime_error();
+    else
+      printf("wrote %s (%d tensors, %zu parameters)\n", argv[3], m.params.n,
+             ct_params_numel(&m.params));
+  }
+  ct_run_model_close(&m);
+  ct_arena_release();
+  return rc;
+}
+
+static int cmd_plot(int argc, char **argv) {
+  if (argc != 3) return usage_error("%s", "plot takes one run folder");
+  char warning[512] = "";
+  if (ct_plot_run_dir(argv[2], warning, sizeof warning) != CT_OK)
+    return runtime_error();
+  if (warning[0]) fprintf(stderr, "ctrain: warning: %s\n", warning);
+  printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", argv[2], argv[2],
+         argv[2]);
+  return 0;
+}
+
+static int cmd_toy(int argc, char **argv) {
+  if (argc < 3 || strcmp(argv[2], "translation"))
+    return usage_error("%s", "toy: the only kind is 'translation' (ctrain toy "
+                       "translation --out DIR)");
+  ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 1, .train_size = 20000,
+                      .val_size = 500, .test_size = 500};
+  const char *out = NULL;
+  bool force = false;
+  for (int i = 3; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--force")) {
+      force = true;
+      continue;
+    }
+    if (!(v = option_value(argc, argv, &i))) return 2;
+    const char *opt = argv[i - 1];
+    long n = positive(v);
+    if (!strcmp(opt, "--out")) out = v;
+    else if (!strcmp(opt, "--task")) {
+      if (ct_toy_task_parse(v, &o.task) != CT_OK)
+        return usage_error("%s", ct_last_error());
+    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed")) o.seed = (uint64_t)n;
+    else if (!strcmp(opt, "--train")) o.train_size = n;
+    else if (!strcmp(opt, "--val")) o.val_size = n;
+    else if (!strcmp(opt, "--test")) o.test_size = n;
+    else return usage_error("toy: unknown option '%s'", opt);
+  }
+  if (!out) return usage_error("%s", "toy translation needs --out DIR");
+  if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
+  printf("wrote %s/{train,val,test}.{src,tgt} (%s, seed %llu)\n", out,
+         ct_toy_task_name(o.task), (unsigned long long)o.seed);
+  return 0;
+}
 
 static int cmd_info(void) {
   int threads = ct_threads_from_env();
@@ -51,13 +391,15 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "info")) return cmd_info();
-  for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
-    if (!strcmp(cmd, planned[i])) {
-      fprintf(stderr, "ctrain: error: '%s' is not available in this build "
-                      "yet\n", cmd);
-      return 2;
-    }
-  }
+  // Kernels use CT_THREADS / OMP_NUM_THREADS unless told otherwise.
+  ct_threads_from_env();
+  if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+  if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
+  if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
+  if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
+  if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+  if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);
+  if (!strcmp(cmd, "toy")) return cmd_toy(argc, argv);
   fprintf(stderr, "ctrain: error: unknown command '%s'\n%s", cmd, usage);
   return 2;
 }

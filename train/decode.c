@@ -1,0 +1,185 @@
+// Beam search (beam 1 = greedy) on the cached decoder.
+#include "train/decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "data/vocab.h"
+
+typedef struct candidate {
+  double score;
+  int64_t parent;  // row
+  int32_t token;
+} candidate;
+
+// Better first; ties by parent row then token, so the order is total.
+static int candidate_cmp(const void *a, const void *b) {
+  const candidate *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+  return (x->token > y->token) - (x->token < y->token);
+}
+
+// log_softmax of one row of logits, in double.
+static void log_softmax_row(const float *logits, int64_t V, double *out) {
+  double mx = -INFINITY;
+  for (int64_t v = 0; v < V; v++) mx = fmax(mx, logits[v]);
+  double sum = 0.0;
+  for (int64_t v = 0; v < V; v++) sum += exp(logits[v] - mx);
+  double lse = mx + log(sum);
+  for (int64_t v = 0; v < V; v++) out[v] = logits[v] - lse;
+}
+
+// The `beam` best (token, logp) of one row, by partial selection.
+static void top_tokens(const double *logp, int64_t V, int beam, double *best,
+                       int32_t *ids) {
+  for (int k = 0; k < beam; k++) {
+    best[k] = -INFINITY;
+    ids[k] = CT_VOCAB_EOS;
+  }
+  for (int64_t v = 0; v < V; v++) {
+    if (v == CT_VOCAB_PAD || v == CT_VOCAB_BOS) continue;
+    if (logp[v] <= best[beam - 1]) continue;
+    int k = beam - 1;
+    while (k > 0 && logp[v] > best[k - 1]) {
+      best[k] = best[k - 1];
+      ids[k] = ids[k - 1];
+      k--;
+    }
+    best[k] = logp[v];
+    ids[k] = (int32_t)v;
+  }
+}
+
+static double length_penalty(int64_t len, float alpha) {
+  return alpha == 0.0f ? 1.0 : pow((5.0 + (double)len) / 6.0, alpha);
+}
+
+ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
+                          int64_t S, const ct_decode_opts *opts, int32_t *out,
+                          int64_t *lens) {
+  const int beam = opts->beam;
+  const int64_t T = opts->max_len, V = m->cfg.tgt_vocab, N = B * beam;
+  if (beam < 1 || T < 1 || B < 1 || S < 1)
+    return ct_error(CT_ERR_ARG, "decode: beam %d, max_len %lld, batch %lld "
+                    "and source length %lld must be >= 1", beam, (long long)T,
+                    (long long)B, (long long)S);
+  bool was = ct_grad_set_enabled(false);
+  ct_arena_mark start = ct_arena_get_mark();
+  ct_seq2seq_cache cache;
+  ct_tensor *pad = NULL;
+  ct_tensor *memory = ct_seq2seq_encode(
+      m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
+  ct_status st = ct_seq2seq_cache_init(&cache, m, memory, pad, beam, T);
+  ct_arena_rewind(start);
+  if (st != CT_OK) {
+    ct_grad_set_enabled(was);
+    return st;
+  }
+
+  double *score = malloc((size_t)N * sizeof *score);
+  bool *done = malloc((size_t)N * sizeof *done);
+  int32_t *tok = malloc((size_t)N * sizeof *tok);
+  int32_t *hist = calloc((size_t)(N * T), sizeof *hist);
+  int32_t *hist_next = calloc((size_t)(N * T), sizeof *hist_next);
+  int64_t *hlen = calloc((size_t)N, sizeof *hlen), *hlen_next = calloc((size_t)N, sizeof *hlen_next);
+  int64_t *parent = malloc((size_t)N * sizeof *parent);
+  double *logp = malloc((size_t)V * sizeof *logp);
+  double *best = malloc((size_t)beam * sizeof *best);
+  int32_t *best_ids = malloc((size_t)beam * sizeof *best_ids);
+  candidate *cand = malloc((size_t)beam * beam * sizeof *cand);
+  bool *done_next = malloc((size_t)N * sizeof *done_next);
+  if (!score || !done || !tok || !hist || !hist_next || !hlen || !hlen_next ||
+      !parent || !logp || !best || !best_ids || !cand || !done_next) {
+    st = ct_error(CT_ERR_NOMEM, "decode: out of memory");
+    goto cleanup;
+  }
+  for (int64_t n = 0; n < N; n++) {
+    // Only the first row of each sentence starts alive, so the first step
+    // does not pick the same token `beam` times.
+    score[n] = n % beam == 0 ? 0.0 : -INFINITY;
+    done[n] = false;
+    tok[n] = CT_VOCAB_BOS;
+  }
+  for (int64_t t = 0; t < T; t++) {
+    bool all_done = true;
+    for (int64_t n = 0; n < N; n++) all_done = all_done && done[n];
+    if (all_done) break;
+    ct_arena_mark step_mark = ct_arena_get_mark();
+    ct_tensor *logits = ct_seq2seq_step(m, &cache, tok);
+    if (!logits) {
+      st = ct_last_status();
+      goto cleanup;
+    }
+    for (int64_t b = 0; b < B; b++) {
+      int nc = 0;
+      for (int k = 0; k < beam; k++) {
+        int64_t n = b * beam + k;
+        if (score[n] == -INFINITY) continue;
+        if (done[n]) {
+          cand[nc++] = (candidate){score[n], n, CT_VOCAB_PAD};
+          continue;
+        }
+        log_softmax_row(ct_f32(logits) + n * V, V, logp);
+        top_tokens(logp, V, beam, best, best_ids);
+        for (int j = 0; j < beam; j++)
+          cand[nc++] = (candidate){score[n] + best[j], n, best_ids[j]};
+      }
+      qsort(cand, (size_t)nc, sizeof *cand, candidate_cmp);
+      for (int k = 0; k < beam; k++) {
+        int64_t n = b * beam + k;
+        if (k < nc) {
+          const candidate *c = &cand[k];
+          parent[n] = c->parent;
+          score[n] = c->score;
+          done_next[n] = done[c->parent] || c->token == CT_VOCAB_EOS;
+          tok[n] = c->token;
+          memcpy(hist_next + n * T, hist + c->parent * T,
+                 (size_t)hlen[c->parent] * sizeof *hist);
+          hlen_next[n] = hlen[c->parent];
+          if (!done[c->parent]) hist_next[n * T + hlen_next[n]++] = c->token;
+        } else {  // fewer live candidates than beams: a dead row
+          parent[n] = b * beam;
+          score[n] = -INFINITY;
+          done_next[n] = true;
+          tok[n] = CT_VOCAB_PAD;
+          hlen_next[n] = 0;
+        }
+      }
+    }
+    ct_arena_rewind(step_mark);
+    ct_seq2seq_cache_reorder(&cache, parent);
+    int32_t *th = hist; hist = hist_next; hist_next = th;
+    int64_t *tl = hlen; hlen = hlen_next; hlen_next = tl;
+    bool *td = done; done = done_next; done_next = td;
+  }
+  // Pick each sentence's best row by length-normalised score; strip <eos>.
+  for (int64_t b = 0; b < B; b++) {
+    int64_t pick = b * beam;
+    double pick_score = -INFINITY;
+    for (int k = 0; k < beam; k++) {
+      int64_t n = b * beam + k;
+      if (score[n] == -INFINITY) continue;
+      double s = score[n] / length_penalty(hlen[n], opts->length_penalty);
+      if (s > pick_score) {
+        pick_score = s;
+        pick = n;
+      }
+    }
+    int64_t len = hlen[pick];
+    if (len > 0 && hist[pick * T + len - 1] == CT_VOCAB_EOS) len--;
+    memcpy(out + b * T, hist + pick * T, (size_t)len * sizeof *out);
+    lens[b] = len;
+  }
+cleanup:
+  free(score); free(done); free(tok); free(hist); free(hist_next);
+  free(hlen); free(hlen_next); free(parent); free(logp); free(best);
+  free(best_ids); free(cand); free(done_next);
+  ct_seq2seq_cache_free(&cache);
+  ct_arena_rewind(start);
+  ct_grad_set_enabled(was);
+  return st;
+}

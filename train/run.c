@@ -1,0 +1,230 @@
+// Configs, run folders and whole-run checkpoints (see run.h).
+//
+// Checkpoint sections written by ct_run_save:
+//   meta            record: u32 version, str task, i64 step, epoch, position,
+//                   optimizer step, best_step; f64 best, window_loss;
+//                   i64 window_steps; f64 train_seconds
+//   config          the resolved config.ini text
+//   vocab.src/.tgt  (translation) vocabularies
+//   params          parameter values by name
+//   optim.N         optimizer state slot N, laid out like params
+//   metrics         metrics.jsonl as it was at this step
+#include "train/run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/fileio.h"
+#include "train/schema.h"
+
+enum { META_VERSION = 1 };
+
+ct_config *ct_run_config_load(const char *path, const char *const *sets,
+                              int n_sets) {
+  ct_config *cfg = ct_train_config_new();
+  if (!cfg) return NULL;
+  if (ct_config_load(cfg, path) != CT_OK) goto fail;
+  for (int i = 0; i < n_sets; i++)
+    if (ct_config_set(cfg, sets[i]) != CT_OK) goto fail;
+  return cfg;
+fail:
+  ct_config_free(cfg);
+  return NULL;
+}
+
+ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
+  const void *text;
+  size_t len;
+  if (ct_ckpt_section(ckpt, "config", &text, &len) != CT_OK) return NULL;
+  char *copy = malloc(len + 1);
+  ct_config *cfg = copy ? ct_train_config_new() : NULL;
+  if (cfg) {
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    char what[512];
+    snprintf(what, sizeof what, "%s (config)", ct_ckpt_path(ckpt));
+    if (ct_config_parse(cfg, copy, what) != CT_OK) {
+      ct_config_free(cfg);
+      cfg = NULL;
+    }
+  }
+  free(copy);
+  return cfg;
+}
+
+char *ct_run_dir(const ct_config *cfg) {
+  const char *dir = ct_config_str(cfg, "run", "dir");
+  const char *name = ct_config_str(cfg, "run", "name");
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s/%s", dir, name);
+  return out;
+}
+
+ct_status ct_make_dirs(const char *path) {
+  char buf[4096];
+  if (strlen(path) >= sizeof buf)
+    return ct_error(CT_ERR_ARG, "%s: path too long", path);
+  strcpy(buf, path);
+  for (char *p = buf + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char keep = *p;
+      *p = '\0';
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return ct_error(CT_ERR_IO, "%s: cannot create folder: %s", buf,
+                        strerror(errno));
+      *p = keep;
+      if (keep == '\0') break;
+    }
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return ct_error(CT_ERR_IO, "%s: exists and is not a folder", path);
+  return CT_OK;
+}
+
+ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out) {
+  ct_optim_kind kind;
+  ct_status st = ct_optim_kind_parse(ct_config_str(cfg, "optim", "optimizer"),
+                                     &kind);
+  if (st != CT_OK) return st;
+  *out = kind == CT_OPTIM_SGD ? ct_sgd_defaults()
+         : kind == CT_OPTIM_ADAM ? ct_adam_defaults() : ct_adamw_defaults();
+  out->weight_decay = ct_config_float(cfg, "optim", "weight_decay");
+  if (kind == CT_OPTIM_SGD) {
+    out->momentum = ct_config_float(cfg, "optim", "momentum");
+  } else {
+    out->beta1 = ct_config_float(cfg, "optim", "beta1");
+    out->beta2 = ct_config_float(cfg, "optim", "beta2");
+    out->eps = ct_config_float(cfg, "optim", "eps");
+  }
+  return CT_OK;
+}
+
+// ---- saving -------------------------------------------------------------------
+
+ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
+                      const ct_params *p, const ct_optim *opt,
+                      const ct_run_state *state, const char *metrics_path) {
+  ct_ckpt_writer *w = ct_ckpt_writer_new();
+  if (!w) return ct_error(CT_ERR_NOMEM, "checkpoint: out of memory");
+  ct_rec meta;
+  ct_rec_init(&meta);
+  ct_rec_u32(&meta, META_VERSION);
+  ct_rec_str(&meta, task->ops->name);
+  ct_rec_i64(&meta, state->step);
+  ct_rec_i64(&meta, state->epoch);
+  ct_rec_i64(&meta, state->position);
+  ct_rec_i64(&meta, opt ? opt->step : 0);
+  ct_rec_i64(&meta, state->best_step);
+  ct_rec_f64(&meta, state->best);
+  ct_rec_f64(&meta, state->window_loss);
+  ct_rec_i64(&meta, state->window_steps);
+  ct_rec_f64(&meta, state->train_seconds);
+  ct_status st = ct_ckpt_writer_add_rec(w, "meta", &meta);
+  ct_rec_free(&meta);
+  char *text = st == CT_OK ? ct_config_to_string(cfg) : NULL;
+  if (st == CT_OK && !text) st = ct_last_status();
+  if (st == CT_OK) st = ct_ckpt_writer_add(w, "config", text, strlen(text));
+  free(text);
+  if (st == CT_OK) st = task->ops->save(task, w);
+  if (st == CT_OK) st = ct_ckpt_put_params(w, "params", p);
+  for (int s = 0; s < CT_PARAM_STATE_SLOTS && st == CT_OK && opt; s++) {
+    if (!(ct_optim_state_slots(&opt->cfg) & (1u << s)) || !p->state[s])
+      continue;
+    char name[16];
+    snprintf(name, sizeof name, "optim.%d", s);
+    st = ct_ckpt_put_param_state(w, name, p, s);
+  }
+  if (st == CT_OK && metrics_path) {
+    char *data = NULL;
+    size_t len = 0;
+    st = ct_file_read_all(metrics_path, &data, &len);
+    if (st == CT_OK) st = ct_ckpt_writer_add(w, "metrics", data, len);
+    free(data);
+  }
+  if (st == CT_OK) st = ct_ckpt_write(w, path);
+  ct_ckpt_writer_free(w);
+  return st;
+}
+
+// ---- loading ------------------------------------------------------------------
+
+static ct_status read_meta(const ct_ckpt *ckpt, ct_run_state *s,
+                           int64_t *opt_step) {
+  ct_rec_reader r;
+  ct_status st = ct_ckpt_section_reader(ckpt, "meta", &r);
+  if (st != CT_OK) return st;
+  uint32_t version = ct_rec_get_u32(&r);
+  char *task = ct_rec_get_str(&r);
+  s->step = ct_rec_get_i64(&r);
+  s->epoch = ct_rec_get_i64(&r);
+  s->position = ct_rec_get_i64(&r);
+  *opt_step = ct_rec_get_i64(&r);
+  s->best_step = ct_rec_get_i64(&r);
+  s->best = ct_rec_get_f64(&r);
+  s->window_loss = ct_rec_get_f64(&r);
+  s->window_steps = ct_rec_get_i64(&r);
+  s->train_seconds = ct_rec_get_f64(&r);
+  st = ct_rec_reader_done(&r);
+  free(task);
+  if (st == CT_OK && version != META_VERSION)
+    st = ct_error(CT_ERR_FORMAT, "%s: run state version %u, this ctrain reads "
+                  "%d: use a matching ctrain", ct_ckpt_path(ckpt), version,
+                  META_VERSION);
+  return st;
+}
+
+ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
+                      ct_run_state *state) {
+  int64_t opt_step = 0;
+  ct_status st = read_meta(ckpt, state, &opt_step);
+  if (st == CT_OK) st = ct_ckpt_get_params(ckpt, "params", p, 0);
+  for (int s = 0; s < CT_PARAM_STATE_SLOTS && st == CT_OK && opt; s++) {
+    char name[16];
+    snprintf(name, sizeof name, "optim.%d", s);
+    if (ct_ckpt_has(ckpt, name)) st = ct_ckpt_get_param_state(ckpt, name, p, s, 0);
+  }
+  if (st == CT_OK && opt) opt->step = opt_step;
+  return st;
+}
+
+static ct_status write_bytes(FILE *f, const char *path, void *ctx) {
+  const ct_ckpt_piece *piece = ctx;
+  if (piece->len && fwrite(piece->data, 1, piece->len, f) != piece->len)
+    return ct_error(CT_ERR_IO, "%s: write failed", path);
+  return CT_OK;
+}
+
+ct_status ct_run_restore_metrics(const ct_ckpt *ckpt, const char *path) {
+  ct_ckpt_piece piece = {0};
+  if (ckpt && ct_ckpt_has(ckpt, "metrics") &&
+      ct_ckpt_section(ckpt, "metrics", &piece.data, &piece.len) != CT_OK)
+    return ct_last_status();
+  return ct_file_write_atomic(path, write_bytes, &piece);
+}
+
+ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
+                            ct_task_need need) {
+  memset(m, 0, sizeof *m);
+  ct_params_init(&m->params);
+  ct_status st = ct_ckpt_read(ckpt_path, &m->ckpt);
+  if (st != CT_OK) return st;
+  m->cfg = ct_run_config_from_ckpt(m->ckpt);
+  if (!m->cfg) return ct_last_status();
+  m->task.ops = ct_task_for(m->cfg);
+  st = m->task.ops->open(&m->task, m->cfg, &m->params, m->ckpt, need);
+  if (st == CT_OK) st = ct_run_load(m->ckpt, &m->params, NULL, &m->state);
+  return st;
+}
+
+void ct_run_model_close(ct_run_model *m) {
+  if (m->task.ops && m->task.state) m->task.ops->close(&m->task);
+  ct_params_free(&m->params);
+  ct_config_free(m->cfg);
+  ct_ckpt_free(m->ckpt);
+  memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,61 @@
+// What the commands share: configs from files and overrides, the run folder,
+// and checkpoints of a whole run (model, optimizer, data position, metrics),
+// written and read back for exact resume, eval, translate and inspect.
+#ifndef CT_TRAIN_RUN_H
+#define CT_TRAIN_RUN_H
+
+#include "optim/optim.h"
+#include "train/task.h"
+
+// The training state a checkpoint holds beyond parameters and moments.
+typedef struct ct_run_state {
+  int64_t step;            // optimizer steps done
+  int64_t epoch, position; // the next training batch
+  double best;             // best value of the task's best_metric (-inf: none)
+  int64_t best_step;       // step of the best checkpoint (-1: none)
+  double window_loss;      // loss summed since the last log line
+  int64_t window_steps;    // steps in that sum
+  double train_seconds;    // training time so far (informational)
+} ct_run_state;
+
+// A model opened from a checkpoint, for eval/translate/inspect/export.
+typedef struct ct_run_model {
+  ct_config *cfg;
+  ct_params params;
+  ct_task task;
+  ct_run_state state;
+  ct_ckpt *ckpt;
+} ct_run_model;
+
+// Loads CONFIG then applies `--set` assignments. NULL with an error.
+ct_config *ct_run_config_load(const char *path, const char *const *sets,
+                              int n_sets);
+// A config from the text stored in a checkpoint.
+ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt);
+// "dir/name" of the run (malloc'd).
+char *ct_run_dir(const ct_config *cfg);
+// mkdir -p.
+ct_status ct_make_dirs(const char *path);
+
+// Writes the checkpoint of the current state atomically.
+ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
+                      const ct_params *p, const ct_optim *opt,
+                      const ct_run_state *state, const char *metrics_path);
+// Reads the training state (meta section), parameters and, when opt is not
+// NULL, the optimizer moments and step.
+ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
+                      ct_run_state *state);
+// Restores metrics.jsonl as it was when the checkpoint was written (an
+// empty file for ckpt NULL: a new run).
+ct_status ct_run_restore_metrics(const ct_ckpt *ckpt, const char *path);
+
+// Opens the model of a checkpoint: config, task (need says which data),
+// parameters and state.
+ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
+                            ct_task_need need);
+void ct_run_model_close(ct_run_model *m);
+
+// Optimizer hyperparameters from [optim].
+ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out);
+
+#endif

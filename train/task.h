@@ -1,0 +1,63 @@
+// A task is what the training program trains: its data, its model and its
+// evaluation. The loop (train/trainer.c), checkpoints and the commands are
+// shared; a task fills in this table. Translation is the first task;
+// classification and detection plug in the same way.
+#ifndef CT_TRAIN_TASK_H
+#define CT_TRAIN_TASK_H
+
+#include <stdio.h>
+
+#include "core/params.h"
+#include "nn/module.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/jsonl.h"
+
+// What a task must load when opened.
+typedef enum ct_task_need {
+  CT_TASK_MODEL_ONLY,  // translate/classify: the model and its vocabularies
+  CT_TASK_EVAL_DATA,   // eval: plus the validation and test splits
+  CT_TASK_ALL_DATA,    // train: plus the training split and its batches
+} ct_task_need;
+
+typedef struct ct_task ct_task;
+
+typedef struct ct_task_ops {
+  const char *name;
+  // The metric that picks the best checkpoint (higher is better).
+  const char *best_metric;
+  // Builds the data and registers the model's parameters in `p` (drawn
+  // from the seed). With `ckpt`, vocabularies and the like come from it
+  // (the caller then loads the parameters). Messages name files and lines.
+  ct_status (*open)(ct_task *t, const ct_config *cfg, ct_params *p,
+                    const ct_ckpt *ckpt, ct_task_need need);
+  // Adds the task's own checkpoint sections (vocabularies).
+  ct_status (*save)(ct_task *t, ct_ckpt_writer *w);
+  // The loss of the next training micro-batch, recorded on the tape;
+  // *items is what it counts (target tokens, images) for throughput.
+  ct_tensor *(*train_loss)(ct_task *t, ct_nn_ctx *ctx, double *items);
+  // Where the training data stands (the batch the next call returns), and
+  // moving there, for exact resume.
+  void (*data_position)(const ct_task *t, int64_t *epoch, int64_t *position);
+  ct_status (*data_seek)(ct_task *t, int64_t epoch, int64_t position);
+  int64_t (*epoch_batches)(ct_task *t, int64_t epoch);
+  // Evaluates on "val" or "test" (beam: decoding width where that applies;
+  // limit: first N examples, 0 = all). Adds metrics to `out` (loss, and
+  // per task: bleu and exact_match, accuracy, ...) and prints a human
+  // summary to `summary` when not NULL.
+  ct_status (*evaluate)(ct_task *t, const char *split, int beam,
+                        int64_t limit, ct_json_obj *out, FILE *summary);
+  void (*close)(ct_task *t);
+} ct_task_ops;
+
+struct ct_task {
+  const ct_task_ops *ops;
+  void *state;
+};
+
+extern const ct_task_ops ct_task_translation;
+
+// The ops of the task a config names ([run] task).
+const ct_task_ops *ct_task_for(const ct_config *cfg);
+
+#endif

@@ -1,0 +1,436 @@
+// The training loop: steps of (micro-batches, backward, clip, optimizer),
+// logging to metrics.jsonl, validation, checkpoints, and the end of a run.
+//
+// Exactness: everything a step depends on is either in a checkpoint
+// (parameters, moments, optimizer step, data epoch/position, the loss window
+// of the log) or a pure function of (seed, step) (dropout masks, shuffles),
+// so a run resumed from any checkpoint continues bit for bit as the run
+// that was never stopped. metrics.jsonl holds no timings for that reason;
+// throughput is on the progress line only.
+//
+// Stopping: SIGINT/SIGTERM finish the current step, write a checkpoint and
+// exit 0 with the resume command. A second SIGINT exits at once; files are
+// only ever replaced atomically, so nothing is damaged.
+#include "train/trainer.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "core/threads.h"
+#include "optim/grads.h"
+#include "optim/schedule.h"
+#include "train/plot.h"
+#include "train/progress.h"
+#include "train/run.h"
+#include "train/schema.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+  if (stop_requested) _exit(128 + sig);  // second signal: leave now
+  stop_requested = sig;
+}
+
+typedef struct trainer {
+  const ct_train_args *args;
+  ct_config *cfg;
+  char *run_dir;
+  char path[4096];   // scratch for file names
+  char metrics_path[4096];
+  ct_params params;
+  ct_task task;
+  ct_optim opt;
+  ct_schedule sched;
+  ct_run_state state;
+  ct_jsonl metrics;
+  bool metrics_open;
+  int64_t total_steps;
+  char last_ckpt[4096];
+  int64_t last_ckpt_step;
+} trainer;
+
+static int fail(const char *what) {
+  fprintf(stderr, "ctrain: error: %s%s%s\n", what ? what : "",
+          what ? ": " : "", ct_last_error());
+  return 1;
+}
+
+static ct_status schedule_from_config(trainer *t) {
+  ct_schedule_kind kind;
+  ct_status st = ct_schedule_kind_parse(
+      ct_config_str(t->cfg, "schedule", "kind"), &kind);
+  if (st != CT_OK) return st;
+  t->sched = (ct_schedule){
+      .kind = kind,
+      .lr = ct_config_float(t->cfg, "optim", "lr"),
+      .min_lr = ct_config_float(t->cfg, "schedule", "min_lr"),
+      .warmup_steps = ct_config_int(t->cfg, "schedule", "warmup"),
+      .total_steps = t->total_steps,
+      .d_model = ct_config_int(t->cfg, "model", "d_model"),
+      .step_size = ct_config_int(t->cfg, "schedule", "step_size"),
+      .gamma = ct_config_float(t->cfg, "schedule", "gamma"),
+  };
+  st = ct_schedule_check(&t->sched);
+  if (st != CT_OK)
+    return ct_error(st, "[schedule] %s", ct_last_error());
+  return CT_OK;
+}
+
+// Steps of the whole run: [train] steps, or [train] epochs of batches.
+static int64_t count_steps(trainer *t) {
+  int64_t epochs = ct_config_int(t->cfg, "train", "epochs");
+  int64_t accum = ct_config_int(t->cfg, "train", "accum");
+  if (epochs <= 0) return ct_config_int(t->cfg, "train", "steps");
+  int64_t batches = 0;
+  for (int64_t e = 0; e < epochs; e++)
+    batches += t->task.ops->epoch_batches(&t->task, e);
+  return batches / accum;
+}
+
+static ct_status write_metrics(trainer *t, ct_json_obj *o) {
+  return ct_jsonl_write(&t->metrics, o);
+}
+
+static ct_status save_checkpoint(trainer *t) {
+  ct_status st = ct_ckpt_filename(t->path, sizeof t->path, t->run_dir,
+                                  t->state.step);
+  t->task.ops->data_position(&t->task, &t->state.epoch, &t->state.position);
+  if (st == CT_OK)
+    st = ct_run_save(t->path, t->cfg, &t->task, &t->params, &t->opt,
+                     &t->state, t->metrics_path);
+  if (st == CT_OK) {
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", t->path);
+    t->last_ckpt_step = t->state.step;
+    int keep = (int)ct_config_int(t->cfg, "train", "keep_checkpoints");
+    st = ct_ckpt_prune(t->run_dir, keep < 1 ? 1 : keep, t->state.best_step,
+                       NULL);
+  }
+  return st;
+}
+
+// Validation: one "eval" line in metrics.jsonl; tracks the best metric.
+static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
+                          ct_json_obj *metrics, bool *improved) {
+  ct_json_obj_int(metrics, "step", t->state.step);
+  ct_json_obj_str(metrics, "type", "eval");
+  ct_json_obj_str(metrics, "split", "val");
+  ct_status st = t->task.ops->evaluate(&t->task, "val", beam, limit, metrics,
+                                       NULL);
+  if (st != CT_OK) return st;
+  ct_json_record rec;
+  const char *text = ct_json_obj_text(metrics);
+  double value = -INFINITY;
+  char why[128];
+  if (ct_json_parse_object(text, strlen(text), &rec, why, sizeof why) ==
+      CT_OK) {
+    ct_json_record_num(&rec, t->task.ops->best_metric, &value);
+    ct_json_record_free(&rec);
+  }
+  *improved = value > t->state.best;
+  if (*improved) {
+    t->state.best = value;
+    t->state.best_step = t->state.step;
+  }
+  if (pr) ct_progress_log(pr, "eval step %lld: %s", (long long)t->state.step,
+                          text);
+  return write_metrics(t, metrics);
+}
+
+// One optimizer step: accum micro-batches, clip, update. *loss is the mean
+// micro-batch loss, *items what they counted.
+static ct_status train_step(trainer *t, double *loss, double *items,
+                            double *grad_norm) {
+  const int64_t accum = ct_config_int(t->cfg, "train", "accum");
+  ct_nn_ctx ctx = ct_nn_train_ctx((uint64_t)ct_config_int(t->cfg, "run", "seed"),
+                                  (uint64_t)t->state.step);
+  ct_params_zero_grad(&t->params);
+  *loss = 0.0;
+  *items = 0.0;
+  for (int64_t a = 0; a < accum; a++) {
+    double n = 0.0;
+    ct_tensor *l = t->task.ops->train_loss(&t->task, &ctx, &n);
+    if (!l) return ct_last_status();
+    double value = ct_f32(l)[0];
+    if (!isfinite(value))
+      return ct_error(CT_ERR_NUMERIC, "non-finite loss (%g) at step %lld",
+                      value, (long long)t->state.step);
+    ct_status st = ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
+    if (st != CT_OK) return st;
+    *loss += value / (double)accum;
+    *items += n;
+  }
+  *grad_norm = ct_clip_grad_norm(&t->params,
+                                 ct_config_float(t->cfg, "optim", "clip_norm"));
+  if (!isfinite(*grad_norm))
+    return ct_grads_check_finite(&t->params, t->state.step);
+  float lr = ct_schedule_lr(&t->sched, t->state.step);
+  ct_status st = ct_optim_step(&t->opt, &t->params, lr);
+  ct_arena_reset();
+  return st;
+}
+
+// Opens the run: config, resume checkpoint, task, parameters, optimizer,
+// run folder, metrics file. Returns 0 or the exit status.
+static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
+  const ct_train_args *args = t->args;
+  t->cfg = ct_run_config_load(args->config_path, args->sets, args->n_sets);
+  if (!t->cfg) return fail(NULL);
+  int threads = args->threads ? args->threads
+                              : (int)ct_config_int(t->cfg, "train", "threads");
+  if (threads > 0) ct_set_threads(threads);
+  else ct_threads_from_env();
+  t->run_dir = ct_run_dir(t->cfg);
+  if (!t->run_dir) return fail("out of memory");
+  snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl",
+           t->run_dir);
+
+  // Which checkpoint, if any, to continue from.
+  ct_ckpt *ckpt = NULL;
+  if (args->resume && !strcmp(args->resume, "auto")) {
+    ct_ckpt_latest latest;
+    if (ct_ckpt_find_latest(t->run_dir, &latest) != CT_OK)
+      return fail("--resume auto");
+    for (int i = 0; i < latest.n_skipped; i++)
+      fprintf(stderr, "ctrain: warning: skipping a damaged checkpoint: %s\n",
+              latest.skipped[i]);
+    if (latest.ckpt) {
+      ckpt = latest.ckpt;
+      latest.ckpt = NULL;
+      fprintf(stderr, "ctrain: resuming from %s\n", latest.path);
+    } else {
+      fprintf(stderr, "ctrain: no checkpoint in %s: starting a new run\n",
+              t->run_dir);
+    }
+    ct_ckpt_latest_free(&latest);
+  } else if (args->resume) {
+    if (ct_ckpt_read(args->resume, &ckpt) != CT_OK) return fail("--resume");
+  } else {
+    ct_ckpt_latest latest;
+    if (ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
+        (latest.path || latest.n_skipped)) {
+      ct_ckpt_latest_free(&latest);
+      fprintf(stderr, "ctrain: error: %s already holds a run: continue it with "
+              "--resume auto, or choose another [run] name (--set "
+              "run.name=...)\n", t->run_dir);
+      return 1;
+    }
+    ct_ckpt_latest_free(&latest);
+  }
+  *resume_ckpt = ckpt;
+  if (ckpt) {
+    ct_config *old = ct_run_config_from_ckpt(ckpt);
+    if (!old) return fail(NULL);
+    int d = ct_config_diff(old, t->cfg, ct_model_shape_keys,
+                           ct_model_shape_key_count);
+    ct_config_free(old);
+    if (d != -1) {
+      fprintf(stderr, "ctrain: error: cannot resume %s with this config: %s "
+              "(the model's shape must stay the same)\n", ct_ckpt_path(ckpt),
+              ct_last_error());
+      return 1;
+    }
+  }
+
+  t->task.ops = ct_task_for(t->cfg);
+  ct_params_init(&t->params);
+  if (t->task.ops->open(&t->task, t->cfg, &t->params, ckpt, CT_TASK_ALL_DATA) !=
+      CT_OK)
+    return fail(NULL);
+  ct_optim_config oc;
+  if (ct_run_optim_config(t->cfg, &oc) != CT_OK ||
+      ct_optim_init(&t->opt, &oc) != CT_OK)
+    return fail("[optim]");
+  t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
+  if (ckpt) {
+    if (ct_run_load(ckpt, &t->params, &t->opt, &t->state) != CT_OK ||
+        t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
+            CT_OK)
+      return fail(NULL);
+    t->last_ckpt_step = t->state.step;
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", ct_ckpt_path(ckpt));
+  } else {
+    t->last_ckpt_step = -1;
+  }
+  t->total_steps = count_steps(t);
+  if (t->total_steps < 1) {
+    fprintf(stderr, "ctrain: error: %s: nothing to train ([train] steps or "
+            "epochs give %lld steps)\n", args->config_path,
+            (long long)t->total_steps);
+    return 1;
+  }
+  if (schedule_from_config(t) != CT_OK) return fail(args->config_path);
+
+  if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
+  snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
+  if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
+  // metrics.jsonl: as it was at the checkpoint, or new.
+  ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
+  if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
+    return fail(NULL);
+  t->metrics_open = true;
+  return 0;
+}
+
+static void close_run(trainer *t, ct_ckpt *ckpt) {
+  if (t->metrics_open) ct_jsonl_close(&t->metrics);
+  if (t->task.ops && t->task.state) t->task.ops->close(&t->task);
+  ct_params_free(&t->params);
+  ct_config_free(t->cfg);
+  free(t->run_dir);
+  ct_ckpt_free(ckpt);
+}
+
+// The end of a run: final validation (full split, final beam), plots, and
+// the last stdout line.
+static int finish_run(trainer *t, ct_progress *pr) {
+  ct_json_obj final;
+  ct_json_obj_init(&final);
+  bool improved;
+  int beam = (int)ct_config_int(t->cfg, "train", "final_beam");
+  ct_status st = validate(t, pr, beam, 0, &final, &improved);
+  if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
+    st = save_checkpoint(t);
+  if (st != CT_OK) {
+    ct_json_obj_free(&final);
+    return fail("final evaluation");
+  }
+  char warning[512] = "";
+  if (ct_plot_run_dir(t->run_dir, warning, sizeof warning) != CT_OK)
+    fprintf(stderr, "ctrain: warning: plots: %s\n", ct_last_error());
+  else if (warning[0])
+    fprintf(stderr, "ctrain: warning: %s\n", warning);
+  ct_json_obj out;
+  ct_json_obj_init(&out);
+  ct_json_obj_str(&out, "run_dir", t->run_dir);
+  ct_json_obj_str(&out, "checkpoint", t->last_ckpt);
+  ct_json_obj_int(&out, "step", t->state.step);
+  // The final metrics, without the bookkeeping fields of the eval line.
+  ct_json_record rec;
+  const char *text = ct_json_obj_text(&final);
+  char why[128];
+  if (ct_json_parse_object(text, strlen(text), &rec, why, sizeof why) ==
+      CT_OK) {
+    for (int i = 0; i < rec.n; i++) {
+      const ct_json_field *f = &rec.fields[i];
+      if (!strcmp(f->key, "step") || !strcmp(f->key, "type") ||
+          !strcmp(f->key, "split"))
+        continue;
+      if (f->kind == CT_JSON_STR) ct_json_obj_str(&out, f->key, f->str);
+      else ct_json_obj_num(&out, f->key, f->num);
+    }
+    ct_json_record_free(&rec);
+  }
+  printf("%s\n", ct_json_obj_text(&out));
+  ct_json_obj_free(&out);
+  ct_json_obj_free(&final);
+  return 0;
+}
+
+int ct_train_run(const ct_train_args *args) {
+  trainer t = {.args = args};
+  ct_ckpt *ckpt = NULL;
+  int rc = open_run(&t, &ckpt);
+  if (rc) {
+    close_run(&t, ckpt);
+    return rc;
+  }
+  ct_ckpt_free(ckpt);
+  ckpt = NULL;
+  stop_requested = 0;
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  const int64_t log_every = ct_config_int(t.cfg, "train", "log_every");
+  const int64_t eval_every = ct_config_int(t.cfg, "train", "eval_every");
+  const int64_t ckpt_every = ct_config_int(t.cfg, "train", "checkpoint_every");
+  const int64_t eval_limit = ct_config_int(t.cfg, "train", "eval_sentences");
+  const int eval_beam = (int)ct_config_int(t.cfg, "train", "eval_beam");
+  const double max_seconds = 60.0 * ct_config_float(t.cfg, "train", "max_minutes");
+  fprintf(stderr, "ctrain: %s, %zu parameters, %d threads, steps %lld..%lld, "
+          "run folder %s\n", t.task.ops->name, ct_params_numel(&t.params),
+          ct_get_threads(), (long long)t.state.step, (long long)t.total_steps,
+          t.run_dir);
+  ct_progress pr;
+  ct_progress_init(&pr, stderr, t.state.step, t.total_steps, "tok/s");
+  double started = ct_time_now(), seconds_before = t.state.train_seconds;
+  ct_status st = CT_OK;
+  bool timed_out = false;
+  while (t.state.step < t.total_steps && !stop_requested) {
+    double loss = 0.0, items = 0.0, gnorm = 0.0;
+    float lr = ct_schedule_lr(&t.sched, t.state.step);
+    st = train_step(&t, &loss, &items, &gnorm);
+    if (st != CT_OK) break;
+    t.state.step++;
+    t.state.window_loss += loss;
+    t.state.window_steps++;
+    t.state.train_seconds = seconds_before + (ct_time_now() - started);
+    ct_progress_update(&pr, t.state.step, loss, lr, items);
+    if (t.state.step % log_every == 0 || t.state.step == t.total_steps) {
+      ct_json_obj o;
+      ct_json_obj_init(&o);
+      int64_t epoch, position;
+      t.task.ops->data_position(&t.task, &epoch, &position);
+      ct_json_obj_int(&o, "step", t.state.step);
+      ct_json_obj_int(&o, "epoch", epoch);
+      ct_json_obj_num(&o, "loss", t.state.window_loss / (double)t.state.window_steps);
+      ct_json_obj_num(&o, "lr", lr);
+      ct_json_obj_num(&o, "grad_norm", gnorm);
+      st = write_metrics(&t, &o);
+      ct_json_obj_free(&o);
+      t.state.window_loss = 0.0;
+      t.state.window_steps = 0;
+      if (st != CT_OK) break;
+    }
+    bool is_last = t.state.step == t.total_steps;
+    if (eval_every > 0 && t.state.step % eval_every == 0 && !is_last) {
+      ct_json_obj o;
+      ct_json_obj_init(&o);
+      bool improved;
+      st = validate(&t, &pr, eval_beam, eval_limit, &o, &improved);
+      ct_json_obj_free(&o);
+      if (st != CT_OK) break;
+    }
+    if (max_seconds > 0 && t.state.train_seconds >= max_seconds) {
+      timed_out = true;
+      break;
+    }
+    if (ckpt_every > 0 && t.state.step % ckpt_every == 0 && !is_last) {
+      st = save_checkpoint(&t);
+      if (st != CT_OK) break;
+    }
+  }
+  ct_progress_finish(&pr);
+  if (st != CT_OK) {
+    rc = fail(NULL);
+    if (t.last_ckpt_step >= 0)
+      fprintf(stderr, "ctrain: the last good checkpoint is %s (step %lld)\n",
+              t.last_ckpt, (long long)t.last_ckpt_step);
+  } else if (stop_requested) {
+    if (save_checkpoint(&t) != CT_OK) {
+      rc = fail("checkpoint");
+    } else {
+      fprintf(stderr, "ctrain: stopped at step %lld; checkpoint %s\n"
+              "ctrain: continue with: ctrain train %s --resume auto\n",
+              (long long)t.state.step, t.last_ckpt, args->config_path);
+    }
+  } else {
+    if (timed_out)
+      fprintf(stderr, "ctrain: [train] max_minutes reached at step %lld\n",
+              (long long)t.state.step);
+    rc = finish_run(&t, &pr);
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  close_run(&t, NULL);
+  ct_arena_release();
+  return rc;
+}

@@ -1,0 +1,576 @@
+// The translation task: data, model, loss and evaluation behind the
+// ct_task_ops table (train/task.h).
+//
+// Data: a toy corpus generated from the seed, or files (two line-aligned
+// files per split, or one TSV). Vocabularies are built from the training
+// split (min_freq, max_vocab) and stored in checkpoints ("vocab.src",
+// "vocab.tgt"), so eval and translate never need the training data.
+// Evaluation: teacher-forced loss, then decoding (beam search) of every
+// sentence for corpus BLEU (sacreBLEU 13a against the raw references,
+// lowercased when the data is) and exact match (token sequences equal).
+#include "train/translation.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "data/batch.h"
+#include "data/text.h"
+#include "data/tokenizer.h"
+#include "data/toy_translation.h"
+#include "data/utf8.h"
+#include "data/vocab.h"
+#include "nn/seq2seq.h"
+#include "train/bleu.h"
+#include "train/decode.h"
+
+enum { RNG_INIT = 0x1417 };
+
+typedef struct split_data {
+  ct_parallel_text text;
+  ct_pair_corpus ids;
+  bool loaded;
+} split_data;
+
+typedef struct translation {
+  bool lowercase;
+  float label_smoothing, length_penalty;
+  int64_t max_decode_len;
+  ct_vocab src_vocab, tgt_vocab;
+  ct_seq2seq model;
+  bool model_ready;
+  split_data train, val, test;
+  ct_batcher batcher;
+  bool batcher_ready;
+} translation;
+
+// ---- data -------------------------------------------------------------------
+
+static ct_status read_split(const ct_config *cfg, const char *split,
+                            ct_parallel_text *out) {
+  char src_key[32], tgt_key[32], tsv_key[32];
+  snprintf(src_key, sizeof src_key, "%s_src", split);
+  snprintf(tgt_key, sizeof tgt_key, "%s_tgt", split);
+  snprintf(tsv_key, sizeof tsv_key, "%s_tsv", split);
+  bool tsv = !strcmp(ct_config_str(cfg, "data", "format"), "tsv");
+  if (tsv) {
+    const char *path = ct_config_str(cfg, "data", tsv_key);
+    if (!*path)
+      return ct_error(CT_ERR_ARG, "[data] %s is not set (format = tsv)",
+                      tsv_key);
+    return ct_parallel_text_read_tsv(path, 0, out);
+  }
+  const char *src = ct_config_str(cfg, "data", src_key);
+  const char *tgt = ct_config_str(cfg, "data", tgt_key);
+  if (!*src || !*tgt)
+    return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files, "
+                    "format = pair)", src_key, tgt_key);
+  return ct_parallel_text_read_pair(src, tgt, 0, out);
+}
+
+static ct_status load_text(translation *tr, const ct_config *cfg,
+                           ct_task_need need) {
+  ct_status st = CT_OK;
+  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
+    ct_toy_options o = {.seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+                        .train_size = ct_config_int(cfg, "data", "toy_train"),
+                        .val_size = ct_config_int(cfg, "data", "toy_val"),
+                        .test_size = ct_config_int(cfg, "data", "toy_test"),
+                        .min_len = (int)ct_config_int(cfg, "data", "toy_min_len"),
+                        .max_len = (int)ct_config_int(cfg, "data", "toy_max_len"),
+                        .symbols = (int)ct_config_int(cfg, "data", "toy_symbols")};
+    st = ct_toy_task_parse(ct_config_str(cfg, "data", "toy_task"), &o.task);
+    ct_toy_corpus corpus = {0};
+    if (st == CT_OK) st = ct_toy_translation_generate(&o, &corpus);
+    if (st != CT_OK) return st;
+    tr->train.text = corpus.train;
+    tr->val.text = corpus.val;
+    tr->test.text = corpus.test;
+    tr->train.loaded = tr->val.loaded = tr->test.loaded = true;
+    return CT_OK;
+  }
+  if (need == CT_TASK_ALL_DATA) {
+    st = read_split(cfg, "train", &tr->train.text);
+    tr->train.loaded = st == CT_OK;
+  }
+  if (st == CT_OK) {
+    st = read_split(cfg, "val", &tr->val.text);
+    tr->val.loaded = st == CT_OK;
+  }
+  // The test split is optional for training, needed only to evaluate it.
+  if (st == CT_OK && need == CT_TASK_EVAL_DATA) {
+    const char *key = strcmp(ct_config_str(cfg, "data", "format"), "tsv")
+                          ? "test_src" : "test_tsv";
+    if (*ct_config_str(cfg, "data", key)) {
+      st = read_split(cfg, "test", &tr->test.text);
+      tr->test.loaded = st == CT_OK;
+    }
+  }
+  return st;
+}
+
+static ct_status build_vocab(ct_vocab *v, const ct_string_list *lines,
+                             bool lowercase, int64_t min_freq,
+                             int64_t max_size) {
+  ct_vocab_counter counter = {0};
+  ct_status st = CT_OK;
+  for (int64_t i = 0; i < lines->count && st == CT_OK; i++)
+    st = ct_vocab_counter_add_text(&counter, ct_string_list_get(lines, i),
+                                   lowercase);
+  if (st == CT_OK) st = ct_vocab_build(v, &counter, min_freq, max_size);
+  ct_vocab_counter_free(&counter);
+  return st;
+}
+
+static ct_status load_vocab(ct_vocab *v, const ct_ckpt *ckpt,
+                            const char *section) {
+  const void *data;
+  size_t len;
+  ct_status st = ct_ckpt_section(ckpt, section, &data, &len);
+  return st == CT_OK ? ct_vocab_load(v, data, len) : st;
+}
+
+static ct_status encode_split(translation *tr, split_data *s) {
+  if (!s->loaded) return CT_OK;
+  int64_t unknown = 0;
+  return ct_pair_corpus_encode(&s->ids, &s->text, &tr->src_vocab,
+                               &tr->tgt_vocab, tr->lowercase, &unknown);
+}
+
+// ---- open / save / close ------------------------------------------------------
+
+static ct_seq2seq_config model_config(const ct_config *cfg,
+                                      const translation *tr) {
+  return (ct_seq2seq_config){
+      .src_vocab = ct_vocab_size(&tr->src_vocab),
+      .tgt_vocab = ct_vocab_size(&tr->tgt_vocab),
+      .d_model = ct_config_int(cfg, "model", "d_model"),
+      .nhead = ct_config_int(cfg, "model", "heads"),
+      .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+      .encoder_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
+      .decoder_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
+      .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+      .activation = strcmp(ct_config_str(cfg, "model", "activation"), "gelu")
+                        ? CT_NN_RELU : CT_NN_GELU,
+      .norm_first = ct_config_bool(cfg, "model", "norm_first"),
+      .tie_output = ct_config_bool(cfg, "model", "tie_output"),
+  };
+}
+
+static void translation_close(ct_task *t) {
+  translation *tr = t->state;
+  if (!tr) return;
+  if (tr->batcher_ready) ct_batcher_free(&tr->batcher);
+  split_data *splits[3] = {&tr->train, &tr->val, &tr->test};
+  for (int i = 0; i < 3; i++) {
+    ct_parallel_text_free(&splits[i]->text);
+    ct_pair_corpus_free(&splits[i]->ids);
+  }
+  if (tr->model_ready) ct_seq2seq_free(&tr->model);
+  ct_vocab_free(&tr->src_vocab);
+  ct_vocab_free(&tr->tgt_vocab);
+  free(tr);
+  t->state = NULL;
+}
+
+static ct_status translation_open(ct_task *t, const ct_config *cfg,
+                                  ct_params *p, const ct_ckpt *ckpt,
+                                  ct_task_need need) {
+  translation *tr = calloc(1, sizeof *tr);
+  if (!tr) return ct_error(CT_ERR_NOMEM, "translation: out of memory");
+  t->state = tr;
+  tr->lowercase = ct_config_bool(cfg, "data", "lowercase");
+  tr->label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
+  tr->length_penalty = (float)ct_config_float(cfg, "train", "length_penalty");
+  tr->max_decode_len = ct_config_int(cfg, "train", "max_decode_len");
+  ct_status st = CT_OK;
+  if (need != CT_TASK_MODEL_ONLY) st = load_text(tr, cfg, need);
+  if (st == CT_OK && ckpt) {
+    st = load_vocab(&tr->src_vocab, ckpt, "vocab.src");
+    if (st == CT_OK) st = load_vocab(&tr->tgt_vocab, ckpt, "vocab.tgt");
+  } else if (st == CT_OK) {
+    if (!tr->train.loaded)
+      return ct_error(CT_ERR_STATE, "translation: no training data to build "
+                      "vocabularies from");
+    int64_t min_freq = ct_config_int(cfg, "data", "min_freq");
+    int64_t max_size = ct_config_int(cfg, "data", "max_vocab");
+    st = build_vocab(&tr->src_vocab, &tr->train.text.src, tr->lowercase,
+                     min_freq, max_size);
+    if (st == CT_OK)
+      st = build_vocab(&tr->tgt_vocab, &tr->train.text.tgt, tr->lowercase,
+                       min_freq, max_size);
+  }
+  if (st == CT_OK) st = encode_split(tr, &tr->train);
+  if (st == CT_OK) st = encode_split(tr, &tr->val);
+  if (st == CT_OK) st = encode_split(tr, &tr->test);
+  if (st != CT_OK) return st;
+
+  ct_seq2seq_config mc = model_config(cfg, tr);
+  ct_rng init = ct_rng_make((uint64_t)ct_config_int(cfg, "run", "seed"),
+                            ct_rng_stream(RNG_INIT, 0));
+  st = ct_seq2seq_init(&tr->model, p, &mc, &init);
+  tr->model_ready = true;
+  if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
+
+  int64_t max_len = ct_config_int(cfg, "data", "max_len");
+  ct_batch_options bo = {
+      .batch_size = ct_config_int(cfg, "data", "batch_size"),
+      .max_tokens = ct_config_int(cfg, "data", "max_tokens"),
+      .max_src_len = max_len,
+      .max_tgt_len = max_len,
+      .truncate = false,
+      .shuffle = true,
+      .pool_size = 0,
+      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+  };
+  // Sort by length within pools of 100 batches: little padding, and still
+  // a different mix of lengths in every batch each epoch.
+  bo.pool_size = 100 * (bo.batch_size ? bo.batch_size : 64);
+  st = ct_batcher_init(&tr->batcher, &tr->train.ids, &bo);
+  tr->batcher_ready = st == CT_OK;
+  if (st == CT_OK && tr->batcher.kept_count == 0)
+    st = ct_error(CT_ERR_ARG, "translation: no training pair is within "
+                  "[data] max_len = %lld tokens", (long long)max_len);
+  return st;
+}
+
+static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
+  translation *tr = t->state;
+  const ct_vocab *v[2] = {&tr->src_vocab, &tr->tgt_vocab};
+  const char *names[2] = {"vocab.src", "vocab.tgt"};
+  for (int i = 0; i < 2; i++) {
+    char *buf;
+    size_t size;
+    ct_status st = ct_vocab_save(v[i], &buf, &size);
+    if (st == CT_OK) st = ct_ckpt_writer_add(w, names[i], buf, size);
+    free(buf);
+    if (st != CT_OK) return st;
+  }
+  return CT_OK;
+}
+
+// ---- training -----------------------------------------------------------------
+
+// Cross-entropy of a batch (mean over target tokens), padding ignored.
+static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx,
+                             const ct_batch *b, float smoothing) {
+  ct_tensor *src = ct_tensor_from(CT_I32, b->src, CT_SHAPE(b->B, b->S));
+  ct_tensor *tgt_in = ct_tensor_from(CT_I32, b->tgt_in, CT_SHAPE(b->B, b->T));
+  ct_tensor *tgt_out = ct_tensor_from(CT_I32, b->tgt_out, CT_SHAPE(b->B * b->T));
+  ct_tensor *logits = ct_seq2seq_forward(&tr->model, ctx, src, tgt_in);
+  ct_ce_opts ce = ct_ce_defaults();
+  ce.ignore_index = CT_VOCAB_PAD;
+  ce.label_smoothing = smoothing;
+  return ct_cross_entropy(
+      ct_reshape(logits, CT_SHAPE(b->B * b->T, tr->model.cfg.tgt_vocab)),
+      tgt_out, &ce);
+}
+
+static ct_tensor *translation_train_loss(ct_task *t, ct_nn_ctx *ctx,
+                                         double *items) {
+  translation *tr = t->state;
+  const ct_batch *b;
+  if (ct_batcher_next(&tr->batcher, &b) != CT_OK) return NULL;
+  *items = (double)b->tgt_tokens;
+  return batch_loss(tr, ctx, b, tr->label_smoothing);
+}
+
+static void translation_data_position(const ct_task *t, int64_t *epoch,
+                                      int64_t *position) {
+  const translation *tr = t->state;
+  *epoch = tr->batcher.epoch;
+  *position = tr->batcher.position;
+}
+
+static ct_status translation_data_seek(ct_task *t, int64_t epoch,
+                                       int64_t position) {
+  translation *tr = t->state;
+  return ct_batcher_seek(&tr->batcher, epoch, position);
+}
+
+static int64_t translation_epoch_batches(ct_task *t, int64_t epoch) {
+  translation *tr = t->state;
+  return ct_batcher_epoch_batches(&tr->batcher, epoch);
+}
+
+// ---- decoding and evaluation -------------------------------------------------
+
+// A malloc'd lowercase copy of a UTF-8 string (as the tokenizer lowercases).
+static char *lowercase_utf8(const char *s) {
+  size_t len = strlen(s), pos = 0, n = 0;
+  char *out = malloc(4 * len + 1);
+  if (!out) return NULL;
+  while (pos < len) {
+    int32_t cp = ct_utf8_decode(s, len, &pos);
+    n += (size_t)ct_utf8_encode(ct_unicode_lower(cp), out + n);
+  }
+  out[n] = '\0';
+  return out;
+}
+
+// Decodes the rows of `rows` (indices into corpus) in batches of similar
+// source length; hyp[i] receives the generated ids of row i (malloc'd),
+// hyp_len[i] their count.
+static ct_status decode_rows(translation *tr, const ct_pair_corpus *corpus,
+                             const int64_t *rows, int64_t n, int beam,
+                             int32_t **hyp, int64_t *hyp_len) {
+  enum { SENTENCES = 64 };
+  int64_t max_s = 1;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t s = ct_pair_corpus_src_len(corpus, rows[i]);
+    if (s > max_s) max_s = s;
+  }
+  int32_t *src = malloc((size_t)(SENTENCES * max_s) * sizeof *src);
+  int64_t T = tr->max_decode_len > 0 ? tr->max_decode_len : max_s + 50;
+  int32_t *out = malloc((size_t)(SENTENCES * T) * sizeof *out);
+  int64_t *lens = malloc(SENTENCES * sizeof *lens);
+  ct_status st = src && out && lens ? CT_OK
+                     : ct_error(CT_ERR_NOMEM, "decode: out of memory");
+  ct_decode_opts opts = {.beam = beam, .length_penalty = tr->length_penalty,
+                         .max_len = T};
+  for (int64_t start = 0; start < n && st == CT_OK; start += SENTENCES) {
+    int64_t B = n - start < SENTENCES ? n - start : SENTENCES, S = 1;
+    for (int64_t i = 0; i < B; i++) {
+      int64_t s = ct_pair_corpus_src_len(corpus, rows[start + i]);
+      if (s > S) S = s;
+    }
+    memset(src, 0, (size_t)(B * S) * sizeof *src);
+    for (int64_t i = 0; i < B; i++) {
+      int64_t r = rows[start + i];
+      memcpy(src + i * S, corpus->ids + corpus->starts[2 * r],
+             (size_t)ct_pair_corpus_src_len(corpus, r) * sizeof *src);
+    }
+    st = ct_decode_batch(&tr->model, src, B, S, &opts, out, lens);
+    for (int64_t i = 0; i < B && st == CT_OK; i++) {
+      hyp[start + i] = malloc((size_t)(lens[i] ? lens[i] : 1) * sizeof **hyp);
+      if (!hyp[start + i]) {
+        st = ct_error(CT_ERR_NOMEM, "decode: out of memory");
+        break;
+      }
+      memcpy(hyp[start + i], out + i * T, (size_t)lens[i] * sizeof *out);
+      hyp_len[start + i] = lens[i];
+    }
+  }
+  free(src);
+  free(out);
+  free(lens);
+  return st;
+}
+
+// Sorts row indices by source length (stable), so decoding batches pad
+// little.
+static const ct_pair_corpus *sort_corpus;
+static int by_src_len(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  int64_t lx = ct_pair_corpus_src_len(sort_corpus, x);
+  int64_t ly = ct_pair_corpus_src_len(sort_corpus, y);
+  if (lx != ly) return lx < ly ? -1 : 1;
+  return (x > y) - (x < y);
+}
+
+// The detokenized text of ids (malloc'd).
+static char *ids_to_text(const ct_vocab *v, const int32_t *ids, int64_t n) {
+  const char **tokens = malloc((size_t)(n ? n : 1) * sizeof *tokens);
+  int64_t count = 0;
+  char *text = NULL;
+  if (tokens && ct_vocab_decode(v, ids, n, tokens, &count) == CT_OK)
+    text = ct_detokenize(tokens, count);
+  free(tokens);
+  return text;
+}
+
+// Teacher-forced loss over the rows: mean cross-entropy per target token.
+static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
+                                     int64_t limit, double *loss) {
+  ct_batch_options bo = {.batch_size = 64, .shuffle = false, .pool_size = 0};
+  ct_batcher b;
+  ct_pair_corpus sub = {0};
+  ct_status st = CT_OK;
+  const ct_pair_corpus *use = c;
+  if (limit > 0 && limit < c->count) {
+    for (int64_t i = 0; i < limit && st == CT_OK; i++)
+      st = ct_pair_corpus_add(&sub, c->ids + c->starts[2 * i],
+                              ct_pair_corpus_src_len(c, i),
+                              c->ids + c->starts[2 * i + 1],
+                              ct_pair_corpus_tgt_len(c, i));
+    use = &sub;
+  }
+  if (st == CT_OK) st = ct_batcher_init(&b, use, &bo);
+  if (st != CT_OK) {
+    ct_pair_corpus_free(&sub);
+    return st;
+  }
+  double sum = 0.0, tokens = 0.0;
+  int64_t batches = ct_batcher_epoch_batches(&b, 0);
+  bool was = ct_grad_set_enabled(false);
+  for (int64_t i = 0; i < batches && st == CT_OK; i++) {
+    const ct_batch *batch;
+    st = ct_batcher_next(&b, &batch);
+    if (st != CT_OK) break;
+    ct_arena_mark mark = ct_arena_get_mark();
+    ct_tensor *l = batch_loss(tr, NULL, batch, 0.0f);
+    if (!l) st = ct_last_status();
+    else {
+      sum += (double)ct_f32(l)[0] * (double)batch->tgt_tokens;
+      tokens += (double)batch->tgt_tokens;
+    }
+    ct_arena_rewind(mark);
+  }
+  ct_grad_set_enabled(was);
+  ct_batcher_free(&b);
+  ct_pair_corpus_free(&sub);
+  *loss = tokens > 0 ? sum / tokens : 0.0;
+  return st;
+}
+
+static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
+                                      int64_t limit, ct_json_obj *out,
+                                      FILE *summary) {
+  translation *tr = t->state;
+  split_data *s = !strcmp(split, "test") ? &tr->test : &tr->val;
+  if (!s->loaded)
+    return ct_error(CT_ERR_ARG, "translation: the %s split has no data (set "
+                    "[data] %s_src and %s_tgt)", split, split, split);
+  const ct_pair_corpus *c = &s->ids;
+  int64_t n = limit > 0 && limit < c->count ? limit : c->count;
+  double loss = 0.0;
+  ct_status st = teacher_forced_loss(tr, c, n, &loss);
+  if (st != CT_OK) return st;
+
+  int64_t *rows = malloc((size_t)(n ? n : 1) * sizeof *rows);
+  int32_t **hyp = calloc((size_t)(n ? n : 1), sizeof *hyp);
+  int64_t *hyp_len = calloc((size_t)(n ? n : 1), sizeof *hyp_len);
+  char **hyp_text = calloc((size_t)(n ? n : 1), sizeof *hyp_text);
+  char **ref_text = calloc((size_t)(n ? n : 1), sizeof *ref_text);
+  if (!rows || !hyp || !hyp_len || !hyp_text || !ref_text)
+    st = ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+  for (int64_t i = 0; i < n && st == CT_OK; i++) rows[i] = i;
+  if (st == CT_OK) {
+    sort_corpus = c;
+    qsort(rows, (size_t)n, sizeof *rows, by_src_len);
+    // decode in length order, then put results back in corpus order
+    int32_t **sorted = calloc((size_t)(n ? n : 1), sizeof *sorted);
+    int64_t *sorted_len = calloc((size_t)(n ? n : 1), sizeof *sorted_len);
+    st = sorted && sorted_len
+             ? decode_rows(tr, c, rows, n, beam, sorted, sorted_len)
+             : ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+    for (int64_t i = 0; i < n && sorted; i++) {
+      hyp[rows[i]] = sorted[i];
+      hyp_len[rows[i]] = sorted_len ? sorted_len[i] : 0;
+    }
+    free(sorted);
+    free(sorted_len);
+  }
+  int64_t exact = 0;
+  for (int64_t i = 0; i < n && st == CT_OK; i++) {
+    hyp_text[i] = ids_to_text(&tr->tgt_vocab, hyp[i] ? hyp[i] : (int32_t[]){0},
+                              hyp_len[i]);
+    const char *ref = ct_string_list_get(&s->text.tgt, i);
+    ref_text[i] = tr->lowercase ? lowercase_utf8(ref) : strdup(ref);
+    if (!hyp_text[i] || !ref_text[i]) {
+      st = ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+      break;
+    }
+    // Exact match: the generated ids are the reference's ids.
+    const int32_t *ref_ids = c->ids + c->starts[2 * i + 1];
+    int64_t ref_len = ct_pair_corpus_tgt_len(c, i);
+    exact += hyp_len[i] == ref_len &&
+             (ref_len == 0 ||
+              !memcmp(hyp[i], ref_ids, (size_t)ref_len * sizeof *ref_ids));
+  }
+  ct_bleu bleu = {0};
+  if (st == CT_OK)
+    st = ct_bleu_corpus((const char *const *)hyp_text,
+                        (const char *const *)ref_text, n, 1, &bleu);
+  if (st == CT_OK) {
+    double em = n ? (double)exact / (double)n : 0.0;
+    ct_json_obj_num(out, "loss", loss);
+    ct_json_obj_num(out, "ppl", exp(loss));
+    ct_json_obj_num(out, "bleu", bleu.score);
+    ct_json_obj_num(out, "exact_match", em);
+    ct_json_obj_int(out, "sentences", n);
+    if (summary) {
+      char line[256];
+      fprintf(summary, "%s: %lld sentences, loss %.4f, ppl %.2f, exact match "
+              "%.2f%%, beam %d\n%s\n", split, (long long)n, loss, exp(loss),
+              100.0 * em, beam, ct_bleu_format(&bleu, line, sizeof line));
+      for (int64_t i = 0; i < n && i < 3; i++)
+        fprintf(summary, "  src: %s\n  ref: %s\n  out: %s\n",
+                ct_string_list_get(&s->text.src, i), ref_text[i],
+                hyp_text[i]);
+    }
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (hyp) free(hyp[i]);
+    if (hyp_text) free(hyp_text[i]);
+    if (ref_text) free(ref_text[i]);
+  }
+  free(rows);
+  free(hyp);
+  free(hyp_len);
+  free(hyp_text);
+  free(ref_text);
+  return st;
+}
+
+ct_status ct_translation_translate(ct_task *t, const char *const *lines,
+                                   int64_t n, int beam, char **out) {
+  translation *tr = t->state;
+  ct_pair_corpus c = {0};
+  ct_status st = CT_OK;
+  for (int64_t i = 0; i < n && st == CT_OK; i++) {
+    ct_string_list tokens = {0};
+    st = ct_tokenize(lines[i], tr->lowercase, &tokens);
+    int32_t *ids = malloc((size_t)(tokens.count + 1) * sizeof *ids);
+    if (st == CT_OK && !ids) st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+    if (st == CT_OK) {
+      int64_t unknown = 0;
+      ct_vocab_encode(&tr->src_vocab, &tokens, ids, &unknown);
+      int64_t len = tokens.count;
+      if (len == 0) ids[len++] = CT_VOCAB_UNK;  // decode something for ""
+      st = ct_pair_corpus_add(&c, ids, len, ids, 0);
+    }
+    free(ids);
+    ct_string_list_free(&tokens);
+  }
+  int64_t *rows = malloc((size_t)(n ? n : 1) * sizeof *rows);
+  int32_t **hyp = calloc((size_t)(n ? n : 1), sizeof *hyp);
+  int64_t *hyp_len = calloc((size_t)(n ? n : 1), sizeof *hyp_len);
+  if (st == CT_OK && (!rows || !hyp || !hyp_len))
+    st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+  for (int64_t i = 0; i < n && st == CT_OK; i++) rows[i] = i;
+  if (st == CT_OK) st = decode_rows(tr, &c, rows, n, beam, hyp, hyp_len);
+  for (int64_t i = 0; i < n; i++) {
+    out[i] = st == CT_OK ? ids_to_text(&tr->tgt_vocab, hyp[i], hyp_len[i])
+                         : NULL;
+    if (st == CT_OK && !out[i])
+      st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+    if (hyp) free(hyp[i]);
+  }
+  free(rows);
+  free(hyp);
+  free(hyp_len);
+  ct_pair_corpus_free(&c);
+  return st;
+}
+
+const ct_task_ops ct_task_translation = {
+    .name = "translation",
+    .best_metric = "bleu",
+    .open = translation_open,
+    .save = translation_save,
+    .train_loss = translation_train_loss,
+    .data_position = translation_data_position,
+    .data_seek = translation_data_seek,
+    .epoch_batches = translation_epoch_batches,
+    .evaluate = translation_evaluate,
+    .close = translation_close,
+};
+
+const ct_task_ops *ct_task_for(const ct_config *cfg) {
+  (void)cfg;  // [run] task has one choice so far
+  return &ct_task_translation;
+}
