@@ -142,10 +142,32 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
   bmap mb = make_map(b, ndim, shape, y->numel);
   const float *pa = ct_f32(a), *pb = ct_f32(b);
   float *py = ct_f32(y);
-  #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < y->numel; i++) {
-    float x = pa[bmap_index(&ma, i)], z = pb[bmap_index(&mb, i)];
-    py[i] = kind == BIN_ADD ? x + z : kind == BIN_SUB ? x - z : x * z;
+  const int64_t n = y->numel;
+  if (ma.kind == MAP_SAME && mb.kind != MAP_GENERAL) {
+    // The common cases (same shapes, a bias-like suffix) as plain loops
+    // over rows of b's length (fixed 4096-element rows for same shapes).
+    const int64_t nb = mb.kind == MAP_SAME ? 4096 : mb.n;
+    const int64_t rows = nb ? (n + nb - 1) / nb : 0;
+    const bool same = mb.kind == MAP_SAME;
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t len = r * nb + nb <= n ? nb : n - r * nb;
+      const float *ar = pa + r * nb;
+      const float *br = same ? pb + r * nb : pb;
+      float *yr = py + r * nb;
+      if (kind == BIN_ADD)
+        for (int64_t j = 0; j < len; j++) yr[j] = ar[j] + br[j];
+      else if (kind == BIN_SUB)
+        for (int64_t j = 0; j < len; j++) yr[j] = ar[j] - br[j];
+      else
+        for (int64_t j = 0; j < len; j++) yr[j] = ar[j] * br[j];
+    }
+  } else {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) {
+      float x = pa[bmap_index(&ma, i)], z = pb[bmap_index(&mb, i)];
+      py[i] = kind == BIN_ADD ? x + z : kind == BIN_SUB ? x - z : x * z;
+    }
   }
   bin_saved *s = NULL;
   if (ct_tape_wants(2, (ct_tensor *[]){a, b})) {
@@ -220,14 +242,32 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
   return 0.0f;
 }
 
+// The loops are spelled once per kind, so each compiles to straight-line
+// (vectorizable) code instead of a switch per element.
+#define UNARY_LOOP(n, KIND, STMT)                                             \
+  case KIND: {                                                                \
+    _Pragma("omp parallel for schedule(static) if (n > 32768)")              \
+    for (int64_t i = 0; i < (n); i++) STMT;                                   \
+    break;                                                                    \
+  }
+#define UNARY_KINDS(n, STMT_OF)                                               \
+  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))                                  \
+  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))                                    \
+  UNARY_LOOP(n, UN_GELU_ERF, STMT_OF(UN_GELU_ERF))                            \
+  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH))                          \
+  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))                              \
+  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))
+
 static void unary_backward(ct_node *node) {
   const un_saved *s = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
   const float *px = ct_f32(x), *py = ct_f32(y), *g = y->grad;
   float *gx = x->grad;
-  #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < y->numel; i++)
-    gx[i] += g[i] * unary_deriv(s->kind, px[i], py[i], s->s);
+  const float c = s->s;
+  const int64_t n = y->numel;
+#define BACKWARD_STMT(K) gx[i] += g[i] * unary_deriv(K, px[i], py[i], c)
+  switch (s->kind) { UNARY_KINDS(n, BACKWARD_STMT) }
+#undef BACKWARD_STMT
 }
 
 static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
@@ -237,8 +277,10 @@ static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
   if (!y) return NULL;
   const float *px = ct_f32(x);
   float *py = ct_f32(y);
-  #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < x->numel; i++) py[i] = unary_fwd(kind, px[i], s);
+  const int64_t n = x->numel;
+#define FORWARD_STMT(K) py[i] = unary_fwd(K, px[i], s)
+  switch (kind) { UNARY_KINDS(n, FORWARD_STMT) }
+#undef FORWARD_STMT
   un_saved *sv = NULL;
   if (ct_tape_wants(1, &x)) {
     sv = ct_arena_alloc(sizeof *sv);
@@ -263,25 +305,25 @@ ct_tensor *ct_sigmoid(ct_tensor *x) {
 ct_tensor *ct_tanh(ct_tensor *x) { return unary("tanh", UN_TANH, x, 0.0f); }
 
 // ---- dropout --------------------------------------------------------------------
+//
+// Element i is dropped when the Philox word at (seed, stream, i), as a
+// uniform in [0, 1), is below p (core/rng.h). The forward pass draws the
+// whole mask at once (four elements per Philox block) and keeps it, one
+// byte per element, for the backward pass.
 
 typedef struct dropout_saved {
-  float p;
-  uint64_t seed, stream;
+  float scale;      // 1/(1-p), or 0 when p = 1
+  uint8_t *dropped;
 } dropout_saved;
-
-// The keep-scale of element i: 0 (dropped) or 1/(1-p).
-static inline float dropout_factor(const dropout_saved *d, int64_t i) {
-  if (d->p >= 1.0f) return 0.0f;
-  bool keep = ct_rng_uniform_at(d->seed, d->stream, (uint64_t)i) >= d->p;
-  return keep ? 1.0f / (1.0f - d->p) : 0.0f;
-}
 
 static void dropout_backward(ct_node *node) {
   const dropout_saved *d = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
-  #pragma omp parallel for schedule(static)
+  const float *g = y->grad;
+  float *gx = x->grad;
+  #pragma omp parallel for schedule(static) if (y->numel > 32768)
   for (int64_t i = 0; i < y->numel; i++)
-    x->grad[i] += y->grad[i] * dropout_factor(d, i);
+    gx[i] += d->dropped[i] ? 0.0f : g[i] * d->scale;
 }
 
 ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
@@ -292,17 +334,22 @@ ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
     return NULL;
   }
   if (p == 0.0f) return unary("dropout", UN_SCALE, x, 1.0f);
-  dropout_saved d = {.p = p, .seed = seed, .stream = stream};
   ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
-  if (!y) return NULL;
-  #pragma omp parallel for schedule(static)
+  uint8_t *dropped = y ? ct_arena_alloc((size_t)x->numel) : NULL;
+  if (!dropped) return NULL;
+  ct_rng r = ct_rng_make(seed, stream);
+  ct_rng_fill_bernoulli(&r, dropped, x->numel, p);
+  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const float *px = ct_f32(x);
+  float *py = ct_f32(y);
+  #pragma omp parallel for schedule(static) if (x->numel > 32768)
   for (int64_t i = 0; i < x->numel; i++)
-    ct_f32(y)[i] = ct_f32(x)[i] * dropout_factor(&d, i);
+    py[i] = dropped[i] ? 0.0f : px[i] * scale;
   dropout_saved *sv = NULL;
   if (ct_tape_wants(1, &x)) {
     sv = ct_arena_alloc(sizeof *sv);
     if (!sv) return NULL;
-    *sv = d;
+    *sv = (dropout_saved){.scale = scale, .dropped = dropped};
   }
   if (CT_RECORD("dropout", dropout_backward, y, sv, x) != CT_OK) return NULL;
   return y;

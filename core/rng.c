@@ -9,8 +9,8 @@ static const uint32_t PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u;
 static const double TWO_PI = 6.283185307179586476925;
 static const uint32_t PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u;
 
-void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
-                      uint32_t out[4]) {
+static inline void philox_block(const uint32_t ctr[4], const uint32_t key[2],
+                                uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; round++) {
@@ -28,6 +28,11 @@ void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
+void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
+                      uint32_t out[4]) {
+  philox_block(ctr, key, out);
+}
+
 ct_rng ct_rng_make(uint64_t seed, uint64_t stream) {
   return (ct_rng){.seed = seed, .stream = stream, .offset = 0};
 }
@@ -42,7 +47,7 @@ static void block_at(uint64_t seed, uint64_t stream, uint64_t block,
   const uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32),
                            (uint32_t)stream, (uint32_t)(stream >> 32)};
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-  ct_philox4x32_10(ctr, key, out);
+  philox_block(ctr, key, out);
 }
 
 uint32_t ct_rng_u32_at(uint64_t seed, uint64_t stream, uint64_t index) {
@@ -78,11 +83,35 @@ uint64_t ct_rng_next_below(ct_rng *r, uint64_t n) {
   }
 }
 
+// Calls f(i, word) for the words at indices base .. base+n-1 of (seed,
+// stream), in parallel over fixed chunks; one Philox block serves four
+// consecutive indices. A word depends only on its index, so the result is the
+// same at any thread count.
+#define FOR_EACH_WORD(seed, stream, base, n, BODY)                            \
+  do {                                                                        \
+    const int64_t n_ = (n);                                                   \
+    const uint64_t base_ = (base);                                            \
+    enum { CHUNK_ = 4096 };                                                   \
+    _Pragma("omp parallel for schedule(static) if (n_ > 65536)")              \
+    for (int64_t c_ = 0; c_ < (n_ + CHUNK_ - 1) / CHUNK_; c_++) {            \
+      int64_t i_ = c_ * CHUNK_, end_ = i_ + CHUNK_ < n_ ? i_ + CHUNK_ : n_;   \
+      while (i_ < end_) {                                                     \
+        uint32_t w_[4];                                                       \
+        uint64_t at_ = base_ + (uint64_t)i_;                                  \
+        block_at((seed), (stream), at_ >> 2, w_);                             \
+        for (unsigned k_ = (unsigned)(at_ & 3); k_ < 4 && i_ < end_;          \
+             k_++, i_++) {                                                    \
+          const int64_t i = i_;                                               \
+          const uint32_t word = w_[k_];                                       \
+          BODY;                                                               \
+        }                                                                     \
+      }                                                                       \
+    }                                                                         \
+  } while (0)
+
 void ct_rng_fill_uniform(ct_rng *r, float *out, int64_t n, float lo, float hi) {
-  const uint64_t seed = r->seed, stream = r->stream, base = r->offset;
-  #pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; i++)
-    out[i] = lo + (hi - lo) * ct_rng_uniform_at(seed, stream, base + i);
+  FOR_EACH_WORD(r->seed, r->stream, r->offset, n,
+                out[i] = lo + (hi - lo) * u32_to_unit(word));
   r->offset += (uint64_t)n;
 }
 
@@ -101,10 +130,8 @@ void ct_rng_fill_normal(ct_rng *r, float *out, int64_t n, float mean,
 }
 
 void ct_rng_fill_bernoulli(ct_rng *r, uint8_t *out, int64_t n, float p) {
-  const uint64_t seed = r->seed, stream = r->stream, base = r->offset;
-  #pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; i++)
-    out[i] = ct_rng_uniform_at(seed, stream, base + i) < p;
+  FOR_EACH_WORD(r->seed, r->stream, r->offset, n,
+                out[i] = u32_to_unit(word) < p);
   r->offset += (uint64_t)n;
 }
 
