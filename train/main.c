@@ -80,9 +80,16 @@ static const char *option_value(int argc, char **argv, int *i) {
   return argv[++*i];
 }
 
+// Thread counts: 1..4096, as CT_THREADS (libgomp overflows its stack on
+// hundreds of thousands of threads).
+static long threads_value(const char *s) {
+  long n = positive(s);
+  return n <= 4096 ? n : -1;
+}
+
 static int apply_threads(const char *value) {
-  long n = positive(value);
-  if (n < 0) return usage_error("--threads wants a positive integer, not '%s'", value);
+  long n = threads_value(value);
+  if (n < 0) return usage_error("--threads wants an integer in 1..4096, not '%s'", value);
   ct_set_threads((int)n);
   return 0;
 }
@@ -102,8 +109,8 @@ static int cmd_train(int argc, char **argv) {
       else a.resume = v;
     } else if (!strcmp(argv[i], "--threads")) {
       if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else if (positive(v) < 0) rc = usage_error("--threads wants a positive integer, not '%s'", v);
-      else a.threads = (int)positive(v);
+      else if (threads_value(v) < 0) rc = usage_error("--threads wants an integer in 1..4096, not '%s'", v);
+      else a.threads = (int)threads_value(v);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = usage_error("train: unknown option '%s'", argv[i]);
     } else if (a.config_path) {

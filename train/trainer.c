@@ -78,8 +78,12 @@ static ct_status schedule_from_config(trainer *t) {
       .gamma = ct_config_float(t->cfg, "schedule", "gamma"),
   };
   st = ct_schedule_check(&t->sched);
-  if (st != CT_OK)
-    return ct_error(st, "[schedule] %s", ct_last_error());
+  if (st != CT_OK) {
+    // ct_last_error() is the buffer ct_error writes: copy it first.
+    char why[512];
+    snprintf(why, sizeof why, "%s", ct_last_error());
+    return ct_error(st, "[schedule] %s", why);
+  }
   return CT_OK;
 }
 
@@ -117,12 +121,12 @@ static ct_status save_checkpoint(trainer *t) {
 
 // Validation: one "eval" line in metrics.jsonl; tracks the best metric.
 static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
-                          ct_json_obj *metrics, bool *improved) {
+                          ct_json_obj *metrics, bool *improved, FILE *summary) {
   ct_json_obj_int(metrics, "step", t->state.step);
   ct_json_obj_str(metrics, "type", "eval");
   ct_json_obj_str(metrics, "split", "val");
   ct_status st = t->task.ops->evaluate(&t->task, "val", beam, limit, metrics,
-                                       NULL);
+                                       summary);
   if (st != CT_OK) return st;
   ct_json_record rec;
   const char *text = ct_json_obj_text(metrics);
@@ -182,8 +186,13 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   const ct_train_args *args = t->args;
   t->cfg = ct_run_config_load(args->config_path, args->sets, args->n_sets);
   if (!t->cfg) return fail(NULL);
-  int threads = args->threads ? args->threads
-                              : (int)ct_config_int(t->cfg, "train", "threads");
+  int64_t cfg_threads = ct_config_int(t->cfg, "train", "threads");
+  if (!args->threads && cfg_threads > 4096) {
+    fprintf(stderr, "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
+            args->config_path, (long long)cfg_threads);
+    return 1;
+  }
+  int threads = args->threads ? args->threads : (int)cfg_threads;
   if (threads > 0) ct_set_threads(threads);
   else ct_threads_from_env();
   t->run_dir = ct_run_dir(t->cfg);
@@ -294,7 +303,7 @@ static int finish_run(trainer *t, ct_progress *pr) {
   ct_json_obj_init(&final);
   bool improved;
   int beam = (int)ct_config_int(t->cfg, "train", "final_beam");
-  ct_status st = validate(t, pr, beam, 0, &final, &improved);
+  ct_status st = validate(t, pr, beam, 0, &final, &improved, stderr);
   if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
     st = save_checkpoint(t);
   if (st != CT_OK) {
@@ -395,7 +404,7 @@ int ct_train_run(const ct_train_args *args) {
       ct_json_obj o;
       ct_json_obj_init(&o);
       bool improved;
-      st = validate(&t, &pr, eval_beam, eval_limit, &o, &improved);
+      st = validate(&t, &pr, eval_beam, eval_limit, &o, &improved, NULL);
       ct_json_obj_free(&o);
       if (st != CT_OK) break;
     }

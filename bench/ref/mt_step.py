@@ -1,10 +1,17 @@
 """PyTorch twin of bench/step's mt_toy_b64 config: ms per training step
-(forward + backward + Adam) of an encoder-decoder Transformer.
+(forward + backward + clip + Adam) of an encoder-decoder Transformer.
 
 mt_toy_b64: vocab 1000 (source and target), d_model 256, 3+3 layers, 4 heads,
 feed-forward 1024, post-norm (nn.Transformer's default), dropout 0.1, source
 length 24, target length 25, batch 64, label smoothing 0.1, Adam
-betas (0.9, 0.98) eps 1e-9.
+betas (0.9, 0.98) eps 1e-9, gradient clipping at norm 1.
+
+The model mirrors nn/seq2seq.c, parameter names included: src_emb, tgt_emb,
+transformer (nn.Transformer), generator (weight tied to tgt_emb.weight, own
+bias generator.bias); embeddings scaled by sqrt(d) plus sinusoidal
+positions, then dropout; token 0 is padding. The batch is random tokens with
+a little padding, drawn as bench/step.c draws it (same lengths rule, not the
+same numbers).
 
 Prints one line: `torch config=mt_toy_b64 threads=N ms_per_step=.. (median of R)`.
 Run with Debian's python3-torch: /usr/bin/python3 bench/ref/mt_step.py --threads 2
@@ -16,15 +23,23 @@ import time
 import torch
 import torch.nn as nn
 
+CONFIGS = {
+    # name: (vocab, d_model, layers, heads, ff, src_len, tgt_len, batch)
+    "mt_toy_b64": (1000, 256, 3, 4, 1024, 24, 25, 64),
+}
+
 
 class Translator(nn.Module):
-    def __init__(self, vocab=1000, d=256, layers=3, heads=4, ff=1024, dropout=0.1):
+    def __init__(self, vocab, d, layers, heads, ff, dropout=0.1):
         super().__init__()
         self.d = d
         self.src_emb = nn.Embedding(vocab, d, padding_idx=0)
         self.tgt_emb = nn.Embedding(vocab, d, padding_idx=0)
-        self.core = nn.Transformer(d, heads, layers, layers, ff, dropout, batch_first=True)
-        self.out = nn.Linear(d, vocab)
+        self.transformer = nn.Transformer(d, heads, layers, layers, ff, dropout,
+                                          batch_first=True)
+        self.generator = nn.Linear(d, vocab)
+        self.generator.weight = self.tgt_emb.weight
+        self.dropout = nn.Dropout(dropout)
 
     def positions(self, t):
         pos = torch.arange(t).unsqueeze(1)
@@ -34,42 +49,61 @@ class Translator(nn.Module):
         pe[:, 1::2] = torch.cos(pos * div)
         return pe
 
+    def embed(self, emb, ids):
+        x = emb(ids) * math.sqrt(self.d) + self.positions(ids.shape[1])
+        return self.dropout(x)
+
     def forward(self, src, tgt_in):
-        s = self.src_emb(src) * math.sqrt(self.d) + self.positions(src.shape[1])
-        t = self.tgt_emb(tgt_in) * math.sqrt(self.d) + self.positions(tgt_in.shape[1])
-        mask = self.core.generate_square_subsequent_mask(tgt_in.shape[1])
-        h = self.core(s, t, tgt_mask=mask, src_key_padding_mask=src.eq(0),
-                      tgt_key_padding_mask=tgt_in.eq(0), memory_key_padding_mask=src.eq(0))
-        return self.out(h)
+        mask = self.transformer.generate_square_subsequent_mask(tgt_in.shape[1])
+        src_pad = src.eq(0)
+        h = self.transformer(self.embed(self.src_emb, src),
+                             self.embed(self.tgt_emb, tgt_in), tgt_mask=mask,
+                             src_key_padding_mask=src_pad,
+                             memory_key_padding_mask=src_pad)
+        return self.generator(h)
+
+
+def padded_batch(B, L, V, g):
+    """Random tokens in [4, V) with the last few positions of every fourth
+    row set to padding (0), as bench/step.c does."""
+    x = torch.randint(4, V, (B, L), generator=g)
+    for b in range(0, B, 4):
+        x[b, L - 1 - (b // 4) % 4:] = 0
+    return x
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="mt_toy_b64", choices=sorted(CONFIGS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    B, S, T, V = 64, 24, 25, 1000
-    model = Translator(V)
+    V, d, layers, heads, ff, S, T, B = CONFIGS[args.config]
+    model = Translator(V, d, layers, heads, ff)
+    model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
-    src = torch.randint(4, V, (B, S))
-    tgt = torch.randint(4, V, (B, T + 1))
+    g = torch.Generator().manual_seed(1)
+    src = padded_batch(B, S, V, g)
+    tgt = padded_batch(B, T + 1, V, g)
     times = []
     for i in range(args.warmup + args.steps):
         t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
         logits = model(src, tgt[:, :-1])
         loss = loss_fn(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if i >= args.warmup:
             times.append((time.perf_counter() - t0) * 1000)
     times.sort()
-    print(f"torch config=mt_toy_b64 threads={args.threads} "
-          f"ms_per_step={times[len(times) // 2]:.1f} (median of {len(times)})")
+    print(f"torch config={args.config} threads={args.threads} "
+          f"ms_per_step={times[len(times) // 2]:.1f} (median of {len(times)})",
+          flush=True)
 
 
 if __name__ == "__main__":

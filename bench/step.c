@@ -1,0 +1,317 @@
+// bench_step: milliseconds per training step (forward + backward + gradient
+// clipping + Adam) of whole models, next to the same model in PyTorch
+// (bench/ref/) measured in the same run.
+//
+//   bench_step [--threads N] [--steps N] [--config NAME] [--no-torch]
+//
+// One line per config:
+//   step config=mt_toy_b64 threads=2 ctrain_ms=.. torch_ms=.. ratio=..
+//     ctrain_peak_mb=.. params_mb=..
+// ratio = ctrain_ms / torch_ms (target: <= 0.5). ctrain_ms is the median
+// over two rounds of --steps timed steps, one before and one after the
+// PyTorch twin runs, so slow drift of a shared machine hits both sides.
+// ctrain_peak_mb is the step arena's high-water mark (activations, tape,
+// temporaries); params_mb the parameter store (values, grads, Adam moments).
+// Without --no-torch, PyTorch runs when /usr/bin/python3 can import torch;
+// otherwise torch_ms and ratio print as "na".
+//
+// Configs are rows of the table at the end of this file: a name, the
+// PyTorch twin's script, and a workload (build the model and a fixed batch,
+// compute the loss of one step, free). Not here: data loading, evaluation.
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "nn/seq2seq.h"
+#include "optim/grads.h"
+#include "optim/optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef CT_SOURCE_ROOT
+#define CT_SOURCE_ROOT "."
+#endif
+
+static const char *const PYTHON = "/usr/bin/python3";
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---- workloads -------------------------------------------------------------
+
+// A model plus one fixed batch: build registers the parameters in p, loss
+// runs one training forward pass and returns the scalar loss.
+typedef struct workload {
+  ct_status (*build)(void **state, ct_params *p, const void *cfg);
+  ct_tensor *(*loss)(void *state, ct_nn_ctx *ctx);
+  void (*free)(void *state);
+} workload;
+
+typedef struct bench_config {
+  const char *name;
+  const char *torch_script;  // relative to the source root
+  const workload *work;
+  const void *cfg;           // the workload's own config struct
+} bench_config;
+
+// ---- translation (nn/seq2seq) ---------------------------------------------
+
+typedef struct mt_config {
+  ct_seq2seq_config model;
+  int64_t B, S, T;   // batch, source length, target length
+  float label_smoothing;
+} mt_config;
+
+typedef struct mt_state {
+  const mt_config *cfg;
+  ct_seq2seq model;
+  int32_t *src;     // (B,S)
+  int32_t *tgt;     // (B,T+1): tgt_in is [:, :T], tgt_out [:, 1:]
+  int32_t *tgt_in, *tgt_out;  // (B,T) each
+} mt_state;
+
+// Random tokens in [4, V) (ids 0-3 are the specials), with the last few
+// positions of every fourth row set to padding (0): a little padding, as a
+// length-bucketed batch has. bench/ref/mt_step.py uses the same rule.
+static void padded_batch(ct_rng *r, int32_t *x, int64_t B, int64_t L,
+                         int64_t V) {
+  for (int64_t i = 0; i < B * L; i++)
+    x[i] = 4 + (int32_t)ct_rng_next_below(r, (uint64_t)(V - 4));
+  for (int64_t b = 0; b < B; b += 4)
+    for (int64_t t = L - 1 - (b / 4) % 4; t < L; t++) x[b * L + t] = 0;
+}
+
+static void mt_free(void *state) {
+  mt_state *s = state;
+  if (!s) return;
+  ct_seq2seq_free(&s->model);
+  free(s->src);
+  free(s->tgt);
+  free(s->tgt_in);
+  free(s->tgt_out);
+  free(s);
+}
+
+static ct_status mt_build(void **state, ct_params *p, const void *cfg) {
+  const mt_config *c = cfg;
+  mt_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const int64_t B = c->B, S = c->S, T = c->T;
+  s->src = malloc((size_t)(B * S) * sizeof(int32_t));
+  s->tgt = malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
+  s->tgt_in = malloc((size_t)(B * T) * sizeof(int32_t));
+  s->tgt_out = malloc((size_t)(B * T) * sizeof(int32_t));
+  if (!s->src || !s->tgt || !s->tgt_in || !s->tgt_out)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  ct_status st = ct_seq2seq_init(&s->model, p, &c->model, &init);
+  if (st != CT_OK) return st;
+  padded_batch(&data, s->src, B, S, c->model.src_vocab);
+  padded_batch(&data, s->tgt, B, T + 1, c->model.tgt_vocab);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++) {
+      s->tgt_in[b * T + t] = s->tgt[b * (T + 1) + t];
+      s->tgt_out[b * T + t] = s->tgt[b * (T + 1) + t + 1];
+    }
+  return CT_OK;
+}
+
+static ct_tensor *mt_loss(void *state, ct_nn_ctx *ctx) {
+  mt_state *s = state;
+  const mt_config *c = s->cfg;
+  const int64_t B = c->B, S = c->S, T = c->T;
+  ct_tensor *src = ct_tensor_from(CT_I32, s->src, CT_SHAPE(B, S));
+  ct_tensor *tgt_in = ct_tensor_from(CT_I32, s->tgt_in, CT_SHAPE(B, T));
+  ct_tensor *tgt_out = ct_tensor_from(CT_I32, s->tgt_out, CT_SHAPE(B * T));
+  if (!src || !tgt_in || !tgt_out) return NULL;
+  ct_tensor *logits = ct_seq2seq_forward(&s->model, ctx, src, tgt_in);
+  ct_ce_opts ce = ct_ce_defaults();
+  ce.ignore_index = 0;
+  ce.label_smoothing = c->label_smoothing;
+  return ct_cross_entropy(
+      ct_reshape(logits, CT_SHAPE(B * T, c->model.tgt_vocab)), tgt_out, &ce);
+}
+
+static const workload mt_workload = {mt_build, mt_loss, mt_free};
+
+static const mt_config mt_toy_b64 = {
+    .model = {.src_vocab = 1000, .tgt_vocab = 1000, .d_model = 256,
+              .nhead = 4, .dim_feedforward = 1024, .encoder_layers = 3,
+              .decoder_layers = 3, .dropout = 0.1f, .activation = CT_NN_RELU,
+              .norm_first = false, .tie_output = true},
+    .B = 64, .S = 24, .T = 25, .label_smoothing = 0.1f};
+
+// ---- the table ----------------------------------------------------------------
+
+static const bench_config configs[] = {
+    {"mt_toy_b64", "bench/ref/mt_step.py", &mt_workload, &mt_toy_b64},
+};
+enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
+
+// ---- timing ----------------------------------------------------------------------
+
+typedef struct trainee {
+  const bench_config *bc;
+  void *state;
+  ct_params params;
+  ct_optim opt;
+  int64_t step;
+} trainee;
+
+// One optimizer step as train/trainer.c takes it; returns its milliseconds,
+// or a negative number on error.
+static double timed_step(trainee *tr) {
+  double t0 = now_ms();
+  ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)tr->step);
+  ct_params_zero_grad(&tr->params);
+  ct_tensor *loss = tr->bc->work->loss(tr->state, &ctx);
+  if (!loss || ct_backward(loss) != CT_OK) return -1.0;
+  if (!isfinite(ct_f32(loss)[0])) {
+    ct_error(CT_ERR_NUMERIC, "non-finite loss at step %lld",
+             (long long)tr->step);
+    return -1.0;
+  }
+  ct_clip_grad_norm(&tr->params, 1.0);
+  ct_status st = ct_optim_step(&tr->opt, &tr->params, 1e-4f);
+  ct_arena_reset();
+  tr->step++;
+  return st == CT_OK ? now_ms() - t0 : -1.0;
+}
+
+// Times n steps into ms[0..n); false on error.
+static bool time_steps(trainee *tr, double *ms, int n) {
+  for (int i = 0; i < n; i++) {
+    ms[i] = timed_step(tr);
+    if (ms[i] < 0.0) return false;
+  }
+  return true;
+}
+
+static bool torch_available(void) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", PYTHON);
+  return system(cmd) == 0;
+}
+
+// Runs the PyTorch twin; its ms_per_step, or a negative number.
+static double torch_ms(const bench_config *bc, int threads, int steps) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "%s '%s/%s' --config %s --threads %d --steps %d 2>&1", PYTHON,
+           CT_SOURCE_ROOT, bc->torch_script, bc->name, threads, steps);
+  FILE *f = popen(cmd, "r");
+  if (!f) return -1.0;
+  char line[1024];
+  double ms = -1.0;
+  while (fgets(line, sizeof line, f)) {
+    const char *at = strstr(line, "ms_per_step=");
+    if (at && strncmp(line, "torch ", 6) == 0) ms = atof(at + 12);
+    else fprintf(stderr, "bench_step: torch: %s", line);
+  }
+  pclose(f);
+  return ms;
+}
+
+static int run_config(const bench_config *bc, int threads, int steps,
+                      bool with_torch) {
+  trainee tr = {.bc = bc};
+  ct_params_init(&tr.params);
+  ct_optim_config oc = ct_adam_defaults();
+  oc.beta2 = 0.98;
+  oc.eps = 1e-9;
+  double *ms = malloc((size_t)(2 * steps) * sizeof *ms);
+  bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
+            ct_optim_init(&tr.opt, &oc) == CT_OK;
+  double warmup[3];
+  ok = ok && time_steps(&tr, warmup, 3);
+  ok = ok && time_steps(&tr, ms, steps);
+  double tms = with_torch ? torch_ms(bc, threads, steps) : -1.0;
+  ok = ok && time_steps(&tr, ms + steps, steps);
+  if (ok) {
+    double cms = median(ms, 2 * steps);
+    char torch_s[32] = "na", ratio_s[32] = "na";
+    if (tms > 0.0) {
+      snprintf(torch_s, sizeof torch_s, "%.1f", tms);
+      snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
+    }
+    printf("step config=%s threads=%d ctrain_ms=%.1f torch_ms=%s ratio=%s "
+           "ctrain_peak_mb=%.1f params_mb=%.1f\n",
+           bc->name, threads, cms, torch_s, ratio_s,
+           (double)ct_arena_peak_bytes() / (1 << 20),
+           (double)ct_params_bytes(&tr.params) / (1 << 20));
+    fflush(stdout);
+  } else {
+    fprintf(stderr, "bench_step: %s: %s\n", bc->name,
+            ms ? ct_last_error() : "out of memory");
+  }
+  if (tr.state) bc->work->free(tr.state);
+  ct_params_free(&tr.params);
+  ct_arena_release();
+  free(ms);
+  return ok ? 0 : 1;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: bench_step [--threads N] [--steps N] "
+                  "[--config NAME] [--no-torch]\nconfigs:");
+  for (int i = 0; i < N_CONFIGS; i++) fprintf(stderr, " %s", configs[i].name);
+  fprintf(stderr, "\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  int threads = 2, steps = 10;
+  const char *only = NULL;
+  bool with_torch = true;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+      steps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      only = argv[++i];
+    else if (strcmp(argv[i], "--no-torch") == 0)
+      with_torch = false;
+    else
+      return usage();
+  }
+  if (threads < 1 || steps < 1) return usage();
+  bool found = !only;
+  for (int i = 0; i < N_CONFIGS; i++)
+    found = found || strcmp(configs[i].name, only) == 0;
+  if (!found) {
+    fprintf(stderr, "bench_step: unknown config '%s'\n", only);
+    return usage();
+  }
+  ct_set_threads(threads);
+  if (with_torch && !torch_available()) {
+    fprintf(stderr, "bench_step: %s cannot import torch; timing ctrain only\n",
+            PYTHON);
+    with_torch = false;
+  }
+  int failed = 0;
+  for (int i = 0; i < N_CONFIGS; i++)
+    if (!only || strcmp(configs[i].name, only) == 0)
+      failed |= run_config(&configs[i], threads, steps, with_torch);
+  return failed;
+}
