@@ -54,6 +54,9 @@ typedef struct trainer {
   int64_t total_steps;
   char last_ckpt[4096];
   int64_t last_ckpt_step;
+  // Resumed from the run's final checkpoint: its final eval line (already
+  // in metrics.jsonl), malloc'd; NULL otherwise.
+  char *final_line;
 } trainer;
 
 static int fail(const char *what) {
@@ -180,6 +183,36 @@ static ct_status train_step(trainer *t, double *loss, double *items,
   return st;
 }
 
+// The last line of a checkpoint's metrics (malloc'd) if it is the eval line
+// of `step`, else NULL.
+static char *final_eval_line(const ct_ckpt *ckpt, int64_t step) {
+  const void *data;
+  size_t len;
+  if (!ct_ckpt_has(ckpt, "metrics") ||
+      ct_ckpt_section(ckpt, "metrics", &data, &len) != CT_OK)
+    return NULL;
+  const char *text = data;
+  while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
+  size_t start = len;
+  while (start > 0 && text[start - 1] != '\n') start--;
+  ct_json_record rec;
+  char why[128];
+  if (len == start || ct_json_parse_object(text + start, len - start, &rec, why,
+                                           sizeof why) != CT_OK)
+    return NULL;
+  const char *type = ct_json_record_str(&rec, "type");
+  double at = -1.0;
+  bool is_final = type && !strcmp(type, "eval") &&
+                  ct_json_record_num(&rec, "step", &at) && at == (double)step;
+  ct_json_record_free(&rec);
+  char *line = is_final ? malloc(len - start + 1) : NULL;
+  if (line) {
+    memcpy(line, text + start, len - start);
+    line[len - start] = '\0';
+  }
+  return line;
+}
+
 // Opens the run: config, resume checkpoint, task, parameters, optimizer,
 // run folder, metrics file. Returns 0 or the exit status.
 static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
@@ -279,6 +312,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
   if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
+  // A checkpoint written after the final evaluation: metrics.jsonl already
+  // ends with it, so the end of the run must not log it again.
+  if (ckpt && t->state.step == t->total_steps)
+    t->final_line = final_eval_line(ckpt, t->state.step);
   // metrics.jsonl: as it was at the checkpoint, or new.
   ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
   if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
@@ -293,6 +330,7 @@ static void close_run(trainer *t, ct_ckpt *ckpt) {
   ct_params_free(&t->params);
   ct_config_free(t->cfg);
   free(t->run_dir);
+  free(t->final_line);
   ct_ckpt_free(ckpt);
 }
 
@@ -301,9 +339,14 @@ static void close_run(trainer *t, ct_ckpt *ckpt) {
 static int finish_run(trainer *t, ct_progress *pr) {
   ct_json_obj final;
   ct_json_obj_init(&final);
-  bool improved;
+  bool improved = false;
   int beam = (int)ct_config_int(t->cfg, "train", "final_beam");
-  ct_status st = validate(t, pr, beam, 0, &final, &improved, stderr);
+  ct_status st = CT_OK;
+  if (t->final_line)
+    fprintf(stderr, "ctrain: the run is complete (step %lld)\n",
+            (long long)t->state.step);
+  else
+    st = validate(t, pr, beam, 0, &final, &improved, stderr);
   if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
     st = save_checkpoint(t);
   if (st != CT_OK) {
@@ -322,7 +365,7 @@ static int finish_run(trainer *t, ct_progress *pr) {
   ct_json_obj_int(&out, "step", t->state.step);
   // The final metrics, without the bookkeeping fields of the eval line.
   ct_json_record rec;
-  const char *text = ct_json_obj_text(&final);
+  const char *text = t->final_line ? t->final_line : ct_json_obj_text(&final);
   char why[128];
   if (ct_json_parse_object(text, strlen(text), &rec, why, sizeof why) ==
       CT_OK) {
@@ -340,6 +383,21 @@ static int finish_run(trainer *t, ct_progress *pr) {
   ct_json_obj_free(&out);
   ct_json_obj_free(&final);
   return 0;
+}
+
+// Writes s as one shell word (single-quoted when it needs to be).
+static void put_shell_word(FILE *f, const char *s) {
+  if (*s && !s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_-+=.,/:@%")]) {
+    fputs(s, f);
+    return;
+  }
+  fputc('\'', f);
+  for (; *s; s++) {
+    if (*s == '\'') fputs("'\\''", f);
+    else fputc(*s, f);
+  }
+  fputc('\'', f);
 }
 
 int ct_train_run(const ct_train_args *args) {
@@ -427,9 +485,16 @@ int ct_train_run(const ct_train_args *args) {
     if (save_checkpoint(&t) != CT_OK) {
       rc = fail("checkpoint");
     } else {
+      // The same config and --set options find the same run folder.
       fprintf(stderr, "ctrain: stopped at step %lld; checkpoint %s\n"
-              "ctrain: continue with: ctrain train %s --resume auto\n",
-              (long long)t.state.step, t.last_ckpt, args->config_path);
+              "ctrain: continue with: ctrain train ",
+              (long long)t.state.step, t.last_ckpt);
+      put_shell_word(stderr, args->config_path);
+      for (int i = 0; i < args->n_sets; i++) {
+        fputs(" --set ", stderr);
+        put_shell_word(stderr, args->sets[i]);
+      }
+      fputs(" --resume auto\n", stderr);
     }
   } else {
     if (timed_out)
