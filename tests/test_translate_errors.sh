@@ -111,7 +111,7 @@ check "[train] steps = 0" 1 "nothing to train" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.steps=0
 check "[train] threads out of range" 1 "\[train\] threads" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.threads=100000
-check "heads not dividing d_model" 1 "num_heads 3" -- \
+check "heads not dividing d_model" 1 "not a multiple of heads = 3" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set model.d_model=16 \
   --set model.heads=3 --set train.steps=2
 no_dir "bad configs" "$tmp/x"

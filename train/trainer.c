@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "autograd/ops.h"
@@ -213,6 +214,23 @@ static char *final_eval_line(const ct_ckpt *ckpt, int64_t step) {
   return line;
 }
 
+// Removes temporary files ("NAME.tmp.PID.N") that a run killed in the middle
+// of an atomic write left in the run folder. Nothing else is touched.
+static void remove_stale_temporaries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[4096];
+  while ((e = readdir(d))) {
+    if (!strstr(e->d_name, ".tmp.")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (unlink(path) == 0)
+      fprintf(stderr, "ctrain: removed %s, left by an interrupted write\n",
+              path);
+  }
+  closedir(d);
+}
+
 // Opens the run: config, resume checkpoint, task, parameters, optimizer,
 // run folder, metrics file. Returns 0 or the exit status.
 static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
@@ -310,6 +328,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (schedule_from_config(t) != CT_OK) return fail(args->config_path);
 
   if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
+  remove_stale_temporaries(t->run_dir);
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
   if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
   // A checkpoint written after the final evaluation: metrics.jsonl already

@@ -176,9 +176,53 @@ static void translation_close(ct_task *t) {
   t->state = NULL;
 }
 
+// Range checks of the keys this task reads, with messages naming them.
+static ct_status check_config(const ct_config *cfg) {
+  static const char *const positive[][2] = {
+      {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
+      {"model", "encoder_layers"}, {"model", "decoder_layers"},
+      {"data", "max_len"}, {"data", "min_freq"}, {"train", "final_beam"},
+      {"train", "eval_beam"}};
+  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
+    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
+    if (v < 1)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
+                      positive[i][0], positive[i][1], (long long)v);
+  }
+  static const char *const non_negative[][2] = {
+      {"data", "batch_size"}, {"data", "max_tokens"}, {"data", "max_vocab"},
+      {"train", "max_decode_len"}};
+  for (size_t i = 0; i < sizeof non_negative / sizeof non_negative[0]; i++) {
+    int64_t v = ct_config_int(cfg, non_negative[i][0], non_negative[i][1]);
+    if (v < 0)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must not be negative",
+                      non_negative[i][0], non_negative[i][1], (long long)v);
+  }
+  if (!ct_config_int(cfg, "data", "batch_size") &&
+      !ct_config_int(cfg, "data", "max_tokens"))
+    return ct_error(CT_ERR_ARG, "[data] batch_size and max_tokens are both 0: "
+                    "set one of them");
+  if (ct_config_int(cfg, "model", "d_model") %
+      ct_config_int(cfg, "model", "heads"))
+    return ct_error(CT_ERR_ARG, "[model] d_model = %lld is not a multiple of "
+                    "heads = %lld", (long long)ct_config_int(cfg, "model", "d_model"),
+                    (long long)ct_config_int(cfg, "model", "heads"));
+  double dropout = ct_config_float(cfg, "model", "dropout");
+  if (dropout < 0.0 || dropout >= 1.0)
+    return ct_error(CT_ERR_ARG, "[model] dropout = %g: must be in [0, 1)",
+                    dropout);
+  double ls = ct_config_float(cfg, "train", "label_smoothing");
+  if (ls < 0.0 || ls >= 1.0)
+    return ct_error(CT_ERR_ARG, "[train] label_smoothing = %g: must be in "
+                    "[0, 1)", ls);
+  return CT_OK;
+}
+
 static ct_status translation_open(ct_task *t, const ct_config *cfg,
                                   ct_params *p, const ct_ckpt *ckpt,
                                   ct_task_need need) {
+  ct_status checked = check_config(cfg);
+  if (checked != CT_OK) return checked;
   translation *tr = calloc(1, sizeof *tr);
   if (!tr) return ct_error(CT_ERR_NOMEM, "translation: out of memory");
   t->state = tr;
@@ -234,6 +278,9 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
   if (st == CT_OK && tr->batcher.kept_count == 0)
     st = ct_error(CT_ERR_ARG, "translation: no training pair is within "
                   "[data] max_len = %lld tokens", (long long)max_len);
+  else if (st != CT_OK && max_len > 0 && strstr(ct_last_error(), "no sentence pair"))
+    st = ct_error(st, "translation: no training pair is within [data] max_len "
+                  "= %lld tokens", (long long)max_len);
   return st;
 }
 
@@ -522,6 +569,13 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   ct_pair_corpus c = {0};
   ct_status st = CT_OK;
   for (int64_t i = 0; i < n && st == CT_OK; i++) {
+    size_t len = strlen(lines[i]), bad = ct_utf8_find_invalid(lines[i], len);
+    if (bad < len) {
+      st = ct_error(CT_ERR_FORMAT, "translate: input line %lld: invalid UTF-8 "
+                    "byte 0x%02x at column %zu", (long long)(i + 1),
+                    (unsigned char)lines[i][bad], bad + 1);
+      break;
+    }
     ct_string_list tokens = {0};
     st = ct_tokenize(lines[i], tr->lowercase, &tokens);
     int32_t *ids = malloc((size_t)(tokens.count + 1) * sizeof *ids);
