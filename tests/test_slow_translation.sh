@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Long trainings (suite 'slow', run with `meson test -C build --suite slow`):
+# the figures the README reports, asserted.
+#   toy:      configs/translate_toy.ini reaches >= 95% exact match on the
+#             held-out validation sentences.
+#   multi30k: configs/multi30k_de_en.ini (60 minutes of training on 2 cores)
+#             reaches corpus BLEU >= 35 on test_2016_flickr.
+set -u
+ctrain=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+which=$1
+src=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 1
+field() {  # field NAME JSON -> the number
+  sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" <<<"$2"
+}
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+case "$which" in
+  toy)
+    out=$("$ctrain" train configs/translate_toy.ini --set run.dir="$tmp" | tail -n 1)
+    em=$(field exact_match "$out")
+    echo "toy demo: $out"
+    at_least "$em" 0.95 || { echo "FAIL: exact_match $em < 0.95"; exit 1; }
+    ;;
+  multi30k)
+    [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
+    out=$("$ctrain" train configs/multi30k_de_en.ini --set run.dir="$tmp" | tail -n 1)
+    ckpt=$(sed -n 's/.*"checkpoint": "\([^"]*\)".*/\1/p' <<<"$out")
+    test_out=$("$ctrain" eval "$ckpt" --split test | tail -n 1)
+    bleu=$(field bleu "$test_out")
+    echo "multi30k: $test_out"
+    at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
+    ;;
+esac
+echo "ok"
