@@ -48,3 +48,24 @@ int ct_resolve_dim(const char *op, int dim, int ndim) {
   }
   return d;
 }
+
+// Columns per block: 64 floats of running sums stay in registers while a
+// block walks all rows.
+enum { COLUMN_BLOCK = 64, COLUMN_SUMS_PAR_MIN = 1 << 15 };
+
+void ct_add_column_sums(float *out, const float *x, int64_t rows,
+                        int64_t cols, float sign) {
+  const int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+  #pragma omp parallel for schedule(static) \
+      if (rows * cols >= COLUMN_SUMS_PAR_MIN && blocks > 1)
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    const int64_t c0 = blk * COLUMN_BLOCK;
+    const int64_t w = cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK;
+    float acc[COLUMN_BLOCK] = {0};
+    for (int64_t r = 0; r < rows; r++) {
+      const float *row = x + r * cols + c0;
+      for (int64_t c = 0; c < w; c++) acc[c] += row[c];
+    }
+    for (int64_t c = 0; c < w; c++) out[c0 + c] += sign * acc[c];
+  }
+}

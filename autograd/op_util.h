@@ -31,6 +31,13 @@ static inline int64_t ct_rows(const ct_tensor *t) {
   return c ? t->numel / c : 0;
 }
 
+// out[c] += sign * (sum over r of x[r * cols + c]) for c < cols: the
+// gradient of a row broadcast (a bias). Each column is summed in row order
+// in float, whatever the thread count; threads take blocks of columns and
+// walk the rows contiguously.
+void ct_add_column_sums(float *out, const float *x, int64_t rows,
+                        int64_t cols, float sign);
+
 // Records a node with inputs given inline: CT_RECORD("relu", bw, y, NULL, x).
 #define CT_RECORD(op, bw, out, saved, ...)                                    \
   ct_tape_record((op), (bw), (out),                                           \

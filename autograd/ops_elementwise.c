@@ -93,14 +93,19 @@ typedef struct bin_saved {
 static void reduce_grad(float *grad_in, const bmap *m, const float *g,
                         int64_t n, const float *other, const bmap *mo,
                         float sign) {
-  if (m->kind == MAP_SAME) {
-    #pragma omp parallel for schedule(static)
+  if (m->kind == MAP_SAME && !other) {  // add, sub: a plain vector loop
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) grad_in[i] += sign * g[i];
+  } else if (m->kind == MAP_SAME) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       grad_in[i] += sign * g[i] * (other ? other[bmap_index(mo, i)] : 1.0f);
+  } else if (m->kind == MAP_SUFFIX && !other) {
+    ct_add_column_sums(grad_in, g, m->n ? n / m->n : 0, m->n, sign);
   } else if (m->kind == MAP_SUFFIX) {
     // Each operand element sums its rows in order: thread-count independent.
     int64_t rows = m->n ? n / m->n : 0;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t j = 0; j < m->n; j++) {
       float acc = 0.0f;
       for (int64_t r = 0; r < rows; r++) {
@@ -222,10 +227,30 @@ static inline float unary_fwd(un_kind k, float x, float s) {
   return 0.0f;
 }
 
+// 1.0f when on, else 0.0f, built from bits: the compiler turns a ?: of the
+// two constants, once multiplied into a gradient, back into a branch that
+// mispredicts on random signs and keeps the loop scalar.
+static inline float step01(bool on) {
+  uint32_t bits = 0x3f800000u & (0u - (uint32_t)on);
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// v when keep, else +0.0f, by masking v's bits (a branch-free ?:, see
+// step01).
+static inline float keep_or_zero(bool keep, float v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  bits &= 0u - (uint32_t)keep;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
 static inline float unary_deriv(un_kind k, float x, float y, float s) {
   switch (k) {
   case UN_SCALE: return s;
-  case UN_RELU: return x > 0.0f ? 1.0f : 0.0f;
+  case UN_RELU: return step01(x > 0.0f);
   case UN_GELU_ERF:
     // d/dx x Phi(x) = Phi(x) + x phi(x)
     return 0.5f * (1.0f + erff(x * SQRT_HALF)) +
@@ -261,8 +286,10 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
 static void unary_backward(ct_node *node) {
   const un_saved *s = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
-  const float *px = ct_f32(x), *py = ct_f32(y), *g = y->grad;
-  float *gx = x->grad;
+  // restrict: the loops below then vectorize (the buffers are distinct).
+  const float *restrict px = ct_f32(x), *restrict py = ct_f32(y);
+  const float *restrict g = y->grad;
+  float *restrict gx = x->grad;
   const float c = s->s;
   const int64_t n = y->numel;
 #define BACKWARD_STMT(K) gx[i] += g[i] * unary_deriv(K, px[i], py[i], c)
@@ -275,8 +302,8 @@ static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
   if (!ct_check_f32(op, x, "input")) return NULL;
   ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
   if (!y) return NULL;
-  const float *px = ct_f32(x);
-  float *py = ct_f32(y);
+  const float *restrict px = ct_f32(x);
+  float *restrict py = ct_f32(y);
   const int64_t n = x->numel;
 #define FORWARD_STMT(K) py[i] = unary_fwd(K, px[i], s)
   switch (kind) { UNARY_KINDS(n, FORWARD_STMT) }
@@ -319,11 +346,14 @@ typedef struct dropout_saved {
 static void dropout_backward(ct_node *node) {
   const dropout_saved *d = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
-  const float *g = y->grad;
-  float *gx = x->grad;
-  #pragma omp parallel for schedule(static) if (y->numel > 32768)
-  for (int64_t i = 0; i < y->numel; i++)
-    gx[i] += d->dropped[i] ? 0.0f : g[i] * d->scale;
+  const float *restrict g = y->grad;
+  float *restrict gx = x->grad;
+  const uint8_t *restrict dropped = d->dropped;
+  const float scale = d->scale;
+  const int64_t n = y->numel;
+  #pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; i++)
+    gx[i] += keep_or_zero(!dropped[i], g[i] * scale);
 }
 
 ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
@@ -340,11 +370,13 @@ ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
   ct_rng r = ct_rng_make(seed, stream);
   ct_rng_fill_bernoulli(&r, dropped, x->numel, p);
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  const float *px = ct_f32(x);
-  float *py = ct_f32(y);
-  #pragma omp parallel for schedule(static) if (x->numel > 32768)
-  for (int64_t i = 0; i < x->numel; i++)
-    py[i] = dropped[i] ? 0.0f : px[i] * scale;
+  const float *restrict px = ct_f32(x);
+  float *restrict py = ct_f32(y);
+  const uint8_t *restrict drop = dropped;
+  const int64_t n = x->numel;
+  #pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; i++)
+    py[i] = keep_or_zero(!drop[i], px[i] * scale);
   dropout_saved *sv = NULL;
   if (ct_tape_wants(1, &x)) {
     sv = ct_arena_alloc(sizeof *sv);

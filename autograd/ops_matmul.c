@@ -122,15 +122,8 @@ static void linear_backward(ct_node *node) {
   if (w->requires_grad)   // dw (OUT,IN) += dy^T (OUT,N) x (N,IN)
     ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, ct_f32(x), IN, 1.0f,
             w->grad, IN);
-  if (bias && bias->requires_grad) {
-    // Column sums, each column summed over rows in order.
-    #pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < OUT; o++) {
-      float acc = 0.0f;
-      for (int64_t n = 0; n < N; n++) acc += dy[n * OUT + o];
-      bias->grad[o] += acc;
-    }
-  }
+  if (bias && bias->requires_grad)  // dbias (OUT) += column sums of dy
+    ct_add_column_sums(bias->grad, dy, N, OUT, 1.0f);
 }
 
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {

@@ -124,6 +124,47 @@ typedef struct layernorm_saved {
 // order, so the split is over outputs and the sums are thread-count free.
 enum { LN_COL_BLOCK = 64 };
 
+// Rows are processed LN_ROWS at a time: each row's sums keep their own
+// sequential order (so results are those of one row at a time), but the
+// dependency chains of several rows' double additions overlap.
+enum { LN_ROWS = 4 };
+#define LN_INLINE static inline __attribute__((always_inline))
+
+// Rows x[r * C ..] for r < R (R is LN_ROWS or 1 at each call): mean and
+// rstd = 1 / sqrt(var + eps), both summed in double in column order.
+LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
+                           double *mu, double *rs) {
+  double m[LN_ROWS] = {0}, v[LN_ROWS] = {0};
+  for (int64_t c = 0; c < C; c++)
+    for (int r = 0; r < R; r++) m[r] += x[r * C + c];
+  for (int r = 0; r < R; r++) m[r] /= C;
+  for (int64_t c = 0; c < C; c++)
+    for (int r = 0; r < R; r++)
+      v[r] += (x[r * C + c] - m[r]) * (x[r * C + c] - m[r]);
+  for (int r = 0; r < R; r++) {
+    mu[r] = m[r];
+    rs[r] = 1.0 / sqrt(v[r] / C + eps);
+  }
+}
+
+// Rows r < R of dy (with weight w or NULL) and x: the means over columns of
+// g = dy * w and of g * xhat, summed in double in column order.
+LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
+                              int64_t C, const double *mu, const double *rs,
+                              int R, double *mean_g, double *mean_gx) {
+  double sg[LN_ROWS] = {0}, sgx[LN_ROWS] = {0};
+  for (int64_t c = 0; c < C; c++)
+    for (int r = 0; r < R; r++) {
+      double g = w ? (double)dy[r * C + c] * w[c] : dy[r * C + c];
+      sg[r] += g;
+      sgx[r] += g * ((x[r * C + c] - mu[r]) * rs[r]);
+    }
+  for (int r = 0; r < R; r++) {
+    mean_g[r] = sg[r] / C;
+    mean_gx[r] = sgx[r] / C;
+  }
+}
+
 // dxhat = dy * weight; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // dweight = sum_n dy * xhat; dbias = sum_n dy
 static void layernorm_backward(ct_node *node) {
@@ -136,21 +177,29 @@ static void layernorm_backward(ct_node *node) {
 
   if (x->requires_grad) {
     float *dx = x->grad;
+    const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
-    for (int64_t n = 0; n < N; n++) {
-      const float *xr = xd + n * C, *gr = dy + n * C;
-      double mu = s->mean[n], rs = s->rstd[n];
-      double sum_g = 0.0, sum_gx = 0.0;
-      for (int64_t c = 0; c < C; c++) {
-        double g = wd ? (double)gr[c] * wd[c] : gr[c];
-        sum_g += g;
-        sum_gx += g * ((xr[c] - mu) * rs);
+    for (int64_t grp = 0; grp < groups; grp++) {
+      const int64_t n0 = grp * LN_ROWS;
+      double mean_g[LN_ROWS], mean_gx[LN_ROWS];
+      if (n0 + LN_ROWS <= N) {
+        row_grad_means(xd + n0 * C, dy + n0 * C, wd, C, s->mean + n0,
+                       s->rstd + n0, LN_ROWS, mean_g, mean_gx);
+      } else {
+        for (int64_t n = n0; n < N; n++)
+          row_grad_means(xd + n * C, dy + n * C, wd, C, s->mean + n,
+                         s->rstd + n, 1, mean_g + (n - n0),
+                         mean_gx + (n - n0));
       }
-      double mean_g = sum_g / C, mean_gx = sum_gx / C;
-      for (int64_t c = 0; c < C; c++) {
-        double g = wd ? (double)gr[c] * wd[c] : gr[c];
-        double xhat = (xr[c] - mu) * rs;
-        dx[n * C + c] += (float)(rs * (g - mean_g - xhat * mean_gx));
+      for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
+        const float *xr = xd + n * C, *gr = dy + n * C;
+        const double mu = s->mean[n], rs = s->rstd[n];
+        const double mg = mean_g[n - n0], mgx = mean_gx[n - n0];
+        for (int64_t c = 0; c < C; c++) {
+          double g = wd ? (double)gr[c] * wd[c] : gr[c];
+          double xhat = (xr[c] - mu) * rs;
+          dx[n * C + c] += (float)(rs * (g - mg - xhat * mgx));
+        }
       }
     }
   }
@@ -219,25 +268,31 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   const float *wd = weight ? ct_f32(weight) : NULL;
   const float *bd = bias ? ct_f32(bias) : NULL;
   float *yd = ct_f32(y);
+  const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
-  for (int64_t n = 0; n < N; n++) {
-    const float *xr = xd + n * C;
-    float *yr = yd + n * C;
-    double mu = 0.0, var = 0.0;
-    for (int64_t c = 0; c < C; c++) mu += xr[c];
-    mu /= C;
-    for (int64_t c = 0; c < C; c++) var += (xr[c] - mu) * (xr[c] - mu);
-    var /= C;
-    double rs = 1.0 / sqrt(var + eps);
-    for (int64_t c = 0; c < C; c++) {
-      double v = (xr[c] - mu) * rs;
-      if (wd) v *= wd[c];
-      if (bd) v += bd[c];
-      yr[c] = (float)v;
+  for (int64_t g = 0; g < groups; g++) {
+    const int64_t n0 = g * LN_ROWS;
+    double mu[LN_ROWS], rs[LN_ROWS];
+    if (n0 + LN_ROWS <= N) {
+      row_moments(xd + n0 * C, C, eps, LN_ROWS, mu, rs);
+    } else {
+      for (int64_t n = n0; n < N; n++)
+        row_moments(xd + n * C, C, eps, 1, mu + (n - n0), rs + (n - n0));
     }
-    if (saved) {
-      saved->mean[n] = mu;
-      saved->rstd[n] = rs;
+    for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
+      const float *xr = xd + n * C;
+      float *yr = yd + n * C;
+      const double m = mu[n - n0], r = rs[n - n0];
+      for (int64_t c = 0; c < C; c++) {
+        double v = (xr[c] - m) * r;
+        if (wd) v *= wd[c];
+        if (bd) v += bd[c];
+        yr[c] = (float)v;
+      }
+      if (saved) {
+        saved->mean[n] = m;
+        saved->rstd[n] = r;
+      }
     }
   }
   if (ct_tape_record("layernorm", layernorm_backward, y, 3, in, saved) != CT_OK)

@@ -9,8 +9,11 @@
 
 static void reshape_backward(ct_node *node) {
   ct_tensor *x = node->in[0], *y = node->out;
-  #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < y->numel; i++) x->grad[i] += y->grad[i];
+  float *restrict gx = x->grad;
+  const float *restrict gy = y->grad;
+  const int64_t n = y->numel;
+  #pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
 }
 
 ct_tensor *ct_reshape(ct_tensor *x, int ndim, const int64_t *shape) {
@@ -144,7 +147,7 @@ static void outer_inner(const ct_tensor *t, int dim, int64_t *outer,
 static void block_copy(float *dst, int64_t dst_row, const float *src,
                        int64_t src_row, int64_t outer, int64_t width,
                        bool accumulate) {
-  #pragma omp parallel for schedule(static)
+  #pragma omp parallel for schedule(static) if (outer * width > 32768)
   for (int64_t o = 0; o < outer; o++) {
     float *d = dst + o * dst_row;
     const float *s = src + o * src_row;

@@ -77,7 +77,58 @@ void ct_tape_clear(void) {
   head_count = 0;
 }
 
+// ---- gradient buffers ---------------------------------------------------------
+//
+// The gradient of an op's output is dead once that op's backward has run:
+// every consumer of the output was recorded later, so its backward ran
+// earlier. Such buffers go to a small pool and are handed, zeroed, to later
+// ct_grad_of calls (the smallest that fits). The backward pass then cycles
+// through a few recently used buffers, warm in cache, instead of a fresh
+// arena block per tensor, and the step's arena peak loses most of the
+// intermediate gradients. Leaves (parameters, ct_requires_grad tensors) and
+// the tensor backward starts from keep theirs.
+enum { GRAD_POOL_MAX = 64 };
+typedef struct pooled_grad {
+  float *buf;
+  int64_t numel;
+} pooled_grad;
+static pooled_grad grad_pool[GRAD_POOL_MAX];
+static int grad_pool_n;
+static unsigned grad_pool_generation;
+
+// Empties the pool when the arena was reset since it was filled.
+static void grad_pool_sync(void) {
+  if (grad_pool_generation == ct_arena_generation()) return;
+  grad_pool_n = 0;
+  grad_pool_generation = ct_arena_generation();
+}
+
+static float *grad_pool_take(int64_t numel) {
+  grad_pool_sync();
+  int best = -1;
+  for (int i = 0; i < grad_pool_n; i++)
+    if (grad_pool[i].numel >= numel &&
+        (best < 0 || grad_pool[i].numel < grad_pool[best].numel))
+      best = i;
+  if (best < 0) return NULL;
+  float *buf = grad_pool[best].buf;
+  grad_pool[best] = grad_pool[--grad_pool_n];
+  memset(buf, 0, (size_t)numel * sizeof(float));
+  return buf;
+}
+
+// Gives the gradient buffer of an op's output to the pool; t->grad becomes
+// NULL.
+static void grad_pool_put(ct_tensor *t) {
+  if (!t->grad || t->persistent || !t->node) return;
+  grad_pool_sync();
+  if (grad_pool_n < GRAD_POOL_MAX)
+    grad_pool[grad_pool_n++] = (pooled_grad){t->grad, t->numel};
+  t->grad = NULL;
+}
+
 float *ct_grad_of(ct_tensor *t) {
+  if (!t->grad) t->grad = grad_pool_take(t->numel);
   if (!t->grad) t->grad = ct_arena_calloc((size_t)t->numel * sizeof(float));
   return t->grad;
 }
@@ -114,6 +165,7 @@ ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
       }
     }
     n->backward(n);
+    if (n->out != out) grad_pool_put(n->out);
   }
   ct_grad_set_enabled(was);
   ct_tape_clear();

@@ -9,7 +9,10 @@
 // one optimizer step accumulate, as gradient accumulation needs.
 //
 // A backward pass consumes the tape: nodes recorded before it are not walked
-// again. Nodes live in the step arena, so ct_arena_reset() also empties the
+// again. Gradients of op outputs are scratch: once an op's backward has run,
+// its output's buffer is reused for later gradients of the same pass and
+// t->grad goes back to NULL, so after backward only leaves (parameters,
+// ct_requires_grad tensors) and the tensor backward started from hold one. Nodes live in the step arena, so ct_arena_reset() also empties the
 // tape. Recording is process-wide and single-threaded (the kernels inside an
 // op are what run in parallel).
 #ifndef CT_TAPE_H

@@ -13,7 +13,10 @@
 // ctrain_peak_mb is the step arena's high-water mark (activations, tape,
 // temporaries); params_mb the parameter store (values, grads, Adam moments).
 // Without --no-torch, PyTorch runs when /usr/bin/python3 can import torch;
-// otherwise torch_ms and ratio print as "na".
+// otherwise torch_ms and ratio print as "na". The twin inherits the
+// environment: on a shared machine run both with OMP_WAIT_POLICY=passive
+// (libgomp's default spinning makes either side collapse when the threads
+// outnumber the free cores).
 //
 // Configs are rows of the table at the end of this file: a name, the
 // PyTorch twin's script, and a workload (build the model and a fixed batch,

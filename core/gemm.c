@@ -145,12 +145,49 @@ typedef struct scratch {
 
 static _Thread_local scratch tls_a, tls_b;
 
+// Every packing buffer is also listed here, so that it stays reachable
+// after its OpenMP thread exits (the pool shrinks when the thread count
+// does) instead of turning into a leak. Buffers only grow, so this is
+// touched a handful of times per thread and process.
+static float **scratch_registry;
+static size_t scratch_registry_n, scratch_registry_cap;
+
+static bool scratch_register(float *fresh, float *old) {
+  bool ok = true;
+  #pragma omp critical(ct_gemm_scratch)
+  {
+    size_t i = 0;
+    while (old && i < scratch_registry_n && scratch_registry[i] != old) i++;
+    if (old && i < scratch_registry_n) {
+      scratch_registry[i] = fresh;  // replace in place
+    } else {
+      if (scratch_registry_n == scratch_registry_cap) {
+        size_t cap = scratch_registry_cap ? 2 * scratch_registry_cap : 16;
+        float **r = realloc(scratch_registry, cap * sizeof *r);
+        if (r) {
+          scratch_registry = r;
+          scratch_registry_cap = cap;
+        }
+      }
+      if (scratch_registry_n < scratch_registry_cap)
+        scratch_registry[scratch_registry_n++] = fresh;
+      else
+        ok = false;
+    }
+  }
+  return ok;
+}
+
 static float *scratch_get(scratch *s, size_t n) {
   if (n > s->cap) {
     size_t cap = n + n / 4;
     cap = (cap + 15) & ~(size_t)15; // aligned_alloc: size % 64 bytes == 0
     float *p = aligned_alloc(64, cap * sizeof(float));
     if (!p) return NULL;
+    if (!scratch_register(p, s->buf)) {
+      free(p);
+      return NULL;
+    }
     free(s->buf);
     s->buf = p;
     s->cap = cap;
@@ -376,6 +413,43 @@ static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr,
   }
 }
 
+// One product split into tasks: matrix b of the batch, rectangle (im, in)
+// of its mt x nt grid of whole tiles.
+typedef struct split {
+  const ct_gemm_arch *arch;
+  const operands *op;
+  bool scale_only;
+  int64_t M, N, mt, nt, mtiles, ntiles;
+  const float *A;
+  int64_t stride_a;
+  const float *B;
+  int64_t stride_b;
+  float *C;
+  int64_t stride_c;
+} split;
+
+static void run_task(const split *sp, int64_t t) {
+  const ct_gemm_arch *arch = sp->arch;
+  const operands *op = sp->op;
+  int64_t b = t / (sp->mt * sp->nt), r = t % (sp->mt * sp->nt);
+  int64_t im = r / sp->nt, in = r % sp->nt;
+  int64_t i0 = im * sp->mtiles / sp->mt * arch->mr;
+  int64_t i1 = (im + 1) * sp->mtiles / sp->mt * arch->mr;
+  int64_t j0 = in * sp->ntiles / sp->nt * arch->nr;
+  int64_t j1 = (in + 1) * sp->ntiles / sp->nt * arch->nr;
+  if (i1 > sp->M) i1 = sp->M;
+  if (j1 > sp->N) j1 = sp->N;
+  float *c = sp->C + b * sp->stride_c + i0 * op->ldc + j0;
+  if (sp->scale_only) {
+    scale_c(i1 - i0, j1 - j0, op->beta, c, op->ldc);
+    return;
+  }
+  const float *a = sp->A + b * sp->stride_a + (op->trans_a ? i0 : i0 * op->lda);
+  const float *bm = sp->B + b * sp->stride_b + (op->trans_b ? j0 * op->ldb : j0);
+  if (!gemm_block(arch, op, i1 - i0, j1 - j0, a, bm, c))
+    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, c);
+}
+
 void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t K, float alpha, const float *A, int64_t lda,
                      int64_t stride_a, const float *B, int64_t ldb,
@@ -411,29 +485,18 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   int64_t tasks = batch * mt * nt;
   if (threads > tasks) threads = tasks;
 
+  const split sp = {arch, &op, scale_only, M, N, mt, nt, mtiles, ntiles,
+                   A, stride_a, B, stride_b, C, stride_c};
+  // One thread (small products, and the calls from inside attention's own
+  // parallel region, thousands per training step) skips the OpenMP runtime.
+  if (threads <= 1) {
+    for (int64_t t = 0; t < tasks; t++) run_task(&sp, t);
+    return;
+  }
   // Dynamic: a thread that is descheduled (a busy machine) does not hold
   // the others back. The results do not depend on who computes which task.
-#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads) \
-    if (threads > 1)
-  for (int64_t t = 0; t < tasks; t++) {
-    int64_t b = t / (mt * nt), r = t % (mt * nt);
-    int64_t im = r / nt, in = r % nt;
-    int64_t i0 = im * mtiles / mt * arch->mr;
-    int64_t i1 = (im + 1) * mtiles / mt * arch->mr;
-    int64_t j0 = in * ntiles / nt * arch->nr;
-    int64_t j1 = (in + 1) * ntiles / nt * arch->nr;
-    if (i1 > M) i1 = M;
-    if (j1 > N) j1 = N;
-    float *c = C + b * stride_c + i0 * ldc + j0;
-    if (scale_only) {
-      scale_c(i1 - i0, j1 - j0, beta, c, ldc);
-      continue;
-    }
-    const float *a = A + b * stride_a + (trans_a ? i0 : i0 * lda);
-    const float *bm = B + b * stride_b + (trans_b ? j0 * ldb : j0);
-    if (!gemm_block(arch, &op, i1 - i0, j1 - j0, a, bm, c))
-      gemm_unpacked(&op, i1 - i0, j1 - j0, a, bm, c);
-  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
+  for (int64_t t = 0; t < tasks; t++) run_task(&sp, t);
 }
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -83,28 +83,95 @@ uint64_t ct_rng_next_below(ct_rng *r, uint64_t n) {
   }
 }
 
+// The words of ng consecutive blocks from block g0 of (seed, stream):
+// words[4g .. 4g+3] = the block at counter g0 + g. The same Philox rounds as
+// philox_block, spelled so the vectorizer runs one counter per lane (the
+// 32x32->64 products become vector multiplies); compiled once per ISA below
+// and chosen at run time, as core/attention.c does for its dropout.
+#if defined(__x86_64__) || defined(__i386__)
+#define RNG_X86 1
+#endif
+#define BLOCKS_INLINE static inline __attribute__((always_inline))
+
+BLOCKS_INLINE void blocks_impl(uint64_t seed, uint64_t stream, uint64_t g0,
+                               int ng, uint32_t *restrict words) {
+  const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  const uint32_t s0 = (uint32_t)stream, s1 = (uint32_t)(stream >> 32);
+#pragma omp simd
+  for (int g = 0; g < ng; g++) {
+    const uint64_t ctr = g0 + (uint64_t)g;
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = s0, c3 = s1;
+    uint32_t ka = k0, kb = k1;
+    for (int round = 0; round < 10; round++) {
+      const uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+      const uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+      const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ ka;
+      const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ kb;
+      c1 = (uint32_t)p1;
+      c3 = (uint32_t)p0;
+      c0 = n0;
+      c2 = n2;
+      ka += PHILOX_W0;
+      kb += PHILOX_W1;
+    }
+    words[4 * g] = c0;
+    words[4 * g + 1] = c1;
+    words[4 * g + 2] = c2;
+    words[4 * g + 3] = c3;
+  }
+}
+
+typedef void (*blocks_fn)(uint64_t, uint64_t, uint64_t, int, uint32_t *);
+
+static void blocks_base(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
+                        uint32_t *words) {
+  blocks_impl(seed, stream, g0, ng, words);
+}
+#ifdef RNG_X86
+__attribute__((target("avx2"))) static void
+blocks_avx2(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
+            uint32_t *words) {
+  blocks_impl(seed, stream, g0, ng, words);
+}
+__attribute__((target("avx512f"))) static void
+blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
+              uint32_t *words) {
+  blocks_impl(seed, stream, g0, ng, words);
+}
+#endif
+
+static blocks_fn pick_blocks(void) {
+#ifdef RNG_X86
+  if (__builtin_cpu_supports("avx512f")) return blocks_avx512;
+  if (__builtin_cpu_supports("avx2")) return blocks_avx2;
+#endif
+  return blocks_base;
+}
+
 // Calls f(i, word) for the words at indices base .. base+n-1 of (seed,
-// stream), in parallel over fixed chunks; one Philox block serves four
-// consecutive indices. A word depends only on its index, so the result is the
-// same at any thread count.
+// stream), in parallel over fixed chunks: each chunk first computes the
+// Philox blocks that cover it (four consecutive indices per block), then
+// runs BODY over its words. A word depends only on its index, so the result
+// is the same at any thread count.
+enum { WORD_CHUNK = 4096 };
 #define FOR_EACH_WORD(seed, stream, base, n, BODY)                            \
   do {                                                                        \
     const int64_t n_ = (n);                                                   \
     const uint64_t base_ = (base);                                            \
-    enum { CHUNK_ = 4096 };                                                   \
+    const blocks_fn blocks_ = pick_blocks();                                  \
     _Pragma("omp parallel for schedule(static) if (n_ > 65536)")              \
-    for (int64_t c_ = 0; c_ < (n_ + CHUNK_ - 1) / CHUNK_; c_++) {            \
-      int64_t i_ = c_ * CHUNK_, end_ = i_ + CHUNK_ < n_ ? i_ + CHUNK_ : n_;   \
-      while (i_ < end_) {                                                     \
-        uint32_t w_[4];                                                       \
-        uint64_t at_ = base_ + (uint64_t)i_;                                  \
-        block_at((seed), (stream), at_ >> 2, w_);                             \
-        for (unsigned k_ = (unsigned)(at_ & 3); k_ < 4 && i_ < end_;          \
-             k_++, i_++) {                                                    \
-          const int64_t i = i_;                                               \
-          const uint32_t word = w_[k_];                                       \
-          BODY;                                                               \
-        }                                                                     \
+    for (int64_t c_ = 0; c_ < (n_ + WORD_CHUNK - 1) / WORD_CHUNK; c_++) {    \
+      uint32_t w_[WORD_CHUNK + 8];                                            \
+      const int64_t i0_ = c_ * WORD_CHUNK;                                    \
+      const int64_t end_ = i0_ + WORD_CHUNK < n_ ? i0_ + WORD_CHUNK : n_;     \
+      const uint64_t at_ = base_ + (uint64_t)i0_;                             \
+      const uint64_t g0_ = at_ >> 2;                                          \
+      blocks_(seed, stream, g0_,                                              \
+              (int)(((at_ + (uint64_t)(end_ - i0_) - 1) >> 2) - g0_ + 1), w_);\
+      const uint32_t *wc_ = w_ + (at_ & 3);                                   \
+      for (int64_t i = i0_; i < end_; i++) {                                  \
+        const uint32_t word = wc_[i - i0_];                                   \
+        BODY;                                                                 \
       }                                                                       \
     }                                                                         \
   } while (0)

@@ -66,12 +66,15 @@ double ct_clip_grad_norm(ct_params *p, double max_norm) {
   double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   float c = (float)coef;
+  // One parallel region for the whole store (not one per parameter); the
+  // scaling is elementwise, so no barrier is needed between parameters.
+  #pragma omp parallel if (p->count >= GRADS_PARALLEL_MIN)
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
     if (it->flags & CT_PARAM_FROZEN) continue;
     float *g = p->grad + it->offset;
     int64_t numel = it->tensor->numel;
-    #pragma omp parallel for schedule(static) if (numel >= GRADS_PARALLEL_MIN)
+    #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < numel; i++) g[i] *= c;
   }
   return norm;
