@@ -15,6 +15,7 @@
 //
 // Not here: tensors and autograd (autograd/ops_attention.c).
 #include "core/attention.h"
+#include "core/rng.h"
 
 #include "core/arena.h"
 #include "core/gemm.h"
@@ -191,41 +192,18 @@ ATTN_INLINE void bwd_tile_impl(const tile *t, float *restrict s,
 
 // Dropout factors of n consecutive weights from flat index `first`:
 // keep[c] = inv if uniform(first + c) >= p, else 0, with uniform() exactly
-// ct_rng_uniform_at of core/rng.c (the tests compare the two). Philox4x32-10
-// is restated here so that the vectorizer runs one counter per lane (each
-// counter g yields the words of indices 4g .. 4g+3); a call per counter into
-// rng.c cost more than the whole attention. thr = p * 2^24: u >= p exactly
-// when the 24-bit integer behind u is >= thr. words: n + 8 scratch words.
+// ct_rng_uniform_at of core/rng.c (the tests compare the two). The Philox
+// blocks of a whole row come from one vectorized call (ct_philox_blocks);
+// a call per counter cost more than the whole attention. thr = p * 2^24:
+// u >= p exactly when the 24-bit integer behind u is >= thr. words: n + 8
+// scratch words.
 ATTN_INLINE void keep_row_impl(uint64_t seed, uint64_t stream, uint64_t first,
                                int n, float thr, float inv,
                                uint32_t *restrict words,
                                float *restrict keep) {
   const uint64_t g0 = first >> 2;
   const int ng = (int)(((first + (uint64_t)n - 1) >> 2) - g0 + 1);
-  const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  const uint32_t s0 = (uint32_t)stream, s1 = (uint32_t)(stream >> 32);
-#pragma omp simd
-  for (int g = 0; g < ng; g++) {
-    const uint64_t ctr = g0 + (uint64_t)g;
-    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = s0, c3 = s1;
-    uint32_t ka = k0, kb = k1;
-    for (int round = 0; round < 10; round++) {
-      const uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-      const uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-      const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ ka;
-      const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ kb;
-      c1 = (uint32_t)p1;
-      c3 = (uint32_t)p0;
-      c0 = n0;
-      c2 = n2;
-      ka += 0x9E3779B9u;
-      kb += 0xBB67AE85u;
-    }
-    words[4 * g] = c0;
-    words[4 * g + 1] = c1;
-    words[4 * g + 2] = c2;
-    words[4 * g + 3] = c3;
-  }
+  ct_philox_blocks(seed, stream, g0, ng, words);
   const uint32_t *restrict w = words + (first & 3);
 #pragma omp simd
   for (int c = 0; c < n; c++)

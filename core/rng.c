@@ -148,6 +148,13 @@ static blocks_fn pick_blocks(void) {
   return blocks_base;
 }
 
+void ct_philox_blocks(uint64_t seed, uint64_t stream, uint64_t first_block,
+                      int n_blocks, uint32_t *words) {
+  static blocks_fn fn;
+  if (!fn) fn = pick_blocks();  // the same answer from any thread
+  fn(seed, stream, first_block, n_blocks, words);
+}
+
 // Calls f(i, word) for the words at indices base .. base+n-1 of (seed,
 // stream), in parallel over fixed chunks: each chunk first computes the
 // Philox blocks that cover it (four consecutive indices per block), then

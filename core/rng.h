@@ -18,6 +18,13 @@
 void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
                       uint32_t out[4]);
 
+// Many blocks at once, vectorized (AVX-512 or AVX2 chosen at run time):
+// words[4g .. 4g+3] = the block of counter (first_block + g, stream) under
+// key seed, for g < n_blocks; i.e. the words of indices 4*first_block ...
+// Single-threaded; the bulk fills below and the attention dropout use it.
+void ct_philox_blocks(uint64_t seed, uint64_t stream, uint64_t first_block,
+                      int n_blocks, uint32_t *words);
+
 typedef struct ct_rng {
   uint64_t seed;
   uint64_t stream;
