@@ -177,6 +177,25 @@ expect "safetensors holds every parameter ($n_tensors tensors)" \
 expect "safetensors names are PyTorch names, F32" \
   'grep -q "\"src_emb.weight\":{\"dtype\":\"F32\"" <<<"$header" && grep -q "__metadata__" <<<"$header"'
 
+# ---- init_from: a new run starting from the exported weights -------------
+# With lr 0 the optimizer changes nothing, so the new run ends with exactly
+# the exported parameters (same digest); a model of another shape is refused.
+"$ctrain" train "$config" "${set_args[@]}" --set run.name=from_export \
+  --set model.init_from="$st" --set optim.lr=0 --set schedule.kind=constant \
+  --set schedule.warmup=0 --set train.steps=10 --set train.eval_every=0 \
+  --threads 1 >"$tmp/init.out" 2>"$tmp/init.err"
+status=$?
+init_ckpt=$(jstr "$(tail -n 1 "$tmp/init.out")" checkpoint)
+init_digest=$(jstr "$("$ctrain" inspect "$init_ckpt" 2>/dev/null | tail -n 1)" params_digest)
+expect "init_from the export, lr 0: same digest ($init_digest vs $digest)" \
+  '[ "$status" -eq 0 ] && [ "$init_digest" = "$digest" ]'
+"$ctrain" train "$config" "${set_args[@]}" --set run.name=wrong_shape \
+  --set model.init_from="$st" --set model.d_model=16 --threads 1 \
+  >/dev/null 2>"$tmp/init_bad.err"
+status=$?
+expect "init_from into another shape: exit 1 naming the tensor" \
+  '[ "$status" -eq 1 ] && grep -q "init_from.*src_emb.weight.*expects" "$tmp/init_bad.err"'
+
 # ---- plot --------------------------------------------------------------------
 rm -f "$run_dir"/*.png
 "$ctrain" plot "$run_dir" >"$tmp/plot.out" 2>&1

@@ -61,6 +61,9 @@ static const ct_config_key schema[] = {
    "pre-norm layers (false = the paper's post-norm)"},
   {"model", "tie_output", CT_CONFIG_BOOL, "true", NULL,
    "share the target embedding with the output projection"},
+  {"model", "init_from", CT_CONFIG_STRING, "", NULL,
+   "start from these weights (safetensors with PyTorch names, e.g. from "
+   "ctrain export) instead of a random init"},
   // [optim]
   {"optim", "optimizer", CT_CONFIG_ENUM, "adam", "adam|adamw|sgd",
    "the optimizer"},

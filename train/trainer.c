@@ -30,6 +30,7 @@
 #include "train/plot.h"
 #include "train/progress.h"
 #include "train/run.h"
+#include "train/safetensors.h"
 #include "train/schema.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -317,6 +318,9 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", ct_ckpt_path(ckpt));
   } else {
     t->last_ckpt_step = -1;
+    const char *init_from = ct_config_str(t->cfg, "model", "init_from");
+    if (*init_from && ct_safetensors_load(init_from, &t->params, 0) != CT_OK)
+      return fail("[model] init_from");
   }
   t->total_steps = count_steps(t);
   if (t->total_steps < 1) {
