@@ -354,6 +354,12 @@ static int cmd_toy(int argc, char **argv) {
       force = true;
       continue;
     }
+    static const char *const known[] = {"--out", "--task", "--seed", "--train",
+                                        "--val", "--test"};
+    bool is_known = false;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+      is_known = is_known || !strcmp(argv[i], known[k]);
+    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
     if (!(v = option_value(argc, argv, &i))) return 2;
     const char *opt = argv[i - 1];
     long n = positive(v);
@@ -365,8 +371,7 @@ static int cmd_toy(int argc, char **argv) {
     else if (!strcmp(opt, "--seed")) o.seed = (uint64_t)n;
     else if (!strcmp(opt, "--train")) o.train_size = n;
     else if (!strcmp(opt, "--val")) o.val_size = n;
-    else if (!strcmp(opt, "--test")) o.test_size = n;
-    else return usage_error("toy: unknown option '%s'", opt);
+    else o.test_size = n;  // --test
   }
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
   if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
