@@ -49,6 +49,8 @@
 //   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
 //   data/batch.h      length-bucketed, padded, resumable translation batches
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
+//   data/image.h      image datasets, normalized/augmented batches, prefetch
+//   data/idx.h data/cifar.h data/png_folder.h   image file formats
 #ifndef CTRAIN_H
 #define CTRAIN_H
 
@@ -82,5 +84,10 @@
 #include "data/vocab.h"
 #include "data/batch.h"
 #include "data/toy_translation.h"
+#include "data/image.h"
+#include "data/image_augment.h"
+#include "data/idx.h"
+#include "data/cifar.h"
+#include "data/png_folder.h"
 
 #endif

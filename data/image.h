@@ -100,7 +100,8 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
                                     float *std);
 
 // Reads a whole file into a malloc'd buffer, gunzipping it when it is gzip
-// (zlib reads plain files as they are). *bytes is NULL-free on error.
+// (zlib reads plain files as they are); free() it. On error *bytes is NULL:
+// CT_ERR_IO (cannot open or read) or CT_ERR_FORMAT (corrupt gzip data).
 ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len);
 
 typedef struct ct_image_loader_options {
@@ -149,8 +150,6 @@ typedef struct ct_image_loader {
   bool job_pending, job_done, quit;
   int job_buf;
   int64_t job_epoch, job_position;
-  ct_status job_status;
-  char job_error[512];
 } ct_image_loader;
 
 // Checks the options (CT_ERR_ARG naming the field) and starts the prefetch
