@@ -87,10 +87,11 @@ static long threads_value(const char *s) {
   return n <= 4096 ? n : -1;
 }
 
-static int apply_threads(const char *value) {
-  long n = threads_value(value);
-  if (n < 0) return usage_error("--threads wants an integer in 1..4096, not '%s'", value);
-  ct_set_threads((int)n);
+// Parses a --threads value into *n; a usage error (2) when it is not one.
+static int threads_option(const char *value, int *n) {
+  long v = threads_value(value);
+  if (v < 0) return usage_error("--threads wants an integer in 1..4096, not '%s'", value);
+  *n = (int)v;
   return 0;
 }
 
@@ -109,8 +110,7 @@ static int cmd_train(int argc, char **argv) {
       else a.resume = v;
     } else if (!strcmp(argv[i], "--threads")) {
       if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else if (threads_value(v) < 0) rc = usage_error("--threads wants an integer in 1..4096, not '%s'", v);
-      else a.threads = (int)threads_value(v);
+      else rc = threads_option(v, &a.threads);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = usage_error("train: unknown option '%s'", argv[i]);
     } else if (a.config_path) {
@@ -146,7 +146,9 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       o->beam = (int)positive(v);
     } else if (!strcmp(argv[i], "--threads")) {
       if (!(v = option_value(argc, argv, &i))) return 2;
-      if (apply_threads(v)) return 2;
+      int n;
+      if (threads_option(v, &n)) return 2;
+      ct_set_threads(n);
     } else if (split && !strcmp(argv[i], "--split")) {
       if (!(v = option_value(argc, argv, &i))) return 2;
       if (strcmp(v, "val") && strcmp(v, "test"))
@@ -171,7 +173,6 @@ static int cmd_eval(int argc, char **argv) {
   int rc = parse_model_opts(argc, argv, false, true, &o);
   free(o.texts);
   if (rc) return rc;
-  if (getenv("CT_THREADS") || getenv("OMP_NUM_THREADS")) ct_threads_from_env();
   ct_run_model m;
   if (ct_run_model_open(&m, o.ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
     rc = runtime_error();

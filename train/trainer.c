@@ -152,9 +152,9 @@ static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
   return write_metrics(t, metrics);
 }
 
-// One optimizer step: accum micro-batches, clip, update. *loss is the mean
-// micro-batch loss, *items what they counted.
-static ct_status train_step(trainer *t, double *loss, double *items,
+// One optimizer step at learning rate lr: accum micro-batches, clip,
+// update. *loss is the mean micro-batch loss, *items what they counted.
+static ct_status train_step(trainer *t, float lr, double *loss, double *items,
                             double *grad_norm) {
   const int64_t accum = ct_config_int(t->cfg, "train", "accum");
   ct_nn_ctx ctx = ct_nn_train_ctx((uint64_t)ct_config_int(t->cfg, "run", "seed"),
@@ -179,7 +179,6 @@ static ct_status train_step(trainer *t, double *loss, double *items,
                                  ct_config_float(t->cfg, "optim", "clip_norm"));
   if (!isfinite(*grad_norm))
     return ct_grads_check_finite(&t->params, t->state.step);
-  float lr = ct_schedule_lr(&t->sched, t->state.step);
   ct_status st = ct_optim_step(&t->opt, &t->params, lr);
   ct_arena_reset();
   return st;
@@ -457,7 +456,7 @@ int ct_train_run(const ct_train_args *args) {
   while (t.state.step < t.total_steps && !stop_requested) {
     double loss = 0.0, items = 0.0, gnorm = 0.0;
     float lr = ct_schedule_lr(&t.sched, t.state.step);
-    st = train_step(&t, &loss, &items, &gnorm);
+    st = train_step(&t, lr, &loss, &items, &gnorm);
     if (st != CT_OK) break;
     t.state.step++;
     t.state.window_loss += loss;
