@@ -34,6 +34,7 @@
 //   autograd/tape.h   recording, backward, no-grad scopes
 //   autograd/ops.h    the differentiable ops
 //   autograd/attention.h  the differentiable fused attention
+//   autograd/conv.h   conv2d, batch norm, pooling (NCHW)
 //   autograd/gradcheck.h  finite-difference gradient checks
 //   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h  learning-rate schedules (pure functions of the step)
@@ -44,6 +45,10 @@
 //   nn/attention.h    MultiheadAttention with PyTorch semantics
 //   nn/transformer.h  encoder/decoder layers and stacks, nn.Transformer
 //   nn/position.h     sinusoidal and learned positional encodings
+//   nn/conv.h         Conv2d and BatchNorm2d modules
+//   nn/resnet.h       a CIFAR-style ResNet with torchvision's names
+//   nn/vit.h          ViT and DeiT (timm names), attention rollout
+//   nn/distill.h      soft-target CE and DeiT's distillation losses
 //   data/text.h       parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
@@ -65,6 +70,7 @@
 #include "autograd/tape.h"
 #include "autograd/ops.h"
 #include "autograd/attention.h"
+#include "autograd/conv.h"
 #include "autograd/gradcheck.h"
 #include "nn/module.h"
 #include "nn/init.h"
@@ -75,6 +81,10 @@
 #include "nn/attention.h"
 #include "nn/transformer.h"
 #include "nn/position.h"
+#include "nn/conv.h"
+#include "nn/resnet.h"
+#include "nn/vit.h"
+#include "nn/distill.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
@@ -89,5 +99,6 @@
 #include "data/idx.h"
 #include "data/cifar.h"
 #include "data/png_folder.h"
+#include "data/toy_images.h"
 
 #endif

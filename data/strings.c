@@ -1,8 +1,11 @@
 // String lists and the string hash table (see strings.h).
 #include "data/strings.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
                         size_t elem_size, const char *what) {
@@ -117,4 +120,26 @@ void ct_string_table_free(ct_string_table *table) {
   ct_string_list_free(&table->strings);
   free(table->slots);
   *table = (ct_string_table){0};
+}
+
+ct_status ct_make_dirs(const char *path) {
+  char buf[4096];
+  if (strlen(path) >= sizeof buf)
+    return ct_error(CT_ERR_ARG, "%s: path too long", path);
+  strcpy(buf, path);
+  for (char *p = buf + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char keep = *p;
+      *p = '\0';
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return ct_error(CT_ERR_IO, "%s: cannot create folder: %s", buf,
+                        strerror(errno));
+      *p = keep;
+      if (keep == '\0') break;
+    }
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return ct_error(CT_ERR_IO, "%s: exists and is not a folder", path);
+  return CT_OK;
 }

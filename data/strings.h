@@ -67,4 +67,8 @@ void ct_string_table_free(ct_string_table *table);
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
                         size_t elem_size, const char *what);
 
+// mkdir -p: creates `path` and its missing parents. CT_ERR_IO naming the
+// folder that cannot be created, or when path exists and is not a folder.
+ct_status ct_make_dirs(const char *path);
+
 #endif

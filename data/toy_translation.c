@@ -473,29 +473,6 @@ ct_status ct_toy_task_parse(const char *name, ct_toy_task *task) {
 
 // ---- the writer ----
 
-// mkdir -p.
-static ct_status make_dirs(const char *dir) {
-  size_t n = strlen(dir);
-  char *path = malloc(n + 1);
-  if (!path) return ct_error(CT_ERR_NOMEM, "%s: out of memory", dir);
-  memcpy(path, dir, n + 1);
-  ct_status st = CT_OK;
-  for (size_t i = 1; i <= n && !st; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char saved = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-      st = ct_error(CT_ERR_IO, "%s: cannot create directory: %s", path,
-                    strerror(errno));
-    path[i] = saved;
-  }
-  free(path);
-  struct stat sb;
-  if (!st && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-    st = ct_error(CT_ERR_IO, "%s: not a directory", dir);
-  return st;
-}
-
 static ct_status write_lines(const char *path, const ct_string_list *lines) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -535,7 +512,7 @@ ct_status ct_toy_translation_write(const char *dir, const ct_toy_options *opt,
   ct_toy_corpus c;
   ct_status st = ct_toy_translation_generate(opt, &c);
   if (st) return st;
-  st = make_dirs(dir);
+  st = ct_make_dirs(dir);
   const ct_parallel_text *splits[3] = {&c.train, &c.val, &c.test};
   for (int i = 0; !st && i < 3; i++) {
     st = write_lines(paths[2 * i], &splits[i]->src);

@@ -443,6 +443,18 @@ ct_status ct_config_set(ct_config *cfg, const char *assignment) {
   return st;
 }
 
+ct_status ct_config_set_default(ct_config *cfg, const char *section,
+                                const char *key, const char *value) {
+  int idx = cfg ? key_index(cfg, section, key) : -1;
+  if (idx < 0)
+    return ct_error(CT_ERR_ARG, "config default: unknown key [%s] %s",
+                    section ? section : "?", key ? key : "?");
+  if (strcmp(cfg->v[idx].origin, "default")) return CT_OK;
+  char where[300];
+  snprintf(where, sizeof where, "default of [%s] %s", section, key);
+  return value_assign(cfg, idx, value, where, "default", CT_ERR_ARG);
+}
+
 // ---- getters ----
 
 static const config_value *lookup(const ct_config *cfg, const char *section,

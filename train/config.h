@@ -68,6 +68,11 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name);
 // Applies one override "section.key=value" (the argument of --set). Errors
 // name the override: "--set train.steps=ten: [train] steps = 'ten': ...".
 ct_status ct_config_set(ct_config *cfg, const char *assignment);
+// Changes the default of one key: sets `value` when the key still holds its
+// schema default (origin "default"), and leaves values from a file or --set
+// alone. For defaults that depend on other keys (a task's recipe).
+ct_status ct_config_set_default(ct_config *cfg, const char *section,
+                                const char *key, const char *value);
 
 // Typed getters. Asking for a key that is not in the schema, or with the wrong
 // type, is a bug in the caller: it records a CT_ERR_ARG error and returns

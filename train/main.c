@@ -28,6 +28,8 @@
 #include "train/safetensors.h"
 #include "train/trainer.h"
 #include "train/translation.h"
+#include "train/classification.h"
+#include "data/toy_images.h"
 
 #ifndef CT_VERSION
 #define CT_VERSION "unknown"
@@ -43,12 +45,17 @@ static const char *const usage =
     "                             evaluate a checkpoint (last line: JSON metrics)\n"
     "  translate CKPT [--beam N] [TEXT]...\n"
     "                             translate TEXT, or stdin lines when none\n"
+    "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads N]\n"
+    "                             top classes of images; ViT/DeiT attention maps\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
     "                             write a built-in toy corpus as files\n"
+    "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes N]\n"
+    "      [--train N] [--test N] [--seed N] [--force]\n"
+    "                             write the generated shape images as files\n"
     "  info                       version, threads, gemm kernel\n"
     "  help                       this text\n";
 
@@ -228,6 +235,10 @@ static int cmd_translate(int argc, char **argv) {
   ct_run_model m;
   if (ct_run_model_open(&m, o.ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
     rc = runtime_error();
+  } else if (m.task.ops != &ct_task_translation) {
+    fprintf(stderr, "ctrain: error: translate: %s is a %s checkpoint, not a "
+            "translation one\n", o.ckpt, m.task.ops->name);
+    rc = 1;
   } else {
     int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
     int n = o.n_texts;
@@ -258,6 +269,56 @@ static int cmd_translate(int argc, char **argv) {
   }
   ct_run_model_close(&m);
   free(o.texts);
+  ct_arena_release();
+  return rc;
+}
+
+static int cmd_classify(int argc, char **argv) {
+  const char *ckpt = NULL, *attention = NULL;
+  int top = 5, n = 0;
+  const char **images = calloc((size_t)argc, sizeof *images);
+  int rc = images ? 0 : 1;
+  for (int i = 2; i < argc && !rc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--top")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else if (positive(v) < 1 || positive(v) > 1000)
+        rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
+      else top = (int)positive(v);
+    } else if (!strcmp(argv[i], "--attention")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else attention = v;
+    } else if (!strcmp(argv[i], "--threads")) {
+      int t;
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
+      else ct_set_threads(t);
+    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
+      rc = usage_error("unknown option '%s'", argv[i]);
+    } else if (!ckpt) {
+      ckpt = argv[i];
+    } else {
+      images[n++] = argv[i];
+    }
+  }
+  if (!rc && !ckpt) rc = usage_error("%s", "classify: a checkpoint path is needed");
+  if (!rc && n == 0) rc = usage_error("%s", "classify: no image given");
+  if (rc) {
+    free(images);
+    return rc;
+  }
+  ct_run_model m;
+  if (ct_run_model_open(&m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
+    rc = runtime_error();
+  } else if (m.task.ops != &ct_task_classification) {
+    fprintf(stderr, "ctrain: error: classify: %s is a %s checkpoint, not a "
+            "classification one\n", ckpt, m.task.ops->name);
+    rc = 1;
+  } else if (ct_classification_classify(&m.task, images, n, top, attention,
+                                        stdout) != CT_OK) {
+    rc = runtime_error();
+  }
+  ct_run_model_close(&m);
+  free(images);
   ct_arena_release();
   return rc;
 }
@@ -341,10 +402,62 @@ static int cmd_plot(int argc, char **argv) {
   return 0;
 }
 
+// ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or
+// IDX files.
+static int cmd_toy_images(int argc, char **argv) {
+  const char *out = NULL;
+  ct_toy_image_format format = CT_TOY_IMAGES_PNG;
+  long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
+  bool force = false;
+  for (int i = 3; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--force")) {
+      force = true;
+      continue;
+    }
+    static const char *const known[] = {"--out", "--format", "--seed", "--size",
+                                        "--classes", "--train", "--test"};
+    bool is_known = false;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+      is_known = is_known || !strcmp(argv[i], known[k]);
+    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
+    if (!(v = option_value(argc, argv, &i))) return 2;
+    const char *opt = argv[i - 1];
+    long n = positive(v);
+    if (!strcmp(opt, "--out")) out = v;
+    else if (!strcmp(opt, "--format")) {
+      if (ct_toy_image_format_parse(v, &format) != CT_OK)
+        return usage_error("%s", ct_last_error());
+    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed")) seed = n;
+    else if (!strcmp(opt, "--size")) size = n;
+    else if (!strcmp(opt, "--classes")) classes = n;
+    else if (!strcmp(opt, "--train")) train = n;
+    else test = n;  // --test
+  }
+  if (!out) return usage_error("%s", "toy images needs --out DIR");
+  if (format == CT_TOY_IMAGES_CIFAR10) size = 32;
+  ct_image_dataset tr = {0}, te = {0};
+  ct_status st = ct_toy_images_generate(&tr, train, (int)size, (int)classes,
+                                        (uint64_t)seed, 0);
+  if (st == CT_OK)
+    st = ct_toy_images_generate(&te, test, (int)size, (int)classes,
+                                (uint64_t)seed, 2);
+  if (st == CT_OK) st = ct_toy_images_write(out, format, &tr, &te, force);
+  ct_image_dataset_free(&tr);
+  ct_image_dataset_free(&te);
+  if (st != CT_OK) return runtime_error();
+  printf("wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
+         "%s\n", train, test, size, size, classes, out);
+  return 0;
+}
+
 static int cmd_toy(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[2], "images")) return cmd_toy_images(argc, argv);
   if (argc < 3 || strcmp(argv[2], "translation"))
-    return usage_error("%s", "toy: the only kind is 'translation' (ctrain toy "
-                       "translation --out DIR)");
+    return usage_error("%s", "toy: the kinds are 'translation' (ctrain toy "
+                       "translation --out DIR) and 'images' (ctrain toy images "
+                       "--out DIR)");
   ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 1, .train_size = 20000,
                       .val_size = 500, .test_size = 500};
   const char *out = NULL;
@@ -409,6 +522,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
   if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
   if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
+  if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);

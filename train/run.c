@@ -29,6 +29,7 @@ ct_config *ct_run_config_load(const char *path, const char *const *sets,
   if (ct_config_load(cfg, path) != CT_OK) goto fail;
   for (int i = 0; i < n_sets; i++)
     if (ct_config_set(cfg, sets[i]) != CT_OK) goto fail;
+  if (ct_task_apply_defaults(cfg) != CT_OK) goto fail;
   return cfg;
 fail:
   ct_config_free(cfg);
@@ -62,28 +63,6 @@ char *ct_run_dir(const ct_config *cfg) {
   char *out = malloc(n);
   if (out) snprintf(out, n, "%s/%s", dir, name);
   return out;
-}
-
-ct_status ct_make_dirs(const char *path) {
-  char buf[4096];
-  if (strlen(path) >= sizeof buf)
-    return ct_error(CT_ERR_ARG, "%s: path too long", path);
-  strcpy(buf, path);
-  for (char *p = buf + 1;; p++) {
-    if (*p == '/' || *p == '\0') {
-      char keep = *p;
-      *p = '\0';
-      if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return ct_error(CT_ERR_IO, "%s: cannot create folder: %s", buf,
-                        strerror(errno));
-      *p = keep;
-      if (keep == '\0') break;
-    }
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return ct_error(CT_ERR_IO, "%s: exists and is not a folder", path);
-  return CT_OK;
 }
 
 ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out) {

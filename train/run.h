@@ -5,6 +5,7 @@
 #define CT_TRAIN_RUN_H
 
 #include "optim/optim.h"
+#include "data/strings.h"  // ct_make_dirs
 #include "train/task.h"
 
 // The training state a checkpoint holds beyond parameters and moments.
@@ -27,15 +28,14 @@ typedef struct ct_run_model {
   ct_ckpt *ckpt;
 } ct_run_model;
 
-// Loads CONFIG then applies `--set` assignments. NULL with an error.
+// Loads CONFIG, applies `--set` assignments, then the recipe defaults of the
+// config's task for keys still at their schema default. NULL with an error.
 ct_config *ct_run_config_load(const char *path, const char *const *sets,
                               int n_sets);
 // A config from the text stored in a checkpoint.
 ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt);
 // "dir/name" of the run (malloc'd).
 char *ct_run_dir(const ct_config *cfg);
-// mkdir -p.
-ct_status ct_make_dirs(const char *path);
 
 // Writes the checkpoint of the current state atomically.
 ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,

@@ -1,7 +1,8 @@
 // A task is what the training program trains: its data, its model and its
 // evaluation. The loop (train/trainer.c), checkpoints and the commands are
-// shared; a task fills in this table. Translation is the first task;
-// classification and detection plug in the same way.
+// shared; a task fills in this table: translation (train/translation.c) and
+// image classification (train/classification.c); detection plugs in the
+// same way.
 #ifndef CT_TRAIN_TASK_H
 #define CT_TRAIN_TASK_H
 
@@ -26,6 +27,12 @@ typedef struct ct_task_ops {
   const char *name;
   // The metric that picks the best checkpoint (higher is better).
   const char *best_metric;
+  // What train_loss counts, per second, for the progress line ("tok/s").
+  const char *rate_unit;
+  // The task's recipe: {section, key, value} rows, ended by a NULL row, that
+  // replace schema defaults a config leaves alone (ct_config_set_default).
+  // NULL: none.
+  const char *const (*defaults)[3];
   // Builds the data and registers the model's parameters in `p` (drawn
   // from the seed). With `ckpt`, vocabularies and the like come from it
   // (the caller then loads the parameters). Messages name files and lines.
@@ -47,6 +54,9 @@ typedef struct ct_task_ops {
   // summary to `summary` when not NULL.
   ct_status (*evaluate)(ct_task *t, const char *split, int beam,
                         int64_t limit, ct_json_obj *out, FILE *summary);
+  // Optional (NULL: none): writes the task's figures of the last evaluation
+  // into the run folder `dir` (classification: the confusion matrix).
+  ct_status (*figures)(ct_task *t, const char *dir);
   void (*close)(ct_task *t);
 } ct_task_ops;
 
@@ -56,8 +66,11 @@ struct ct_task {
 };
 
 extern const ct_task_ops ct_task_translation;
+extern const ct_task_ops ct_task_classification;
 
 // The ops of the task a config names ([run] task).
 const ct_task_ops *ct_task_for(const ct_config *cfg);
+// Applies the recipe defaults of the config's task (see `defaults`).
+ct_status ct_task_apply_defaults(ct_config *cfg);
 
 #endif

@@ -375,6 +375,9 @@ static int finish_run(trainer *t, ct_progress *pr) {
     ct_json_obj_free(&final);
     return fail("final evaluation");
   }
+  if (t->task.ops->figures &&
+      t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
+    fprintf(stderr, "ctrain: warning: figures: %s\n", ct_last_error());
   char warning[512] = "";
   if (ct_plot_run_dir(t->run_dir, warning, sizeof warning) != CT_OK)
     fprintf(stderr, "ctrain: warning: plots: %s\n", ct_last_error());
@@ -449,7 +452,8 @@ int ct_train_run(const ct_train_args *args) {
           ct_get_threads(), (long long)t.state.step, (long long)t.total_steps,
           t.run_dir);
   ct_progress pr;
-  ct_progress_init(&pr, stderr, t.state.step, t.total_steps, "tok/s");
+  ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
+                   t.task.ops->rate_unit);
   double started = ct_time_now(), seconds_before = t.state.train_seconds;
   ct_status st = CT_OK;
   bool timed_out = false;

@@ -613,6 +613,7 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
 
 const ct_task_ops ct_task_translation = {
     .name = "translation",
+    .rate_unit = "tok/s",
     .best_metric = "bleu",
     .open = translation_open,
     .save = translation_save,
@@ -623,8 +624,3 @@ const ct_task_ops ct_task_translation = {
     .evaluate = translation_evaluate,
     .close = translation_close,
 };
-
-const ct_task_ops *ct_task_for(const ct_config *cfg) {
-  (void)cfg;  // [run] task has one choice so far
-  return &ct_task_translation;
-}

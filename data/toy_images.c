@@ -1,0 +1,276 @@
+// The generated shape images (see toy_images.h).
+#include "data/toy_images.h"
+
+#include <errno.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/rng.h"
+#include "data/strings.h"
+
+enum { RNG_TOY_IMAGES = 0xDA7A21u };
+
+static const char *const NAMES[CT_TOY_IMAGE_MAX_CLASSES] = {
+    "hbar", "vbar", "square", "frame", "plus", "diag"};
+
+static int below(ct_rng *r, int n) { return (int)ct_rng_next_below(r, (uint64_t)n); }
+
+// Draws shape `k` into img (size x size) with value v.
+static void draw(uint8_t *img, int size, int k, ct_rng *r, uint8_t v) {
+  int len = size / 2 + below(r, size / 3 + 1);      // long side
+  int thick = 1 + below(r, size / 8 + 1);           // stroke width
+  int side = size / 3 + below(r, size / 3 + 1);     // squares
+  int x0, y0;
+  switch (k) {
+    case 0:  // horizontal bar
+    case 1:  // vertical bar
+      x0 = below(r, size - len + 1);
+      y0 = below(r, size - thick + 1);
+      for (int a = 0; a < len; a++)
+        for (int b = 0; b < thick; b++) {
+          int x = x0 + a, y = y0 + b;
+          if (k == 0) img[y * size + x] = v;
+          else img[x * size + y] = v;
+        }
+      break;
+    case 2:  // filled square
+    case 3:  // frame
+      x0 = below(r, size - side + 1);
+      y0 = below(r, size - side + 1);
+      for (int y = 0; y < side; y++)
+        for (int x = 0; x < side; x++) {
+          bool edge = x < thick || y < thick || x >= side - thick ||
+                      y >= side - thick;
+          if (k == 2 || edge) img[(y0 + y) * size + x0 + x] = v;
+        }
+      break;
+    case 4: {  // plus
+      int c = side | 1;
+      x0 = below(r, size - c + 1);
+      y0 = below(r, size - c + 1);
+      for (int a = 0; a < c; a++)
+        for (int b = -(thick / 2); b <= thick / 2; b++) {
+          int m = c / 2 + b;
+          if (m < 0 || m >= c) continue;
+          img[(y0 + m) * size + x0 + a] = v;
+          img[(y0 + a) * size + x0 + m] = v;
+        }
+      break;
+    }
+    default: {  // diagonal, either direction
+      bool down = below(r, 2);
+      x0 = below(r, size - side + 1);
+      y0 = below(r, size - side + 1);
+      for (int a = 0; a < side; a++)
+        for (int b = 0; b < thick && a + b < side; b++) {
+          int x = x0 + a + b, y = y0 + (down ? a : side - 1 - a);
+          img[y * size + x] = v;
+        }
+      break;
+    }
+  }
+}
+
+ct_status ct_toy_images_generate(ct_image_dataset *d, int64_t n, int size,
+                                 int classes, uint64_t seed, int split) {
+  if (n < 1 || size < 8 || size > 256)
+    return ct_error(CT_ERR_ARG, "toy images: %lld images of %d pixels: need "
+                    "at least 1 image and a size in [8, 256]", (long long)n,
+                    size);
+  if (classes < 2 || classes > CT_TOY_IMAGE_MAX_CLASSES)
+    return ct_error(CT_ERR_ARG, "toy images: %d classes: must be in [2, %d]",
+                    classes, CT_TOY_IMAGE_MAX_CLASSES);
+  ct_status st = ct_image_dataset_alloc(d, n, 1, size, size, classes);
+  if (st == CT_OK) st = ct_image_dataset_set_names(d, NAMES, classes);
+  if (st != CT_OK) return st;
+  ct_rng r = ct_rng_make(seed, ct_rng_stream(RNG_TOY_IMAGES, (uint64_t)split));
+  for (int64_t i = 0; i < n; i++) {
+    uint8_t *img = ct_image_dataset_image(d, i);
+    int k = (int)(i % classes);
+    d->labels[i] = k;
+    int base = below(&r, 60);
+    for (int p = 0; p < size * size; p++) img[p] = (uint8_t)(base + below(&r, 40));
+    draw(img, size, k, &r, (uint8_t)(160 + below(&r, 96)));
+  }
+  // Shuffle the rows so batches of the unshuffled order mix classes.
+  uint8_t *tmp = malloc((size_t)size * size);
+  if (!tmp) return ct_error(CT_ERR_NOMEM, "toy images: out of memory");
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)ct_rng_next_below(&r, (uint64_t)(i + 1));
+    memcpy(tmp, ct_image_dataset_image(d, i), (size_t)size * size);
+    memcpy(ct_image_dataset_image(d, i), ct_image_dataset_image(d, j),
+           (size_t)size * size);
+    memcpy(ct_image_dataset_image(d, j), tmp, (size_t)size * size);
+    int32_t l = d->labels[i];
+    d->labels[i] = d->labels[j];
+    d->labels[j] = l;
+  }
+  free(tmp);
+  return CT_OK;
+}
+
+// ---- writing the set as files ----------------------------------------------
+
+ct_status ct_toy_image_format_parse(const char *name, ct_toy_image_format *out) {
+  static const char *const names[] = {"png", "cifar10", "idx"};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(name, names[i])) {
+      *out = (ct_toy_image_format)i;
+      return CT_OK;
+    }
+  return ct_error(CT_ERR_ARG, "unknown image format '%s' (png, cifar10 or idx)",
+                  name);
+}
+
+static ct_status refuse_existing(const char *path, bool overwrite) {
+  if (!overwrite && access(path, F_OK) == 0)
+    return ct_error(CT_ERR_IO, "%s already exists; not overwriting it (choose "
+                    "another folder or pass --force)", path);
+  return CT_OK;
+}
+
+// Writes `len` bytes of each piece in turn to path.
+static ct_status write_file(const char *path, const void *const *pieces,
+                            const size_t *lens, int n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++)
+    ok = fwrite(pieces[i], 1, lens[i], f) == lens[i];
+  if (fclose(f) != 0) ok = false;
+  if (!ok) {
+    remove(path);
+    return ct_error(CT_ERR_IO, "%s: write failed", path);
+  }
+  return CT_OK;
+}
+
+static ct_status write_png_split(const char *dir, const char *split,
+                                 const ct_image_dataset *d, bool overwrite) {
+  char path[4096];
+  ct_status st = CT_OK;
+  for (int k = 0; k < d->K && st == CT_OK; k++) {
+    snprintf(path, sizeof path, "%s/%s/%s", dir, split,
+             ct_string_list_get(&d->class_names, k));
+    st = ct_make_dirs(path);
+  }
+  for (int64_t i = 0; i < d->N && st == CT_OK; i++) {
+    snprintf(path, sizeof path, "%s/%s/%s/%06lld.png", dir, split,
+             ct_string_list_get(&d->class_names, d->labels[i]), (long long)i);
+    st = refuse_existing(path, overwrite);
+    if (st != CT_OK) break;
+    png_image img = {.version = PNG_IMAGE_VERSION,
+                     .width = (png_uint_32)d->W,
+                     .height = (png_uint_32)d->H,
+                     .format = PNG_FORMAT_GRAY};
+    if (!png_image_write_to_file(&img, path, 0, ct_image_dataset_image(d, i),
+                                 0, NULL)) {
+      st = ct_error(CT_ERR_IO, "%s: cannot write: %s", path, img.message);
+      png_image_free(&img);
+    }
+  }
+  return st;
+}
+
+static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
+                             const ct_image_dataset *test, bool overwrite) {
+  if (train->H != 32 || train->W != 32 || train->C != 1)
+    return ct_error(CT_ERR_ARG, "toy images: CIFAR-10 files hold 32x32 "
+                    "images (use --size 32)");
+  char path[4096];
+  uint8_t *rec = malloc(3073);
+  if (!rec) return ct_error(CT_ERR_NOMEM, "toy images: out of memory");
+  ct_status st = CT_OK;
+  for (int file = 0; file < 6 && st == CT_OK; file++) {
+    const ct_image_dataset *d = file < 5 ? train : test;
+    int64_t lo = file < 5 ? d->N * file / 5 : 0;
+    int64_t hi = file < 5 ? d->N * (file + 1) / 5 : d->N;
+    if (file < 5) snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, file + 1);
+    else snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    st = refuse_existing(path, overwrite);
+    FILE *f = st == CT_OK ? fopen(path, "wb") : NULL;
+    if (st == CT_OK && !f)
+      st = ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    for (int64_t i = lo; i < hi && st == CT_OK; i++) {
+      rec[0] = (uint8_t)d->labels[i];
+      for (int c = 0; c < 3; c++)
+        memcpy(rec + 1 + c * 1024, ct_image_dataset_image(d, i), 1024);
+      if (fwrite(rec, 1, 3073, f) != 3073)
+        st = ct_error(CT_ERR_IO, "%s: write failed", path);
+    }
+    if (f && fclose(f) != 0 && st == CT_OK)
+      st = ct_error(CT_ERR_IO, "%s: write failed", path);
+  }
+  free(rec);
+  if (st != CT_OK) return st;
+  snprintf(path, sizeof path, "%s/batches.meta.txt", dir);
+  st = refuse_existing(path, overwrite);
+  FILE *f = st == CT_OK ? fopen(path, "w") : NULL;
+  if (st == CT_OK && !f)
+    return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  for (int k = 0; f && k < train->K; k++)
+    fprintf(f, "%s\n", ct_string_list_get(&train->class_names, k));
+  if (f && fclose(f) != 0) st = ct_error(CT_ERR_IO, "%s: write failed", path);
+  return st;
+}
+
+static void put_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+static ct_status write_idx(const char *dir, const char *prefix,
+                           const ct_image_dataset *d, bool overwrite) {
+  char path[4096];
+  uint8_t head[16];
+  put_be32(head, 0x0803);
+  put_be32(head + 4, (uint32_t)d->N);
+  put_be32(head + 8, (uint32_t)d->H);
+  put_be32(head + 12, (uint32_t)d->W);
+  snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+  ct_status st = refuse_existing(path, overwrite);
+  const void *img_pieces[2] = {head, d->pixels};
+  size_t img_lens[2] = {16, (size_t)(d->N * d->H * d->W)};
+  if (st == CT_OK) st = write_file(path, img_pieces, img_lens, 2);
+  if (st != CT_OK) return st;
+  uint8_t *labels = malloc((size_t)d->N);
+  if (!labels) return ct_error(CT_ERR_NOMEM, "toy images: out of memory");
+  for (int64_t i = 0; i < d->N; i++) labels[i] = (uint8_t)d->labels[i];
+  uint8_t lhead[8];
+  put_be32(lhead, 0x0801);
+  put_be32(lhead + 4, (uint32_t)d->N);
+  snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+  st = refuse_existing(path, overwrite);
+  const void *lab_pieces[2] = {lhead, labels};
+  size_t lab_lens[2] = {8, (size_t)d->N};
+  if (st == CT_OK) st = write_file(path, lab_pieces, lab_lens, 2);
+  free(labels);
+  return st;
+}
+
+ct_status ct_toy_images_write(const char *dir, ct_toy_image_format format,
+                              const ct_image_dataset *train,
+                              const ct_image_dataset *test, bool overwrite) {
+  if (train->C != 1 || test->C != 1)
+    return ct_error(CT_ERR_ARG, "toy images: expected gray images");
+  ct_status st = ct_make_dirs(dir);
+  if (st != CT_OK) return st;
+  switch (format) {
+    case CT_TOY_IMAGES_PNG:
+      st = write_png_split(dir, "train", train, overwrite);
+      if (st == CT_OK) st = write_png_split(dir, "test", test, overwrite);
+      return st;
+    case CT_TOY_IMAGES_CIFAR10:
+      return write_cifar(dir, train, test, overwrite);
+    case CT_TOY_IMAGES_IDX:
+      st = write_idx(dir, "train", train, overwrite);
+      if (st == CT_OK) st = write_idx(dir, "t10k", test, overwrite);
+      return st;
+  }
+  return ct_error(CT_ERR_ARG, "toy images: unknown format %d", (int)format);
+}

@@ -1,0 +1,856 @@
+// The image classification task (see classification.h).
+#include "train/classification.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/image.h"
+#include "data/png_folder.h"
+#include "data/toy_images.h"
+#include "nn/distill.h"
+#include "nn/resnet.h"
+#include "nn/vit.h"
+#include "train/plot.h"
+#include "train/run.h"
+
+enum {
+  RNG_INIT = 0x1418,
+  RNG_HOLDOUT = 0xDA7A22u,  // which training images validate
+  EVAL_BATCH = 256,
+};
+
+typedef enum arch_kind { ARCH_VIT, ARCH_DEIT, ARCH_RESNET } arch_kind;
+
+// A built model and what its input must look like.
+typedef struct model {
+  arch_kind arch;
+  ct_nn_vit vit;
+  ct_nn_resnet resnet;
+  bool ready;
+  int C, H, W, K;
+  float mean[CT_IMAGE_MAX_CHANNELS], std[CT_IMAGE_MAX_CHANNELS];
+} model;
+
+typedef struct classification {
+  model m;
+  ct_string_list class_names;
+  float label_smoothing;
+  ct_distill_opts distill;
+  ct_run_model teacher;  // the teacher's checkpoint, opened as a task
+  bool has_teacher;
+  ct_image_dataset train, val, test;
+  bool have_train, have_val, have_test, val_is_test;
+  ct_image_loader loader;
+  bool loader_ready;
+  int64_t *confusion;  // K x K of the last evaluation (true, predicted)
+  char confusion_split[8];
+  double confusion_accuracy;
+} classification;
+
+// ---- the model -------------------------------------------------------------
+
+static ct_status model_build(model *m, const ct_config *cfg, ct_params *p) {
+  m->arch = (arch_kind)ct_config_enum(cfg, "model", "arch");
+  ct_rng init = ct_rng_make((uint64_t)ct_config_int(cfg, "run", "seed"),
+                            ct_rng_stream(RNG_INIT, 0));
+  ct_status st;
+  if (m->arch == ARCH_RESNET) {
+    ct_nn_resnet_config rc = {
+        .in_channels = m->C,
+        .num_classes = m->K,
+        .width = ct_config_int(cfg, "model", "width"),
+        .stages = (int)ct_config_int(cfg, "model", "stages"),
+        .blocks = (int)ct_config_int(cfg, "model", "blocks"),
+    };
+    st = ct_nn_resnet_init(&m->resnet, p, "", &rc, &init);
+  } else {
+    ct_nn_vit_config vc = {
+        .image_h = m->H,
+        .image_w = m->W,
+        .in_channels = m->C,
+        .patch = ct_config_int(cfg, "model", "patch"),
+        .dim = ct_config_int(cfg, "model", "dim"),
+        .depth = ct_config_int(cfg, "model", "depth"),
+        .heads = ct_config_int(cfg, "model", "heads"),
+        .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
+        .num_classes = m->K,
+        .distilled = m->arch == ARCH_DEIT,
+        .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+        .attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout"),
+        .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
+    };
+    st = ct_nn_vit_init(&m->vit, p, "", &vc, &init);
+  }
+  m->ready = true;
+  return st;
+}
+
+static void model_free(model *m) {
+  if (!m->ready) return;
+  if (m->arch == ARCH_RESNET) ct_nn_resnet_free(&m->resnet);
+  else ct_nn_vit_free(&m->vit);
+  m->ready = false;
+}
+
+// Training forward: the class logits and, for DeiT, the distillation head's.
+static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
+                                ct_tensor **dist) {
+  if (m->arch == ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, ctx, x);
+  return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
+}
+
+// Evaluation logits (DeiT: the mean of both heads), eval mode.
+static ct_tensor *model_predict(const model *m, ct_tensor *x) {
+  if (m->arch == ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, NULL, x);
+  return ct_nn_vit_predict(&m->vit, x);
+}
+
+// ---- data ------------------------------------------------------------------
+
+static bool contains_ci(const char *s, const char *word) {
+  size_t n = strlen(word);
+  for (; *s; s++) {
+    size_t i = 0;
+    while (i < n && s[i] && tolower((unsigned char)s[i]) == word[i]) i++;
+    if (i == n) return true;
+  }
+  return false;
+}
+
+static ct_status load_files(const ct_config *cfg, bool train,
+                            ct_image_dataset *d) {
+  const char *format = ct_config_str(cfg, "data", "image_format");
+  if (!strcmp(format, "png")) {
+    const char *key = train ? "png_train" : "png_test";
+    const char *dir = ct_config_str(cfg, "data", key);
+    if (!*dir)
+      return ct_error(CT_ERR_ARG, "[data] %s is not set (image_format = png)",
+                      key);
+    int size = (int)ct_config_int(cfg, "data", "image_size");
+    return ct_png_folder_load(d, dir, (int)ct_config_int(cfg, "data", "channels"),
+                              size, size);
+  }
+  const char *dir = ct_config_str(cfg, "data", "image_dir");
+  if (!*dir)
+    return ct_error(CT_ERR_ARG, "[data] image_dir is not set (image_format = "
+                    "%s)", format);
+  if (!strcmp(format, "idx")) {
+    ct_status st = ct_idx_load_dir(d, dir, train, 10);
+    if (st == CT_OK && contains_ci(dir, "fashion"))
+      st = ct_image_dataset_set_names(d, ct_fashion_mnist_class_names, 10);
+    return st;
+  }
+  return ct_cifar_load(d, dir, strcmp(format, "cifar100") ? CT_CIFAR10
+                                                          : CT_CIFAR100_FINE,
+                       train);
+}
+
+// Moves `count` seeded-random images of *train into *val.
+static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
+                          int64_t count, uint64_t seed) {
+  const int64_t N = train->N;
+  if (count >= N)
+    return ct_error(CT_ERR_ARG, "[data] val_holdout = %lld leaves no training "
+                    "images (the training split has %lld)", (long long)count,
+                    (long long)N);
+  int64_t *perm = malloc((size_t)N * sizeof *perm);
+  bool *is_val = calloc((size_t)N, sizeof *is_val);
+  ct_image_dataset kept = {0};
+  ct_status st = perm && is_val ? CT_OK
+                                : ct_error(CT_ERR_NOMEM, "holdout: out of memory");
+  if (st == CT_OK) {
+    ct_rng r = ct_rng_make(seed, ct_rng_stream(RNG_HOLDOUT, 0));
+    ct_rng_permutation(&r, perm, N);
+    for (int64_t i = 0; i < count; i++) is_val[perm[i]] = true;
+    st = ct_image_dataset_alloc(val, count, train->C, train->H, train->W,
+                                train->K);
+  }
+  if (st == CT_OK)
+    st = ct_image_dataset_alloc(&kept, N - count, train->C, train->H, train->W,
+                                train->K);
+  const size_t bytes = (size_t)train->C * train->H * train->W;
+  int64_t nv = 0, nk = 0;
+  for (int64_t i = 0; i < N && st == CT_OK; i++) {
+    ct_image_dataset *to = is_val[i] ? val : &kept;
+    int64_t j = is_val[i] ? nv++ : nk++;
+    memcpy(ct_image_dataset_image(to, j), ct_image_dataset_image(train, i),
+           bytes);
+    to->labels[j] = train->labels[i];
+  }
+  // Both keep the class names.
+  const char **names = malloc((size_t)train->K * sizeof *names);
+  if (st == CT_OK && !names) st = ct_error(CT_ERR_NOMEM, "holdout: out of memory");
+  for (int k = 0; st == CT_OK && k < train->K; k++)
+    names[k] = ct_string_list_get(&train->class_names, k);
+  if (st == CT_OK) st = ct_image_dataset_set_names(val, names, train->K);
+  if (st == CT_OK) st = ct_image_dataset_set_names(&kept, names, train->K);
+  free(names);
+  free(perm);
+  free(is_val);
+  if (st != CT_OK) {
+    ct_image_dataset_free(&kept);
+    return st;
+  }
+  ct_image_dataset_free(train);
+  *train = kept;
+  return CT_OK;
+}
+
+static ct_status load_data(classification *c, const ct_config *cfg,
+                           ct_task_need need) {
+  const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+  const int64_t holdout = ct_config_int(cfg, "data", "val_holdout");
+  ct_status st = CT_OK;
+  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
+    int size = (int)ct_config_int(cfg, "data", "toy_image_size");
+    int classes = (int)ct_config_int(cfg, "data", "toy_classes");
+    st = ct_toy_images_generate(&c->train, ct_config_int(cfg, "data", "toy_train"),
+                                size, classes, seed, 0);
+    if (st == CT_OK)
+      st = ct_toy_images_generate(&c->val, ct_config_int(cfg, "data", "toy_val"),
+                                  size, classes, seed, 1);
+    if (st == CT_OK)
+      st = ct_toy_images_generate(&c->test,
+                                  ct_config_int(cfg, "data", "toy_test"), size,
+                                  classes, seed, 2);
+    c->have_train = c->have_val = c->have_test = st == CT_OK;
+    return st;
+  }
+  // The training split is needed to train, and to cut validation from.
+  if (need == CT_TASK_ALL_DATA || holdout > 0) {
+    st = load_files(cfg, true, &c->train);
+    c->have_train = st == CT_OK;
+  }
+  if (st == CT_OK && holdout > 0) {
+    st = hold_out(&c->train, &c->val, holdout, seed);
+    c->have_val = st == CT_OK;
+  }
+  bool png = !strcmp(ct_config_str(cfg, "data", "image_format"), "png");
+  bool want_test = need == CT_TASK_EVAL_DATA || holdout == 0;
+  if (st == CT_OK && want_test &&
+      (!png || *ct_config_str(cfg, "data", "png_test"))) {
+    st = load_files(cfg, false, &c->test);
+    c->have_test = st == CT_OK;
+  }
+  if (st == CT_OK && holdout == 0) {
+    if (!c->have_test)
+      return ct_error(CT_ERR_ARG, "[data] val_holdout = 0 validates on the "
+                      "test split, but there is none (set [data] png_test)");
+    c->val_is_test = true;
+  }
+  return st;
+}
+
+// ---- checkpoint sections ---------------------------------------------------
+
+static ct_status save_sections(ct_task *t, ct_ckpt_writer *w) {
+  classification *c = t->state;
+  ct_rec names, image;
+  ct_rec_init(&names);
+  ct_rec_u32(&names, (uint32_t)c->m.K);
+  for (int k = 0; k < c->m.K; k++)
+    ct_rec_str(&names, ct_string_list_get(&c->class_names, k));
+  ct_rec_init(&image);
+  ct_rec_u32(&image, (uint32_t)c->m.C);
+  ct_rec_u32(&image, (uint32_t)c->m.H);
+  ct_rec_u32(&image, (uint32_t)c->m.W);
+  for (int i = 0; i < c->m.C; i++) {
+    ct_rec_f64(&image, c->m.mean[i]);
+    ct_rec_f64(&image, c->m.std[i]);
+  }
+  ct_status st = ct_ckpt_writer_add_rec(w, "classes", &names);
+  if (st == CT_OK) st = ct_ckpt_writer_add_rec(w, "image", &image);
+  ct_rec_free(&names);
+  ct_rec_free(&image);
+  return st;
+}
+
+static ct_status load_sections(classification *c, const ct_ckpt *ckpt) {
+  ct_rec_reader r;
+  ct_status st = ct_ckpt_section_reader(ckpt, "classes", &r);
+  if (st != CT_OK) return st;
+  uint32_t K = ct_rec_get_u32(&r);
+  for (uint32_t k = 0; k < K && K <= 100000; k++) {
+    char *name = ct_rec_get_str(&r);
+    if (!name) break;
+    st = ct_string_list_push(&c->class_names, name, strlen(name));
+    free(name);
+    if (st != CT_OK) return st;
+  }
+  st = ct_rec_reader_done(&r);
+  if (st == CT_OK && (K < 1 || c->class_names.count != (int64_t)K))
+    st = ct_error(CT_ERR_FORMAT, "%s: the classes section is malformed",
+                  ct_ckpt_path(ckpt));
+  if (st != CT_OK) return st;
+  c->m.K = (int)K;
+  st = ct_ckpt_section_reader(ckpt, "image", &r);
+  if (st != CT_OK) return st;
+  uint32_t C = ct_rec_get_u32(&r), H = ct_rec_get_u32(&r),
+           W = ct_rec_get_u32(&r);
+  for (uint32_t i = 0; i < C && C <= CT_IMAGE_MAX_CHANNELS; i++) {
+    c->m.mean[i] = (float)ct_rec_get_f64(&r);
+    c->m.std[i] = (float)ct_rec_get_f64(&r);
+  }
+  st = ct_rec_reader_done(&r);
+  if (st == CT_OK && (C < 1 || C > CT_IMAGE_MAX_CHANNELS || H < 1 || W < 1 ||
+                      H > 4096 || W > 4096))
+    st = ct_error(CT_ERR_FORMAT, "%s: the image section is malformed",
+                  ct_ckpt_path(ckpt));
+  c->m.C = (int)C;
+  c->m.H = (int)H;
+  c->m.W = (int)W;
+  return st;
+}
+
+// ---- open / close ------------------------------------------------------------
+
+static void classification_close(ct_task *t) {
+  classification *c = t->state;
+  if (!c) return;
+  if (c->loader_ready) ct_image_loader_free(&c->loader);
+  ct_image_dataset_free(&c->train);
+  ct_image_dataset_free(&c->val);
+  ct_image_dataset_free(&c->test);
+  model_free(&c->m);
+  if (c->has_teacher) ct_run_model_close(&c->teacher);
+  ct_string_list_free(&c->class_names);
+  free(c->confusion);
+  free(c);
+  t->state = NULL;
+}
+
+static ct_status check_config(const ct_config *cfg) {
+  static const char *const positive[][2] = {
+      {"model", "patch"}, {"model", "dim"}, {"model", "depth"},
+      {"model", "heads"}, {"model", "mlp_dim"}, {"model", "width"},
+      {"model", "stages"}, {"model", "blocks"}, {"data", "batch_size"},
+      {"data", "channels"}};
+  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
+    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
+    if (v < 1)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
+                      positive[i][0], positive[i][1], (long long)v);
+  }
+  static const char *const non_negative[][2] = {
+      {"data", "val_holdout"}, {"data", "crop_padding"}, {"data", "image_size"},
+      {"data", "randaug_ops"}};
+  for (size_t i = 0; i < sizeof non_negative / sizeof non_negative[0]; i++) {
+    int64_t v = ct_config_int(cfg, non_negative[i][0], non_negative[i][1]);
+    if (v < 0)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must not be negative",
+                      non_negative[i][0], non_negative[i][1], (long long)v);
+  }
+  int64_t ch = ct_config_int(cfg, "data", "channels");
+  if (ch != 1 && ch != 3)
+    return ct_error(CT_ERR_ARG, "[data] channels = %lld: must be 1 or 3",
+                    (long long)ch);
+  static const char *const unit[][2] = {
+      {"model", "dropout"}, {"model", "attn_dropout"}, {"model", "drop_path"},
+      {"train", "label_smoothing"}, {"data", "mix_prob"},
+      {"data", "switch_prob"}, {"train", "distill_alpha"}};
+  for (size_t i = 0; i < sizeof unit / sizeof unit[0]; i++) {
+    double v = ct_config_float(cfg, unit[i][0], unit[i][1]);
+    bool closed = !strcmp(unit[i][1], "mix_prob") ||
+                  !strcmp(unit[i][1], "switch_prob") ||
+                  !strcmp(unit[i][1], "distill_alpha");
+    if (!(v >= 0.0 && (closed ? v <= 1.0 : v < 1.0)))
+      return ct_error(CT_ERR_ARG, "[%s] %s = %g: must be in [0, 1%s", unit[i][0],
+                      unit[i][1], v, closed ? "]" : ")");
+  }
+  static const char *const non_negative_f[][2] = {
+      {"data", "mixup_alpha"}, {"data", "cutmix_alpha"},
+      {"data", "randaug_magnitude"}};
+  for (size_t i = 0; i < 3; i++) {
+    double v = ct_config_float(cfg, non_negative_f[i][0], non_negative_f[i][1]);
+    if (!(v >= 0.0))
+      return ct_error(CT_ERR_ARG, "[%s] %s = %g: must not be negative",
+                      non_negative_f[i][0], non_negative_f[i][1], v);
+  }
+  if (!(ct_config_float(cfg, "train", "distill_tau") > 0.0))
+    return ct_error(CT_ERR_ARG, "[train] distill_tau = %g: must be positive",
+                    ct_config_float(cfg, "train", "distill_tau"));
+  if (!strcmp(ct_config_str(cfg, "model", "arch"), "deit") &&
+      strcmp(ct_config_str(cfg, "train", "distillation"), "none") &&
+      !*ct_config_str(cfg, "model", "teacher"))
+    return ct_error(CT_ERR_ARG, "[model] arch = deit with [train] distillation "
+                    "= %s needs [model] teacher (a classification checkpoint), "
+                    "or set distillation = none",
+                    ct_config_str(cfg, "train", "distillation"));
+  return CT_OK;
+}
+
+static ct_status open_teacher(classification *c, const ct_config *cfg) {
+  const char *path = ct_config_str(cfg, "model", "teacher");
+  ct_status st = ct_run_model_open(&c->teacher, path, CT_TASK_MODEL_ONLY);
+  c->has_teacher = true;
+  if (st != CT_OK)
+    return ct_error(st, "[model] teacher: %s", ct_last_error());
+  if (c->teacher.task.ops != &ct_task_classification)
+    return ct_error(CT_ERR_ARG, "[model] teacher = %s: a %s checkpoint, not a "
+                    "classification one", path, c->teacher.task.ops->name);
+  const classification *tc = c->teacher.task.state;
+  if (tc->m.K != c->m.K || tc->m.C != c->m.C || tc->m.H != c->m.H ||
+      tc->m.W != c->m.W)
+    return ct_error(CT_ERR_ARG, "[model] teacher = %s: it classifies %dx%dx%d "
+                    "images into %d classes, this run %dx%dx%d into %d", path,
+                    tc->m.C, tc->m.H, tc->m.W, tc->m.K, c->m.C, c->m.H, c->m.W,
+                    c->m.K);
+  return CT_OK;
+}
+
+static ct_status loader_options(const ct_config *cfg, const model *m,
+                                bool train, ct_image_loader_options *o) {
+  *o = (ct_image_loader_options){
+      .batch_size = train ? ct_config_int(cfg, "data", "batch_size") : EVAL_BATCH,
+      .shuffle = train,
+      .drop_last = train,
+      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+      .prefetch = train && ct_config_bool(cfg, "data", "prefetch"),
+  };
+  for (int i = 0; i < m->C; i++) {
+    o->mean[i] = m->mean[i];
+    o->std[i] = m->std[i];
+  }
+  if (train) {
+    o->aug = (ct_image_aug){
+        .crop_padding = (int)ct_config_int(cfg, "data", "crop_padding"),
+        .hflip = ct_config_bool(cfg, "data", "hflip"),
+        .randaug_ops = (int)ct_config_int(cfg, "data", "randaug_ops"),
+        .randaug_magnitude = (float)ct_config_float(cfg, "data", "randaug_magnitude"),
+        .randaug_magnitude_std = 0.5f,
+        .mixup_alpha = (float)ct_config_float(cfg, "data", "mixup_alpha"),
+        .cutmix_alpha = (float)ct_config_float(cfg, "data", "cutmix_alpha"),
+        .mix_prob = (float)ct_config_float(cfg, "data", "mix_prob"),
+        .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
+        .label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing"),
+    };
+  }
+  return CT_OK;
+}
+
+static ct_status classification_open(ct_task *t, const ct_config *cfg,
+                                     ct_params *p, const ct_ckpt *ckpt,
+                                     ct_task_need need) {
+  ct_status st = check_config(cfg);
+  if (st != CT_OK) return st;
+  classification *c = calloc(1, sizeof *c);
+  if (!c) return ct_error(CT_ERR_NOMEM, "classification: out of memory");
+  t->state = c;
+  c->label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
+  if (need != CT_TASK_MODEL_ONLY) st = load_data(c, cfg, need);
+  if (st != CT_OK) return st;
+  if (ckpt) {
+    st = load_sections(c, ckpt);
+  } else {
+    if (!c->have_train)
+      return ct_error(CT_ERR_STATE, "classification: no training data");
+    const ct_image_dataset *d = &c->train;
+    c->m.C = d->C;
+    c->m.H = d->H;
+    c->m.W = d->W;
+    c->m.K = d->K;
+    for (int k = 0; k < d->K && st == CT_OK; k++) {
+      const char *name = ct_string_list_get(&d->class_names, k);
+      st = ct_string_list_push(&c->class_names, name, strlen(name));
+    }
+    if (ct_config_bool(cfg, "data", "normalize")) {
+      ct_image_dataset_channel_stats(d, c->m.mean, c->m.std);
+      for (int i = 0; i < d->C; i++)
+        if (!(c->m.std[i] > 1e-6f)) c->m.std[i] = 1.0f;
+    } else {
+      for (int i = 0; i < d->C; i++) {
+        c->m.mean[i] = 0.0f;
+        c->m.std[i] = 1.0f;
+      }
+    }
+  }
+  if (st != CT_OK) return st;
+  // Every split must fit the model.
+  ct_image_dataset *splits[3] = {&c->train, &c->val, &c->test};
+  for (int i = 0; i < 3; i++) {
+    const ct_image_dataset *d = splits[i];
+    if (d->N == 0) continue;
+    if (d->C != c->m.C || d->H != c->m.H || d->W != c->m.W || d->K > c->m.K)
+      return ct_error(CT_ERR_ARG, "classification: the %s images are "
+                      "%dx%dx%d with %d classes, the model takes %dx%dx%d "
+                      "with %d classes", i == 0 ? "training" : i == 1
+                      ? "validation" : "test", d->C, d->H, d->W, d->K, c->m.C,
+                      c->m.H, c->m.W, c->m.K);
+  }
+  st = model_build(&c->m, cfg, p);
+  if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
+
+  const char *kind = ct_config_str(cfg, "train", "distillation");
+  c->distill = (ct_distill_opts){
+      .kind = c->m.arch != ARCH_DEIT ? CT_DISTILL_NONE
+              : !strcmp(kind, "hard") ? CT_DISTILL_HARD
+              : !strcmp(kind, "soft") ? CT_DISTILL_SOFT : CT_DISTILL_NONE,
+      .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
+      .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
+      .label_smoothing = c->label_smoothing,
+  };
+  if (c->distill.kind != CT_DISTILL_NONE) st = open_teacher(c, cfg);
+  if (st != CT_OK) return st;
+
+  ct_image_loader_options o;
+  loader_options(cfg, &c->m, true, &o);
+  if (c->train.N < o.batch_size)
+    return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the "
+                    "%lld training images", (long long)o.batch_size,
+                    (long long)c->train.N);
+  st = ct_image_loader_init(&c->loader, &c->train, &o);
+  c->loader_ready = st == CT_OK;
+  return st;
+}
+
+// ---- training ------------------------------------------------------------------
+
+// The teacher's logits for the batch, computed without recording.
+static ct_tensor *teacher_logits(classification *c, ct_tensor *x) {
+  const classification *tc = c->teacher.task.state;
+  ct_tensor *in = x;
+  bool same = true;
+  for (int i = 0; i < c->m.C; i++)
+    same = same && tc->m.mean[i] == c->m.mean[i] && tc->m.std[i] == c->m.std[i];
+  bool was = ct_grad_set_enabled(false);
+  if (!same) {
+    // Undo this run's normalization, apply the teacher's.
+    in = ct_tensor_copy(x);
+    if (in) {
+      const int64_t plane = (int64_t)c->m.H * c->m.W;
+      for (int64_t b = 0; b < x->shape[0]; b++)
+        for (int ch = 0; ch < c->m.C; ch++) {
+          float *v = ct_f32(in) + (b * c->m.C + ch) * plane;
+          float a = c->m.std[ch] / tc->m.std[ch];
+          float d = (c->m.mean[ch] - tc->m.mean[ch]) / tc->m.std[ch];
+          for (int64_t i = 0; i < plane; i++) v[i] = v[i] * a + d;
+        }
+    }
+  }
+  ct_tensor *z = model_predict(&tc->m, in);
+  ct_grad_set_enabled(was);
+  return z;
+}
+
+static ct_tensor *classification_train_loss(ct_task *t, ct_nn_ctx *ctx,
+                                            double *items) {
+  classification *c = t->state;
+  const ct_image_batch *b;
+  if (ct_image_loader_next(&c->loader, &b) != CT_OK) return NULL;
+  *items = (double)b->B;
+  ct_tensor *x = ct_tensor_from(CT_F32, b->images,
+                                CT_SHAPE(b->B, b->C, b->H, b->W));
+  ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
+  ct_tensor *targets = b->targets ? ct_tensor_from(CT_F32, b->targets,
+                                                   CT_SHAPE(b->B, c->m.K))
+                                  : NULL;
+  ct_tensor *dist = NULL;
+  ct_tensor *logits = model_forward(&c->m, ctx, x, &dist);
+  ct_tensor *teacher = NULL;
+  if (c->distill.kind != CT_DISTILL_NONE) teacher = teacher_logits(c, x);
+  if (c->m.arch == ARCH_DEIT && c->distill.kind == CT_DISTILL_NONE && dist) {
+    // Without a teacher both heads learn the labels (DeiT's "none" mode
+    // trains the class head only; training both keeps head_dist useful
+    // for the averaged prediction).
+    ct_distill_opts plain = c->distill;
+    ct_tensor *a = ct_nn_distill_loss(logits, NULL, NULL, labels, targets, &plain);
+    ct_tensor *d = ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
+    return ct_scale(ct_add(a, d), 0.5f);
+  }
+  return ct_nn_distill_loss(logits, dist, teacher, labels, targets, &c->distill);
+}
+
+static void classification_data_position(const ct_task *t, int64_t *epoch,
+                                         int64_t *position) {
+  const classification *c = t->state;
+  *epoch = c->loader.epoch;
+  *position = c->loader.position;
+}
+
+static ct_status classification_data_seek(ct_task *t, int64_t epoch,
+                                          int64_t position) {
+  classification *c = t->state;
+  return ct_image_loader_seek(&c->loader, epoch, position);
+}
+
+static int64_t classification_epoch_batches(ct_task *t, int64_t epoch) {
+  (void)epoch;
+  classification *c = t->state;
+  return ct_image_loader_epoch_batches(&c->loader);
+}
+
+// ---- evaluation ------------------------------------------------------------------
+
+// Ranks of the classes of one row of logits: top[0] is the best.
+static void top_classes(const float *row, int K, int n, int *top) {
+  for (int i = 0; i < n; i++) top[i] = -1;
+  for (int k = 0; k < K; k++) {
+    int pos = n;
+    while (pos > 0 && (top[pos - 1] < 0 || row[k] > row[top[pos - 1]])) pos--;
+    if (pos >= n) continue;
+    for (int i = n - 1; i > pos; i--) top[i] = top[i - 1];
+    top[pos] = k;
+  }
+}
+
+static void print_confusion(FILE *f, const classification *c,
+                            const int64_t *conf) {
+  const int K = c->m.K;
+  fprintf(f, "per class (recall):");
+  for (int k = 0; k < K; k++) {
+    int64_t row = 0;
+    for (int j = 0; j < K; j++) row += conf[k * K + j];
+    fprintf(f, "%s %s %.1f%%", k ? "," : "",
+            ct_string_list_get(&c->class_names, k),
+            row ? 100.0 * (double)conf[k * K + k] / (double)row : 0.0);
+  }
+  fprintf(f, "\n");
+  if (K > 20) {
+    fprintf(f, "(confusion matrix: %d classes, see the PNG)\n", K);
+    return;
+  }
+  fprintf(f, "confusion matrix (rows: true, columns: predicted):\n%12s", "");
+  for (int j = 0; j < K; j++) fprintf(f, " %6d", j);
+  fprintf(f, "\n");
+  for (int k = 0; k < K; k++) {
+    fprintf(f, "%2d %-9.9s", k, ct_string_list_get(&c->class_names, k));
+    for (int j = 0; j < K; j++) fprintf(f, " %6lld", (long long)conf[k * K + j]);
+    fprintf(f, "\n");
+  }
+}
+
+static ct_status classification_evaluate(ct_task *t, const char *split,
+                                         int beam, int64_t limit,
+                                         ct_json_obj *out, FILE *summary) {
+  (void)beam;
+  classification *c = t->state;
+  bool test = !strcmp(split, "test");
+  const ct_image_dataset *d = test || c->val_is_test ? &c->test : &c->val;
+  if ((test && !c->have_test) || (!test && !c->have_val && !c->val_is_test))
+    return ct_error(CT_ERR_ARG, "classification: the %s split has no data%s",
+                    split, test ? " (set the test files in [data])" : "");
+  const int K = c->m.K;
+  int64_t *conf = calloc((size_t)K * K, sizeof *conf);
+  if (!conf) return ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+  // Evaluate the first `limit` images: a loader over a view of them.
+  ct_image_dataset view = *d;
+  if (limit > 0 && limit < view.N) view.N = limit;
+  ct_image_loader_options o = {.batch_size = EVAL_BATCH, .seed = 0};
+  for (int i = 0; i < c->m.C; i++) {
+    o.mean[i] = c->m.mean[i];
+    o.std[i] = c->m.std[i];
+  }
+  ct_image_loader l;
+  ct_status st = ct_image_loader_init(&l, &view, &o);
+  if (st != CT_OK) {
+    free(conf);
+    return st;
+  }
+  double loss_sum = 0.0;
+  int64_t correct = 0, top5 = 0, seen = 0;
+  const int n_top = K < 5 ? K : 5;
+  bool was = ct_grad_set_enabled(false);
+  for (int64_t i = 0; i < ct_image_loader_epoch_batches(&l) && st == CT_OK; i++) {
+    const ct_image_batch *b;
+    st = ct_image_loader_next(&l, &b);
+    if (st != CT_OK) break;
+    ct_arena_mark mark = ct_arena_get_mark();
+    ct_tensor *x = ct_tensor_from(CT_F32, b->images,
+                                  CT_SHAPE(b->B, b->C, b->H, b->W));
+    ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
+    ct_tensor *logits = model_predict(&c->m, x);
+    ct_tensor *loss = ct_cross_entropy(logits, labels, NULL);
+    if (!loss) {
+      st = ct_last_status();
+    } else {
+      loss_sum += (double)ct_f32(loss)[0] * (double)b->B;
+      for (int64_t r = 0; r < b->B; r++) {
+        int top[5];
+        top_classes(ct_f32(logits) + r * K, K, n_top, top);
+        int y = b->labels[r];
+        correct += top[0] == y;
+        for (int j = 0; j < n_top; j++) top5 += top[j] == y;
+        conf[(int64_t)y * K + top[0]]++;
+      }
+      seen += b->B;
+    }
+    ct_arena_rewind(mark);
+  }
+  ct_grad_set_enabled(was);
+  ct_image_loader_free(&l);
+  if (st != CT_OK) {
+    free(conf);
+    return st;
+  }
+  double acc = seen ? (double)correct / (double)seen : 0.0;
+  double acc5 = seen ? (double)top5 / (double)seen : 0.0;
+  double loss = seen ? loss_sum / (double)seen : 0.0;
+  ct_json_obj_num(out, "loss", loss);
+  ct_json_obj_num(out, "accuracy", acc);
+  ct_json_obj_num(out, "top5", acc5);
+  ct_json_obj_int(out, "images", seen);
+  if (summary) {
+    fprintf(summary, "%s%s: %lld images, loss %.4f, accuracy %.2f%%, top-5 "
+            "%.2f%%\n", split, c->val_is_test && !test ? " (the test split)"
+                                                       : "",
+            (long long)seen, loss, 100.0 * acc, 100.0 * acc5);
+    print_confusion(summary, c, conf);
+  }
+  free(c->confusion);
+  c->confusion = conf;
+  snprintf(c->confusion_split, sizeof c->confusion_split, "%s", split);
+  c->confusion_accuracy = acc;
+  return CT_OK;
+}
+
+static ct_status classification_figures(ct_task *t, const char *dir) {
+  classification *c = t->state;
+  if (!c->confusion) return CT_OK;
+  const int K = c->m.K;
+  const char **names = malloc((size_t)K * sizeof *names);
+  if (!names) return ct_error(CT_ERR_NOMEM, "figures: out of memory");
+  for (int k = 0; k < K; k++) names[k] = ct_string_list_get(&c->class_names, k);
+  char path[4096], title[128];
+  snprintf(path, sizeof path, "%s/confusion_%s.png", dir, c->confusion_split);
+  snprintf(title, sizeof title, "confusion matrix, %s, accuracy %.2f%%",
+           c->confusion_split, 100.0 * c->confusion_accuracy);
+  ct_status st = ct_plot_confusion_png(path, K, c->confusion, names, title);
+  free(names);
+  return st;
+}
+
+// ---- classify ----------------------------------------------------------------------
+
+ct_status ct_classification_classify(ct_task *t, const char *const *paths,
+                                     int n, int top,
+                                     const char *attention_png, FILE *out) {
+  classification *c = t->state;
+  const model *m = &c->m;
+  if (attention_png && m->arch == ARCH_RESNET)
+    return ct_error(CT_ERR_ARG, "classify --attention: the model is a ResNet; "
+                    "attention maps need a ViT or DeiT");
+  if (top < 1) top = 1;
+  if (top > m->K) top = m->K;
+  const int64_t pixels = (int64_t)m->C * m->H * m->W;
+  uint8_t *raw = malloc((size_t)(pixels * (n ? n : 1)));
+  if (!raw) return ct_error(CT_ERR_NOMEM, "classify: out of memory");
+  ct_status st = CT_OK;
+  for (int i = 0; i < n && st == CT_OK; i++)
+    st = ct_png_read_image(paths[i], m->C, m->H, m->W, raw + i * pixels);
+  if (st != CT_OK) {
+    free(raw);
+    return st;
+  }
+  const int depth = m->arch == ARCH_RESNET ? 0 : (int)m->vit.cfg.depth;
+  float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
+  char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
+  int *ranks = malloc((size_t)top * sizeof *ranks);
+  if (!maps || !captions || !ranks) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+  bool was = ct_grad_set_enabled(false);
+  for (int i = 0; i < n && st == CT_OK; i++) {
+    ct_arena_mark mark = ct_arena_get_mark();
+    ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(1, m->C, m->H, m->W));
+    if (!x) {
+      st = ct_last_status();
+      break;
+    }
+    const int64_t plane = (int64_t)m->H * m->W;
+    for (int64_t p = 0; p < pixels; p++) {
+      int ch = (int)(p / plane);
+      ct_f32(x)[p] = ((float)raw[i * pixels + p] / 255.0f - m->mean[ch]) /
+                     m->std[ch];
+    }
+    ct_tensor *logits;
+    ct_tensor *att[64] = {0};
+    if (attention_png && depth <= 64) {
+      ct_tensor *dist = NULL;
+      logits = ct_nn_vit_forward(&m->vit, NULL, x, &dist, att);
+      if (logits && m->arch == ARCH_DEIT)
+        logits = ct_scale(ct_add(logits, dist), 0.5f);
+    } else {
+      logits = model_predict(m, x);
+    }
+    ct_tensor *prob = ct_softmax(logits);
+    if (!prob) {
+      st = ct_last_status();
+      ct_arena_rewind(mark);
+      break;
+    }
+    top_classes(ct_f32(prob), m->K, top, ranks);
+    fprintf(out, "%s:", paths[i]);
+    for (int j = 0; j < top; j++)
+      fprintf(out, "%s %s %.4f", j ? "," : "",
+              ct_string_list_get(&c->class_names, ranks[j]),
+              (double)ct_f32(prob)[ranks[j]]);
+    fprintf(out, "\n");
+    if (attention_png) {
+      maps[i] = malloc((size_t)m->vit.patches * sizeof **maps);
+      captions[i] = malloc(128);
+      if (!maps[i] || !captions[i]) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+      else st = ct_nn_vit_rollout(&m->vit, att, maps[i]);
+      if (st == CT_OK)
+        snprintf(captions[i], 128, "%s %.1f%%",
+                 ct_string_list_get(&c->class_names, ranks[0]),
+                 100.0 * (double)ct_f32(prob)[ranks[0]]);
+    }
+    ct_arena_rewind(mark);
+  }
+  ct_grad_set_enabled(was);
+  if (st == CT_OK && attention_png) {
+    const uint8_t **images = malloc((size_t)n * sizeof *images);
+    if (!images) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+    for (int i = 0; images && i < n; i++) images[i] = raw + i * pixels;
+    const int64_t P = m->vit.cfg.patch;
+    if (st == CT_OK)
+      st = ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
+                                 (const float *const *)maps, (int)(m->H / P),
+                                 (int)(m->W / P),
+                                 (const char *const *)captions);
+    free(images);
+    if (st == CT_OK) fprintf(out, "attention maps: %s\n", attention_png);
+  }
+  for (int i = 0; i < n; i++) {
+    if (maps) free(maps[i]);
+    if (captions) free(captions[i]);
+  }
+  free(maps);
+  free(captions);
+  free(ranks);
+  free(raw);
+  return st;
+}
+
+// The recipe defaults of DeiT/timm for image classification, where a config
+// leaves the key at its schema default.
+static const char *const classification_defaults[][3] = {
+    {"optim", "optimizer", "adamw"},   {"optim", "lr", "5e-4"},
+    {"optim", "beta2", "0.999"},       {"optim", "eps", "1e-8"},
+    {"optim", "weight_decay", "0.05"}, {"schedule", "kind", "cosine"},
+    {"schedule", "warmup", "500"},     {"schedule", "min_lr", "1e-5"},
+    {"model", "heads", "3"},           {"model", "dropout", "0"},
+    {"train", "eval_every", "0"},      {"data", "batch_size", "128"},
+    {NULL, NULL, NULL}};
+
+const ct_task_ops ct_task_classification = {
+    .name = "classification",
+    .rate_unit = "img/s",
+    .best_metric = "accuracy",
+    .defaults = classification_defaults,
+    .open = classification_open,
+    .save = save_sections,
+    .train_loss = classification_train_loss,
+    .data_position = classification_data_position,
+    .data_seek = classification_data_seek,
+    .epoch_batches = classification_epoch_batches,
+    .evaluate = classification_evaluate,
+    .figures = classification_figures,
+    .close = classification_close,
+};
