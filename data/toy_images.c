@@ -205,7 +205,9 @@ static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
       st = ct_error(CT_ERR_IO, "%s: write failed", path);
   }
   free(rec);
-  if (st != CT_OK) return st;
+  // CIFAR-10 has 10 classes: the names file only fits a 10-class set
+  // (otherwise the loader names the classes "0".."9").
+  if (st != CT_OK || train->K != 10) return st;
   snprintf(path, sizeof path, "%s/batches.meta.txt", dir);
   st = refuse_existing(path, overwrite);
   FILE *f = st == CT_OK ? fopen(path, "w") : NULL;

@@ -25,8 +25,10 @@ ct_status ct_toy_images_generate(ct_image_dataset *d, int64_t n, int size,
 
 typedef enum ct_toy_image_format {
   CT_TOY_IMAGES_PNG,      // DIR/{train,test}/<class>/NNNNNN.png
-  CT_TOY_IMAGES_CIFAR10,  // DIR/data_batch_{1..5}.bin, test_batch.bin,
-                          // batches.meta.txt (32x32 RGB: gray replicated)
+  CT_TOY_IMAGES_CIFAR10,  // DIR/data_batch_{1..5}.bin, test_batch.bin
+                          // (32x32 RGB: gray replicated; CIFAR-10 has 10
+                          // classes, so with fewer the unused labels stay
+                          // empty and batches.meta.txt is not written)
   CT_TOY_IMAGES_IDX,      // DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte
 } ct_toy_image_format;
 
