@@ -5,15 +5,17 @@
 # under different thread counts, ends with the same parameters
 # (params_digest) and a byte-identical metrics.jsonl as the run that was
 # never stopped. Dropout is on, so the RNG counters matter too. Resuming a
-# finished run changes nothing.
+# finished run changes nothing. KIND picks the run: translation (the copy
+# task) or vision (a ViT on generated images with dropout, drop path,
+# random crops, flips, mixup/cutmix and the prefetch thread).
 #
-# usage: test_resume.sh CTRAIN [SOURCE_ROOT]
+# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|vision]
 # RESUME_SEED=N repeats the random kill times of an earlier run.
 set -u
 ctrain=$1
 case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
 src_root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
-config=$src_root/configs/translate_copy.ini
+kind=${3:-translation}
 tmp=$(mktemp -d)
 children=()
 cleanup() {
@@ -30,6 +32,24 @@ bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
 
 # 300 steps of a small model with dropout; a checkpoint every 20 steps, a
 # metrics line every 10, validation every 100. About 5 s on one core.
+common=(train.steps=300 train.epochs=0 train.accum=1 train.label_smoothing=0.1
+        train.log_every=10 train.eval_every=100 train.eval_sentences=0
+        train.checkpoint_every=20 train.keep_checkpoints=3 train.max_minutes=0)
+if [ "$kind" = vision ]; then
+  name=vit
+  config=$tmp/empty.ini
+  : >"$config"
+  sets=(run.task=classification run.name=$name run.seed=7 data.source=toy
+        data.toy_train=1000 data.toy_val=100 data.toy_test=100
+        data.toy_image_size=16 data.toy_classes=4 data.batch_size=32
+        data.crop_padding=2 data.hflip=true data.mixup_alpha=0.8
+        data.cutmix_alpha=1.0 data.mix_prob=0.5 data.prefetch=true
+        model.arch=vit model.patch=4 model.dim=32 model.depth=2 model.heads=2
+        model.mlp_dim=64 model.dropout=0.1 model.drop_path=0.1
+        optim.lr=2e-3 schedule.warmup=30 "${common[@]}")
+else
+name=copy
+config=$src_root/configs/translate_copy.ini
 sets=(run.name=copy run.seed=7 data.source=toy data.toy_task=copy
       data.toy_train=2000 data.toy_val=50 data.toy_test=50 data.toy_min_len=3
       data.toy_max_len=8 data.toy_symbols=20 data.batch_size=32
@@ -41,6 +61,7 @@ sets=(run.name=copy run.seed=7 data.source=toy data.toy_task=copy
       train.eval_every=100 train.eval_sentences=0 train.eval_beam=1
       train.final_beam=1 train.checkpoint_every=20 train.keep_checkpoints=3
       train.max_minutes=0)
+fi
 args=()
 for s in "${sets[@]}"; do args+=(--set "$s"); done
 train() {  # train RUN_DIR [OPTION]...: in the background; sets $pid
@@ -71,8 +92,8 @@ mkdir -p "$tmp/ref" "$tmp/int"
 train "$tmp/ref" --threads 1
 wait "$pid"
 status=$?
-ref_metrics=$tmp/ref/copy/metrics.jsonl
-ref_ckpt=$tmp/ref/copy/ckpt-00000300.ct
+ref_metrics=$tmp/ref/$name/metrics.jsonl
+ref_ckpt=$tmp/ref/$name/ckpt-00000300.ct
 ref_digest=$(digest "$ref_ckpt")
 echo "reference: status $status, digest $ref_digest, $(lines "$ref_metrics") metrics lines, $((SECONDS - start)) s"
 if [ "$status" -ne 0 ] || [ -z "$ref_digest" ]; then
@@ -82,7 +103,7 @@ fi
 
 # ---- the same run, interrupted -------------------------------------------------
 run=$tmp/int
-metrics=$run/copy/metrics.jsonl
+metrics=$run/$name/metrics.jsonl
 
 # (a) SIGINT once the run is past step 50: a checkpoint, exit 0, the hint.
 train "$run" --threads 1
@@ -163,7 +184,7 @@ train "$run" --threads 1 --resume auto
 wait "$pid"
 status=$?
 final=$(tail -n 1 "$run.out")
-digest_int=$(digest "$run/copy/ckpt-00000300.ct")
+digest_int=$(digest "$run/$name/ckpt-00000300.ct")
 echo "[$((SECONDS - start)) s] interrupted run: status $status, digest $digest_int, $(grep -c '^ctrain: resuming' "$run.err") resumes"
 if [ "$status" -eq 0 ] && [ "$digest_int" = "$ref_digest" ]; then
   ok "the resumed run ends with the same parameters ($digest_int)"
@@ -181,7 +202,7 @@ if [ "$(strip "$final")" = "$(strip "$(tail -n 1 "$tmp/ref.out")")" ]; then
 else
   bad "final lines differ: $final"
 fi
-leftovers=$(cd "$run/copy" && ls | grep '\.tmp\.' | tr '\n' ' ')
+leftovers=$(cd "$run/$name" && ls | grep '\.tmp\.' | tr '\n' ' ')
 [ -n "$leftovers" ] && echo "note: temporary files left by SIGKILL: $leftovers"
 
 # (f) resuming a finished run: no new lines, the same final line.
