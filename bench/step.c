@@ -1,32 +1,39 @@
 // bench_step: milliseconds per training step (forward + backward + gradient
-// clipping + Adam) of whole models, next to the same model in PyTorch
+// clipping + Adam/AdamW) of whole models, next to the same model in PyTorch
 // (bench/ref/) measured in the same run.
 //
 //   bench_step [--threads N] [--steps N] [--config NAME] [--no-torch]
 //
 // One line per config:
 //   step config=mt_toy_b64 threads=2 ctrain_ms=.. torch_ms=.. ratio=..
-//     ctrain_peak_mb=.. params_mb=..
+//     ctrain_peak_mb=.. torch_peak_mb=.. params_mb=..
 // ratio = ctrain_ms / torch_ms (target: <= 0.5). ctrain_ms is the median
 // over two rounds of --steps timed steps, one before and one after the
 // PyTorch twin runs, so slow drift of a shared machine hits both sides.
 // ctrain_peak_mb is the step arena's high-water mark (activations, tape,
-// temporaries); params_mb the parameter store (values, grads, Adam moments).
-// Without --no-torch, PyTorch runs when /usr/bin/python3 can import torch;
-// otherwise torch_ms and ratio print as "na". The twin inherits the
-// environment: on a shared machine run both with OMP_WAIT_POLICY=passive
-// (libgomp's default spinning makes either side collapse when the threads
-// outnumber the free cores).
+// temporaries); torch_peak_mb the twin's counterpart, the high-water mark of
+// live CPU tensor memory during one step above what is live when it starts
+// (parameters, grads, Adam moments, the batch), read from the PyTorch
+// profiler's allocation events (bench/ref/step_timer.py). params_mb is the
+// parameter store (values, grads, Adam moments). Without --no-torch,
+// PyTorch runs when /usr/bin/python3 can import torch; otherwise torch_ms,
+// torch_peak_mb and ratio print as "na". The twin inherits the environment:
+// on a shared machine run both with OMP_WAIT_POLICY=passive (libgomp's
+// default spinning makes either side collapse when the threads outnumber
+// the free cores).
 //
 // Configs are rows of the table at the end of this file: a name, the
-// PyTorch twin's script, and a workload (build the model and a fixed batch,
-// compute the loss of one step, free). Not here: data loading, evaluation.
+// PyTorch twin's script, a workload (build the model and a fixed batch,
+// compute the loss of one step, free) and the optimizer with its learning
+// rate. Not here: data loading, evaluation, learning-rate schedules.
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "nn/distill.h"
 #include "nn/seq2seq.h"
+#include "nn/vit.h"
 #include "optim/grads.h"
 #include "optim/optim.h"
 
@@ -34,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef CT_SOURCE_ROOT
 #define CT_SOURCE_ROOT "."
@@ -73,6 +82,8 @@ typedef struct bench_config {
   const char *torch_script;  // relative to the source root
   const workload *work;
   const void *cfg;           // the workload's own config struct
+  ct_optim_config (*optimizer)(void);
+  float lr;
 } bench_config;
 
 // ---- translation (nn/seq2seq) ---------------------------------------------
@@ -164,10 +175,135 @@ static const mt_config mt_toy_b64 = {
               .norm_first = false, .tie_output = true},
     .B = 64, .S = 24, .T = 25, .label_smoothing = 0.1f};
 
+// The translation recipe's optimizer: Adam, betas (0.9, 0.98), eps 1e-9.
+static ct_optim_config mt_optimizer(void) {
+  ct_optim_config oc = ct_adam_defaults();
+  oc.beta2 = 0.98;
+  oc.eps = 1e-9;
+  return oc;
+}
+
+// ---- image classification (nn/vit, nn/distill) ---------------------------
+
+// ViT, or DeiT when model.distilled: the DeiT recipe's hard distillation,
+// 0.5 CE(z_cls, y) (label smoothing) + 0.5 CE(z_dist, teacher's argmax).
+// The teacher is not run: its predictions are a fixed random labelling of
+// the batch (one-hot logits), so the teacher's own cost is not measured.
+typedef struct vit_config {
+  ct_nn_vit_config model;
+  int64_t B;
+  float label_smoothing;
+} vit_config;
+
+typedef struct vit_state {
+  const vit_config *cfg;
+  ct_nn_vit model;
+  float *images;    // (B,C,H,W)
+  int32_t *labels;  // (B)
+  float *teacher;   // (B,K) one-hot logits of random labels; distilled only
+} vit_state;
+
+static void vit_free(void *state) {
+  vit_state *s = state;
+  if (!s) return;
+  ct_nn_vit_free(&s->model);
+  free(s->images);
+  free(s->labels);
+  free(s->teacher);
+  free(s);
+}
+
+// Images are standard normal, labels and teacher labels uniform over the K
+// classes; bench/ref/vit_step.py draws by the same rule.
+static ct_status vit_build(void **state, ct_params *p, const void *cfg) {
+  const vit_config *c = cfg;
+  const ct_nn_vit_config *m = &c->model;
+  vit_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const int64_t B = c->B, K = m->num_classes;
+  const int64_t pixels = B * m->in_channels * m->image_h * m->image_w;
+  s->images = malloc((size_t)pixels * sizeof(float));
+  s->labels = malloc((size_t)B * sizeof(int32_t));
+  s->teacher = calloc((size_t)(B * K), sizeof(float));
+  if (!s->images || !s->labels || !s->teacher)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  ct_status st = ct_nn_vit_init(&s->model, p, "", m, &init);
+  if (st != CT_OK) return st;
+  ct_rng_fill_normal(&data, s->images, pixels, 0.0f, 1.0f);
+  for (int64_t b = 0; b < B; b++)
+    s->labels[b] = (int32_t)ct_rng_next_below(&data, (uint64_t)K);
+  for (int64_t b = 0; b < B; b++)
+    s->teacher[b * K + (int64_t)ct_rng_next_below(&data, (uint64_t)K)] = 1.0f;
+  return CT_OK;
+}
+
+static ct_tensor *vit_loss(void *state, ct_nn_ctx *ctx) {
+  vit_state *s = state;
+  const vit_config *c = s->cfg;
+  const ct_nn_vit_config *m = &c->model;
+  const int64_t B = c->B, K = m->num_classes;
+  ct_tensor *x = ct_tensor_from(
+      CT_F32, s->images,
+      CT_SHAPE(B, m->in_channels, m->image_h, m->image_w));
+  ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(B));
+  if (!x || !y) return NULL;
+  ct_tensor *z_dist = NULL;
+  ct_tensor *z_cls = ct_nn_vit_forward(&s->model, ctx, x,
+                                       m->distilled ? &z_dist : NULL, NULL);
+  ct_distill_opts d = {.kind = CT_DISTILL_NONE, .alpha = 0.5f,
+                       .label_smoothing = c->label_smoothing};
+  ct_tensor *teacher = NULL;
+  if (m->distilled) {
+    d.kind = CT_DISTILL_HARD;
+    teacher = ct_tensor_from(CT_F32, s->teacher, CT_SHAPE(B, K));
+    if (!teacher) return NULL;
+  }
+  return ct_nn_distill_loss(z_cls, z_dist, teacher, y, NULL, &d);
+}
+
+static const workload vit_workload = {vit_build, vit_loss, vit_free};
+
+// The DeiT recipe's optimizer: AdamW, weight decay 0.05 (not on biases,
+// norms, tokens and position embeddings: CT_PARAM_NO_DECAY).
+static ct_optim_config vit_optimizer(void) {
+  ct_optim_config oc = ct_adamw_defaults();
+  oc.weight_decay = 0.05;
+  return oc;
+}
+
+// Dropout and drop path are 0, so both sides compute the same thing.
+static const vit_config vit_fmnist_b128 = {
+    .model = {.image_h = 28, .image_w = 28, .in_channels = 1, .patch = 4,
+              .dim = 128, .depth = 6, .heads = 4, .mlp_dim = 512,
+              .num_classes = 10, .distilled = false},
+    .B = 128, .label_smoothing = 0.1f};
+
+static const vit_config vit_cifar_b64 = {
+    .model = {.image_h = 32, .image_w = 32, .in_channels = 3, .patch = 4,
+              .dim = 192, .depth = 6, .heads = 3, .mlp_dim = 768,
+              .num_classes = 10, .distilled = false},
+    .B = 64, .label_smoothing = 0.1f};
+
+static const vit_config deit_cifar_b64 = {
+    .model = {.image_h = 32, .image_w = 32, .in_channels = 3, .patch = 4,
+              .dim = 192, .depth = 6, .heads = 3, .mlp_dim = 768,
+              .num_classes = 10, .distilled = true},
+    .B = 64, .label_smoothing = 0.1f};
+
 // ---- the table ----------------------------------------------------------------
 
 static const bench_config configs[] = {
-    {"mt_toy_b64", "bench/ref/mt_step.py", &mt_workload, &mt_toy_b64},
+    {"mt_toy_b64", "bench/ref/mt_step.py", &mt_workload, &mt_toy_b64,
+     mt_optimizer, 1e-4f},
+    {"vit_fmnist_b128", "bench/ref/vit_step.py", &vit_workload,
+     &vit_fmnist_b128, vit_optimizer, 5e-4f},
+    {"vit_cifar_b64", "bench/ref/vit_step.py", &vit_workload, &vit_cifar_b64,
+     vit_optimizer, 5e-4f},
+    {"deit_cifar_b64", "bench/ref/vit_step.py", &vit_workload,
+     &deit_cifar_b64, vit_optimizer, 5e-4f},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -195,7 +331,7 @@ static double timed_step(trainee *tr) {
     return -1.0;
   }
   ct_clip_grad_norm(&tr->params, 1.0);
-  ct_status st = ct_optim_step(&tr->opt, &tr->params, 1e-4f);
+  ct_status st = ct_optim_step(&tr->opt, &tr->params, tr->bc->lr);
   ct_arena_reset();
   tr->step++;
   return st == CT_OK ? now_ms() - t0 : -1.0;
@@ -216,8 +352,10 @@ static bool torch_available(void) {
   return system(cmd) == 0;
 }
 
-// Runs the PyTorch twin; its ms_per_step, or a negative number.
-static double torch_ms(const bench_config *bc, int threads, int steps) {
+// Runs the PyTorch twin; its ms_per_step, or a negative number. *peak_mb
+// receives its peak_mb, or a negative number when it printed none.
+static double torch_ms(const bench_config *bc, int threads, int steps,
+                       double *peak_mb) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "%s '%s/%s' --config %s --threads %d --steps %d 2>&1", PYTHON,
@@ -226,10 +364,16 @@ static double torch_ms(const bench_config *bc, int threads, int steps) {
   if (!f) return -1.0;
   char line[1024];
   double ms = -1.0;
+  *peak_mb = -1.0;
   while (fgets(line, sizeof line, f)) {
     const char *at = strstr(line, "ms_per_step=");
-    if (at && strncmp(line, "torch ", 6) == 0) ms = atof(at + 12);
-    else fprintf(stderr, "bench_step: torch: %s", line);
+    const char *peak = strstr(line, "peak_mb=");
+    if (at && strncmp(line, "torch ", 6) == 0) {
+      ms = atof(at + 12);
+      if (peak && peak[8] != 'n') *peak_mb = atof(peak + 8);
+    } else {
+      fprintf(stderr, "bench_step: torch: %s", line);
+    }
   }
   pclose(f);
   return ms;
@@ -239,28 +383,28 @@ static int run_config(const bench_config *bc, int threads, int steps,
                       bool with_torch) {
   trainee tr = {.bc = bc};
   ct_params_init(&tr.params);
-  ct_optim_config oc = ct_adam_defaults();
-  oc.beta2 = 0.98;
-  oc.eps = 1e-9;
+  ct_optim_config oc = bc->optimizer();
   double *ms = malloc((size_t)(2 * steps) * sizeof *ms);
   bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
             ct_optim_init(&tr.opt, &oc) == CT_OK;
   double warmup[3];
   ok = ok && time_steps(&tr, warmup, 3);
   ok = ok && time_steps(&tr, ms, steps);
-  double tms = with_torch ? torch_ms(bc, threads, steps) : -1.0;
+  double tpeak = -1.0;
+  double tms = with_torch ? torch_ms(bc, threads, steps, &tpeak) : -1.0;
   ok = ok && time_steps(&tr, ms + steps, steps);
   if (ok) {
     double cms = median(ms, 2 * steps);
-    char torch_s[32] = "na", ratio_s[32] = "na";
+    char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
     if (tms > 0.0) {
       snprintf(torch_s, sizeof torch_s, "%.1f", tms);
       snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
     }
+    if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
     printf("step config=%s threads=%d ctrain_ms=%.1f torch_ms=%s ratio=%s "
-           "ctrain_peak_mb=%.1f params_mb=%.1f\n",
+           "ctrain_peak_mb=%.1f torch_peak_mb=%s params_mb=%.1f\n",
            bc->name, threads, cms, torch_s, ratio_s,
-           (double)ct_arena_peak_bytes() / (1 << 20),
+           (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
            (double)ct_params_bytes(&tr.params) / (1 << 20));
     fflush(stdout);
   } else {
@@ -312,9 +456,22 @@ int main(int argc, char **argv) {
             PYTHON);
     with_torch = false;
   }
+  // Each config runs in a process of its own: the arena's peak is a
+  // high-water mark over the whole process, so one config's peak would
+  // otherwise hide a smaller one after it. The parent runs no OpenMP region
+  // before forking, which keeps libgomp usable in the children.
   int failed = 0;
-  for (int i = 0; i < N_CONFIGS; i++)
-    if (!only || strcmp(configs[i].name, only) == 0)
-      failed |= run_config(&configs[i], threads, steps, with_torch);
+  for (int i = 0; i < N_CONFIGS; i++) {
+    if (only && strcmp(configs[i].name, only) != 0) continue;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) _exit(run_config(&configs[i], threads, steps, with_torch));
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      if (pid < 0) fprintf(stderr, "bench_step: fork failed\n");
+      failed = 1;
+    }
+  }
   return failed;
 }

@@ -13,15 +13,17 @@ positions, then dropout; token 0 is padding. The batch is random tokens with
 a little padding, drawn as bench/step.c draws it (same lengths rule, not the
 same numbers).
 
-Prints one line: `torch config=mt_toy_b64 threads=N ms_per_step=.. (median of R)`.
+Prints one line (bench/ref/step_timer.py): `torch config=mt_toy_b64
+threads=N ms_per_step=.. peak_mb=.. (median of R)`.
 Run with Debian's python3-torch: /usr/bin/python3 bench/ref/mt_step.py --threads 2
 """
 import argparse
 import math
-import time
 
 import torch
 import torch.nn as nn
+
+from step_timer import report
 
 CONFIGS = {
     # name: (vocab, d_model, layers, heads, ff, src_len, tgt_len, batch)
@@ -89,21 +91,16 @@ def main():
     g = torch.Generator().manual_seed(1)
     src = padded_batch(B, S, V, g)
     tgt = padded_batch(B, T + 1, V, g)
-    times = []
-    for i in range(args.warmup + args.steps):
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=False)
         logits = model(src, tgt[:, :-1])
         loss = loss_fn(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if i >= args.warmup:
-            times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    print(f"torch config={args.config} threads={args.threads} "
-          f"ms_per_step={times[len(times) // 2]:.1f} (median of {len(times)})",
-          flush=True)
+
+    report(args.config, args.threads, args.steps, step, args.warmup)
 
 
 if __name__ == "__main__":

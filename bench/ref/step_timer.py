@@ -1,0 +1,60 @@
+"""What bench/ref's PyTorch twins share: timing a training step, measuring
+its peak tensor memory, and printing the line bench/step.c parses:
+
+  torch config=NAME threads=N ms_per_step=.. peak_mb=.. (median of R)
+
+peak_mb is the high-water mark of live CPU tensor memory during one step,
+above what is live when the step starts (parameters, grads, optimizer
+state, the batch): activations, autograd buffers and temporaries, the
+counterpart of ctrain's step-arena peak. tracemalloc cannot see tensor
+storage and the process RSS hides it behind the allocator's caching, so it
+is read from the PyTorch profiler's allocation events ([memory] records:
+bytes allocated, negative when freed), summed in time order. That needs
+the profiler's raw event list; where a torch build lacks it peak_mb prints
+as "na". The profiled step runs after the timed ones and is not timed.
+"""
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+def median_ms(step, warmup, steps):
+    """Runs step() warmup + steps times; the median of the timed steps' ms."""
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        step()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def peak_step_mb(step):
+    """Runs step() once under the profiler; its peak MiB above the start, or
+    None where the profiler's raw events are not available."""
+    with profile(activities=[ProfilerActivity.CPU],
+                 profile_memory=True) as prof:
+        step()
+    try:
+        events = prof.profiler.kineto_results.events()
+        mem = [(e.start_us(), e.nbytes()) for e in events
+               if e.name() == "[memory]"]
+    except AttributeError:
+        return None
+    mem.sort(key=lambda t: t[0])  # stable: same-microsecond records keep order
+    live = peak = 0
+    for _, nbytes in mem:
+        live += nbytes
+        peak = max(peak, live)
+    return peak / 2**20
+
+
+def report(config, threads, steps, step, warmup=3):
+    """Times step(), measures its peak memory, prints bench/step.c's line."""
+    ms = median_ms(step, warmup, steps)
+    peak = peak_step_mb(step)
+    peak_s = "na" if peak is None else f"{peak:.1f}"
+    print(f"torch config={config} threads={threads} ms_per_step={ms:.1f} "
+          f"peak_mb={peak_s} (median of {steps})", flush=True)
