@@ -3,10 +3,10 @@
 // size, not blank, series colors present; empty, NaN and one-point series).
 #include "core/error.h"
 #include "tests/harness.h"
+#include "tests/png_read.h"
 #include "train/jsonl.h"
 #include "train/plot.h"
 
-#include <png.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -146,24 +146,6 @@ static void test_jsonl_file(void) {
   CHECK(ct_jsonl_read(missing, &d) == CT_ERR_IO, "missing file");
   snprintf(want, sizeof want, "%s: cannot open: No such file or directory", missing);
   CHECK(!strcmp(ct_last_error(), want), "'%s'", ct_last_error());
-}
-
-// Reads a PNG back as RGB; returns NULL on failure.
-static uint8_t *png_load(const char *path, int *w, int *h) {
-  png_image img;
-  memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_file(&img, path)) return NULL;
-  img.format = PNG_FORMAT_RGB;
-  uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
-  if (!buf || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
-    free(buf);
-    png_image_free(&img);
-    return NULL;
-  }
-  *w = (int)img.width;
-  *h = (int)img.height;
-  return buf;
 }
 
 // Counts pixels of one color and pixels that are not white.

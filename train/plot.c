@@ -1,6 +1,7 @@
-// Line charts rendered into an RGB buffer and saved as PNG.
+// Line charts, confusion matrices and attention overlays rendered into an RGB
+// buffer and saved as PNG.
 //
-// Layout of one panel (width W, height H): the title on top, the plot area
+// Layout of one chart panel (width W, height H): the title on top, the plot area
 // framed in the middle, y tick labels on its left, x tick labels and the x
 // label below it, the legend in its top-right corner.
 #include "train/plot.h"
@@ -137,6 +138,15 @@ static const uint8_t font5x7[95][7] = {
   {0x00, 0x00, 0x08, 0x15, 0x02, 0x00, 0x00},  // ~
 };
 
+// Allocates a white canvas; false when out of memory.
+static bool canvas_alloc(canvas *c, int w, int h) {
+  c->w = w;
+  c->h = h;
+  c->rgb = malloc((size_t)w * (size_t)h * 3);
+  if (c->rgb) memset(c->rgb, 255, (size_t)w * (size_t)h * 3);
+  return c->rgb != NULL;
+}
+
 static void pixel_set(canvas *c, int x, int y, rgb col) {
   if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
   uint8_t *p = c->rgb + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
@@ -187,6 +197,35 @@ static void text_draw(canvas *c, int x, int y, const char *s, int scale, rgb col
           rect_fill(c, x + b * scale, y + drop + r * scale, x + b * scale + scale - 1,
                     y + drop + r * scale + scale - 1, col);
   }
+}
+
+// Copies the longest prefix of `s` that is at most `max_px` wide at `scale`
+// (and fits `size`) into buf.
+static void text_fit(char *buf, size_t size, const char *s, int max_px, int scale) {
+  size_t n = 0;
+  while (s[n] && n + 1 < size && (int)(n + 1) * GLYPH_ADVANCE * scale - scale <= max_px) n++;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+}
+
+// Draws `s` turned a quarter turn counter-clockwise, reading upwards: the
+// tops of the glyphs face left at column x, the first glyph ends at row y.
+static void text_draw_up(canvas *c, int x, int y, const char *s, int scale, rgb col) {
+  int w = text_width(s, scale), h = (GLYPH_H + 2) * scale;  // + 2: the tails of g, p, q, y
+  if (w < 1) return;
+  canvas t;
+  if (!canvas_alloc(&t, w, h)) return;
+  text_draw(&t, 0, 0, s, scale, black);
+  for (int v = 0; v < h; v++)
+    for (int u = 0; u < w; u++)
+      if (t.rgb[((size_t)v * (size_t)w + (size_t)u) * 3] == 0) pixel_set(c, x + v, y - u, col);
+  free(t.rgb);
+}
+
+// (1 - t) * a + t * b per channel, t in [0, 1].
+static rgb rgb_mix(rgb a, rgb b, double t) {
+  return (rgb){(uint8_t)lround(a.r + t * (b.r - a.r)), (uint8_t)lround(a.g + t * (b.g - a.g)),
+               (uint8_t)lround(a.b + t * (b.b - a.b))};
 }
 
 // ---- axes ----
@@ -397,7 +436,8 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
 // ---- PNG output ----
 
 typedef struct png_job {
-  const canvas *c;
+  const uint8_t *rgb;  // w * h * 3
+  int w, h;
   char message[256];
 } png_job;
 
@@ -412,34 +452,45 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
   (void)msg;
 }
 
-static ct_status canvas_png_write(FILE *f, const char *path, void *ctx) {
+static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   png_job *job = ctx;
-  const canvas *c = job->c;
-  png_bytep *rows = malloc((size_t)c->h * sizeof *rows);
-  if (!rows) return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
-  for (int y = 0; y < c->h; y++) rows[y] = c->rgb + (size_t)y * (size_t)c->w * 3;
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, job, png_on_error,
                                             png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!png || !info) {
     png_destroy_write_struct(&png, NULL);
-    free(rows);
     return ct_error(CT_ERR_NOMEM, "%s: cannot start the PNG encoder", path);
   }
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
-    free(rows);
     return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path, job->message);
   }
   png_init_io(png, f);
-  png_set_IHDR(png, info, (png_uint_32)c->w, (png_uint_32)c->h, 8, PNG_COLOR_TYPE_RGB,
+  png_set_IHDR(png, info, (png_uint_32)job->w, (png_uint_32)job->h, 8, PNG_COLOR_TYPE_RGB,
                PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  png_write_image(png, rows);
+  for (int y = 0; y < job->h; y++) png_write_row(png, job->rgb + (size_t)y * (size_t)job->w * 3);
   png_write_end(png, NULL);
   png_destroy_write_struct(&png, &info);
-  free(rows);
   return CT_OK;
+}
+
+ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_t *rgb) {
+  if (!path) return ct_error(CT_ERR_ARG, "png: no path");
+  if (!rgb) return ct_error(CT_ERR_ARG, "%s: no pixels", path);
+  if (width < 1 || width > CT_PNG_MAX_SIDE || height < 1 || height > CT_PNG_MAX_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, width, height,
+                    CT_PNG_MAX_SIDE);
+  png_job job = {rgb, width, height, ""};
+  return ct_file_write_atomic(path, rgb_png_write, &job);
+}
+
+// Saves the canvas as `path` and frees it.
+static ct_status canvas_save(canvas *c, const char *path) {
+  ct_status st = ct_png_write_rgb(path, c->w, c->h, c->rgb);
+  free(c->rgb);
+  c->rgb = NULL;
+  return st;
 }
 
 ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts, int n_charts,
@@ -455,15 +506,189 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts, int n
       if (se->n < 0 || (se->n > 0 && (!se->x || !se->y)))
         return ct_error(CT_ERR_ARG, "%s: series %d of chart %d has no data arrays", path, s, k);
     }
-  canvas c = {NULL, width, height * n_charts};
-  c.rgb = malloc((size_t)c.w * (size_t)c.h * 3);
-  if (!c.rgb) return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, c.w, c.h);
-  memset(c.rgb, 255, (size_t)c.w * (size_t)c.h * 3);
+  canvas c;
+  if (!canvas_alloc(&c, width, height * n_charts))
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, c.w, c.h);
   for (int k = 0; k < n_charts; k++) panel_draw(&c, k * height, width, height, &charts[k]);
-  png_job job = {&c, ""};
-  ct_status st = ct_file_write_atomic(path, canvas_png_write, &job);
-  free(c.rgb);
-  return st;
+  return canvas_save(&c, path);
+}
+
+// ---- confusion matrix ----
+
+// Cell side in pixels for K classes: room for a count up to K = 20, then
+// shrinking so that the grid stays at most 2000 px across.
+static int confusion_cell(int k) {
+  return k <= 10 ? 40 : k <= 20 ? 28 : k <= 50 ? 14 : k <= 100 ? 8 : k <= 200 ? 4 : 2;
+}
+
+// A count that fits `max_px` at scale 1, in thousands, millions, ... if needed
+// ("12345" -> "12k"); "" when not even that fits.
+static void count_label(char *buf, size_t size, int64_t count, int max_px) {
+  static const char suffix[] = " kMGTPE";
+  for (int k = 0; k < 7; k++, count /= 1000) {
+    if (k == 0) snprintf(buf, size, "%lld", (long long)count);
+    else snprintf(buf, size, "%lld%c", (long long)count, suffix[k]);
+    if (text_width(buf, 1) <= max_px) return;
+  }
+  buf[0] = '\0';
+}
+
+// The label of class i: its name cut to `max_chars`, or its index.
+static void class_label(char *buf, size_t size, const char *const *names, int i, int max_chars) {
+  if (names && names[i]) snprintf(buf, size, "%.*s", max_chars, names[i]);
+  else snprintf(buf, size, "%d", i);
+}
+
+ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t *counts,
+                                const char *const *class_names, const char *title) {
+  enum { M = 10, NAME_CHARS = 16, TITLE_CHARS = 200 };
+  static const rgb dark_blue = {8, 48, 107};  // the end of matplotlib's "Blues"
+  if (!path) return ct_error(CT_ERR_ARG, "confusion plot: no path");
+  int K = num_classes;
+  if (K < 1 || K > CT_PLOT_MAX_CLASSES)
+    return ct_error(CT_ERR_ARG, "%s: need 1..%d classes, got %d", path, CT_PLOT_MAX_CLASSES, K);
+  if (!counts) return ct_error(CT_ERR_ARG, "%s: no counts", path);
+  for (int64_t i = 0; i < (int64_t)K * K; i++)
+    if (counts[i] < 0)
+      return ct_error(CT_ERR_ARG, "%s: negative count %lld for true class %lld, predicted %lld",
+                      path, (long long)counts[i], (long long)(i / K), (long long)(i % K));
+
+  // Each class gets a label when a cell is at least a text line high;
+  // smaller cells get index labels every `every` classes, about 40 px apart.
+  int cell = confusion_cell(K), every = 1;
+  if (cell < 14) {
+    static const int steps[] = {5, 10, 20, 50, 100, 200, 500};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
+      if ((every = steps[k]) * cell >= 40) break;
+  }
+  const char *const *names = cell >= 14 ? class_names : NULL;
+  char label[64], title_buf[TITLE_CHARS + 1];
+  snprintf(title_buf, sizeof title_buf, "%s", title ? title : "confusion matrix");
+  int label_w = 0;
+  for (int i = 0; i < K; i += every) {
+    class_label(label, sizeof label, names, i, NAME_CHARS);
+    if (text_width(label, 1) > label_w) label_w = text_width(label, 1);
+  }
+
+  // From the top: the title (14 px high at scale 2), "predicted", the column
+  // labels, the grid. From the left: "true" (turned), the row labels, the grid.
+  int side = K * cell, gy = M + 50, gx = M + 7 + 8 + label_w + 6;
+  int W = gx + side + M, H = gy + side + M;
+  if (text_width(title_buf, 2) + 2 * M > W) W = text_width(title_buf, 2) + 2 * M;
+  canvas c;
+  if (!canvas_alloc(&c, W, H))
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, W, H);
+  text_draw(&c, (W - text_width(title_buf, 2)) / 2, M, title_buf, 2, black);
+  text_draw(&c, gx + (side - text_width("predicted", 1)) / 2, M + 24, "predicted", 1, gray);
+  text_draw_up(&c, M, gy + (side + text_width("true", 1)) / 2, "true", 1, gray);
+
+  for (int i = 0; i < K; i++) {
+    double total = 0;  // in double: a sum of int64 counts could overflow
+    for (int j = 0; j < K; j++) total += (double)counts[(size_t)i * K + j];
+    for (int j = 0; j < K; j++) {
+      int64_t n = counts[(size_t)i * K + j];
+      double f = total > 0 ? (double)n / total : 0;
+      int x = gx + j * cell, y = gy + i * cell;
+      rect_fill(&c, x, y, x + cell - 1, y + cell - 1, rgb_mix(white, dark_blue, f));
+      if (cell < 28) continue;
+      count_label(label, sizeof label, n, cell - 4);
+      text_draw(&c, x + (cell - text_width(label, 1)) / 2, y + (cell - GLYPH_H) / 2, label, 1,
+                f > 0.5 ? white : black);
+    }
+  }
+  if (cell >= 14)  // light lines between the cells
+    for (int k = 1; k < K; k++) {
+      rect_fill(&c, gx + k * cell, gy, gx + k * cell, gy + side - 1, grid);
+      rect_fill(&c, gx, gy + k * cell, gx + side - 1, gy + k * cell, grid);
+    }
+  for (int i = 0; i < K; i += every) {
+    int mid = i * cell + cell / 2;
+    class_label(label, sizeof label, names, i, NAME_CHARS);
+    text_draw(&c, gx - 6 - text_width(label, 1), gy + mid - 3, label, 1, black);
+    // Column labels: names cut to the cell width when they fit, else indices.
+    if (names && names[i] && cell >= 28) text_fit(label, sizeof label, names[i], cell - 2, 1);
+    else snprintf(label, sizeof label, "%d", i);
+    text_draw(&c, gx + mid - text_width(label, 1) / 2, gy - 12, label, 1, black);
+    if (every > 1) {
+      rect_fill(&c, gx - 3, gy + mid, gx - 1, gy + mid, black);
+      rect_fill(&c, gx + mid, gy - 3, gx + mid, gy - 1, black);
+    }
+  }
+  rect_frame(&c, gx - 1, gy - 1, gx + side, gy + side, gray);
+  return canvas_save(&c, path);
+}
+
+// ---- attention maps ----
+
+// A map value clamped to [0, 1]; NaN counts as 0.
+static double map_at(const float *map, int gw, int y, int x) {
+  float v = map[(size_t)y * (size_t)gw + (size_t)x];
+  return v > 0 ? fmin(v, 1.0) : 0.0;
+}
+
+// The map value at output pixel (py, px) of a ph x pw panel: bilinear between
+// grid cell centers (half-pixel centers, edges clamped, like an image resize).
+static double map_sample(const float *map, int gh, int gw, int py, int px, int ph, int pw) {
+  double gy = (py + 0.5) * gh / ph - 0.5, gx = (px + 0.5) * gw / pw - 0.5;
+  gy = gy < 0 ? 0 : gy > gh - 1 ? gh - 1 : gy;
+  gx = gx < 0 ? 0 : gx > gw - 1 ? gw - 1 : gx;
+  int y0 = (int)gy, x0 = (int)gx, y1 = y0 + 1 < gh ? y0 + 1 : y0, x1 = x0 + 1 < gw ? x0 + 1 : x0;
+  double ty = gy - y0, tx = gx - x0;
+  return (1 - ty) * ((1 - tx) * map_at(map, gw, y0, x0) + tx * map_at(map, gw, y0, x1)) +
+         ty * ((1 - tx) * map_at(map, gw, y1, x0) + tx * map_at(map, gw, y1, x1));
+}
+
+ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *images,
+                                int channels, int height, int width, const float *const *maps,
+                                int grid_h, int grid_w, const char *const *captions) {
+  enum { M = 10, CAPTION = 20, PER_ROW = 8 };
+  static const double opacity = 0.6;  // of the heat color where the map is 1
+  if (!path) return ct_error(CT_ERR_ARG, "attention plot: no path");
+  if (n < 1 || n > CT_PLOT_MAX_PANELS)
+    return ct_error(CT_ERR_ARG, "%s: need 1..%d images, got %d", path, CT_PLOT_MAX_PANELS, n);
+  if (channels != 1 && channels != 3)
+    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path, channels);
+  if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
+      width > CT_PLOT_MAX_IMAGE_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, height, width,
+                    CT_PLOT_MAX_IMAGE_SIDE);
+  if (grid_h < 1 || grid_h > CT_PLOT_MAX_IMAGE_SIDE || grid_w < 1 ||
+      grid_w > CT_PLOT_MAX_IMAGE_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: attention grid %dx%d outside 1..%d", path, grid_h, grid_w,
+                    CT_PLOT_MAX_IMAGE_SIDE);
+  if (!images || !maps) return ct_error(CT_ERR_ARG, "%s: no %s", path, images ? "maps" : "images");
+  for (int k = 0; k < n; k++)
+    if (!images[k] || !maps[k])
+      return ct_error(CT_ERR_ARG, "%s: %s %d is NULL", path, images[k] ? "map" : "image", k);
+
+  int longer = height > width ? height : width, scale = longer < 224 ? 224 / longer : 1;
+  int ph = height * scale, pw = width * scale;
+  int cols = n < PER_ROW ? n : PER_ROW, rows = (n + PER_ROW - 1) / PER_ROW;
+  int W = 2 * M + cols * pw + (cols - 1) * M, H = 2 * M + rows * (ph + CAPTION) + (rows - 1) * M;
+  canvas c;
+  if (!canvas_alloc(&c, W, H))
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, W, H);
+  size_t plane = (size_t)height * (size_t)width;
+  for (int k = 0; k < n; k++) {
+    int x0 = M + (k % PER_ROW) * (pw + M), y0 = M + (k / PER_ROW) * (ph + CAPTION + M);
+    const uint8_t *img = images[k];
+    for (int py = 0; py < ph; py++)
+      for (int px = 0; px < pw; px++) {
+        size_t at = (size_t)(py / scale) * (size_t)width + (size_t)(px / scale);
+        rgb p = channels == 1 ? (rgb){img[at], img[at], img[at]}
+                              : (rgb){img[at], img[plane + at], img[2 * plane + at]};
+        // Heat runs from red (low) to yellow (high); out = (1 - 0.6a) p + 0.6a heat(a).
+        double a = map_sample(maps[k], grid_h, grid_w, py, px, ph, pw);
+        rgb heat = {255, (uint8_t)lround(255 * a), 0};
+        pixel_set(&c, x0 + px, y0 + py, rgb_mix(p, heat, opacity * a));
+      }
+    if (captions && captions[k]) {
+      char text[128];
+      text_fit(text, sizeof text, captions[k], pw, 1);
+      text_draw(&c, x0 + (pw - text_width(text, 1)) / 2, y0 + ph + 6, text, 1, black);
+    }
+  }
+  return canvas_save(&c, path);
 }
 
 // ---- charts from metrics.jsonl ----

@@ -1,4 +1,5 @@
-// PNG line charts of training metrics, drawn from scratch (libpng only).
+// PNG line charts of training metrics, confusion matrices and attention-map
+// overlays, drawn from scratch (libpng only).
 //
 // A chart has a title, axes with tick labels, light grid lines, one colored
 // line per series and a legend; text uses a built-in 5x7 bitmap font. Axes
@@ -16,6 +17,9 @@
 //   lr.png       training "lr"
 //   metrics.png  one panel per other numeric evaluation field (bleu, acc,
 //                ...), one series per "split"
+//
+// ct_plot_confusion_png and ct_plot_attention_png draw a classifier's
+// evaluation: a confusion heat map, and images with the attention they got.
 //
 // Not here: anti-aliasing, scatter/bar plots, y-axis titles, fonts.
 #ifndef CT_TRAIN_PLOT_H
@@ -41,7 +45,14 @@ typedef struct ct_plot_chart {
   bool log_y;           // log10 y axis; values <= 0 are skipped
 } ct_plot_chart;
 
-enum { CT_PLOT_WIDTH = 800, CT_PLOT_HEIGHT = 400 };
+enum {
+  CT_PLOT_WIDTH = 800,
+  CT_PLOT_HEIGHT = 400,
+  CT_PNG_MAX_SIDE = 1000000,      // libpng's limit on a side
+  CT_PLOT_MAX_CLASSES = 1000,     // of a confusion matrix
+  CT_PLOT_MAX_PANELS = 64,        // images in one attention figure
+  CT_PLOT_MAX_IMAGE_SIDE = 512,   // of each of those images and of its map
+};
 
 // Draws the charts stacked vertically (each width x height pixels, 64..8192)
 // into one RGB PNG at `path`. Errors name the path.
@@ -52,5 +63,43 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts,
 // metrics.jsonl (see above). A note such as a skipped truncated last line
 // is copied to `warning` ("" when none).
 ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size);
+
+// Writes an 8-bit RGB PNG atomically: rgb holds height rows of width pixels
+// of 3 bytes (row-major), 1..CT_PNG_MAX_SIDE each way. Errors name the path.
+ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_t *rgb);
+
+// Draws a confusion matrix of K = num_classes (1..CT_PLOT_MAX_CLASSES)
+// classes: counts (K,K), row = true class, column = predicted class, all >= 0.
+// A cell is shaded from white to dark blue by its fraction of the row (the
+// recall of the true class on the diagonal; a row without samples is white).
+// Cells are 40 px for K <= 10, 28 for K <= 20, 14 for K <= 50, 8 for
+// K <= 100, 4 for K <= 200, then 2, so K = 1000 gives a 2000 px grid. Cells
+// of 28 px or more show their count (12k, 3M when long); cells of 14 px or
+// more get labels per class: the names on the left (up to 16 characters),
+// the names cut to the cell width on top (indices for 14 px cells); smaller
+// cells get index labels every 5, 10, 20, ... classes. class_names (K
+// entries) may be NULL, and so may any entry: indices stand in. The title
+// (NULL: "confusion matrix") goes on top, e.g. "confusion matrix, test,
+// accuracy 91.23%", with the captions "predicted" over the columns and
+// "true" beside the rows. Errors name the path; nothing is written then.
+ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t *counts,
+                                const char *const *class_names, const char *title);
+
+// Draws n (1..CT_PLOT_MAX_PANELS) images with their attention maps, one
+// panel per image, in rows of up to 8 panels with 10 px margins. images[k]
+// is u8 (C,H,W) with C = channels (1 gray, 3 RGB) and H, W = height, width
+// (1..CT_PLOT_MAX_IMAGE_SIDE). A panel is the image upscaled by the largest
+// whole factor that keeps its longer side within 224 px (at least 1),
+// nearest neighbour. maps[k] is (grid_h, grid_w), row-major, values in
+// [0, 1] (others are clamped, NaN reads as 0); it is upsampled bilinearly
+// over the panel, cell values at cell centers, and blended over the image as
+//   out = (1 - 0.6 a) pixel + 0.6 a heat(a),  heat(a) = (255, 255 a, 0),
+// red where attention is weak, yellow where strong, the plain image where it
+// is 0. captions[k] (e.g. "coat 97.1%", cut to the panel width) goes in a
+// 20 px band under panel k; captions or any entry may be NULL. Errors name
+// the path; nothing is written then.
+ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *images,
+                                int channels, int height, int width, const float *const *maps,
+                                int grid_h, int grid_w, const char *const *captions);
 
 #endif
