@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "autograd/ops.h"
 #include "autograd/tape.h"
@@ -389,8 +390,25 @@ static ct_status check_config(const ct_config *cfg) {
 
 static ct_status open_teacher(classification *c, const ct_config *cfg) {
   const char *path = ct_config_str(cfg, "model", "teacher");
+  // A run folder stands for its newest valid checkpoint.
+  struct stat sb;
+  ct_ckpt_latest latest = {0};
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    if (ct_ckpt_find_latest(path, &latest) != CT_OK || !latest.path) {
+      ct_ckpt_latest_free(&latest);
+      return ct_error(CT_ERR_IO, "[model] teacher = %s: no valid checkpoint in "
+                      "this run folder", path);
+    }
+    path = latest.path;
+  }
   ct_status st = ct_run_model_open(&c->teacher, path, CT_TASK_MODEL_ONLY);
   c->has_teacher = true;
+  if (st == CT_OK)
+    fprintf(stderr, "ctrain: teacher %s (%s, step %lld)\n", path,
+            ct_config_str(c->teacher.cfg, "model", "arch"),
+            (long long)c->teacher.state.step);
+  ct_ckpt_latest_free(&latest);
+  path = ct_config_str(cfg, "model", "teacher");
   if (st != CT_OK)
     return ct_error(st, "[model] teacher: %s", ct_last_error());
   if (c->teacher.task.ops != &ct_task_classification)

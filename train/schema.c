@@ -105,7 +105,8 @@ static const ct_config_key schema[] = {
   {"model", "blocks", CT_CONFIG_INT, "2", NULL,
    "resnet: residual blocks per stage"},
   {"model", "teacher", CT_CONFIG_STRING, "", NULL,
-   "deit: checkpoint of the teacher (a classification run), for distillation"},
+   "deit: the teacher, a classification checkpoint or run folder (its newest "
+   "checkpoint), for distillation"},
   {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width"},
   {"model", "heads", CT_CONFIG_INT, "8", NULL, "attention heads"},
   {"model", "ff", CT_CONFIG_INT, "1024", NULL, "feed-forward width"},
