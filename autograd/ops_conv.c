@@ -1,0 +1,739 @@
+// Convolution, batch norm and pooling on NCHW tensors, forward and backward
+// (see conv.h for the semantics).
+//
+// conv2d is im2col + gemm. A chunk of nb images is unfolded into columns:
+// image i's cols_i (K,P) holds, in row k = (c, ki, kj), the input value each
+// of the P = Ho*Wo output positions sees at that kernel offset (K = C*kh*kw).
+//   forward   y_i (O,P)     = w (O,K) cols_i (K,P)       (batched, w shared)
+//   input     dcols_i (K,P) = w^T (K,O) dy_i (O,P), folded back by col2im
+//   weight    dw^T (K,O)   += cols (K,nb*P) dyT^T         (one gemm per chunk)
+// For the weight gradient the chunk's columns are laid out side by side,
+// cols (K, nb*P), and dy likewise as dyT (O, nb*P): one product with a long
+// inner dim instead of nb short ones. It computes dw^T, whose K rows split
+// well over threads (dw has only O), and adds it transposed at the end.
+// Chunks are bounded (CONV_SCRATCH_FLOATS), so memory does not grow with the
+// batch and the columns stay in cache for the gemm that reads them. The
+// columns are recomputed in backward instead of saved.
+//
+// Determinism: gemm never splits its inner dim; im2col is a copy; col2im
+// gives each (image, channel) plane to one thread, which adds the kernel
+// offsets in a fixed order; the weight gradient adds chunks in image order,
+// and the chunk size depends on the shapes only. Batch norm and pooling split
+// work by channel or plane, and every per-channel sum runs in one fixed order
+// (LANES interleaved double partial sums), whatever the thread count.
+#include "autograd/conv.h"
+
+#include "autograd/op_util.h"
+#include "core/arena.h"
+#include "core/gemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Below this many elements a loop runs on the calling thread.
+enum { PAR_MIN_WORK = 1 << 15 };
+
+// ---- shared helpers -----------------------------------------------------------
+
+// Per-channel sums keep LANES partial sums in double, element j going to lane
+// j % LANES of its row, then add the lanes in a fixed order: one order for
+// any thread count, and a loop the compiler can vectorize.
+enum { LANES = 8 };
+
+static inline void lanes_add(double acc[LANES], const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+  for (int j = 0; i + j < n; j++) acc[j] += x[i + j];
+}
+
+// acc += (x - mean)^2
+static inline void lanes_add_sq_dev(double acc[LANES], const float *x,
+                                    int64_t n, double mean) {
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      double d = x[i + j] - mean;
+      acc[j] += d * d;
+    }
+  for (int j = 0; i + j < n; j++) {
+    double d = x[i + j] - mean;
+    acc[j] += d * d;
+  }
+}
+
+// acc += g * (x - mean)
+static inline void lanes_add_dot_dev(double acc[LANES], const float *g,
+                                     const float *x, int64_t n, double mean) {
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += g[i + j] * (x[i + j] - mean);
+  for (int j = 0; i + j < n; j++) acc[j] += g[i + j] * (x[i + j] - mean);
+}
+
+static inline double lanes_total(const double acc[LANES]) {
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// out[c] += sum over n and s < S of x[(n*C + c)*S + s]: the gradient of a
+// per-channel broadcast. Channels run in parallel, each in a fixed order.
+static void add_channel_sums(float *out, const float *x, int64_t N, int64_t C,
+                             int64_t S) {
+#pragma omp parallel for schedule(static) if (N * C * S >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < C; c++) {
+    double acc[LANES] = {0};
+    for (int64_t n = 0; n < N; n++) lanes_add(acc, x + (n * C + c) * S, S);
+    out[c] += (float)lanes_total(acc);
+  }
+}
+
+static bool check_nchw(const char *op, const ct_tensor *x) {
+  if (!ct_check_f32(op, x, "input")) return false;
+  if (x->ndim == 4) return true;
+  ct_error(CT_ERR_SHAPE, "%s: input must be (N, C, H, W), got %s", op,
+           ct_shape_of(x));
+  return false;
+}
+
+// A per-channel parameter must be f32 (C).
+static bool check_channel_param(const char *op, const ct_tensor *p,
+                                const ct_tensor *x, int64_t C,
+                                const char *what) {
+  if (!ct_check_f32(op, p, what)) return false;
+  if (p->ndim == 1 && p->shape[0] == C) return true;
+  ct_error(CT_ERR_SHAPE, "%s: %s must be (%lld) for input %s, got %s", op,
+           what, (long long)C, ct_shape_of(x), ct_shape_of(p));
+  return false;
+}
+
+// ---- conv2d -------------------------------------------------------------------
+
+typedef struct conv_geom {
+  int64_t N, C, H, W;    // input
+  int64_t O, kh, kw;     // weight (O, C, kh, kw)
+  int64_t Ho, Wo;        // output
+  int64_t stride, pad;
+  int64_t K, P;          // C*kh*kw column rows, Ho*Wo columns per image
+} conv_geom;
+
+// The column buffers of one chunk hold at most this many floats (2 MB)
+// unless one image alone needs more: small enough to stay in cache between
+// im2col and the gemm that reads them.
+enum { CONV_SCRATCH_FLOATS = 1 << 19 };
+
+// One scratch area per thread, grown on demand and kept: steady-state
+// training allocates nothing. A forward that records reserves what its
+// backward will need, so backward (which cannot fail) never allocates.
+static _Thread_local float *conv_scratch;
+static _Thread_local size_t conv_scratch_cap;  // floats
+
+static float *scratch_reserve(size_t floats) {
+  if (floats > conv_scratch_cap) {
+    size_t cap = (floats + 15) & ~(size_t)15;  // a multiple of 64 bytes
+    float *p = aligned_alloc(64, cap * sizeof(float));
+    if (!p) {
+      ct_error(CT_ERR_NOMEM, "conv2d: out of memory for %zu column floats",
+               floats);
+      return NULL;
+    }
+    free(conv_scratch);
+    conv_scratch = p;
+    conv_scratch_cap = cap;
+  }
+  return conv_scratch;
+}
+
+// Images per chunk when each needs `per_image` floats of scratch.
+static int64_t chunk_images(const conv_geom *g, int64_t per_image) {
+  int64_t nb = CONV_SCRATCH_FLOATS / (per_image > 0 ? per_image : 1);
+  if (nb > g->N) nb = g->N;
+  return nb < 1 ? 1 : nb;
+}
+// Forward: the columns. Backward: the columns (dcols, then cols) and dyT.
+static int64_t forward_chunk(const conv_geom *g) {
+  return chunk_images(g, g->K * g->P);
+}
+static int64_t backward_chunk(const conv_geom *g) {
+  return chunk_images(g, (g->K + g->O) * g->P);
+}
+// Backward's scratch: dw^T (K,O), then a chunk's columns and dyT.
+static size_t backward_scratch(const conv_geom *g) {
+  return (size_t)(g->K * g->O + backward_chunk(g) * (g->K + g->O) * g->P);
+}
+
+static bool conv_is_pointwise(const conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
+}
+
+static inline int64_t ceil_div_pos(int64_t a, int64_t b) {
+  return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+// The outputs o in [*lo, *hi) whose input coordinate o*stride - pad + off
+// lies inside [0, size); the others read padding.
+static inline void valid_outputs(int64_t size, int64_t out, int64_t stride,
+                                 int64_t pad, int64_t off, int64_t *lo,
+                                 int64_t *hi) {
+  *lo = ceil_div_pos(pad - off, stride);
+  *hi = ceil_div_pos(size + pad - off, stride);
+  if (*hi > out) *hi = out;
+  if (*lo > *hi) *lo = *hi;
+}
+
+// Where image i's column row k starts: cols + k*row_stride + i*image_stride.
+// Per-image blocks (K,P): row_stride P, image_stride K*P. Side by side
+// (K, nb*P): row_stride nb*P, image_stride P.
+typedef struct col_layout {
+  int64_t row_stride, image_stride;
+} col_layout;
+
+static col_layout per_image_layout(const conv_geom *g) {
+  return (col_layout){g->P, g->K * g->P};
+}
+static col_layout side_by_side_layout(const conv_geom *g, int64_t nb) {
+  return (col_layout){nb * g->P, g->P};
+}
+
+// x: nb images (C,H,W) -> their columns: row k = (c, ki, kj), column
+// oh*Wo + ow holds x_i[c][oh*s - pad + ki][ow*s - pad + kj] (0 outside).
+static void im2col(const conv_geom *g, const float *x, int64_t nb,
+                   col_layout l, float *cols) {
+  const int64_t khw = g->kh * g->kw, HW = g->H * g->W;
+  const int64_t Ho = g->Ho, Wo = g->Wo, s = g->stride, pad = g->pad;
+#pragma omp parallel for collapse(2) schedule(static) \
+    if (g->K * nb * g->P >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < nb; i++) {
+    for (int64_t k = 0; k < g->K; k++) {
+      const int64_t c = k / khw, ki = k % khw / g->kw, kj = k % g->kw;
+      const float *plane = x + (i * g->C + c) * HW;
+      float *dst = cols + k * l.row_stride + i * l.image_stride;
+      int64_t oh0, oh1, ow0, ow1;
+      valid_outputs(g->H, Ho, s, pad, ki, &oh0, &oh1);
+      valid_outputs(g->W, Wo, s, pad, kj, &ow0, &ow1);
+      memset(dst, 0, (size_t)(oh0 * Wo) * sizeof(float));
+      for (int64_t oh = oh0; oh < oh1; oh++) {
+        float *d = dst + oh * Wo;
+        const float *src = plane + (oh * s - pad + ki) * g->W + ow0 * s - pad + kj;
+        for (int64_t ow = 0; ow < ow0; ow++) d[ow] = 0.0f;
+        if (s == 1) {  // a plain loop: rows are too short for memcpy calls
+          for (int64_t ow = ow0; ow < ow1; ow++) d[ow] = src[ow - ow0];
+        } else {
+          for (int64_t ow = ow0; ow < ow1; ow++) d[ow] = src[(ow - ow0) * s];
+        }
+        for (int64_t ow = ow1; ow < Wo; ow++) d[ow] = 0.0f;
+      }
+      memset(dst + oh1 * Wo, 0, (size_t)((Ho - oh1) * Wo) * sizeof(float));
+    }
+  }
+}
+
+// The adjoint of im2col: dx (nb images) += per-image columns folded back.
+// Each (image, channel) plane is one task adding its kernel offsets in
+// (ki, kj) order.
+static void col2im_add(const conv_geom *g, const float *cols, int64_t nb,
+                       float *dx) {
+  const int64_t HW = g->H * g->W, KP = g->K * g->P;
+  const int64_t Wo = g->Wo, s = g->stride, pad = g->pad;
+#pragma omp parallel for collapse(2) schedule(static) \
+    if (nb * KP >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < nb; i++) {
+    for (int64_t c = 0; c < g->C; c++) {
+      float *plane = dx + (i * g->C + c) * HW;
+      for (int64_t ki = 0; ki < g->kh; ki++) {
+        int64_t oh0, oh1;
+        valid_outputs(g->H, g->Ho, s, pad, ki, &oh0, &oh1);
+        for (int64_t kj = 0; kj < g->kw; kj++) {
+          int64_t ow0, ow1;
+          valid_outputs(g->W, Wo, s, pad, kj, &ow0, &ow1);
+          const float *src =
+              cols + i * KP + ((c * g->kh + ki) * g->kw + kj) * g->P;
+          for (int64_t oh = oh0; oh < oh1; oh++) {
+            float *d = plane + (oh * s - pad + ki) * g->W + ow0 * s - pad + kj;
+            const float *sr = src + oh * Wo + ow0;
+            if (s == 1) {
+              for (int64_t j = 0; j < ow1 - ow0; j++) d[j] += sr[j];
+            } else {
+              for (int64_t j = 0; j < ow1 - ow0; j++) d[j * s] += sr[j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// dy: nb images (O,P) -> dyT (O, nb*P), the side-by-side layout.
+static void gather_rows(const float *dy, int64_t nb, int64_t O, int64_t P,
+                        float *dyT) {
+#pragma omp parallel for collapse(2) schedule(static) \
+    if (nb * O * P >= PAR_MIN_WORK)
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < nb; i++)
+      memcpy(dyT + o * nb * P + i * P, dy + (i * O + o) * P,
+             (size_t)P * sizeof(float));
+}
+
+// x (N,C,H,W), w (O,C,kh,kw), bias (O) -> y (N,O,Ho,Wo); see the top.
+static void conv2d_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1], *bias = node->in[2];
+  const conv_geom *g = node->saved;
+  const float *dy = node->out->grad, *wd = ct_f32(w), *xd = ct_f32(x);
+  const int64_t O = g->O, K = g->K, P = g->P, CHW = g->C * g->H * g->W;
+
+  if (bias && bias->requires_grad)  // dbias[o] += sum over n, p of dy
+    add_channel_sums(bias->grad, dy, g->N, O, P);
+
+  const int64_t nb = backward_chunk(g);
+  float *dwT = conv_scratch;  // reserved by the forward pass
+  float *buf = dwT + K * O;
+  if (x->requires_grad) {
+    if (conv_is_pointwise(g)) {  // dx_i (C,P) += w^T (C,O) dy_i (O,P)
+      ct_gemm_batched(true, false, g->C, P, O, 1.0f, wd, g->C, 0, dy, P,
+                      O * P, 1.0f, x->grad, P, CHW, g->N);
+    } else {
+      for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+        const int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb;
+        // dcols_i (K,P) = w^T (K,O) dy_i (O,P)
+        ct_gemm_batched(true, false, K, P, O, 1.0f, wd, K, 0, dy + n0 * O * P,
+                        P, O * P, 0.0f, buf, P, K * P, cnt);
+        col2im_add(g, buf, cnt, x->grad + n0 * CHW);
+      }
+    }
+  }
+  if (w->requires_grad && g->N > 0) {
+    for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+      const int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb;
+      float *cols = buf, *dyT = buf + K * cnt * P;
+      im2col(g, xd + n0 * CHW, cnt, side_by_side_layout(g, cnt), cols);
+      gather_rows(dy + n0 * O * P, cnt, O, P, dyT);
+      // dw^T (K,O) (+)= cols (K, cnt*P) dyT^T (cnt*P, O)
+      ct_gemm(false, true, K, O, cnt * P, 1.0f, cols, cnt * P, dyT, cnt * P,
+              n0 == 0 ? 0.0f : 1.0f, dwT, O);
+    }
+    float *dw = w->grad;
+#pragma omp parallel for schedule(static) if (K * O >= PAR_MIN_WORK)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t k = 0; k < K; k++) dw[o * K + k] += dwT[k * O + o];
+  }
+}
+
+static bool conv_geometry(const ct_tensor *x, const ct_tensor *w,
+                          const ct_tensor *bias, int stride, int padding,
+                          conv_geom *g) {
+  const char *op = "conv2d";
+  if (!check_nchw(op, x) || !ct_check_f32(op, w, "weight")) return false;
+  if (w->ndim != 4 || w->shape[1] != x->shape[1] || w->numel == 0) {
+    ct_error(CT_ERR_SHAPE, "conv2d: weight %s does not fit input %s (want "
+             "[out, %lld, kh, kw], all >= 1)", ct_shape_of(w), ct_shape_of(x),
+             (long long)x->shape[1]);
+    return false;
+  }
+  if (stride < 1 || padding < 0) {
+    ct_error(CT_ERR_ARG, "conv2d: stride %d must be >= 1 and padding %d >= 0",
+             stride, padding);
+    return false;
+  }
+  *g = (conv_geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2],
+                   .W = x->shape[3], .O = w->shape[0], .kh = w->shape[2],
+                   .kw = w->shape[3], .stride = stride, .pad = padding};
+  const int64_t hp = g->H + 2 * g->pad - g->kh, wp = g->W + 2 * g->pad - g->kw;
+  if (hp < 0 || wp < 0) {
+    ct_error(CT_ERR_SHAPE, "conv2d: kernel %lldx%lld is larger than input %s "
+             "padded by %d", (long long)g->kh, (long long)g->kw,
+             ct_shape_of(x), padding);
+    return false;
+  }
+  g->Ho = hp / g->stride + 1;
+  g->Wo = wp / g->stride + 1;
+  g->K = g->C * g->kh * g->kw;
+  g->P = g->Ho * g->Wo;
+  if (bias) {
+    if (!ct_check_f32(op, bias, "bias")) return false;
+    if (bias->ndim != 1 || bias->shape[0] != g->O) {
+      ct_error(CT_ERR_SHAPE, "conv2d: bias %s does not fit weight %s (want "
+               "[%lld])", ct_shape_of(bias), ct_shape_of(w), (long long)g->O);
+      return false;
+    }
+  }
+  return true;
+}
+
+ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *bias, int stride,
+                     int padding) {
+  if (!x || !w) return NULL;
+  conv_geom g;
+  if (!conv_geometry(x, w, bias, stride, padding, &g)) return NULL;
+  ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(g.N, g.O, g.Ho, g.Wo));
+  if (!y) return NULL;
+  ct_tensor *in[3] = {x, w, bias};
+  conv_geom *saved = NULL;
+  const bool pointwise = conv_is_pointwise(&g);
+  const int64_t nb = forward_chunk(&g);
+  size_t need = pointwise ? 0 : (size_t)(nb * g.K * g.P);
+  if (ct_tape_wants(3, in)) {
+    saved = ct_arena_alloc(sizeof *saved);
+    if (!saved) return NULL;
+    *saved = g;
+    if (backward_scratch(&g) > need) need = backward_scratch(&g);
+  }
+  float *cols = need ? scratch_reserve(need) : NULL;
+  if (need && !cols) return NULL;
+
+  const float *xd = ct_f32(x), *wd = ct_f32(w);
+  float *yd = ct_f32(y);
+  const int64_t P = g.P, CHW = g.C * g.H * g.W;
+  if (bias) {
+    const float *bd = ct_f32(bias);
+#pragma omp parallel for schedule(static) if (g.N * g.O * P >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < g.N * g.O; r++)
+      for (int64_t p = 0; p < P; p++) yd[r * P + p] = bd[r % g.O];
+  }
+  const float beta = bias ? 1.0f : 0.0f;
+  if (pointwise) {  // y_i (O,P) = w (O,C) x_i (C,P)
+    ct_gemm_batched(false, false, g.O, P, g.C, 1.0f, wd, g.C, 0, xd, P, CHW,
+                    beta, yd, P, g.O * P, g.N);
+  } else {
+    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+      const int64_t cnt = g.N - n0 < nb ? g.N - n0 : nb;
+      im2col(&g, xd + n0 * CHW, cnt, per_image_layout(&g), cols);
+      // y_i (O,P) = w (O,K) cols_i (K,P)
+      ct_gemm_batched(false, false, g.O, P, g.K, 1.0f, wd, g.K, 0, cols, P,
+                      g.K * P, beta, yd + n0 * g.O * P, P, g.O * P, cnt);
+    }
+  }
+  if (ct_tape_record("conv2d", conv2d_backward, y, 3, in, saved) != CT_OK)
+    return NULL;
+  return y;
+}
+
+// ---- batch norm -----------------------------------------------------------------
+// x (N,C,H,W) seen as C channels of M = N*S values (S = H*W), channel c being
+// rows x[(n*C + c)*S ..] for n < N:
+//   y = (x - mean_c) * rstd_c * weight_c + bias_c,  rstd = 1 / sqrt(var + eps)
+// computed as PyTorch does: y = x * a_c + b_c with a = rstd * weight,
+// b = bias - mean * a.
+
+typedef struct bn_saved {
+  double *mean, *rstd;  // (C): the statistics used (batch or running)
+  bool training;
+} bn_saved;
+
+// training: with xhat = (x - mean) * rstd and g = dy * weight,
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over M)
+// eval (mean, rstd constants): dx = g * rstd.
+// Both: dweight = sum dy * xhat, dbias = sum dy.
+static void batchnorm_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+  const bn_saved *s = node->saved;
+  const int64_t N = x->shape[0], C = x->shape[1];
+  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
+  const float *xd = ct_f32(x), *dy = node->out->grad;
+  const float *wd = w ? ct_f32(w) : NULL;
+  const bool dx = x->requires_grad, dw = w && w->requires_grad,
+             db = b && b->requires_grad;
+#pragma omp parallel for schedule(static) if (M * C >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < C; c++) {
+    const double mean = s->mean[c], rstd = s->rstd[c];
+    double sum_dy = 0.0, sum_dy_xmu = 0.0;
+    if (dw || db || (dx && s->training)) {
+      double acc_g[LANES] = {0}, acc_gx[LANES] = {0};
+      for (int64_t n = 0; n < N; n++) {
+        const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
+        lanes_add(acc_g, gr, S);
+        lanes_add_dot_dev(acc_gx, gr, xr, S, mean);
+      }
+      sum_dy = lanes_total(acc_g);
+      sum_dy_xmu = lanes_total(acc_gx);
+    }
+    if (dw) w->grad[c] += (float)(sum_dy_xmu * rstd);
+    if (db) b->grad[c] += (float)sum_dy;
+    if (!dx) continue;
+    const double k = rstd * (wd ? wd[c] : 1.0);
+    // training: dx = k * (dy - sum_dy / M - (x - mean) * proj), the
+    // projection proj = rstd^2 * sum_dy_xmu / M; eval: dx = k * dy.
+    const float kf = (float)k, mf = (float)mean;
+    const float gm = s->training ? (float)(sum_dy / M) : 0.0f;
+    const float proj =
+        s->training ? (float)(rstd * rstd * sum_dy_xmu / M) : 0.0f;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
+      float *dxr = x->grad + (n * C + c) * S;
+      for (int64_t i = 0; i < S; i++)
+        dxr[i] += kf * (gr[i] - gm - (xr[i] - mf) * proj);
+    }
+  }
+}
+
+ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                          ct_tensor *running_mean, ct_tensor *running_var,
+                          bool training, float momentum, float eps) {
+  const char *op = "batchnorm2d";
+  if (!x || !check_nchw(op, x)) return NULL;
+  const int64_t N = x->shape[0], C = x->shape[1];
+  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
+  if ((weight && !check_channel_param(op, weight, x, C, "weight")) ||
+      (bias && !check_channel_param(op, bias, x, C, "bias")) ||
+      (running_mean &&
+       !check_channel_param(op, running_mean, x, C, "running_mean")) ||
+      (running_var &&
+       !check_channel_param(op, running_var, x, C, "running_var")))
+    return NULL;
+  if (!training && (!running_mean || !running_var)) {
+    ct_error(CT_ERR_ARG, "batchnorm2d: eval mode needs running_mean and "
+             "running_var (input %s)", ct_shape_of(x));
+    return NULL;
+  }
+  if (training && M <= 1) {
+    ct_error(CT_ERR_SHAPE, "batchnorm2d: training needs more than 1 value per "
+             "channel, got input %s", ct_shape_of(x));
+    return NULL;
+  }
+  if (!(eps >= 0.0f) || isinf(eps) || !(momentum >= 0.0f && momentum <= 1.0f)) {
+    ct_error(CT_ERR_ARG, "batchnorm2d: eps %g must be finite and >= 0, "
+             "momentum %g in [0, 1]", (double)eps, (double)momentum);
+    return NULL;
+  }
+  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
+  bn_saved *s = ct_arena_alloc(sizeof *s);
+  double *stats = ct_arena_alloc((size_t)(2 * (C ? C : 1)) * sizeof(double));
+  if (!y || !s || !stats) return NULL;
+  *s = (bn_saved){.mean = stats, .rstd = stats + C, .training = training};
+
+  const float *xd = ct_f32(x);
+  const float *wd = weight ? ct_f32(weight) : NULL;
+  const float *bd = bias ? ct_f32(bias) : NULL;
+  float *rm = running_mean ? ct_f32(running_mean) : NULL;
+  float *rv = running_var ? ct_f32(running_var) : NULL;
+  float *yd = ct_f32(y);
+#pragma omp parallel for schedule(static) if (M * C >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < C; c++) {
+    double mean, var;
+    if (training) {  // two passes: mean, then the biased variance
+      double acc[LANES] = {0};
+      for (int64_t n = 0; n < N; n++) lanes_add(acc, xd + (n * C + c) * S, S);
+      mean = lanes_total(acc) / M;
+      double acc2[LANES] = {0};
+      for (int64_t n = 0; n < N; n++)
+        lanes_add_sq_dev(acc2, xd + (n * C + c) * S, S, mean);
+      var = lanes_total(acc2) / M;
+      if (rm) rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mean);
+      if (rv)
+        rv[c] = (float)((1.0 - momentum) * rv[c] +
+                        momentum * var * M / (M - 1));
+    } else {
+      mean = rm[c];
+      var = rv[c];
+    }
+    const double rstd = 1.0 / sqrt(var + eps);
+    s->mean[c] = mean;
+    s->rstd[c] = rstd;
+    const double a = rstd * (wd ? wd[c] : 1.0);
+    const float af = (float)a, bf = (float)((bd ? bd[c] : 0.0) - mean * a);
+    for (int64_t n = 0; n < N; n++) {
+      const float *xr = xd + (n * C + c) * S;
+      float *yr = yd + (n * C + c) * S;
+      for (int64_t i = 0; i < S; i++) yr[i] = xr[i] * af + bf;
+    }
+  }
+  if (CT_RECORD(op, batchnorm_backward, y, s, x, weight, bias) != CT_OK)
+    return NULL;
+  return y;
+}
+
+// ---- pooling --------------------------------------------------------------------
+
+// Output size of a k-window pooling along one dim; < 1 when it does not fit.
+static int64_t pooled_size(int64_t size, int kernel, int stride, int pad) {
+  int64_t span = size + 2 * (int64_t)pad - kernel;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+static ct_tensor *pooled_output(const char *op, const ct_tensor *x, int kernel,
+                                int stride, int padding, int64_t *Ho,
+                                int64_t *Wo) {
+  if (kernel < 1 || stride < 1 || padding < 0 || padding > kernel / 2) {
+    ct_error(CT_ERR_ARG, "%s: kernel %d and stride %d must be >= 1, padding "
+             "%d in [0, kernel/2]", op, kernel, stride, padding);
+    return NULL;
+  }
+  *Ho = pooled_size(x->shape[2], kernel, stride, padding);
+  *Wo = pooled_size(x->shape[3], kernel, stride, padding);
+  if (*Ho < 1 || *Wo < 1) {
+    ct_error(CT_ERR_SHAPE, "%s: window %dx%d (padding %d) does not fit input "
+             "%s", op, kernel, kernel, padding, ct_shape_of(x));
+    return NULL;
+  }
+  return ct_tensor_empty(CT_F32, CT_SHAPE(x->shape[0], x->shape[1], *Ho, *Wo));
+}
+
+// x (N,C,H,W) -> y (N,C,Ho,Wo); arg[j] is the index in its input plane of
+// output j's maximum. Planes are independent: each backward plane adds its
+// outputs' gradients in output order.
+static void max_pool_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *y = node->out;
+  if (!x->requires_grad) return;
+  const int32_t *arg = node->saved;
+  const int64_t planes = x->shape[0] * x->shape[1];
+  const int64_t HW = x->shape[2] * x->shape[3], PO = y->shape[2] * y->shape[3];
+  const float *dy = y->grad;
+#pragma omp parallel for schedule(static) if (planes * PO >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t j = 0; j < PO; j++)
+      x->grad[pl * HW + arg[pl * PO + j]] += dy[pl * PO + j];
+}
+
+ct_tensor *ct_max_pool2d(ct_tensor *x, int kernel, int stride, int padding) {
+  const char *op = "max_pool2d";
+  if (!x || !check_nchw(op, x)) return NULL;
+  int64_t Ho, Wo;
+  ct_tensor *y = pooled_output(op, x, kernel, stride, padding, &Ho, &Wo);
+  if (!y) return NULL;
+  const int64_t H = x->shape[2], W = x->shape[3];
+  const int64_t planes = x->shape[0] * x->shape[1], PO = Ho * Wo;
+  if (H * W > INT32_MAX) {
+    ct_error(CT_ERR_SHAPE, "max_pool2d: input planes of %s are too large",
+             ct_shape_of(x));
+    return NULL;
+  }
+  int32_t *arg = NULL;
+  if (ct_tape_wants(1, &x)) {
+    arg = ct_arena_alloc((size_t)(planes * PO) * sizeof(int32_t));
+    if (!arg) return NULL;
+  }
+  const float *xd = ct_f32(x);
+  float *yd = ct_f32(y);
+#pragma omp parallel for schedule(static) \
+    if (planes * PO * kernel * kernel >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    const float *plane = xd + pl * H * W;
+    for (int64_t oh = 0; oh < Ho; oh++) {
+      int64_t h0 = oh * stride - padding, h1 = h0 + kernel;
+      if (h0 < 0) h0 = 0;
+      if (h1 > H) h1 = H;
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        int64_t w0 = ow * stride - padding, w1 = w0 + kernel;
+        if (w0 < 0) w0 = 0;
+        if (w1 > W) w1 = W;
+        // PyTorch's scan: the first strict maximum, and a NaN always wins.
+        float m = -INFINITY;
+        int64_t best = h0 * W + w0;
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            const float v = plane[ih * W + iw];
+            if (v > m || isnan(v)) {
+              m = v;
+              best = ih * W + iw;
+            }
+          }
+        yd[pl * PO + oh * Wo + ow] = m;
+        if (arg) arg[pl * PO + oh * Wo + ow] = (int32_t)best;
+      }
+    }
+  }
+  if (CT_RECORD(op, max_pool_backward, y, arg, x) != CT_OK) return NULL;
+  return y;
+}
+
+typedef struct avg_pool_saved {
+  int kernel, stride;
+} avg_pool_saved;
+
+// dx[window] += dy / k^2 for each output, plane by plane in output order.
+static void avg_pool_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *y = node->out;
+  if (!x->requires_grad) return;
+  const avg_pool_saved *s = node->saved;
+  const int64_t k = s->kernel, st = s->stride;
+  const int64_t planes = x->shape[0] * x->shape[1];
+  const int64_t W = x->shape[3], HW = x->shape[2] * W;
+  const int64_t Ho = y->shape[2], Wo = y->shape[3];
+  const float *dy = y->grad;
+  const float inv = 1.0f / (float)(k * k);
+#pragma omp parallel for schedule(static) \
+    if (planes * Ho * Wo * k * k >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    float *dx = x->grad + pl * HW;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        const float g = dy[(pl * Ho + oh) * Wo + ow] * inv;
+        for (int64_t ih = oh * st; ih < oh * st + k; ih++)
+          for (int64_t iw = ow * st; iw < ow * st + k; iw++)
+            dx[ih * W + iw] += g;
+      }
+  }
+}
+
+ct_tensor *ct_avg_pool2d(ct_tensor *x, int kernel, int stride) {
+  const char *op = "avg_pool2d";
+  if (!x || !check_nchw(op, x)) return NULL;
+  int64_t Ho, Wo;
+  ct_tensor *y = pooled_output(op, x, kernel, stride, 0, &Ho, &Wo);
+  if (!y) return NULL;
+  avg_pool_saved *s = NULL;
+  if (ct_tape_wants(1, &x)) {
+    s = ct_arena_alloc(sizeof *s);
+    if (!s) return NULL;
+    *s = (avg_pool_saved){.kernel = kernel, .stride = stride};
+  }
+  const int64_t planes = x->shape[0] * x->shape[1];
+  const int64_t W = x->shape[3], HW = x->shape[2] * W;
+  const int64_t k = kernel, st = stride;
+  const float *xd = ct_f32(x);
+  float *yd = ct_f32(y);
+#pragma omp parallel for schedule(static) \
+    if (planes * Ho * Wo * k * k >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    const float *plane = xd + pl * HW;
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        float sum = 0.0f;
+        for (int64_t ih = oh * st; ih < oh * st + k; ih++)
+          for (int64_t iw = ow * st; iw < ow * st + k; iw++)
+            sum += plane[ih * W + iw];
+        yd[(pl * Ho + oh) * Wo + ow] = sum / (float)(k * k);
+      }
+  }
+  if (CT_RECORD(op, avg_pool_backward, y, s, x) != CT_OK) return NULL;
+  return y;
+}
+
+// x (N,C,H,W) -> y (N,C): dx = dy / (H*W) on the whole plane.
+static void global_avg_pool_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *y = node->out;
+  if (!x->requires_grad) return;
+  const int64_t planes = y->numel, S = x->shape[2] * x->shape[3];
+  const float *dy = y->grad;
+#pragma omp parallel for schedule(static) if (planes * S >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    const float g = (float)(dy[pl] / (double)S);
+    float *dx = x->grad + pl * S;
+    for (int64_t i = 0; i < S; i++) dx[i] += g;
+  }
+}
+
+ct_tensor *ct_global_avg_pool2d(ct_tensor *x) {
+  const char *op = "global_avg_pool2d";
+  if (!x || !check_nchw(op, x)) return NULL;
+  const int64_t S = x->shape[2] * x->shape[3];
+  if (S < 1) {
+    ct_error(CT_ERR_SHAPE, "global_avg_pool2d: input %s has empty planes",
+             ct_shape_of(x));
+    return NULL;
+  }
+  ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(x->shape[0], x->shape[1]));
+  if (!y) return NULL;
+  const int64_t planes = y->numel;
+  const float *xd = ct_f32(x);
+  float *yd = ct_f32(y);
+#pragma omp parallel for schedule(static) if (planes * S >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    double acc[LANES] = {0};
+    lanes_add(acc, xd + pl * S, S);
+    yd[pl] = (float)(lanes_total(acc) / (double)S);
+  }
+  if (CT_RECORD(op, global_avg_pool_backward, y, NULL, x) != CT_OK)
+    return NULL;
+  return y;
+}

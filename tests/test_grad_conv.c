@@ -1,0 +1,194 @@
+// Finite-difference gradient checks of the CNN ops (autograd/ops_conv.c):
+// conv2d (bias or not, strides 1 and 2, padding 0..2, kernels 1, 3 and 2x3,
+// odd sizes, batches > 1, the 1x1 fast path), batch norm in training and
+// eval mode (w.r.t. input, weight and bias, with and without the affine
+// parameters), max/avg/global-average pooling, and a conv -> bn -> pool
+// chain.
+//
+// conv2d and the pools are linear in each input, so central differences are
+// exact up to float rounding whatever the step: they use a large step and
+// tolerances 10x tighter than the defaults, so a backward that is off by a
+// little (a missed border column, a wrong stride) cannot pass. Max pooling is
+// linear while no window's argmax changes; its inputs are distinct values
+// spaced wider than twice the step. Batch norm is smooth but not linear: it
+// uses the layer-norm step (1e-2) and tolerances 3x tighter than the
+// defaults (its errors stay below 4e-4).
+#include "autograd/conv.h"
+#include "autograd/ops.h"
+#include "tests/grad_util.h"
+
+typedef enum { OP_CONV, OP_BN, OP_MAX, OP_AVG, OP_GAP, OP_CHAIN } op_kind;
+
+typedef struct op_case {
+  op_kind op;
+  int stride, padding, kernel;
+  bool training;
+  ct_tensor *running_mean, *running_var;  // batch norm (not checked)
+} op_case;
+
+// in: conv (x, w, bias), bn (x, weight, bias), pools (x),
+// chain (x, w, weight, bias).
+static ct_tensor *run(ct_tensor *const *in, void *ctx) {
+  const op_case *c = ctx;
+  switch (c->op) {
+  case OP_CONV: return ct_conv2d(in[0], in[1], in[2], c->stride, c->padding);
+  case OP_BN:
+    return ct_batchnorm2d(in[0], in[1], in[2], c->running_mean,
+                          c->running_var, c->training, 0.1f, 1e-5f);
+  case OP_MAX: return ct_max_pool2d(in[0], c->kernel, c->stride, c->padding);
+  case OP_AVG: return ct_avg_pool2d(in[0], c->kernel, c->stride);
+  case OP_GAP: return ct_global_avg_pool2d(in[0]);
+  case OP_CHAIN:
+    return ct_global_avg_pool2d(ct_batchnorm2d(
+        ct_conv2d(in[0], in[1], NULL, c->stride, c->padding), in[2], in[3],
+        c->running_mean, c->running_var, c->training, 0.1f, 1e-5f));
+  }
+  return NULL;
+}
+
+// For the ops that are linear in each input.
+static ct_gradcheck_opts linear_opts(void) {
+  ct_gradcheck_opts o = ct_gradcheck_defaults();
+  o.eps = 0.1;
+  o.rtol = 1e-3;
+  o.atol = 1e-4;
+  return o;
+}
+
+static ct_gradcheck_opts bn_opts(void) {
+  ct_gradcheck_opts o = ct_gradcheck_defaults();
+  o.eps = 1e-2;
+  o.rtol = 3e-3;
+  o.atol = 3e-4;
+  return o;
+}
+
+// ---- conv2d -------------------------------------------------------------------
+
+static void check_conv(const char *what, int64_t N, int64_t C, int64_t H,
+                       int64_t W, int64_t O, int64_t kh, int64_t kw,
+                       bool bias, int stride, int padding) {
+  op_case c = {.op = OP_CONV, .stride = stride, .padding = padding};
+  ct_tensor *in[3] = {grad_input(CT_SHAPE(N, C, H, W)),
+                      grad_input(CT_SHAPE(O, C, kh, kw)),
+                      bias ? grad_input(CT_SHAPE(O)) : NULL};
+  ct_gradcheck_opts o = linear_opts();
+  grad_check(what, run, &c, in, 3, &o);
+}
+
+static void test_conv(void) {
+  check_conv("conv 3x3 s1 p1 bias", 2, 3, 5, 5, 4, 3, 3, true, 1, 1);
+  check_conv("conv 3x3 s2 p1 no bias, 7x6", 2, 3, 7, 6, 4, 3, 3, false, 2, 1);
+  check_conv("conv 3x3 s2 p0 bias, 5x7", 3, 2, 5, 7, 3, 3, 3, true, 2, 0);
+  check_conv("conv 3x3 s1 p0 no bias, 6x5", 2, 2, 6, 5, 3, 3, 3, false, 1, 0);
+  check_conv("conv 3x3 s1 p2 (grows), 4x4", 1, 2, 4, 4, 2, 3, 3, true, 1, 2);
+  check_conv("conv 3x3 s3 p1, 8x7", 2, 2, 8, 7, 3, 3, 3, true, 3, 1);
+  check_conv("conv 1x1 s1 p0 bias (direct path)", 2, 4, 3, 5, 5, 1, 1, true, 1,
+             0);
+  check_conv("conv 1x1 s1 p0 no bias (direct path)", 3, 3, 4, 4, 2, 1, 1,
+             false, 1, 0);
+  check_conv("conv 1x1 s2 p0 (downsample)", 2, 4, 5, 5, 3, 1, 1, false, 2, 0);
+  check_conv("conv 1x1 s1 p1", 2, 2, 3, 3, 2, 1, 1, true, 1, 1);
+  check_conv("conv 2x3 s1 p1", 2, 2, 5, 6, 3, 2, 3, true, 1, 1);
+  check_conv("conv 3x3 on 3x3 input s2 p1", 2, 3, 3, 3, 2, 3, 3, true, 2, 1);
+}
+
+// ---- batch norm -----------------------------------------------------------------
+
+static void check_bn(const char *what, bool training, bool affine,
+                     bool running) {
+  const int64_t C = 3;
+  op_case c = {.op = OP_BN, .training = training};
+  if (running) {
+    c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
+    c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
+  }
+  ct_tensor *x = ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f,
+                                 CT_SHAPE(3, C, 2, 3));
+  ct_tensor *in[3] = {ct_requires_grad(x), NULL, NULL};
+  if (affine) {
+    in[1] = ct_requires_grad(
+        ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(C)));
+    in[2] = grad_input(CT_SHAPE(C));
+  }
+  ct_gradcheck_opts o = bn_opts();
+  grad_check(what, run, &c, in, 3, &o);
+}
+
+static void test_batchnorm(void) {
+  check_bn("batchnorm train affine + running stats", true, true, true);
+  check_bn("batchnorm train affine, no running stats", true, true, false);
+  check_bn("batchnorm train no affine", true, false, true);
+  check_bn("batchnorm eval affine", false, true, true);
+  check_bn("batchnorm eval no affine", false, false, true);
+}
+
+// ---- pooling --------------------------------------------------------------------
+
+// A leaf (shape) whose values are a shuffle of 0.05 * (i - n/2): distinct,
+// 0.05 apart, so a step of 1e-2 changes no window's maximum.
+static ct_tensor *distinct_input(int ndim, const int64_t *shape) {
+  ct_tensor *t = ct_tensor_empty(CT_F32, ndim, shape);
+  float *d = ct_f32(t);
+  for (int64_t i = 0; i < t->numel; i++)
+    d[i] = 0.05f * (float)(i - t->numel / 2);
+  for (int64_t i = t->numel - 1; i > 0; i--) {
+    int64_t j = (int64_t)ct_rng_next_below(&grad_test_rng, (uint64_t)i + 1);
+    float v = d[i];
+    d[i] = d[j];
+    d[j] = v;
+  }
+  return ct_requires_grad(t);
+}
+
+static void check_pool(const char *what, op_kind op, int kernel, int stride,
+                       int padding, int ndim, const int64_t *shape) {
+  op_case c = {.op = op, .kernel = kernel, .stride = stride,
+               .padding = padding};
+  ct_tensor *x = op == OP_MAX ? distinct_input(ndim, shape)
+                              : grad_input(ndim, shape);
+  ct_gradcheck_opts o = linear_opts();
+  if (op == OP_MAX) o.eps = 1e-2;
+  grad_check(what, run, &c, &x, 1, &o);
+}
+
+static void test_pools(void) {
+  check_pool("max_pool 2 s2", OP_MAX, 2, 2, 0, CT_SHAPE(2, 3, 4, 6));
+  check_pool("max_pool 3 s2 p1, 7x5", OP_MAX, 3, 2, 1, CT_SHAPE(2, 2, 7, 5));
+  check_pool("max_pool 3 s1 p1 (overlapping)", OP_MAX, 3, 1, 1,
+             CT_SHAPE(1, 2, 5, 5));
+  check_pool("max_pool 2 s2, odd 5x5 (drops a row)", OP_MAX, 2, 2, 0,
+             CT_SHAPE(2, 2, 5, 5));
+  check_pool("avg_pool 2 s2", OP_AVG, 2, 2, 0, CT_SHAPE(2, 3, 4, 6));
+  check_pool("avg_pool 3 s1 (overlapping), 5x6", OP_AVG, 3, 1, 0,
+             CT_SHAPE(2, 2, 5, 6));
+  check_pool("avg_pool 3 s2, 7x7", OP_AVG, 3, 2, 0, CT_SHAPE(1, 3, 7, 7));
+  check_pool("global_avg_pool 5x3", OP_GAP, 0, 0, 0, CT_SHAPE(3, 4, 5, 3));
+  check_pool("global_avg_pool 1x1", OP_GAP, 0, 0, 0, CT_SHAPE(2, 3, 1, 1));
+}
+
+// ---- a chain ----------------------------------------------------------------------
+
+static void check_chain(const char *what, bool training) {
+  const int64_t C = 2, O = 3;
+  op_case c = {.op = OP_CHAIN, .stride = 2, .padding = 1,
+               .training = training};
+  c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(O));
+  c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(O));
+  ct_tensor *in[4] = {
+      grad_input(CT_SHAPE(2, C, 5, 5)), grad_input(CT_SHAPE(O, C, 3, 3)),
+      ct_requires_grad(ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(O))),
+      grad_input(CT_SHAPE(O))};
+  ct_gradcheck_opts o = bn_opts();
+  grad_check(what, run, &c, in, 4, &o);
+}
+
+int main(void) {
+  test_conv();
+  test_batchnorm();
+  test_pools();
+  check_chain("conv s2 -> batchnorm train -> global pool", true);
+  check_chain("conv s2 -> batchnorm eval -> global pool", false);
+  ct_arena_release();
+  return test_summary("grad_conv");
+}
