@@ -161,6 +161,8 @@ ct_status ct_rec_reader_done(ct_rec_reader *r);
 enum {
   CT_LOAD_ALLOW_MISSING = 1u << 0,     // keep parameters the file lacks as is
   CT_LOAD_ALLOW_UNEXPECTED = 1u << 1,  // ignore tensors the store lacks
+  CT_LOAD_REGISTER = 1u << 2,          // safetensors: first add every tensor
+                                       // of the file to the store (FROZEN)
 };
 
 ct_status ct_ckpt_put_params(ct_ckpt_writer *w, const char *section,

@@ -745,6 +745,39 @@ static ct_status classification_figures(ct_task *t, const char *dir) {
   return st;
 }
 
+// ---- forward -------------------------------------------------------------------
+
+// Copies an arena result into a new store entry `name`.
+static ct_status put_output(ct_params *out, const char *name, const ct_tensor *t) {
+  if (!t) return ct_last_status();
+  ct_tensor *dst = ct_params_add(out, name, t->ndim, t->shape, CT_PARAM_FROZEN);
+  if (!dst) return ct_last_status();
+  memcpy(ct_f32(dst), ct_f32(t), (size_t)t->numel * sizeof(float));
+  return CT_OK;
+}
+
+// in: "images" (B, C, H, W), normalized as the model's input. out: "logits"
+// (the evaluation prediction), and for DeiT "logits_cls", "logits_dist".
+static ct_status classification_forward(ct_task *t, const ct_params *in,
+                                        ct_params *out) {
+  classification *c = t->state;
+  const ct_param *images = ct_params_find(in, "images");
+  if (!images)
+    return ct_error(CT_ERR_ARG, "forward: the inputs have no 'images' tensor "
+                    "(B, %d, %d, %d)", c->m.C, c->m.H, c->m.W);
+  bool was = ct_grad_set_enabled(false);
+  ct_tensor *x = ct_tensor_copy(images->tensor);
+  ct_status st = put_output(out, "logits", model_predict(&c->m, x));
+  if (st == CT_OK && c->m.arch == ARCH_DEIT) {
+    ct_tensor *dist = NULL;
+    ct_tensor *cls = ct_nn_vit_forward(&c->m.vit, NULL, x, &dist, NULL);
+    st = put_output(out, "logits_cls", cls);
+    if (st == CT_OK) st = put_output(out, "logits_dist", dist);
+  }
+  ct_grad_set_enabled(was);
+  return st;
+}
+
 // ---- classify ----------------------------------------------------------------------
 
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
@@ -870,5 +903,6 @@ const ct_task_ops ct_task_classification = {
     .epoch_batches = classification_epoch_batches,
     .evaluate = classification_evaluate,
     .figures = classification_figures,
+    .forward = classification_forward,
     .close = classification_close,
 };

@@ -49,6 +49,8 @@ static const char *const usage =
     "                             top classes of images; ViT/DeiT attention maps\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
+    "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors]\n"
+    "                             the model's logits for given inputs\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
@@ -391,6 +393,57 @@ static int cmd_export(int argc, char **argv) {
   return rc;
 }
 
+// ctrain forward CKPT IN.safetensors OUT.safetensors [--weights W]: the
+// model's outputs for given inputs, for checks against other frameworks.
+static int cmd_forward(int argc, char **argv) {
+  const char *pos[3] = {NULL, NULL, NULL}, *weights = NULL;
+  int n = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--weights")) {
+      if (!(v = option_value(argc, argv, &i))) return 2;
+      weights = v;
+    } else if (!strcmp(argv[i], "--threads")) {
+      int t;
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) return 2;
+      ct_set_threads(t);
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return usage_error("unknown option '%s'", argv[i]);
+    } else if (n < 3) {
+      pos[n++] = argv[i];
+    } else {
+      return usage_error("unexpected argument '%s'", argv[i]);
+    }
+  }
+  if (n != 3)
+    return usage_error("%s", "forward takes a checkpoint, an input and an "
+                       "output .safetensors file");
+  ct_run_model m;
+  ct_params in, out;
+  ct_params_init(&in);
+  ct_params_init(&out);
+  int rc = 0;
+  if (ct_run_model_open(&m, pos[0], CT_TASK_MODEL_ONLY) != CT_OK ||
+      (weights && ct_safetensors_load(weights, &m.params, 0) != CT_OK) ||
+      ct_safetensors_load(pos[1], &in, CT_LOAD_REGISTER) != CT_OK) {
+    rc = runtime_error();
+  } else if (!m.task.ops->forward) {
+    fprintf(stderr, "ctrain: error: forward: not available for %s\n",
+            m.task.ops->name);
+    rc = 1;
+  } else if (m.task.ops->forward(&m.task, &in, &out) != CT_OK ||
+             ct_safetensors_save(pos[2], &out, NULL) != CT_OK) {
+    rc = runtime_error();
+  } else {
+    printf("wrote %s (%d tensors)\n", pos[2], out.n);
+  }
+  ct_params_free(&in);
+  ct_params_free(&out);
+  ct_run_model_close(&m);
+  ct_arena_release();
+  return rc;
+}
+
 static int cmd_plot(int argc, char **argv) {
   if (argc != 3) return usage_error("%s", "plot takes one run folder");
   char warning[512] = "";
@@ -523,6 +576,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
   if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
   if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
+  if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);

@@ -659,8 +659,19 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
       st == CT_OK ? malloc((size_t)(h.n + 1) * sizeof *t) : NULL;
   if (st == CT_OK && !t) st = ct_error(CT_ERR_NOMEM, "%s: out of memory", what);
   if (st == CT_OK) st = to_named(&h, b + 8 + n, dst, what, t);
+  // Reading a file as it is (e.g. model inputs): a store entry per tensor.
+  for (int i = 0; st == CT_OK && (flags & CT_LOAD_REGISTER) && i < h.n; i++) {
+    if (h.e[i].dtype->file_dtype < 0)
+      st = ct_error(CT_ERR_DTYPE, "%s: tensor '%s' is %s; ctrain reads F32 (and "
+                    "converts F16, BF16, F64)", what, h.e[i].name,
+                    h.e[i].dtype->name);
+    else if (!ct_params_add(dst, t[i].name, t[i].ndim, t[i].shape,
+                            CT_PARAM_FROZEN))
+      st = ct_last_status();
+  }
   if (st == CT_OK)
-    st = ct_params_load_named(dst, dst->data, t, h.n, flags, what);
+    st = ct_params_load_named(dst, dst->data, t, h.n,
+                              flags & ~(unsigned)CT_LOAD_REGISTER, what);
   free(t);
   header_free(&h);
   return st;

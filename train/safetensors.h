@@ -39,7 +39,9 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
 // the tensor. The whole file is validated first (header JSON, dtypes, offsets
 // in range, packed without gaps or overlaps, no trailing bytes) and then the
 // names and shapes against dst (flags: CT_LOAD_ALLOW_MISSING,
-// CT_LOAD_ALLOW_UNEXPECTED); on any error dst is unchanged.
+// CT_LOAD_ALLOW_UNEXPECTED); on any error dst is unchanged. With
+// CT_LOAD_REGISTER, every tensor is first added to dst (which should then be
+// empty) under its name and shape: the file read as it is.
 ct_status ct_safetensors_load(const char *path, ct_params *dst,
                               unsigned flags);
 // The same for a file already in memory; `what` names it in messages.

@@ -54,6 +54,10 @@ typedef struct ct_task_ops {
   // summary to `summary` when not NULL.
   ct_status (*evaluate)(ct_task *t, const char *split, int beam,
                         int64_t limit, ct_json_obj *out, FILE *summary);
+  // Optional: the model's raw outputs in eval mode for inputs read from a
+  // file (`ctrain forward`, interop checks against PyTorch): reads named
+  // tensors of `in`, registers and fills the outputs in `out` ("logits").
+  ct_status (*forward)(ct_task *t, const ct_params *in, ct_params *out);
   // Optional (NULL: none): writes the task's figures of the last evaluation
   // into the run folder `dir` (classification: the confusion matrix).
   ct_status (*figures)(ct_task *t, const char *dir);

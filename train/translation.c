@@ -611,6 +611,34 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   return st;
 }
 
+// in: "src" (B, S) and "tgt_in" (B, T) token ids (as floats, padding 0).
+// out: "logits" (B, T, V), teacher-forced, eval mode.
+static ct_status translation_forward(ct_task *t, const ct_params *in,
+                                     ct_params *out) {
+  translation *tr = t->state;
+  const ct_param *p[2] = {ct_params_find(in, "src"), ct_params_find(in, "tgt_in")};
+  if (!p[0] || !p[1] || p[0]->tensor->ndim != 2 || p[1]->tensor->ndim != 2 ||
+      p[0]->tensor->shape[0] != p[1]->tensor->shape[0])
+    return ct_error(CT_ERR_ARG, "forward: the inputs need 'src' (B, S) and "
+                    "'tgt_in' (B, T) token ids");
+  ct_tensor *ids[2];
+  for (int k = 0; k < 2; k++) {
+    const ct_tensor *f = p[k]->tensor;
+    ids[k] = ct_tensor_empty(CT_I32, f->ndim, f->shape);
+    if (!ids[k]) return ct_last_status();
+    for (int64_t i = 0; i < f->numel; i++) ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
+  }
+  bool was = ct_grad_set_enabled(false);
+  ct_tensor *logits = ct_seq2seq_forward(&tr->model, NULL, ids[0], ids[1]);
+  ct_grad_set_enabled(was);
+  if (!logits) return ct_last_status();
+  ct_tensor *dst = ct_params_add(out, "logits", logits->ndim, logits->shape,
+                                 CT_PARAM_FROZEN);
+  if (!dst) return ct_last_status();
+  memcpy(ct_f32(dst), ct_f32(logits), (size_t)logits->numel * sizeof(float));
+  return CT_OK;
+}
+
 const ct_task_ops ct_task_translation = {
     .name = "translation",
     .rate_unit = "tok/s",
@@ -622,5 +650,6 @@ const ct_task_ops ct_task_translation = {
     .data_seek = translation_data_seek,
     .epoch_batches = translation_epoch_batches,
     .evaluate = translation_evaluate,
+    .forward = translation_forward,
     .close = translation_close,
 };
