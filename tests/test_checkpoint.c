@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -359,11 +360,19 @@ static void test_damaged_files(void) {
   expect_read_error(bad, CT_ERR_FORMAT, "not a ctrain checkpoint");
 
   memcpy(copy, bytes, len);
-  copy[8] = 3;  // format version 3
+  copy[8] = 3;  // format version 3, header CRC as a writer of format 3 made it
+  uint32_t hcrc = (uint32_t)crc32(0, copy, 28);
+  for (int i = 0; i < 4; i++) copy[28 + i] = (unsigned char)(hcrc >> (8 * i));
   write_bytes(bad, copy, len);
   expect_read_error(bad, CT_ERR_FORMAT,
                     "written by a newer ctrain (format 3, this build reads "
                     "up to 1): upgrade ctrain");
+  memcpy(copy, bytes, len);
+  copy[8] ^= 0x02;  // a bit flip turning format 1 into 3: damage, not news
+  write_bytes(bad, copy, len);
+  expect_read_error(bad, CT_ERR_FORMAT,
+                    "header is corrupt (its format version reads 3, a "
+                    "damaged 1)");
   write_bytes(bad, bytes, len - 100);
   expect_read_error(bad, CT_ERR_FORMAT, "truncated");
   memcpy(copy, bytes, len);

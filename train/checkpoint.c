@@ -423,10 +423,26 @@ static ct_status parse_header(const unsigned char *b, size_t len,
     return bad_file(what, "not a ctrain checkpoint (its first bytes are not "
                     "\"CTRNCKPT\")");
   *version = len >= 12 ? (uint32_t)get_le(b + 8, 4) : 0;
-  if (*version > CT_CKPT_FORMAT_VERSION)
+  if (*version > CT_CKPT_FORMAT_VERSION) {
+    // A newer format may lay out the rest of its header differently, so
+    // its CRC cannot be checked; but a version one bit away from a known
+    // one whose header CRC then holds is damage, not a newer file.
+    if (len >= CKPT_HEADER_BYTES) {
+      unsigned char h[28];
+      memcpy(h, b, 28);
+      for (int bit = 0; bit < 32; bit++) {
+        uint32_t v = *version ^ (1u << bit);
+        if (v == 0 || v > CT_CKPT_FORMAT_VERSION) continue;
+        put_le(h + 8, v, 4);
+        if (get_le(b + 28, 4) == crc32_of(0, h, 28))
+          return bad_file(what, "the header is corrupt (its format version "
+                          "reads %u, a damaged %u)", *version, v);
+      }
+    }
     return bad_file(what, "written by a newer ctrain (format %u, this build "
                     "reads up to %d): upgrade ctrain", *version,
                     CT_CKPT_FORMAT_VERSION);
+  }
   if (len < CKPT_HEADER_BYTES)
     return bad_file(what, "truncated: %zu bytes, shorter than the %d-byte "
                     "header (was the write interrupted?)", len,
