@@ -66,7 +66,8 @@ ct_status ct_idx_load(ct_image_dataset *d, const char *images_path,
     return ct_error(CT_ERR_ARG, "%s: num_classes %d outside 1..256 (u8 "
                     "labels)", labels_path, num_classes);
   uint8_t *img = NULL, *lab = NULL;
-  int64_t img_len, lab_len, dims[3], ldim[1], img_at, lab_at;
+  int64_t img_len = 0, lab_len = 0, dims[3] = {0}, ldim[1] = {0}, img_at = 0,
+          lab_at = 0;
   ct_status st = ct_image_read_file(images_path, &img, &img_len);
   if (!st) st = idx_header(images_path, img, img_len, 3, "image", dims,
                            &img_at);
