@@ -6,63 +6,28 @@ feed-forward 1024, post-norm (nn.Transformer's default), dropout 0.1, source
 length 24, target length 25, batch 64, label smoothing 0.1, Adam
 betas (0.9, 0.98) eps 1e-9, gradient clipping at norm 1.
 
-The model mirrors nn/seq2seq.c, parameter names included: src_emb, tgt_emb,
-transformer (nn.Transformer), generator (weight tied to tgt_emb.weight, own
-bias generator.bias); embeddings scaled by sqrt(d) plus sinusoidal
-positions, then dropout; token 0 is padding. The batch is random tokens with
-a little padding, drawn as bench/step.c draws it (same lengths rule, not the
-same numbers).
+The model is bench/ref/mt_model.py's Translator, nn/seq2seq.c's twin with
+its parameter names (src_emb, tgt_emb, transformer = nn.Transformer,
+generator tied to tgt_emb.weight with its own generator.bias); token 0 is
+padding. The batch is random tokens with a little padding, drawn as
+bench/step.c draws it (same lengths rule, not the same numbers).
 
 Prints one line (bench/ref/step_timer.py): `torch config=mt_toy_b64
 threads=N ms_per_step=.. peak_mb=.. (median of R)`.
 Run with Debian's python3-torch: /usr/bin/python3 bench/ref/mt_step.py --threads 2
 """
 import argparse
-import math
 
 import torch
 import torch.nn as nn
 
+from mt_model import Translator
 from step_timer import report
 
 CONFIGS = {
     # name: (vocab, d_model, layers, heads, ff, src_len, tgt_len, batch)
     "mt_toy_b64": (1000, 256, 3, 4, 1024, 24, 25, 64),
 }
-
-
-class Translator(nn.Module):
-    def __init__(self, vocab, d, layers, heads, ff, dropout=0.1):
-        super().__init__()
-        self.d = d
-        self.src_emb = nn.Embedding(vocab, d, padding_idx=0)
-        self.tgt_emb = nn.Embedding(vocab, d, padding_idx=0)
-        self.transformer = nn.Transformer(d, heads, layers, layers, ff, dropout,
-                                          batch_first=True)
-        self.generator = nn.Linear(d, vocab)
-        self.generator.weight = self.tgt_emb.weight
-        self.dropout = nn.Dropout(dropout)
-
-    def positions(self, t):
-        pos = torch.arange(t).unsqueeze(1)
-        div = torch.exp(torch.arange(0, self.d, 2) * (-math.log(10000.0) / self.d))
-        pe = torch.zeros(t, self.d)
-        pe[:, 0::2] = torch.sin(pos * div)
-        pe[:, 1::2] = torch.cos(pos * div)
-        return pe
-
-    def embed(self, emb, ids):
-        x = emb(ids) * math.sqrt(self.d) + self.positions(ids.shape[1])
-        return self.dropout(x)
-
-    def forward(self, src, tgt_in):
-        mask = self.transformer.generate_square_subsequent_mask(tgt_in.shape[1])
-        src_pad = src.eq(0)
-        h = self.transformer(self.embed(self.src_emb, src),
-                             self.embed(self.tgt_emb, tgt_in), tgt_mask=mask,
-                             src_key_padding_mask=src_pad,
-                             memory_key_padding_mask=src_pad)
-        return self.generator(h)
 
 
 def padded_batch(B, L, V, g):
