@@ -90,10 +90,18 @@ typedef struct bin_saved {
 } bin_saved;
 
 // grad_in[map(i)] += g[i] * (other ? other[map_other(i)] : 1) * sign.
+// fresh (only for MAP_SAME): grad_in is uninitialized, assign instead.
 static void reduce_grad(float *grad_in, const bmap *m, const float *g,
                         int64_t n, const float *other, const bmap *mo,
-                        float sign) {
-  if (m->kind == MAP_SAME && !other) {  // add, sub: a plain vector loop
+                        float sign, bool fresh) {
+  if (fresh && !other) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) grad_in[i] = sign * g[i];
+  } else if (fresh) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      grad_in[i] = sign * g[i] * other[bmap_index(mo, i)];
+  } else if (m->kind == MAP_SAME && !other) {  // add, sub: a plain vector loop
     #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) grad_in[i] += sign * g[i];
   } else if (m->kind == MAP_SAME) {
@@ -127,11 +135,12 @@ static void binary_backward(ct_node *node) {
   const float *g = y->grad;
   if (a->requires_grad)
     reduce_grad(a->grad, &s->ma, g, y->numel,
-                s->kind == BIN_MUL ? ct_f32(b) : NULL, &s->mb, 1.0f);
+                s->kind == BIN_MUL ? ct_f32(b) : NULL, &s->mb, 1.0f,
+                node->fresh & 1u);
   if (b->requires_grad)
     reduce_grad(b->grad, &s->mb, g, y->numel,
                 s->kind == BIN_MUL ? ct_f32(a) : NULL, &s->ma,
-                s->kind == BIN_SUB ? -1.0f : 1.0f);
+                s->kind == BIN_SUB ? -1.0f : 1.0f, node->fresh & 2u);
 }
 
 static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
@@ -181,6 +190,9 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
     *s = (bin_saved){.kind = kind, .ma = ma, .mb = mb};
   }
   if (CT_RECORD(op, binary_backward, y, s, a, b) != CT_OK) return NULL;
+  // Operands laid out like the output take their gradient by assignment.
+  ct_node_set_flags(y, (ma.kind == MAP_SAME ? CT_NODE_FRESH_INPUT(0) : 0u) |
+                           (mb.kind == MAP_SAME ? CT_NODE_FRESH_INPUT(1) : 0u));
   return y;
 }
 
@@ -292,6 +304,12 @@ static void unary_backward(ct_node *node) {
   float *restrict gx = x->grad;
   const float c = s->s;
   const int64_t n = y->numel;
+  if (node->fresh & 1u) {
+#define BACKWARD_STMT(K) gx[i] = g[i] * unary_deriv(K, px[i], py[i], c)
+    switch (s->kind) { UNARY_KINDS(n, BACKWARD_STMT) }
+#undef BACKWARD_STMT
+    return;
+  }
 #define BACKWARD_STMT(K) gx[i] += g[i] * unary_deriv(K, px[i], py[i], c)
   switch (s->kind) { UNARY_KINDS(n, BACKWARD_STMT) }
 #undef BACKWARD_STMT
@@ -315,6 +333,7 @@ static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
     *sv = (un_saved){.kind = kind, .s = s};
   }
   if (CT_RECORD(op, unary_backward, y, sv, x) != CT_OK) return NULL;
+  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));
   return y;
 }
 
@@ -351,6 +370,12 @@ static void dropout_backward(ct_node *node) {
   const uint8_t *restrict dropped = d->dropped;
   const float scale = d->scale;
   const int64_t n = y->numel;
+  if (node->fresh & 1u) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      gx[i] = keep_or_zero(!dropped[i], g[i] * scale);
+    return;
+  }
   #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++)
     gx[i] += keep_or_zero(!dropped[i], g[i] * scale);
@@ -384,5 +409,6 @@ ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
     *sv = (dropout_saved){.scale = scale, .dropped = dropped};
   }
   if (CT_RECORD("dropout", dropout_backward, y, sv, x) != CT_OK) return NULL;
+  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));
   return y;
 }

@@ -116,11 +116,14 @@ static void linear_backward(ct_node *node) {
   ct_tensor *y = node->out;
   const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
   const float *dy = y->grad;
+  // A fresh (uninitialized) gradient is assigned: beta 0 instead of 1.
+  const float beta_x = node->fresh & 1u ? 0.0f : 1.0f;
+  const float beta_w = node->fresh & 2u ? 0.0f : 1.0f;
   if (x->requires_grad)   // dx (N,IN) += dy (N,OUT) w (OUT,IN)
-    ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN, 1.0f,
+    ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN, beta_x,
             x->grad, IN);
   if (w->requires_grad)   // dw (OUT,IN) += dy^T (OUT,N) x (N,IN)
-    ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, ct_f32(x), IN, 1.0f,
+    ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, ct_f32(x), IN, beta_w,
             w->grad, IN);
   if (bias && bias->requires_grad)  // dbias (OUT) += column sums of dy
     ct_add_column_sums(bias->grad, dy, N, OUT, 1.0f);
@@ -163,5 +166,6 @@ ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
           bias ? 1.0f : 0.0f, py, OUT);
   if (CT_RECORD(op, linear_backward, y, NULL, x, w, bias) != CT_OK)
     return NULL;
+  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1));
   return y;
 }

@@ -177,6 +177,7 @@ static void layernorm_backward(ct_node *node) {
 
   if (x->requires_grad) {
     float *dx = x->grad;
+    const bool fresh = node->fresh & 1u;  // dx uninitialized: assign
     const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
     for (int64_t grp = 0; grp < groups; grp++) {
@@ -198,7 +199,9 @@ static void layernorm_backward(ct_node *node) {
         for (int64_t c = 0; c < C; c++) {
           double g = wd ? (double)gr[c] * wd[c] : gr[c];
           double xhat = (xr[c] - mu) * rs;
-          dx[n * C + c] += (float)(rs * (g - mg - xhat * mgx));
+          const float d = (float)(rs * (g - mg - xhat * mgx));
+          if (fresh) dx[n * C + c] = d;
+          else dx[n * C + c] += d;
         }
       }
     }
@@ -297,5 +300,6 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   }
   if (ct_tape_record("layernorm", layernorm_backward, y, 3, in, saved) != CT_OK)
     return NULL;
+  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));
   return y;
 }

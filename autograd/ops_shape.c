@@ -7,11 +7,17 @@
 
 // ---- reshape ------------------------------------------------------------------
 
+// Runs only when x already has a gradient or y is where backward started:
+// otherwise x takes over y's buffer (CT_NODE_GRAD_IDENTITY).
 static void reshape_backward(ct_node *node) {
   ct_tensor *x = node->in[0], *y = node->out;
   float *restrict gx = x->grad;
   const float *restrict gy = y->grad;
   const int64_t n = y->numel;
+  if (node->fresh & 1u) {
+    memcpy(gx, gy, (size_t)n * sizeof(float));
+    return;
+  }
   #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
 }
@@ -49,6 +55,7 @@ ct_tensor *ct_reshape(ct_tensor *x, int ndim, const int64_t *shape) {
   ct_tensor *y = ct_tensor_view(x, ndim, s);
   if (!y) return NULL;
   if (CT_RECORD("reshape", reshape_backward, y, NULL, x) != CT_OK) return NULL;
+  ct_node_set_flags(y, CT_NODE_GRAD_IDENTITY | CT_NODE_FRESH_INPUT(0));
   return y;
 }
 

@@ -103,6 +103,20 @@ static void grad_pool_sync(void) {
   grad_pool_generation = ct_arena_generation();
 }
 
+// Zeroes n floats; big buffers on all threads (each float is written once,
+// so the split cannot change anything).
+enum { ZERO_PAR_MIN = 1 << 16, ZERO_CHUNK = 1 << 14 };
+static void zero_floats(float *buf, int64_t n) {
+  const int64_t chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
+  #pragma omp parallel for schedule(static) if (n >= ZERO_PAR_MIN)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t lo = c * ZERO_CHUNK;
+    const int64_t len = n - lo < ZERO_CHUNK ? n - lo : ZERO_CHUNK;
+    memset(buf + lo, 0, (size_t)len * sizeof(float));
+  }
+}
+
+// A buffer for numel floats from the pool (contents undefined), or NULL.
 static float *grad_pool_take(int64_t numel) {
   grad_pool_sync();
   int best = -1;
@@ -113,8 +127,14 @@ static float *grad_pool_take(int64_t numel) {
   if (best < 0) return NULL;
   float *buf = grad_pool[best].buf;
   grad_pool[best] = grad_pool[--grad_pool_n];
-  memset(buf, 0, (size_t)numel * sizeof(float));
   return buf;
+}
+
+// A gradient buffer for t with undefined contents, or NULL when out of
+// memory.
+static float *grad_uninit(const ct_tensor *t) {
+  float *buf = grad_pool_take(t->numel);
+  return buf ? buf : ct_arena_alloc((size_t)t->numel * sizeof(float));
 }
 
 // Gives the gradient buffer of an op's output to the pool; t->grad becomes
@@ -128,9 +148,46 @@ static void grad_pool_put(ct_tensor *t) {
 }
 
 float *ct_grad_of(ct_tensor *t) {
-  if (!t->grad) t->grad = grad_pool_take(t->numel);
-  if (!t->grad) t->grad = ct_arena_calloc((size_t)t->numel * sizeof(float));
+  if (!t->grad) {
+    t->grad = grad_uninit(t);
+    if (t->grad) zero_floats(t->grad, t->numel);
+  }
   return t->grad;
+}
+
+// Gives the inputs of n that require grad a gradient buffer before n's
+// backward runs: zeroed, or, for an input whose gradient the backward
+// assigns (CT_NODE_FRESH_INPUT), as it comes (marked in n->fresh). An input
+// listed twice is always zeroed: the backward's writes to its two slots must
+// add up. False when out of memory.
+static bool grads_for_inputs(ct_node *n) {
+  n->fresh = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    ct_tensor *x = n->in[i];
+    if (!x || !x->requires_grad || x->grad) continue;
+    bool twice = false;
+    for (int j = i + 1; j < n->n_in; j++) twice = twice || n->in[j] == x;
+    if ((n->flags & CT_NODE_FRESH_INPUT(i)) && !twice) {
+      x->grad = grad_uninit(x);
+      n->fresh |= 1u << i;
+    }
+    if (!ct_grad_of(x)) return false;
+  }
+  return true;
+}
+
+// For a CT_NODE_GRAD_IDENTITY node whose input has no gradient yet: the
+// input takes the output's buffer (it would be a copy of it). Not for the
+// tensor backward started from, which keeps its gradient.
+static bool grad_handed_over(ct_node *n, const ct_tensor *root) {
+  ct_tensor *x = n->in[0], *y = n->out;
+  if (!(n->flags & CT_NODE_GRAD_IDENTITY) || n->n_in != 1 || y == root ||
+      !x || !x->requires_grad || x->grad || y->persistent ||
+      x->numel != y->numel)
+    return false;
+  x->grad = y->grad;
+  y->grad = NULL;
+  return true;
 }
 
 void ct_tensor_zero_grad(ct_tensor *t) {
@@ -156,15 +213,14 @@ ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
   bool was = ct_grad_set_enabled(false);
   for (ct_node *n = tape_head(); n; n = n->prev) {
     if (!n->out->grad) continue;
-    for (int i = 0; i < n->n_in; i++) {
-      ct_tensor *x = n->in[i];
-      if (x && x->requires_grad && !ct_grad_of(x)) {
-        ct_grad_set_enabled(was);
-        ct_tape_clear();
-        return CT_ERR_NOMEM;
-      }
+    if (grad_handed_over(n, out)) continue;
+    if (!grads_for_inputs(n)) {
+      ct_grad_set_enabled(was);
+      ct_tape_clear();
+      return CT_ERR_NOMEM;
     }
     n->backward(n);
+    n->fresh = 0;
     if (n->out != out) grad_pool_put(n->out);
   }
   ct_grad_set_enabled(was);

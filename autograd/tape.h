@@ -34,7 +34,31 @@ typedef struct ct_node {
   int n_in;
   void *saved;                          // op-specific state (arena memory)
   struct ct_node *prev;                 // the node recorded before this one
+  unsigned flags;                       // CT_NODE_* below, set by the op
+  // During backward only: bit i is set when in[i]'s gradient buffer was
+  // just handed out uninitialized, so this backward must overwrite every
+  // element of it instead of adding. Only inputs marked with
+  // CT_NODE_FRESH_INPUT get such bits.
+  unsigned fresh;
 } ct_node;
+
+// Node flags: promises an op makes about its backward, which let the
+// backward pass skip work. Set after recording, on out->node (see
+// ct_node_set_flags).
+enum {
+  // One input whose gradient equals the output's elementwise (reshape): an
+  // input without a gradient yet takes over the output's buffer, and the
+  // backward does not run.
+  CT_NODE_GRAD_IDENTITY = 1u << 0,
+};
+// The backward honours fresh bit i (assigns to in[i]'s gradient where it
+// would add), so the first gradient in[i] receives skips zeroing its buffer.
+#define CT_NODE_FRESH_INPUT(i) (1u << (8 + (i)))
+
+// Adds flags to the node that produced out, if it was recorded.
+static inline void ct_node_set_flags(ct_tensor *out, unsigned flags) {
+  if (out && out->node) out->node->flags |= flags;
+}
 
 // Recording switch; eval and inference run with it off (no tape, no saved
 // state). ct_grad_set_enabled returns the previous setting, so a no-grad

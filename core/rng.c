@@ -90,6 +90,7 @@ uint64_t ct_rng_next_below(ct_rng *r, uint64_t n) {
 // and chosen at run time, as core/attention.c does for its dropout.
 #if defined(__x86_64__) || defined(__i386__)
 #define RNG_X86 1
+#include <immintrin.h>
 #endif
 #define BLOCKS_INLINE static inline __attribute__((always_inline))
 
@@ -133,11 +134,72 @@ blocks_avx2(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
             uint32_t *words) {
   blocks_impl(seed, stream, g0, ng, words);
 }
-__attribute__((target("avx512f"))) static void
-blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
-              uint32_t *words) {
-  blocks_impl(seed, stream, g0, ng, words);
+// AVX-512 by hand: the compiler widens the 32x32->64 products above to
+// full 64-bit multiplies (three vpmuludq each). Here 16 counters run in the
+// 32-bit lanes of four vectors c0..c3; a product's high words come from two
+// vpmuludq (even and odd lanes), its low words from vpmulld. The four words
+// of each block are then interleaved into the blocks_impl layout.
+#define AVX512 __attribute__((target("avx512f")))
+
+static inline AVX512 __m512i mulhi_epu32(__m512i a, __m512i m) {
+  const __m512i even = _mm512_mul_epu32(a, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
 }
+
+AVX512 static void blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0,
+                                 int ng, uint32_t *words) {
+  const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0);
+  const __m512i m1 = _mm512_set1_epi32((int)PHILOX_M1);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                         11, 12, 13, 14, 15);
+  const __m512i s0 = _mm512_set1_epi32((int)(uint32_t)stream);
+  const __m512i s1 = _mm512_set1_epi32((int)(uint32_t)(stream >> 32));
+  int g = 0;
+  for (; g + 16 <= ng; g += 16) {
+    const uint64_t base = g0 + (uint64_t)g;
+    const __m512i lo = _mm512_set1_epi32((int)(uint32_t)base);
+    const __m512i hi = _mm512_set1_epi32((int)(uint32_t)(base >> 32));
+    __m512i c0 = _mm512_add_epi32(lo, lane);
+    // counter = base + lane as 64 bits: carry into the high word on wrap.
+    __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo),
+                                       hi, _mm512_set1_epi32(1));
+    __m512i c2 = s0, c3 = s1;
+    uint32_t ka = (uint32_t)seed, kb = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+      const __m512i hi0 = mulhi_epu32(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
+      const __m512i hi1 = mulhi_epu32(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
+      // 0x96: three-way xor.
+      c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int)ka), 0x96);
+      c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int)kb), 0x96);
+      c1 = lo1;
+      c3 = lo0;
+      ka += PHILOX_W0;
+      kb += PHILOX_W1;
+    }
+    // Transpose: in 128-bit lane i of u_j sits block 4i + j.
+    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1);
+    const __m512i t1 = _mm512_unpackhi_epi32(c0, c1);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3);
+    const __m512i t3 = _mm512_unpackhi_epi32(c2, c3);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2);
+    const __m512i u1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3);
+    const __m512i u3 = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i a01 = _mm512_shuffle_i32x4(u0, u1, 0x44);  // u0.0 u0.1 u1.0 u1.1
+    const __m512i a23 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+    const __m512i b01 = _mm512_shuffle_i32x4(u0, u1, 0xEE);  // u0.2 u0.3 u1.2 u1.3
+    const __m512i b23 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    uint32_t *w = words + 4 * g;
+    _mm512_storeu_si512(w, _mm512_shuffle_i32x4(a01, a23, 0x88));
+    _mm512_storeu_si512(w + 16, _mm512_shuffle_i32x4(a01, a23, 0xDD));
+    _mm512_storeu_si512(w + 32, _mm512_shuffle_i32x4(b01, b23, 0x88));
+    _mm512_storeu_si512(w + 48, _mm512_shuffle_i32x4(b01, b23, 0xDD));
+  }
+  if (g < ng)
+    blocks_impl(seed, stream, g0 + (uint64_t)g, ng - g, words + 4 * g);
+}
+#undef AVX512
 #endif
 
 static blocks_fn pick_blocks(void) {

@@ -301,7 +301,7 @@ check "inspect with two" 2 "inspect takes one checkpoint" -- "$ctrain" inspect "
 check "export without an output" 2 "export takes a checkpoint and an output" -- \
   "$ctrain" export "$ckpt"
 check "plot without a folder" 2 "plot takes one run folder" -- "$ctrain" plot
-check "toy without a kind" 2 "the only kind is 'translation'" -- "$ctrain" toy
+check "toy without a kind" 2 "the kinds are 'translation'" -- "$ctrain" toy
 check "toy without --out" 2 "needs --out DIR" -- "$ctrain" toy translation
 no_dir "toy usage errors" "$tmp/toy"
 intact "all of the above"
