@@ -36,6 +36,7 @@
 //   autograd/attention.h  the differentiable fused attention
 //   autograd/conv.h   conv2d, batch norm, pooling (NCHW)
 //   autograd/gradcheck.h  finite-difference gradient checks
+//   autograd/box.h    box conversions, GIoU, row gather (detection)
 //   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h  learning-rate schedules (pure functions of the step)
 //   optim/grads.h     gradient norm, clipping, the non-finite check
@@ -49,6 +50,7 @@
 //   nn/resnet.h       a CIFAR-style ResNet with torchvision's names
 //   nn/vit.h          ViT and DeiT (timm names), attention rollout
 //   nn/distill.h      soft-target CE and DeiT's distillation losses
+//   nn/hungarian.h    linear sum assignment, DETR's Hungarian matcher
 //   data/text.h       parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
@@ -72,6 +74,7 @@
 #include "autograd/attention.h"
 #include "autograd/conv.h"
 #include "autograd/gradcheck.h"
+#include "autograd/box.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
@@ -85,6 +88,7 @@
 #include "nn/resnet.h"
 #include "nn/vit.h"
 #include "nn/distill.h"
+#include "nn/hungarian.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
