@@ -30,6 +30,7 @@
 //   core/rng.h        Philox4x32-10 keyed random numbers
 //   core/threads.h    thread count (results never depend on it)
 //   core/gemm.h       matrix multiply kernels
+//   core/gemm_bf16.h  matrix multiply with bf16 inputs (AMX, AVX512-BF16)
 //   core/attention.h  fused attention kernels
 //   autograd/tape.h   recording, backward, no-grad scopes
 //   autograd/ops.h    the differentiable ops
@@ -68,6 +69,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/gemm.h"
+#include "core/gemm_bf16.h"
 #include "core/attention.h"
 #include "autograd/tape.h"
 #include "autograd/ops.h"

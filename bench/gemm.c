@@ -1,13 +1,17 @@
 // bench_gemm: ctrain's sgemm on squares and on the model's shapes, and, when
 // built against OpenBLAS, OpenBLAS on the same shapes in the same run.
 //
-//   bench_gemm [--threads N] [--quick]
+//   bench_gemm [--threads N] [--quick] [--bf16 all|none|PATH]
 //
 // One line per shape:
 //   gemm M=.. N=.. K=.. ta=.. tb=.. threads=.. gflops=..
 //        [blas_gflops=.. ratio=..] [batch=..]   (ratio = ctrain / blas)
 // and a thread-scaling line for the 1024 square:
 //   scaling M=1024 t1_gflops=.. t2_gflops=.. speedup=..
+// After each gemm line, one line per bf16 path (core/gemm_bf16.h: all the
+// CPU has, or the one --bf16 names):
+//   gemm_bf16 M=.. N=.. K=.. ta=.. tb=.. threads=.. path=.. gflops=..
+//        ratio=.. [batch=..]   (ratio = bf16 / the fp32 line above)
 //
 // Each figure is the median of several timed samples; ctrain and BLAS
 // samples alternate so that drifting clocks and noisy neighbours hit both.
@@ -17,6 +21,7 @@
 // Batched shapes call cblas_sgemm once per matrix (OpenBLAS has no strided
 // batch call), as a framework without a batched gemm would.
 #include "core/gemm.h"
+#include "core/gemm_bf16.h"
 #include "core/threads.h"
 
 #include <stdio.h>
@@ -60,6 +65,13 @@ static void run_ctrain(const problem *p) {
                   p->B, p->ldb, p->sb, 0.0f, p->C, p->ldc, p->sc, s->batch);
 }
 
+static void run_bf16(const problem *p) {
+  const shape *s = &p->s;
+  ct_gemm_bf16_batched(s->ta, s->tb, s->M, s->N, s->K, 1.0f, p->A, p->lda,
+                       p->sa, p->B, p->ldb, p->sb, 0.0f, p->C, p->ldc, p->sc,
+                       s->batch);
+}
+
 #ifdef CT_HAVE_OPENBLAS
 static void run_blas(const problem *p) {
   const shape *s = &p->s;
@@ -90,23 +102,29 @@ static double sample(void (*fn)(const problem *), const problem *p,
   return (now_s() - t0) / iters;
 }
 
-// Median GFLOP/s of ctrain and (if built with it) BLAS, interleaved.
-static void measure(const problem *p, bool quick, double *ct_gflops,
+// Median GFLOP/s of ctrain (`run`: fp32 or bf16) and, for fp32 and if built
+// with it, BLAS, interleaved.
+static void measure(const problem *p, bool quick,
+                    void (*run)(const problem *), double *ct_gflops,
                     double *blas_gflops) {
   const shape *s = &p->s;
   double flops = 2.0 * (double)s->M * s->N * s->K * s->batch;
   double min_sample = quick ? 0.02 : 0.05;
   int nsamples = quick ? 3 : 5;
 
-  run_ctrain(p); // warm up: packing buffers, threads, caches
-  double t = sample(run_ctrain, p, 1);
+  run(p); // warm up: packing buffers, threads, caches
+  double t = sample(run, p, 1);
   int iters = t >= min_sample ? 1 : (int)(min_sample / t) + 1;
 
   double ct[16], bl[16];
   *blas_gflops = 0.0;
   for (int i = 0; i < nsamples; i++) {
-    ct[i] = flops / sample(run_ctrain, p, iters) * 1e-9;
+    ct[i] = flops / sample(run, p, iters) * 1e-9;
 #ifdef CT_HAVE_OPENBLAS
+    if (run != run_ctrain) {
+      bl[i] = 0.0;
+      continue;
+    }
     settle(quick);
     run_blas(p);
     bl[i] = flops / sample(run_blas, p, iters) * 1e-9;
@@ -164,12 +182,16 @@ static void problem_free(problem *p) {
   free(p->C);
 }
 
-// Runs one shape and prints its line.
+// bf16 paths to time after each fp32 line.
+static ct_gemm_bf16_path bf16_paths[3];
+static int n_bf16_paths;
+
+// Runs one shape and prints its line, then its bf16 lines.
 static void bench_shape(shape s, int threads, bool quick) {
   problem p = problem_new(s);
   set_threads(threads);
   double g, bg;
-  measure(&p, quick, &g, &bg);
+  measure(&p, quick, run_ctrain, &g, &bg);
   printf("gemm M=%lld N=%lld K=%lld ta=%d tb=%d threads=%d gflops=%.1f",
          (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb, threads,
          g);
@@ -179,6 +201,19 @@ static void bench_shape(shape s, int threads, bool quick) {
   if (s.batch > 1) printf(" batch=%lld", (long long)s.batch);
   printf("\n");
   fflush(stdout);
+  for (int i = 0; i < n_bf16_paths; i++) {
+    double g16, unused;
+    ct_gemm_bf16_force_path(bf16_paths[i]);
+    measure(&p, quick, run_bf16, &g16, &unused);
+    printf("gemm_bf16 M=%lld N=%lld K=%lld ta=%d tb=%d threads=%d path=%s "
+           "gflops=%.1f ratio=%.2f",
+           (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb,
+           threads, ct_gemm_bf16_path_name(bf16_paths[i]), g16, g16 / g);
+    if (s.batch > 1) printf(" batch=%lld", (long long)s.batch);
+    printf("\n");
+    fflush(stdout);
+  }
+  ct_gemm_bf16_force_path(CT_GEMM_BF16_AUTO);
   problem_free(&p);
 }
 
@@ -237,6 +272,7 @@ static void warm_up(int threads, double seconds) {
 int main(int argc, char **argv) {
   int threads = 2;
   bool quick = false;
+  const char *bf16 = "all";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = atoi(argv[++i]);
@@ -246,10 +282,29 @@ int main(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!strcmp(argv[i], "--bf16") && i + 1 < argc) {
+      bf16 = argv[++i];
     } else {
-      fprintf(stderr, "usage: bench_gemm [--threads N] [--quick]\n");
+      fprintf(stderr, "usage: bench_gemm [--threads N] [--quick] "
+                      "[--bf16 all|none|amx|avx512bf16|emulated]\n");
       return 2;
     }
+  }
+  // The bf16 paths this CPU has (a forced path it lacks falls back to
+  // another), best first, filtered by --bf16.
+  static const ct_gemm_bf16_path all16[] = {
+      CT_GEMM_BF16_AMX, CT_GEMM_BF16_AVX512BF16, CT_GEMM_BF16_EMULATED};
+  for (int i = 0; i < 3; i++) {
+    ct_gemm_bf16_force_path(all16[i]);
+    bool has = ct_gemm_bf16_active_path() == all16[i];
+    if (has && (!strcmp(bf16, "all") ||
+                !strcmp(bf16, ct_gemm_bf16_path_name(all16[i]))))
+      bf16_paths[n_bf16_paths++] = all16[i];
+  }
+  ct_gemm_bf16_force_path(CT_GEMM_BF16_AUTO);
+  if (!n_bf16_paths && strcmp(bf16, "none")) {
+    fprintf(stderr, "bench_gemm: --bf16 %s: not a path this CPU has\n", bf16);
+    return 2;
   }
   printf("# gemm path=%s\n", ct_gemm_path_name(ct_gemm_active_path()));
   warm_up(threads, quick ? 0.3 : 1.0);

@@ -1,0 +1,157 @@
+// AVX512-BF16 gemm kernel: a 14 x 32 tile of C in 28 zmm accumulators, fed
+// by vdpbf16ps, which multiplies 16 pairs of bf16 from A by 16 pairs from B
+// and adds both products to 16 fp32 accumulators. Per pair of k: 2 loads of
+// the B panel (32 columns of pair words), 14 broadcasts of an A pair word,
+// 28 dot products: the fp32 kernel's shape (gemm_avx512.c) at twice the
+// depth per instruction.
+//
+// Also the AVX-512 packing helpers that round fp32 to bf16, 16 values at a
+// time with the integer steps of ct_bf16_round_bits (not vcvtne2ps2bf16,
+// which would flush subnormal inputs), shared with the AMX path.
+//
+// Compiled with function target attributes, so the library still runs on any
+// x86-64; the driver calls these only after the cpuid checks below.
+#include "core/gemm_bf16_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+
+#define MR 14
+#define NR 32
+
+#define TARGET_F __attribute__((target("avx512f")))
+#define TARGET_BF16 __attribute__((target("avx512f,avx512bf16")))
+#define INLINE static inline __attribute__((always_inline))
+
+static bool bf16_ok;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+
+// CPUID.(EAX=7,ECX=1):EAX bit 5; avx512f also covers the OS saving zmm.
+// Asked once: cpuid traps to the hypervisor in a virtual machine, and the
+// path is checked on every gemm call.
+static void bf16_probe(void) {
+  unsigned a, b, c, d;
+  if (!__builtin_cpu_supports("avx512f") || __get_cpuid_max(0, NULL) < 7)
+    return;
+  __cpuid_count(7, 1, a, b, c, d);
+  bf16_ok = (a >> 5) & 1u;
+}
+
+bool ct_gemm_bf16_cpu_has_avx512bf16(void) {
+  pthread_once(&bf16_once, bf16_probe);
+  return bf16_ok;
+}
+
+// ---------------------------------------------------------------------------
+// Packing helpers.
+
+// 16 floats to bf16 in the low half of each 32-bit lane.
+INLINE TARGET_F __m512i round16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb =
+      _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))),
+      16);
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan =
+      _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet =
+      _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_mask_mov_epi32(r, nan, quiet);
+}
+
+INLINE __mmask16 tail_mask(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+TARGET_F void ct_bf16_round_row_avx512(const float *src, int64_t n,
+                                       uint16_t *dst) {
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m512i r = round16(_mm512_maskz_loadu_ps(m, src + j));
+    _mm512_mask_cvtepi32_storeu_epi16(dst + j, m, r);
+  }
+}
+
+TARGET_F void ct_bf16_pair_rows_avx512(const float *r0, const float *r1,
+                                       int64_t n, uint16_t *dst) {
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m512i w = round16(_mm512_maskz_loadu_ps(m, r0 + j));
+    if (r1)
+      w = _mm512_or_si512(
+          w, _mm512_slli_epi32(round16(_mm512_maskz_loadu_ps(m, r1 + j)), 16));
+    _mm512_mask_storeu_epi32(dst + 2 * j, m, w);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The kernel.
+
+INLINE TARGET_F void store_row(float *c, __m512 acc, __mmask16 mask,
+                               __m512 alpha, __m512 beta, int beta_zero) {
+  __m512 r = beta_zero
+                 ? _mm512_mul_ps(alpha, acc)
+                 : _mm512_fmadd_ps(
+                       alpha, acc,
+                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, c)));
+  _mm512_mask_storeu_ps(c, mask, r);
+}
+
+// Row i of A is at base[i / 3] + (i % 3) * lda_p, as in gemm_avx512.c: five
+// pointers and scaled-index addressing reach all 14 rows.
+static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
+                               const uint16_t *pb, float *c, int64_t ldc,
+                               float alpha, float beta, int m, int n) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const uint16_t *base[5];
+#pragma GCC unroll 5
+  for (int j = 0; j < 5; j++) base[j] = pa + 3 * j * lda_p;
+  for (int64_t k = 0; k < kp; k += 2, pb += 2 * NR) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(pb);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(pb + NR);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) {
+      uint32_t word;
+      memcpy(&word, base[i / 3] + (i % 3) * lda_p + k, sizeof word);
+      __m512bh a = (__m512bh)_mm512_set1_epi32((int)word);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+    }
+  }
+
+  __mmask16 mask0 = tail_mask(n), mask1 = n > 16 ? tail_mask(n - 16) : 0;
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  int beta_zero = beta == 0.0f;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; i++) {
+    if (i < m) {
+      store_row(c + i * ldc, acc[i][0], mask0, va, vb, beta_zero);
+      store_row(c + i * ldc + 16, acc[i][1], mask1, va, vb, beta_zero);
+    }
+  }
+}
+
+// Blocking: the A panel (14 x KC bf16, 14 KiB) stays in L1 and the packed B
+// block (KC x NC bf16, 1 MiB) in L2.
+const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {
+    .mr = MR, .nr = NR, .kgran = 2, .mc = MR * 12, .kc = 512, .nc = 1024,
+    .kernel = kernel, .round_row = ct_bf16_round_row_avx512,
+    .pair_rows = ct_bf16_pair_rows_avx512};
+
+#else
+bool ct_gemm_bf16_cpu_has_avx512bf16(void) { return false; }
+void ct_bf16_round_row_avx512(const float *src, int64_t n, uint16_t *dst) {
+  (void)src, (void)n, (void)dst;
+}
+void ct_bf16_pair_rows_avx512(const float *r0, const float *r1, int64_t n,
+                              uint16_t *dst) {
+  (void)r0, (void)r1, (void)n, (void)dst;
+}
+const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {0};
+#endif
