@@ -52,6 +52,7 @@
 //   nn/vit.h          ViT and DeiT (timm names), attention rollout
 //   nn/distill.h      soft-target CE and DeiT's distillation losses
 //   nn/hungarian.h    linear sum assignment, DETR's Hungarian matcher
+//   nn/detr.h         DETR: backbone, transformer, heads, the set loss
 //   data/text.h       parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
@@ -91,6 +92,7 @@
 #include "nn/vit.h"
 #include "nn/distill.h"
 #include "nn/hungarian.h"
+#include "nn/detr.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
