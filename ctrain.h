@@ -60,6 +60,8 @@
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
 //   data/image.h      image datasets, normalized/augmented batches, prefetch
 //   data/idx.h data/cifar.h data/png_folder.h   image file formats
+//   data/detection.h  detection sets: boxes, generated shapes, COCO files
+//   data/json.h       a strict JSON reader
 #ifndef CTRAIN_H
 #define CTRAIN_H
 
@@ -108,5 +110,7 @@
 #include "data/cifar.h"
 #include "data/png_folder.h"
 #include "data/toy_images.h"
+#include "data/json.h"
+#include "data/detection.h"
 
 #endif
