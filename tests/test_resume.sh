@@ -6,10 +6,11 @@
 # (params_digest) and a byte-identical metrics.jsonl as the run that was
 # never stopped. Dropout is on, so the RNG counters matter too. Resuming a
 # finished run changes nothing. KIND picks the run: translation (the copy
-# task) or vision (a ViT on generated images with dropout, drop path,
-# random crops, flips, mixup/cutmix and the prefetch thread).
+# task), vision (a ViT on generated images with dropout, drop path,
+# random crops, flips, mixup/cutmix and the prefetch thread) or detection
+# (a tiny DETR with dropout and flips).
 #
-# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|vision]
+# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|vision|detection]
 # RESUME_SEED=N repeats the random kill times of an earlier run.
 set -u
 ctrain=$1
@@ -35,7 +36,18 @@ bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
 common=(train.steps=300 train.epochs=0 train.accum=1 train.label_smoothing=0.1
         train.log_every=10 train.eval_every=100 train.eval_sentences=0
         train.checkpoint_every=20 train.keep_checkpoints=3 train.max_minutes=0)
-if [ "$kind" = vision ]; then
+if [ "$kind" = detection ]; then
+  name=detr
+  config=$tmp/empty.ini
+  : >"$config"
+  sets=(run.task=detection run.name=$name run.seed=7 data.source=toy
+        data.toy_train=64 data.toy_val=16 data.toy_image_size=32
+        data.toy_classes=3 data.batch_size=8 data.hflip=true
+        model.d_model=32 model.heads=2 model.ff=64 model.encoder_layers=1
+        model.decoder_layers=2 model.width=8 model.stages=2 model.blocks=1
+        model.queries=8 model.dropout=0.1 optim.lr=1e-3 schedule.warmup=30
+        "${common[@]}")
+elif [ "$kind" = vision ]; then
   name=vit
   config=$tmp/empty.ini
   : >"$config"

@@ -19,6 +19,7 @@
 #include "nn/distill.h"
 #include "nn/resnet.h"
 #include "nn/vit.h"
+#include "train/image_meta.h"
 #include "train/plot.h"
 #include "train/run.h"
 
@@ -254,60 +255,23 @@ static ct_status load_data(classification *c, const ct_config *cfg,
 
 static ct_status save_sections(ct_task *t, ct_ckpt_writer *w) {
   classification *c = t->state;
-  ct_rec names, image;
-  ct_rec_init(&names);
-  ct_rec_u32(&names, (uint32_t)c->m.K);
-  for (int k = 0; k < c->m.K; k++)
-    ct_rec_str(&names, ct_string_list_get(&c->class_names, k));
-  ct_rec_init(&image);
-  ct_rec_u32(&image, (uint32_t)c->m.C);
-  ct_rec_u32(&image, (uint32_t)c->m.H);
-  ct_rec_u32(&image, (uint32_t)c->m.W);
-  for (int i = 0; i < c->m.C; i++) {
-    ct_rec_f64(&image, c->m.mean[i]);
-    ct_rec_f64(&image, c->m.std[i]);
-  }
-  ct_status st = ct_ckpt_writer_add_rec(w, "classes", &names);
-  if (st == CT_OK) st = ct_ckpt_writer_add_rec(w, "image", &image);
-  ct_rec_free(&names);
-  ct_rec_free(&image);
-  return st;
+  ct_image_meta im = {.C = c->m.C, .H = c->m.H, .W = c->m.W, .K = c->m.K,
+                      .class_names = c->class_names};
+  memcpy(im.mean, c->m.mean, sizeof im.mean);
+  memcpy(im.std, c->m.std, sizeof im.std);
+  return ct_image_meta_save(&im, w);
 }
 
 static ct_status load_sections(classification *c, const ct_ckpt *ckpt) {
-  ct_rec_reader r;
-  ct_status st = ct_ckpt_section_reader(ckpt, "classes", &r);
-  if (st != CT_OK) return st;
-  uint32_t K = ct_rec_get_u32(&r);
-  for (uint32_t k = 0; k < K && K <= 100000; k++) {
-    char *name = ct_rec_get_str(&r);
-    if (!name) break;
-    st = ct_string_list_push(&c->class_names, name, strlen(name));
-    free(name);
-    if (st != CT_OK) return st;
-  }
-  st = ct_rec_reader_done(&r);
-  if (st == CT_OK && (K < 1 || c->class_names.count != (int64_t)K))
-    st = ct_error(CT_ERR_FORMAT, "%s: the classes section is malformed",
-                  ct_ckpt_path(ckpt));
-  if (st != CT_OK) return st;
-  c->m.K = (int)K;
-  st = ct_ckpt_section_reader(ckpt, "image", &r);
-  if (st != CT_OK) return st;
-  uint32_t C = ct_rec_get_u32(&r), H = ct_rec_get_u32(&r),
-           W = ct_rec_get_u32(&r);
-  for (uint32_t i = 0; i < C && C <= CT_IMAGE_MAX_CHANNELS; i++) {
-    c->m.mean[i] = (float)ct_rec_get_f64(&r);
-    c->m.std[i] = (float)ct_rec_get_f64(&r);
-  }
-  st = ct_rec_reader_done(&r);
-  if (st == CT_OK && (C < 1 || C > CT_IMAGE_MAX_CHANNELS || H < 1 || W < 1 ||
-                      H > 4096 || W > 4096))
-    st = ct_error(CT_ERR_FORMAT, "%s: the image section is malformed",
-                  ct_ckpt_path(ckpt));
-  c->m.C = (int)C;
-  c->m.H = (int)H;
-  c->m.W = (int)W;
+  ct_image_meta im = {0};
+  ct_status st = ct_image_meta_load(&im, ckpt);
+  c->class_names = im.class_names;  // owned by c from here on
+  c->m.C = im.C;
+  c->m.H = im.H;
+  c->m.W = im.W;
+  c->m.K = im.K;
+  memcpy(c->m.mean, im.mean, sizeof im.mean);
+  memcpy(c->m.std, im.std, sizeof im.std);
   return st;
 }
 

@@ -29,6 +29,8 @@
 #include "train/trainer.h"
 #include "train/translation.h"
 #include "train/classification.h"
+#include "train/detection.h"
+#include "data/detection.h"
 #include "data/toy_images.h"
 
 #ifndef CT_VERSION
@@ -47,6 +49,8 @@ static const char *const usage =
     "                             translate TEXT, or stdin lines when none\n"
     "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads N]\n"
     "                             top classes of images; ViT/DeiT attention maps\n"
+    "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads N]\n"
+    "                             objects found in images, drawn on the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
     "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors]\n"
@@ -58,6 +62,8 @@ static const char *const usage =
     "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes N]\n"
     "      [--train N] [--test N] [--seed N] [--force]\n"
     "                             write the generated shape images as files\n"
+    "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
+    "      [--seed N] [--force]       write the generated detection set (COCO)\n"
     "  info                       version, threads, gemm kernel\n"
     "  help                       this text\n";
 
@@ -325,6 +331,56 @@ static int cmd_classify(int argc, char **argv) {
   return rc;
 }
 
+static int cmd_detect(int argc, char **argv) {
+  const char *ckpt = NULL, *out_png = NULL;
+  float threshold = 0.5f;
+  int n = 0, rc = 0;
+  const char **images = calloc((size_t)argc, sizeof *images);
+  if (!images) return 1;
+  for (int i = 2; i < argc && !rc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--out")) {
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else out_png = v;
+    } else if (!strcmp(argv[i], "--threshold")) {
+      char *end;
+      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      else if ((threshold = strtof(v, &end), *end) || !(threshold >= 0.0f && threshold <= 1.0f))
+        rc = usage_error("--threshold wants a number in [0, 1], not '%s'", v);
+    } else if (!strcmp(argv[i], "--threads")) {
+      int t;
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
+      else ct_set_threads(t);
+    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
+      rc = usage_error("unknown option '%s'", argv[i]);
+    } else if (!ckpt) {
+      ckpt = argv[i];
+    } else {
+      images[n++] = argv[i];
+    }
+  }
+  if (!rc && !ckpt) rc = usage_error("%s", "detect: a checkpoint path is needed");
+  if (!rc && n == 0) rc = usage_error("%s", "detect: no image given");
+  if (rc) {
+    free(images);
+    return rc;
+  }
+  ct_run_model m;
+  if (ct_run_model_open(&m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
+    rc = runtime_error();
+  } else if (m.task.ops != &ct_task_detection) {
+    fprintf(stderr, "ctrain: error: detect: %s is a %s checkpoint, not a "
+            "detection one\n", ckpt, m.task.ops->name);
+    rc = 1;
+  } else if (ct_detection_detect(&m.task, images, n, threshold, out_png, stdout) != CT_OK) {
+    rc = runtime_error();
+  }
+  ct_run_model_close(&m);
+  free(images);
+  ct_arena_release();
+  return rc;
+}
+
 static int cmd_inspect(int argc, char **argv) {
   if (argc != 3) return usage_error("%s", "inspect takes one checkpoint path");
   ct_run_model m;
@@ -505,12 +561,56 @@ static int cmd_toy_images(int argc, char **argv) {
   return 0;
 }
 
+// ctrain toy detection: the generated detection set as COCO files.
+static int cmd_toy_detection(int argc, char **argv) {
+  const char *out = NULL;
+  long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
+  bool force = false;
+  for (int i = 3; i < argc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--force")) {
+      force = true;
+      continue;
+    }
+    static const char *const known[] = {"--out", "--seed", "--size", "--classes",
+                                        "--train", "--val"};
+    bool is_known = false;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+      is_known = is_known || !strcmp(argv[i], known[k]);
+    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
+    if (!(v = option_value(argc, argv, &i))) return 2;
+    const char *opt = argv[i - 1];
+    long n = positive(v);
+    if (!strcmp(opt, "--out")) out = v;
+    else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed")) seed = n;
+    else if (!strcmp(opt, "--size")) size = n;
+    else if (!strcmp(opt, "--classes")) classes = n;
+    else if (!strcmp(opt, "--train")) train = n;
+    else val = n;  // --val
+  }
+  if (!out) return usage_error("%s", "toy detection needs --out DIR");
+  ct_detection_dataset tr = {0}, va = {0};
+  ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
+                                           (uint64_t)seed, 0, NULL);
+  if (st == CT_OK)
+    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes, (uint64_t)seed,
+                                   1, NULL);
+  if (st == CT_OK) st = ct_toy_detection_write(out, &tr, &va, force);
+  ct_detection_dataset_free(&tr);
+  ct_detection_dataset_free(&va);
+  if (st != CT_OK) return runtime_error();
+  printf("wrote %s/{train,val}.json and %s/{train,val}/*.png (%ld + %ld images, "
+         "%ldx%ld, %ld classes)\n", out, out, train, val, size, size, classes);
+  return 0;
+}
+
 static int cmd_toy(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[2], "images")) return cmd_toy_images(argc, argv);
+  if (argc >= 3 && !strcmp(argv[2], "detection")) return cmd_toy_detection(argc, argv);
   if (argc < 3 || strcmp(argv[2], "translation"))
     return usage_error("%s", "toy: the kinds are 'translation' (ctrain toy "
-                       "translation --out DIR) and 'images' (ctrain toy images "
-                       "--out DIR)");
+                       "translation --out DIR), 'images' and 'detection'");
   ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 1, .train_size = 20000,
                       .val_size = 500, .test_size = 500};
   const char *out = NULL;
@@ -577,6 +677,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
   if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
   if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
+  if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);

@@ -691,6 +691,50 @@ ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *i
   return canvas_save(&c, path);
 }
 
+ct_status ct_plot_boxes_png(const char *path, const uint8_t *image, int channels,
+                            int height, int width, int n, const float *boxes,
+                            const int *labels, const char *const *captions) {
+  enum { M = 10 };
+  if (!path) return ct_error(CT_ERR_ARG, "boxes plot: no path");
+  if (!image) return ct_error(CT_ERR_ARG, "%s: no image", path);
+  if (channels != 1 && channels != 3)
+    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path, channels);
+  if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
+      width > CT_PLOT_MAX_IMAGE_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, height, width,
+                    CT_PLOT_MAX_IMAGE_SIDE);
+  if (n < 0 || (n > 0 && (!boxes || !labels)))
+    return ct_error(CT_ERR_ARG, "%s: %d boxes without coordinates or labels", path, n);
+  int longer = height > width ? height : width, scale = longer < 448 ? 448 / longer : 1;
+  int ph = height * scale, pw = width * scale;
+  canvas c;
+  if (!canvas_alloc(&c, pw + 2 * M, ph + 2 * M))
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  size_t plane = (size_t)height * (size_t)width;
+  for (int py = 0; py < ph; py++)
+    for (int px = 0; px < pw; px++) {
+      size_t at = (size_t)(py / scale) * (size_t)width + (size_t)(px / scale);
+      rgb p = channels == 1 ? (rgb){image[at], image[at], image[at]}
+                            : (rgb){image[at], image[plane + at], image[2 * plane + at]};
+      pixel_set(&c, M + px, M + py, p);
+    }
+  for (int i = 0; i < n; i++) {
+    rgb col = palette[(labels[i] < 0 ? 0 : labels[i]) % N_COLORS];
+    int x0 = M + (int)lround(boxes[4 * i] * scale), y0 = M + (int)lround(boxes[4 * i + 1] * scale);
+    int x1 = M + (int)lround(boxes[4 * i + 2] * scale) - 1;
+    int y1 = M + (int)lround(boxes[4 * i + 3] * scale) - 1;
+    for (int t = 0; t < 2; t++) rect_frame(&c, x0 + t, y0 + t, x1 - t, y1 - t, col);
+    if (captions && captions[i]) {
+      char text[64];
+      text_fit(text, sizeof text, captions[i], pw, 1);
+      int tw = text_width(text, 1), ty = y0 - GLYPH_H - 4 < 0 ? y0 + 2 : y0 - GLYPH_H - 4;
+      rect_fill(&c, x0, ty - 1, x0 + tw + 3, ty + GLYPH_H + 2, col);
+      text_draw(&c, x0 + 2, ty + 1, text, 1, white);
+    }
+  }
+  return canvas_save(&c, path);
+}
+
 // ---- charts from metrics.jsonl ----
 
 // Growable (x, y) points under a name.

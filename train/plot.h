@@ -102,4 +102,12 @@ ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *i
                                 int channels, int height, int width, const float *const *maps,
                                 int grid_h, int grid_w, const char *const *captions);
 
+// Draws one image (u8 channel-first, C = 1 or 3), upscaled to about 448
+// pixels, with n boxes (pixel corners x0, y0, x1, y1 of the original image)
+// framed in the color of their label and captioned ("circle 0.97") above:
+// what `ctrain detect` writes.
+ct_status ct_plot_boxes_png(const char *path, const uint8_t *image, int channels,
+                            int height, int width, int n, const float *boxes,
+                            const int *labels, const char *const *captions);
+
 #endif

@@ -6,6 +6,8 @@
 const ct_task_ops *ct_task_for(const ct_config *cfg) {
   if (!strcmp(ct_config_str(cfg, "run", "task"), "classification"))
     return &ct_task_classification;
+  if (!strcmp(ct_config_str(cfg, "run", "task"), "detection"))
+    return &ct_task_detection;
   return &ct_task_translation;
 }
 

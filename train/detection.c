@@ -1,0 +1,498 @@
+// The object detection task (see detection.h).
+#include "train/detection.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "data/detection.h"
+#include "data/idx.h"
+#include "data/png_folder.h"
+#include "nn/detr.h"
+#include "train/detection_eval.h"
+#include "train/image_meta.h"
+#include "train/plot.h"
+
+enum {
+  RNG_INIT = 0x1419,
+  RNG_ORDER = 0xDA7A32u,  // the epoch's image order, step = epoch
+  RNG_FLIP = 0xDA7A33u,   // per-image horizontal flip, step = epoch
+  EVAL_BATCH = 32,
+};
+
+typedef struct detection {
+  ct_image_meta meta;
+  ct_nn_detr model;
+  bool model_ready;
+  ct_detr_loss_opts loss;
+  ct_detection_dataset train, val;
+  bool have_train, have_val;
+  // The training batches: (epoch, position) is the batch the next call
+  // returns; order holds the permutation of order_epoch.
+  int64_t batch_size, epoch, position, batches, order_epoch;
+  int64_t *order;
+  bool hflip;
+  uint64_t seed;
+} detection;
+
+// ---- data ------------------------------------------------------------------
+
+static ct_status load_data(detection *d, const ct_config *cfg, ct_task_need need) {
+  const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+  ct_status st = CT_OK;
+  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
+    int size = (int)ct_config_int(cfg, "data", "toy_image_size");
+    int classes = (int)ct_config_int(cfg, "data", "toy_classes");
+    ct_image_dataset items = {0};
+    bool fmnist = !strcmp(ct_config_str(cfg, "data", "toy_items"), "fmnist");
+    if (fmnist) {
+      st = ct_idx_load_dir(&items, ct_config_str(cfg, "data", "image_dir"), true, 10);
+      if (st == CT_OK)
+        st = ct_image_dataset_set_names(&items, ct_fashion_mnist_class_names, 10);
+    }
+    if (st == CT_OK && need == CT_TASK_ALL_DATA) {
+      st = ct_toy_detection_generate(&d->train, ct_config_int(cfg, "data", "toy_train"),
+                                     size, classes, seed, 0, fmnist ? &items : NULL);
+      d->have_train = st == CT_OK;
+    }
+    if (st == CT_OK) {
+      st = ct_toy_detection_generate(&d->val, ct_config_int(cfg, "data", "toy_val"), size,
+                                     classes, seed, 1, fmnist ? &items : NULL);
+      d->have_val = st == CT_OK;
+    }
+    ct_image_dataset_free(&items);
+    return st;
+  }
+  int channels = (int)ct_config_int(cfg, "data", "channels");
+  int size = (int)ct_config_int(cfg, "data", "image_size");
+  static const char *const keys[2][2] = {{"coco_train", "coco_train_images"},
+                                         {"coco_val", "coco_val_images"}};
+  for (int s = need == CT_TASK_ALL_DATA ? 0 : 1; s < 2 && st == CT_OK; s++) {
+    const char *json = ct_config_str(cfg, "data", keys[s][0]);
+    const char *dir = ct_config_str(cfg, "data", keys[s][1]);
+    if (!*json || !*dir)
+      return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files)",
+                      keys[s][0], keys[s][1]);
+    st = ct_coco_load(s ? &d->val : &d->train, json, dir, channels, size);
+    if (s) d->have_val = st == CT_OK;
+    else d->have_train = st == CT_OK;
+  }
+  return st;
+}
+
+// Normalized images (B, C, H, W) of rows idx[0..B) of ds, flipped where
+// flip[b]; the targets concatenated in labels/boxes, counts per image.
+static ct_tensor *make_batch(const detection *d, const ct_detection_dataset *ds,
+                             const int64_t *idx, const bool *flip, int64_t B,
+                             int *counts, int32_t *labels, float *boxes) {
+  const ct_image_meta *m = &d->meta;
+  const int64_t plane = (int64_t)m->H * m->W;
+  ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(B, m->C, m->H, m->W));
+  if (!x) return NULL;
+  int64_t t = 0;
+  for (int64_t b = 0; b < B; b++) {
+    const uint8_t *src = ct_detection_image(ds, idx[b]);
+    for (int c = 0; c < m->C; c++) {
+      float *dst = ct_f32(x) + (b * m->C + c) * plane;
+      const uint8_t *p = src + c * plane;
+      for (int y = 0; y < m->H; y++)
+        for (int xx = 0; xx < m->W; xx++) {
+          int sx = flip && flip[b] ? m->W - 1 - xx : xx;
+          dst[y * m->W + xx] = ((float)p[y * m->W + sx] / 255.0f - m->mean[c]) / m->std[c];
+        }
+    }
+    int64_t n = ct_detection_targets(ds, idx[b], labels + t, boxes + 4 * t);
+    if (flip && flip[b])
+      for (int64_t i = t; i < t + n; i++) boxes[4 * i] = 1.0f - boxes[4 * i];
+    counts[b] = (int)n;
+    t += n;
+  }
+  return x;
+}
+
+// ---- checkpoint sections, open, close ----------------------------------------
+
+static ct_status detection_save(ct_task *t, ct_ckpt_writer *w) {
+  detection *d = t->state;
+  return ct_image_meta_save(&d->meta, w);
+}
+
+static void detection_close(ct_task *t) {
+  detection *d = t->state;
+  if (!d) return;
+  if (d->model_ready) ct_nn_detr_free(&d->model);
+  ct_detection_dataset_free(&d->train);
+  ct_detection_dataset_free(&d->val);
+  ct_string_list_free(&d->meta.class_names);
+  free(d->order);
+  free(d);
+  t->state = NULL;
+}
+
+static ct_status check_config(const ct_config *cfg) {
+  static const char *const positive[][2] = {
+      {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
+      {"model", "encoder_layers"}, {"model", "decoder_layers"},
+      {"model", "queries"}, {"model", "width"}, {"model", "stages"},
+      {"model", "blocks"}, {"data", "batch_size"}};
+  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
+    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
+    if (v < 1)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
+                      positive[i][0], positive[i][1], (long long)v);
+  }
+  static const char *const weights[] = {"cost_class", "cost_bbox", "cost_giou",
+                                        "eos_coef"};
+  for (size_t i = 0; i < 4; i++) {
+    double v = ct_config_float(cfg, "train", weights[i]);
+    if (!(v >= 0.0) || !isfinite(v))
+      return ct_error(CT_ERR_ARG, "[train] %s = %g: must not be negative", weights[i], v);
+  }
+  return CT_OK;
+}
+
+static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
+                                const ct_ckpt *ckpt, ct_task_need need) {
+  ct_status st = check_config(cfg);
+  if (st != CT_OK) return st;
+  detection *d = calloc(1, sizeof *d);
+  if (!d) return ct_error(CT_ERR_NOMEM, "detection: out of memory");
+  t->state = d;
+  d->seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+  d->order_epoch = -1;
+  if (need != CT_TASK_MODEL_ONLY) st = load_data(d, cfg, need);
+  if (st != CT_OK) return st;
+  if (ckpt) {
+    st = ct_image_meta_load(&d->meta, ckpt);
+  } else {
+    if (!d->have_train) return ct_error(CT_ERR_STATE, "detection: no training data");
+    const ct_detection_dataset *s = &d->train;
+    d->meta.C = s->C;
+    d->meta.H = s->H;
+    d->meta.W = s->W;
+    d->meta.K = s->K;
+    for (int k = 0; k < s->K && st == CT_OK; k++) {
+      const char *name = ct_string_list_get(&s->class_names, k);
+      st = ct_string_list_push(&d->meta.class_names, name, strlen(name));
+    }
+    ct_image_meta_stats(&d->meta, s->pixels, s->N, s->C, (int64_t)s->H * s->W);
+  }
+  if (st != CT_OK) return st;
+  const ct_detection_dataset *sets[2] = {&d->train, &d->val};
+  for (int i = 0; i < 2; i++)
+    if (sets[i]->N && (sets[i]->C != d->meta.C || sets[i]->H != d->meta.H ||
+                       sets[i]->W != d->meta.W || sets[i]->K > d->meta.K))
+      return ct_error(CT_ERR_ARG, "detection: the %s images are %dx%dx%d with %d "
+                      "classes, the model takes %dx%dx%d with %d", i ? "validation"
+                      : "training", sets[i]->C, sets[i]->H, sets[i]->W, sets[i]->K,
+                      d->meta.C, d->meta.H, d->meta.W, d->meta.K);
+  ct_nn_detr_config mc = {
+      .in_channels = d->meta.C,
+      .num_classes = d->meta.K,
+      .backbone_width = ct_config_int(cfg, "model", "width"),
+      .backbone_stages = (int)ct_config_int(cfg, "model", "stages"),
+      .backbone_blocks = (int)ct_config_int(cfg, "model", "blocks"),
+      .d_model = ct_config_int(cfg, "model", "d_model"),
+      .nhead = ct_config_int(cfg, "model", "heads"),
+      .enc_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
+      .dec_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
+      .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+      .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+      .num_queries = ct_config_int(cfg, "model", "queries"),
+      .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
+  };
+  ct_rng init = ct_rng_make(d->seed, ct_rng_stream(RNG_INIT, 0));
+  st = ct_nn_detr_init(&d->model, p, "", &mc, &init);
+  d->model_ready = true;
+  d->loss = ct_detr_loss_defaults();
+  d->loss.match.class_w = ct_config_float(cfg, "train", "cost_class");
+  d->loss.match.l1_w = ct_config_float(cfg, "train", "cost_bbox");
+  d->loss.match.giou_w = ct_config_float(cfg, "train", "cost_giou");
+  d->loss.ce_w = ct_config_float(cfg, "train", "cost_class");
+  d->loss.bbox_w = ct_config_float(cfg, "train", "cost_bbox");
+  d->loss.giou_w = ct_config_float(cfg, "train", "cost_giou");
+  d->loss.eos_coef = ct_config_float(cfg, "train", "eos_coef");
+  if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
+  d->batch_size = ct_config_int(cfg, "data", "batch_size");
+  d->hflip = ct_config_bool(cfg, "data", "hflip");
+  d->batches = d->train.N / d->batch_size;
+  if (d->batches < 1)
+    return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the %lld "
+                    "training images", (long long)d->batch_size, (long long)d->train.N);
+  d->order = malloc((size_t)d->train.N * sizeof *d->order);
+  return d->order ? CT_OK : ct_error(CT_ERR_NOMEM, "detection: out of memory");
+}
+
+// ---- training ------------------------------------------------------------------
+
+static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items) {
+  detection *d = t->state;
+  if (d->position >= d->batches) {
+    d->epoch++;
+    d->position = 0;
+  }
+  if (d->order_epoch != d->epoch) {
+    ct_rng r = ct_rng_make(d->seed, ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
+    ct_rng_permutation(&r, d->order, d->train.N);
+    d->order_epoch = d->epoch;
+  }
+  const int64_t B = d->batch_size;
+  const int64_t *idx = d->order + d->position * B;
+  int64_t T = 0;
+  for (int64_t b = 0; b < B; b++) T += ct_detection_box_count(&d->train, idx[b]);
+  int *counts = ct_arena_alloc((size_t)B * sizeof *counts);
+  int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
+  float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
+  bool *flip = ct_arena_alloc((size_t)B * sizeof *flip);
+  if (!counts || !labels || !boxes || !flip) {
+    ct_error(CT_ERR_NOMEM, "detection: out of memory");
+    return NULL;
+  }
+  uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)d->epoch);
+  for (int64_t b = 0; b < B; b++)
+    flip[b] = d->hflip && ct_rng_uniform_at(d->seed, stream, (uint64_t)idx[b]) < 0.5f;
+  ct_tensor *x = make_batch(d, &d->train, idx, flip, B, counts, labels, boxes);
+  d->position++;
+  *items = (double)B;
+  ct_nn_detr_out out;
+  if (!x || ct_nn_detr_forward(&d->model, ctx, x, &out) != CT_OK) return NULL;
+  ct_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
+                        .boxes = boxes};
+  return ct_nn_detr_loss(&out, out.layers, &tg, &d->loss, NULL);
+}
+
+static void detection_data_position(const ct_task *t, int64_t *epoch, int64_t *position) {
+  const detection *d = t->state;
+  *epoch = d->epoch;
+  *position = d->position;
+}
+
+static ct_status detection_data_seek(ct_task *t, int64_t epoch, int64_t position) {
+  detection *d = t->state;
+  if (epoch < 0 || position < 0 || position > d->batches)
+    return ct_error(CT_ERR_ARG, "detection: cannot seek to epoch %lld batch %lld "
+                    "(%lld batches per epoch)", (long long)epoch, (long long)position,
+                    (long long)d->batches);
+  d->epoch = epoch;
+  d->position = position;
+  return CT_OK;
+}
+
+static int64_t detection_epoch_batches(ct_task *t, int64_t epoch) {
+  (void)epoch;
+  const detection *d = t->state;
+  return d->batches;
+}
+
+// ---- prediction and evaluation -------------------------------------------------
+
+// The final layer's detections of image b: every query's best object class
+// and its probability, boxes as pixel corners.
+static void predictions(const detection *d, const ct_tensor *probs,
+                        const ct_tensor *boxes, int64_t b, ct_map_box *out) {
+  const int64_t N = probs->shape[1], K1 = probs->shape[2];
+  for (int64_t q = 0; q < N; q++) {
+    const float *p = ct_f32(probs) + (b * N + q) * K1;
+    int best = 0;
+    for (int k = 1; k < K1 - 1; k++)
+      if (p[k] > p[best]) best = k;
+    out[q].label = best;
+    out[q].score = p[best];
+    ct_detection_cxcywh_to_pixels(ct_f32(boxes) + (b * N + q) * 4, 1, d->meta.W,
+                                  d->meta.H, out[q].box);
+  }
+}
+
+static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
+                                    int64_t limit, ct_json_obj *out, FILE *summary) {
+  (void)beam;
+  detection *d = t->state;
+  if (!strcmp(split, "test"))
+    return ct_error(CT_ERR_ARG, "detection: there is no test split; evaluate "
+                    "--split val (the toy validation set, or [data] coco_val)");
+  if (!d->have_val) return ct_error(CT_ERR_ARG, "detection: no validation data");
+  const ct_detection_dataset *ds = &d->val;
+  int64_t n = limit > 0 && limit < ds->N ? limit : ds->N;
+  ct_map_eval ev;
+  ct_status st = ct_map_eval_init(&ev, d->meta.K);
+  if (st != CT_OK) return st;
+  const int64_t N = d->model.cfg.num_queries;
+  ct_map_box *dets = malloc((size_t)N * sizeof *dets);
+  ct_map_box *gts = malloc((size_t)(ct_detection_max_boxes(ds) + 1) * sizeof *gts);
+  if (!dets || !gts) st = ct_error(CT_ERR_NOMEM, "detection: out of memory");
+  double loss_sum = 0.0;
+  int64_t boxes_total = 0;
+  bool was = ct_grad_set_enabled(false);
+  for (int64_t start = 0; start < n && st == CT_OK; start += EVAL_BATCH) {
+    int64_t B = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
+    ct_arena_mark mark = ct_arena_get_mark();
+    int64_t idx[EVAL_BATCH], T = 0;
+    for (int64_t b = 0; b < B; b++) {
+      idx[b] = start + b;
+      T += ct_detection_box_count(ds, idx[b]);
+    }
+    int counts[EVAL_BATCH];
+    int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
+    float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
+    ct_tensor *x = labels && boxes ? make_batch(d, ds, idx, NULL, B, counts, labels, boxes)
+                                   : NULL;
+    ct_nn_detr_out o;
+    if (!x || ct_nn_detr_forward(&d->model, NULL, x, &o) != CT_OK) {
+      st = ct_last_status();
+      ct_arena_rewind(mark);
+      break;
+    }
+    ct_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
+                          .boxes = boxes};
+    // The loss of the final layer, weighted by the batch's boxes.
+    ct_detr_loss_parts parts;
+    ct_nn_detr_out last = {.layers = 1, .logits = {o.logits[o.layers - 1]},
+                           .boxes = {o.boxes[o.layers - 1]}};
+    ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->loss, &parts);
+    ct_tensor *probs = ct_softmax(last.logits[0]);
+    if (!l || !probs) {
+      st = ct_last_status();
+      ct_arena_rewind(mark);
+      break;
+    }
+    loss_sum += (double)ct_f32(l)[0] * parts.num_boxes;
+    boxes_total += parts.num_boxes;
+    for (int64_t b = 0; b < B && st == CT_OK; b++) {
+      predictions(d, probs, last.boxes[0], b, dets);
+      int64_t ng = ct_detection_box_count(ds, idx[b]);
+      const ct_detection_box *g = ct_detection_boxes(ds, idx[b]);
+      for (int64_t i = 0; i < ng; i++) {
+        gts[i].label = g[i].label;
+        gts[i].score = 1.0f;
+        ct_detection_box_xyxy(&g[i], gts[i].box);
+      }
+      st = ct_map_eval_add_image(&ev, dets, (int)N, gts, (int)ng);
+    }
+    ct_arena_rewind(mark);
+  }
+  ct_grad_set_enabled(was);
+  double map50 = 0.0, map = 0.0;
+  if (st == CT_OK) st = ct_map_compute(&ev, &map50, &map);
+  if (st == CT_OK) {
+    double loss = boxes_total ? loss_sum / (double)boxes_total : 0.0;
+    ct_json_obj_num(out, "loss", loss);
+    ct_json_obj_num(out, "map50", map50);
+    ct_json_obj_num(out, "map", map);
+    ct_json_obj_int(out, "images", n);
+    if (summary)
+      fprintf(summary, "%s: %lld images, %lld boxes, loss %.4f, mAP@0.5 %.4f, "
+              "mAP@[.5:.95] %.4f\n", split, (long long)n, (long long)boxes_total,
+              loss, map50, map);
+  }
+  ct_map_eval_free(&ev);
+  free(dets);
+  free(gts);
+  return st;
+}
+
+// ---- detect -----------------------------------------------------------------------
+
+ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
+                              float threshold, const char *out_png, FILE *out) {
+  detection *d = t->state;
+  const ct_image_meta *m = &d->meta;
+  const int64_t pixels = (int64_t)m->C * m->H * m->W, N = d->model.cfg.num_queries;
+  uint8_t *raw = malloc((size_t)pixels);
+  ct_map_box *dets = malloc((size_t)N * sizeof *dets);
+  float *draw_boxes = malloc((size_t)N * 4 * sizeof *draw_boxes);
+  int *draw_labels = malloc((size_t)N * sizeof *draw_labels);
+  char (*captions)[64] = malloc((size_t)N * sizeof *captions);
+  const char **caption_ptr = malloc((size_t)N * sizeof *caption_ptr);
+  ct_status st = raw && dets && draw_boxes && draw_labels && captions && caption_ptr
+                     ? CT_OK : ct_error(CT_ERR_NOMEM, "detect: out of memory");
+  bool was = ct_grad_set_enabled(false);
+  for (int i = 0; i < n && st == CT_OK; i++) {
+    // The file's own size, to report boxes in its pixels.
+    uint8_t *orig = NULL;
+    int oh = 0, ow = 0;
+    st = ct_png_decode(paths[i], m->C, &orig, &oh, &ow);
+    free(orig);
+    if (st == CT_OK) st = ct_png_read_image(paths[i], m->C, m->H, m->W, raw);
+    if (st != CT_OK) break;
+    ct_arena_mark mark = ct_arena_get_mark();
+    ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(1, m->C, m->H, m->W));
+    const int64_t plane = (int64_t)m->H * m->W;
+    for (int64_t p = 0; x && p < pixels; p++)
+      ct_f32(x)[p] = ((float)raw[p] / 255.0f - m->mean[p / plane]) / m->std[p / plane];
+    ct_nn_detr_out o;
+    ct_tensor *probs = NULL;
+    if (x && ct_nn_detr_forward(&d->model, NULL, x, &o) == CT_OK)
+      probs = ct_softmax(o.logits[o.layers - 1]);
+    if (!probs) {
+      st = ct_last_status();
+      ct_arena_rewind(mark);
+      break;
+    }
+    predictions(d, probs, o.boxes[o.layers - 1], 0, dets);
+    int kept = 0;
+    fprintf(out, "%s:", paths[i]);
+    for (int64_t q = 0; q < N; q++) {
+      if (dets[q].score < threshold) continue;
+      const char *name = ct_string_list_get(&m->class_names, dets[q].label);
+      float sx = (float)ow / (float)m->W, sy = (float)oh / (float)m->H;
+      fprintf(out, "%s %s %.3f [%.1f %.1f %.1f %.1f]", kept ? "," : "", name,
+              (double)dets[q].score, (double)(dets[q].box[0] * sx),
+              (double)(dets[q].box[1] * sy), (double)(dets[q].box[2] * sx),
+              (double)(dets[q].box[3] * sy));
+      memcpy(draw_boxes + 4 * kept, dets[q].box, 4 * sizeof(float));
+      draw_labels[kept] = dets[q].label;
+      snprintf(captions[kept], sizeof captions[kept], "%s %.2f", name,
+               (double)dets[q].score);
+      caption_ptr[kept] = captions[kept];
+      kept++;
+    }
+    fprintf(out, "%s\n", kept ? "" : " nothing above the threshold");
+    ct_arena_rewind(mark);
+    if (i == 0 && out_png) {
+      st = ct_plot_boxes_png(out_png, raw, m->C, m->H, m->W, kept, draw_boxes,
+                             draw_labels, caption_ptr);
+      if (st == CT_OK) fprintf(out, "boxes drawn: %s\n", out_png);
+    }
+  }
+  ct_grad_set_enabled(was);
+  free(raw);
+  free(dets);
+  free(draw_boxes);
+  free(draw_labels);
+  free(captions);
+  free(caption_ptr);
+  return st;
+}
+
+// DETR's recipe, scaled to the small generated set (see the README).
+static const char *const detection_defaults[][3] = {
+    {"optim", "optimizer", "adamw"}, {"optim", "lr", "2e-4"},
+    {"optim", "beta2", "0.999"},     {"optim", "eps", "1e-8"},
+    {"optim", "weight_decay", "1e-4"}, {"optim", "clip_norm", "0.1"},
+    {"schedule", "kind", "cosine"},  {"schedule", "warmup", "200"},
+    {"model", "d_model", "128"},     {"model", "heads", "4"},
+    {"model", "ff", "512"},          {"model", "encoder_layers", "3"},
+    {"model", "decoder_layers", "3"}, {"model", "width", "16"},
+    {"data", "toy_image_size", "64"}, {"data", "toy_train", "4000"},
+    {"data", "toy_val", "200"},      {"data", "batch_size", "32"},
+    {"data", "channels", "1"},       {"train", "eval_every", "0"},
+    {NULL, NULL, NULL}};
+
+const ct_task_ops ct_task_detection = {
+    .name = "detection",
+    .rate_unit = "img/s",
+    .best_metric = "map",
+    .defaults = detection_defaults,
+    .open = detection_open,
+    .save = detection_save,
+    .train_loss = detection_train_loss,
+    .data_position = detection_data_position,
+    .data_seek = detection_data_seek,
+    .epoch_batches = detection_epoch_batches,
+    .evaluate = detection_evaluate,
+    .close = detection_close,
+};
