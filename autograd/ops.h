@@ -45,6 +45,17 @@ ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream);
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b);
 // x (..., IN), w (OUT, IN), bias (OUT) or NULL -> x w^T + bias (..., OUT)
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias);
+// What ct_linear_fused folds into a linear.
+typedef struct ct_linear_fusion {
+  bool gelu_input;      // the input goes through the exact GELU first
+  ct_tensor *residual;  // added to the output (shape of the output), or NULL
+} ct_linear_fusion;
+// [residual +] (gelu(x) or x) w^T + bias: the same bits as
+// ct_add(residual, ct_linear(ct_gelu(x, CT_GELU_ERF), w, bias)), with less
+// kept for backward: not gelu(x) (recomputed there) nor the linear's own
+// output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
+ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
+                           const ct_linear_fusion *f);
 
 // ---- reductions (ops_reduce.c) ----------------------------------------------
 // Over all elements -> a scalar (0-dim tensor).

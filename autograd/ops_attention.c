@@ -112,8 +112,13 @@ static void attention_backward(ct_node *n) {
     bias = n->in[3];
   }
   float *dbias = bias && bias->requires_grad ? bias->grad : NULL;
-  ct_attention_backward(p, q, k, v, ct_f32(n->out), s->lse, n->out->grad, dq,
-                        dk, dv, dbias);
+  // Fresh (uninitialized) gradients are assigned by the kernel.
+  ct_attn_params pa = *p;
+  const unsigned all = CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK |
+                       CT_ATTN_ASSIGN_DV;
+  pa.assign_grads = s->fused ? (n->fresh & 1u ? all : 0u) : n->fresh & all;
+  ct_attention_backward(&pa, q, k, v, ct_f32(n->out), s->lse, n->out->grad,
+                        dq, dk, dv, dbias);
 }
 
 // Runs the kernel into a new (B,Tq,H,Dh) output and records the node.
@@ -141,6 +146,12 @@ static ct_tensor *attention_run(const char *op, ct_attn_params *p,
     s->fused = fused;
     if (ct_tape_record(op, attention_backward, out, n_in, in, s) != CT_OK)
       return NULL;
+    // q, k, v (or the fused qkv) take fresh gradient buffers; the bias, a
+    // sum over the batch, does not.
+    ct_node_set_flags(out, fused ? CT_NODE_FRESH_INPUT(0)
+                                 : CT_NODE_FRESH_INPUT(0) |
+                                       CT_NODE_FRESH_INPUT(1) |
+                                       CT_NODE_FRESH_INPUT(2));
   }
   return out;
 }

@@ -1,5 +1,5 @@
-// Matrix products: batched matmul with transpose flags, and linear.
-// Both call ct_gemm (core/gemm.h); backward passes are gemms with beta = 1,
+// Matrix products: batched matmul with transpose flags, linear, and
+// linear_fused (a GELU before it, a residual add after it). All call ct_gemm (core/gemm.h); backward passes are gemms with beta = 1,
 // which accumulate into the gradients as the tape requires.
 #include "autograd/ops.h"
 #include "autograd/op_util.h"
@@ -110,62 +110,204 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b) {
 
 // ---- linear -------------------------------------------------------------------
 
-// x (N, IN), w (OUT, IN), bias (OUT) -> y (N, OUT)
-static void linear_backward(ct_node *node) {
-  ct_tensor *x = node->in[0], *w = node->in[1], *bias = node->in[2];
-  ct_tensor *y = node->out;
-  const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
-  const float *dy = y->grad;
+// The weight and bias gradients of y = h w^T + bias, h (N,IN):
+// dw (OUT,IN) += dy^T (OUT,N) h (N,IN), dbias (OUT) += column sums of dy.
+static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
+                               int64_t IN) {
+  ct_tensor *w = node->in[1], *bias = node->in[2];
+  const int64_t OUT = w->shape[0];
+  const float *dy = node->out->grad;
   // A fresh (uninitialized) gradient is assigned: beta 0 instead of 1.
-  const float beta_x = node->fresh & 1u ? 0.0f : 1.0f;
   const float beta_w = node->fresh & 2u ? 0.0f : 1.0f;
-  if (x->requires_grad)   // dx (N,IN) += dy (N,OUT) w (OUT,IN)
-    ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN, beta_x,
-            x->grad, IN);
-  if (w->requires_grad)   // dw (OUT,IN) += dy^T (OUT,N) x (N,IN)
-    ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, ct_f32(x), IN, beta_w,
-            w->grad, IN);
-  if (bias && bias->requires_grad)  // dbias (OUT) += column sums of dy
+  if (w->requires_grad)
+    ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, h, IN, beta_w, w->grad,
+            IN);
+  if (bias && bias->requires_grad)
     ct_add_column_sums(bias->grad, dy, N, OUT, 1.0f);
 }
 
-ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
-  const char *op = "linear";
+// x (N, IN), w (OUT, IN), bias (OUT) -> y (N, OUT)
+static void linear_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1], *y = node->out;
+  const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
+  const float beta_x = node->fresh & 1u ? 0.0f : 1.0f;
+  if (x->requires_grad)   // dx (N,IN) += dy (N,OUT) w (OUT,IN)
+    ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN,
+            beta_x, x->grad, IN);
+  linear_param_grads(node, ct_f32(x), N, IN);
+}
+
+// Checks x, w, bias of a linear op and returns y (..., OUT) uninitialized,
+// or NULL with an error.
+static ct_tensor *linear_output(const char *op, ct_tensor *x, ct_tensor *w,
+                                ct_tensor *bias) {
   if (!x || !w) return NULL;
   if (!ct_check_f32(op, x, "input") || !ct_check_f32(op, w, "weight"))
     return NULL;
   if (!ct_check_min_dims(op, x, 1, "input")) return NULL;
   if (w->ndim != 2 || w->shape[1] != ct_last_dim(x)) {
-    ct_error(CT_ERR_SHAPE, "linear: weight %s does not fit input %s (want "
-             "[out, %lld])", ct_shape_of(w), ct_shape_of(x),
+    ct_error(CT_ERR_SHAPE, "%s: weight %s does not fit input %s (want "
+             "[out, %lld])", op, ct_shape_of(w), ct_shape_of(x),
              (long long)ct_last_dim(x));
     return NULL;
   }
-  const int64_t IN = w->shape[1], OUT = w->shape[0], N = ct_rows(x);
+  const int64_t OUT = w->shape[0];
   if (bias) {
     if (!ct_check_f32(op, bias, "bias")) return NULL;
     if (bias->ndim != 1 || bias->shape[0] != OUT) {
-      ct_error(CT_ERR_SHAPE, "linear: bias %s does not fit weight %s (want "
-               "[%lld])", ct_shape_of(bias), ct_shape_of(w), (long long)OUT);
+      ct_error(CT_ERR_SHAPE, "%s: bias %s does not fit weight %s (want "
+               "[%lld])", op, ct_shape_of(bias), ct_shape_of(w),
+               (long long)OUT);
       return NULL;
     }
   }
   int64_t shape[CT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = OUT;
-  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, shape);
-  if (!y) return NULL;
-  float *py = ct_f32(y);
+  return ct_tensor_empty(CT_F32, x->ndim, shape);
+}
+
+// y (N,OUT) = h (N,IN) w^T + bias: y starts as the bias rows and the gemm
+// adds the product (beta 1).
+static void linear_into(const float *h, int64_t N, int64_t IN,
+                        const ct_tensor *w, const ct_tensor *bias, float *y) {
+  const int64_t OUT = w->shape[0];
   if (bias) {
     const float *pb = ct_f32(bias);
     #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++)
-      for (int64_t o = 0; o < OUT; o++) py[n * OUT + o] = pb[o];
+      for (int64_t o = 0; o < OUT; o++) y[n * OUT + o] = pb[o];
   }
-  ct_gemm(false, true, N, OUT, IN, 1.0f, ct_f32(x), IN, ct_f32(w), IN,
-          bias ? 1.0f : 0.0f, py, OUT);
+  ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN,
+          bias ? 1.0f : 0.0f, y, OUT);
+}
+
+ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
+  const char *op = "linear";
+  ct_tensor *y = linear_output(op, x, w, bias);
+  if (!y) return NULL;
+  linear_into(ct_f32(x), ct_rows(x), ct_last_dim(x), w, bias, ct_f32(y));
   if (CT_RECORD(op, linear_backward, y, NULL, x, w, bias) != CT_OK)
     return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1));
+  return y;
+}
+
+// ---- linear_fused --------------------------------------------------------------
+//
+// y = act(x) w^T + bias (+ r) with act the exact GELU or the identity: the
+// GELU before a linear and the residual add after it, folded in.
+// - GELU: h = gelu(x) lives in scratch during the forward pass and is
+//   recomputed by the backward pass (cheap next to the gemms), instead of
+//   staying in the step arena as the separate gelu and linear ops keep it.
+// - residual: y is computed as the linear's output and r added in place, so
+//   the branch tensor is never kept.
+// The arithmetic is that of the separate ops (gelu, linear, add(r, branch)),
+// so the results are the same bits.
+
+typedef struct fused_saved {
+  bool gelu;
+} fused_saved;
+
+// Rows of gelu(x) computed at a time where the rows are independent (the
+// forward product, dx): about 1 MiB, still in cache when the gemm or the
+// GELU derivative reads it, instead of a round trip through memory.
+static int64_t gelu_chunk_rows(int64_t IN) {
+  const int64_t rows = ((int64_t)1 << 18) / (IN > 0 ? IN : 1);
+  return rows < 16 ? 16 : rows;
+}
+
+// x (N, IN), w (OUT, IN), bias (OUT), r (N, OUT) -> y (N, OUT)
+static void linear_fused_backward(ct_node *node) {
+  const fused_saved *s = node->saved;
+  ct_tensor *x = node->in[0], *w = node->in[1], *r = node->in[3];
+  ct_tensor *y = node->out;
+  const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
+  const float *dy = y->grad;
+  if (r && r->requires_grad) {  // dr = dy (add's backward)
+    float *dr = r->grad;
+    const int64_t n = y->numel;
+    if (node->fresh & (1u << 3)) {  // in[3] = r fresh: assign
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++) dr[i] = dy[i];
+    } else {
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++) dr[i] += dy[i];
+    }
+  }
+  const bool fresh = node->fresh & 1u;
+  if (!s->gelu) {
+    linear_param_grads(node, ct_f32(x), N, IN);
+    if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
+      ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN,
+              fresh ? 0.0f : 1.0f, x->grad, IN);
+    return;
+  }
+  // dw sums over all rows: h = gelu(x) whole, in scratch.
+  ct_arena_mark mark = ct_arena_get_mark();
+  float *h = ct_arena_alloc((size_t)x->numel * sizeof(float));
+  if (!h) return;
+  ct_gelu_erf_blocks(ct_f32(x), h, NULL, NULL, x->numel, false);
+  linear_param_grads(node, h, N, IN);
+  if (x->requires_grad) {
+    // By row chunks, into the scratch (h is no longer needed):
+    // dh = dy w, then dx = (or +=) dh gelu'(x).
+    const int64_t chunk = gelu_chunk_rows(IN);
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+      const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
+      ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT,
+              ct_f32(w), IN, 0.0f, h, IN);
+      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, NULL, h, x->grad + r0 * IN,
+                         rows * IN, !fresh);
+    }
+  }
+  ct_arena_rewind(mark);
+}
+
+ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
+                           const ct_linear_fusion *f) {
+  const char *op = "linear_fused";
+  const ct_linear_fusion none = {0};
+  if (!f) f = &none;
+  ct_tensor *y = linear_output(op, x, w, bias);
+  if (!y) return NULL;
+  ct_tensor *r = f->residual;
+  if (r && (!ct_check_f32(op, r, "residual") ||
+            !ct_check_same_shape(op, r, y)))
+    return NULL;
+  float *py = ct_f32(y);
+  const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
+  if (!f->gelu_input) {
+    linear_into(ct_f32(x), N, IN, w, bias, py);
+  } else {  // by row chunks: gelu(x) into scratch, then its product
+    const int64_t chunk = gelu_chunk_rows(IN);
+    ct_arena_mark mark = ct_arena_get_mark();
+    float *h = ct_arena_alloc((size_t)((N < chunk ? N : chunk) * IN) *
+                              sizeof(float));
+    if (!h) return NULL;
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+      const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
+      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, h, NULL, NULL, rows * IN,
+                         false);
+      linear_into(h, rows, IN, w, bias, py + r0 * OUT);
+    }
+    ct_arena_rewind(mark);
+  }
+  if (r) {
+    const float *pr = ct_f32(r);
+    const int64_t n = y->numel;
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) py[i] = pr[i] + py[i];
+  }
+  fused_saved *s = NULL;
+  if (ct_tape_wants(4, (ct_tensor *[]){x, w, bias, r})) {
+    s = ct_arena_alloc(sizeof *s);
+    if (!s) return NULL;
+    s->gelu = f->gelu_input;
+  }
+  if (CT_RECORD(op, linear_fused_backward, y, s, x, w, bias, r) != CT_OK)
+    return NULL;
+  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1) |
+                           CT_NODE_FRESH_INPUT(3));
   return y;
 }

@@ -165,6 +165,168 @@ LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
   }
 }
 
+// The row groups of the forward and backward passes and the column blocks
+// of the weight and bias gradients, as always-inline
+// bodies compiled three times (baseline, AVX2, AVX-512 via target
+// attributes, chosen at run time as core/attention.c does): the per-column
+// loops vectorize wider. ISO C mode contracts no multiply-add, so every
+// build computes the same bits.
+
+typedef struct ln_fwd_args {
+  const float *x, *w, *b;
+  float *y;
+  double *mean, *rstd;  // NULL when nothing is saved
+  int64_t N, C;
+  float eps;
+} ln_fwd_args;
+
+// Rows [n0, n0 + LN_ROWS) (cut at N).
+LN_INLINE void ln_fwd_group(const ln_fwd_args *a, int64_t n0) {
+  const int64_t N = a->N, C = a->C;
+  double mu[LN_ROWS], rs[LN_ROWS];
+  if (n0 + LN_ROWS <= N) {
+    row_moments(a->x + n0 * C, C, a->eps, LN_ROWS, mu, rs);
+  } else {
+    for (int64_t n = n0; n < N; n++)
+      row_moments(a->x + n * C, C, a->eps, 1, mu + (n - n0), rs + (n - n0));
+  }
+  const float *wd = a->w, *bd = a->b;
+  for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
+    const float *xr = a->x + n * C;
+    float *yr = a->y + n * C;
+    const double m = mu[n - n0], r = rs[n - n0];
+    for (int64_t c = 0; c < C; c++) {
+      double v = (xr[c] - m) * r;
+      if (wd) v *= wd[c];
+      if (bd) v += bd[c];
+      yr[c] = (float)v;
+    }
+    if (a->mean) {
+      a->mean[n] = m;
+      a->rstd[n] = r;
+    }
+  }
+}
+
+typedef struct ln_bwd_args {
+  const float *x, *dy, *w;
+  const double *mean, *rstd;
+  float *dx;
+  int64_t N, C;
+  bool fresh;  // dx uninitialized: assign
+} ln_bwd_args;
+
+// dx of rows [n0, n0 + LN_ROWS) (cut at N).
+LN_INLINE void ln_bwd_group(const ln_bwd_args *a, int64_t n0) {
+  const int64_t N = a->N, C = a->C;
+  const float *xd = a->x, *dy = a->dy, *wd = a->w;
+  double mean_g[LN_ROWS], mean_gx[LN_ROWS];
+  if (n0 + LN_ROWS <= N) {
+    row_grad_means(xd + n0 * C, dy + n0 * C, wd, C, a->mean + n0,
+                   a->rstd + n0, LN_ROWS, mean_g, mean_gx);
+  } else {
+    for (int64_t n = n0; n < N; n++)
+      row_grad_means(xd + n * C, dy + n * C, wd, C, a->mean + n,
+                     a->rstd + n, 1, mean_g + (n - n0), mean_gx + (n - n0));
+  }
+  for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
+    const float *xr = xd + n * C, *gr = dy + n * C;
+    float *dxr = a->dx + n * C;
+    const double mu = a->mean[n], rs = a->rstd[n];
+    const double mg = mean_g[n - n0], mgx = mean_gx[n - n0];
+    for (int64_t c = 0; c < C; c++) {
+      double g = wd ? (double)gr[c] * wd[c] : gr[c];
+      double xhat = (xr[c] - mu) * rs;
+      const float d = (float)(rs * (g - mg - xhat * mgx));
+      if (a->fresh) dxr[c] = d;
+      else dxr[c] += d;
+    }
+  }
+}
+
+typedef struct ln_param_args {
+  const float *x, *dy;
+  const double *mean, *rstd;
+  float *dw, *db;  // NULL when not wanted
+  int64_t N, C;
+} ln_param_args;
+
+// dweight = sum_n dy * xhat, dbias = sum_n dy for columns [c0, c0 +
+// LN_COL_BLOCK) (cut at C), each column summing its rows in order.
+LN_INLINE void ln_param_block(const ln_param_args *a, int64_t c0) {
+  const int64_t C = a->C;
+  const int64_t c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
+  double acc_w[LN_COL_BLOCK] = {0}, acc_b[LN_COL_BLOCK] = {0};
+  for (int64_t n = 0; n < a->N; n++) {
+    const float *xr = a->x + n * C, *gr = a->dy + n * C;
+    double mu = a->mean[n], rs = a->rstd[n];
+    for (int64_t c = c0; c < c1; c++) {
+      acc_w[c - c0] += (double)gr[c] * ((xr[c] - mu) * rs);
+      acc_b[c - c0] += gr[c];
+    }
+  }
+  for (int64_t c = c0; c < c1; c++) {
+    if (a->dw) a->dw[c] += (float)acc_w[c - c0];
+    if (a->db) a->db[c] += (float)acc_b[c - c0];
+  }
+}
+
+typedef void (*ln_fwd_fn)(const ln_fwd_args *, int64_t);
+typedef void (*ln_bwd_fn)(const ln_bwd_args *, int64_t);
+typedef void (*ln_param_fn)(const ln_param_args *, int64_t);
+typedef struct ln_isa {
+  ln_fwd_fn fwd;
+  ln_bwd_fn bwd;
+  ln_param_fn params;
+} ln_isa;
+
+static void ln_fwd_base(const ln_fwd_args *a, int64_t n0) {
+  ln_fwd_group(a, n0);
+}
+static void ln_bwd_base(const ln_bwd_args *a, int64_t n0) {
+  ln_bwd_group(a, n0);
+}
+static void ln_param_base(const ln_param_args *a, int64_t c0) {
+  ln_param_block(a, c0);
+}
+#if defined(__x86_64__) || defined(__i386__)
+#define LN_X86 1
+__attribute__((target("avx2"))) static void
+ln_fwd_avx2(const ln_fwd_args *a, int64_t n0) {
+  ln_fwd_group(a, n0);
+}
+__attribute__((target("avx2"))) static void
+ln_bwd_avx2(const ln_bwd_args *a, int64_t n0) {
+  ln_bwd_group(a, n0);
+}
+__attribute__((target("avx2"))) static void
+ln_param_avx2(const ln_param_args *a, int64_t c0) {
+  ln_param_block(a, c0);
+}
+__attribute__((target("avx512f"))) static void
+ln_param_avx512(const ln_param_args *a, int64_t c0) {
+  ln_param_block(a, c0);
+}
+__attribute__((target("avx512f"))) static void
+ln_fwd_avx512(const ln_fwd_args *a, int64_t n0) {
+  ln_fwd_group(a, n0);
+}
+__attribute__((target("avx512f"))) static void
+ln_bwd_avx512(const ln_bwd_args *a, int64_t n0) {
+  ln_bwd_group(a, n0);
+}
+#endif
+
+static ln_isa ln_pick_isa(void) {
+#ifdef LN_X86
+  if (__builtin_cpu_supports("avx512f"))
+    return (ln_isa){ln_fwd_avx512, ln_bwd_avx512, ln_param_avx512};
+  if (__builtin_cpu_supports("avx2"))
+    return (ln_isa){ln_fwd_avx2, ln_bwd_avx2, ln_param_avx2};
+#endif
+  return (ln_isa){ln_fwd_base, ln_bwd_base, ln_param_base};
+}
+
 // dxhat = dy * weight; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // dweight = sum_n dy * xhat; dbias = sum_n dy
 static void layernorm_backward(ct_node *node) {
@@ -176,58 +338,22 @@ static void layernorm_backward(ct_node *node) {
   const float *wd = w ? ct_f32(w) : NULL;
 
   if (x->requires_grad) {
-    float *dx = x->grad;
-    const bool fresh = node->fresh & 1u;  // dx uninitialized: assign
+    const ln_isa isa = ln_pick_isa();
     const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
+    const ln_bwd_args a = {xd, dy, wd, s->mean, s->rstd, x->grad, N, C,
+                           node->fresh & 1u};
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
-    for (int64_t grp = 0; grp < groups; grp++) {
-      const int64_t n0 = grp * LN_ROWS;
-      double mean_g[LN_ROWS], mean_gx[LN_ROWS];
-      if (n0 + LN_ROWS <= N) {
-        row_grad_means(xd + n0 * C, dy + n0 * C, wd, C, s->mean + n0,
-                       s->rstd + n0, LN_ROWS, mean_g, mean_gx);
-      } else {
-        for (int64_t n = n0; n < N; n++)
-          row_grad_means(xd + n * C, dy + n * C, wd, C, s->mean + n,
-                         s->rstd + n, 1, mean_g + (n - n0),
-                         mean_gx + (n - n0));
-      }
-      for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
-        const float *xr = xd + n * C, *gr = dy + n * C;
-        const double mu = s->mean[n], rs = s->rstd[n];
-        const double mg = mean_g[n - n0], mgx = mean_gx[n - n0];
-        for (int64_t c = 0; c < C; c++) {
-          double g = wd ? (double)gr[c] * wd[c] : gr[c];
-          double xhat = (xr[c] - mu) * rs;
-          const float d = (float)(rs * (g - mg - xhat * mgx));
-          if (fresh) dx[n * C + c] = d;
-          else dx[n * C + c] += d;
-        }
-      }
-    }
+    for (int64_t grp = 0; grp < groups; grp++) isa.bwd(&a, grp * LN_ROWS);
   }
 
   bool dw = w && w->requires_grad, db = b && b->requires_grad;
   if (!dw && !db) return;
+  const ln_isa isa = ln_pick_isa();
+  const ln_param_args a = {xd, dy, s->mean, s->rstd, dw ? w->grad : NULL,
+                           db ? b->grad : NULL, N, C};
   int64_t blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) {
-    int64_t c0 = blk * LN_COL_BLOCK;
-    int64_t c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
-    double acc_w[LN_COL_BLOCK] = {0}, acc_b[LN_COL_BLOCK] = {0};
-    for (int64_t n = 0; n < N; n++) {
-      const float *xr = xd + n * C, *gr = dy + n * C;
-      double mu = s->mean[n], rs = s->rstd[n];
-      for (int64_t c = c0; c < c1; c++) {
-        acc_w[c - c0] += (double)gr[c] * ((xr[c] - mu) * rs);
-        acc_b[c - c0] += gr[c];
-      }
-    }
-    for (int64_t c = c0; c < c1; c++) {
-      if (dw) w->grad[c] += (float)acc_w[c - c0];
-      if (db) b->grad[c] += (float)acc_b[c - c0];
-    }
-  }
+  for (int64_t blk = 0; blk < blocks; blk++) isa.params(&a, blk * LN_COL_BLOCK);
 }
 
 static bool check_layernorm_param(const ct_tensor *p, const ct_tensor *x,
@@ -267,37 +393,14 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     saved->rstd = buf + N;
   }
 
-  const float *xd = ct_f32(x);
-  const float *wd = weight ? ct_f32(weight) : NULL;
-  const float *bd = bias ? ct_f32(bias) : NULL;
-  float *yd = ct_f32(y);
+  const ln_fwd_args a = {ct_f32(x), weight ? ct_f32(weight) : NULL,
+                         bias ? ct_f32(bias) : NULL, ct_f32(y),
+                         saved ? saved->mean : NULL,
+                         saved ? saved->rstd : NULL, N, C, eps};
+  const ln_isa isa = ln_pick_isa();
   const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
-  for (int64_t g = 0; g < groups; g++) {
-    const int64_t n0 = g * LN_ROWS;
-    double mu[LN_ROWS], rs[LN_ROWS];
-    if (n0 + LN_ROWS <= N) {
-      row_moments(xd + n0 * C, C, eps, LN_ROWS, mu, rs);
-    } else {
-      for (int64_t n = n0; n < N; n++)
-        row_moments(xd + n * C, C, eps, 1, mu + (n - n0), rs + (n - n0));
-    }
-    for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
-      const float *xr = xd + n * C;
-      float *yr = yd + n * C;
-      const double m = mu[n - n0], r = rs[n - n0];
-      for (int64_t c = 0; c < C; c++) {
-        double v = (xr[c] - m) * r;
-        if (wd) v *= wd[c];
-        if (bd) v += bd[c];
-        yr[c] = (float)v;
-      }
-      if (saved) {
-        saved->mean[n] = m;
-        saved->rstd[n] = r;
-      }
-    }
-  }
+  for (int64_t g = 0; g < groups; g++) isa.fwd(&a, g * LN_ROWS);
   if (ct_tape_record("layernorm", layernorm_backward, y, 3, in, saved) != CT_OK)
     return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));

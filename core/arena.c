@@ -1,6 +1,7 @@
 // Bump arena. Memory comes in blocks; when a step needs more than the current
 // block holds, another block is chained on. On reset, several blocks are
-// merged into one block of their total size, so the next step fits in one
+// merged into one block of their total size (at least the high-water mark,
+// which counts scratch given back by rewinds), so the next step fits in one
 // block and the loop settles into zero system allocations.
 #include "core/arena.h"
 #include "core/error.h"
@@ -77,10 +78,14 @@ void *ct_arena_calloc(size_t bytes) {
 void ct_arena_reset(void) {
   generation++;
   if (!current) return;
-  if (current->prev) {
-    // Several blocks were needed: replace them by one that holds them all.
-    size_t total = 0;
-    for (block *b = current; b; b = b->prev) total += b->size;
+  // Several blocks were needed, or blocks were given back by a rewind
+  // (scratch beyond the current block, so the high-water mark exceeds it):
+  // replace them by one block that holds it all, so the next step makes no
+  // system allocations (and takes no page faults on fresh scratch pages).
+  size_t total = 0;
+  for (block *b = current; b; b = b->prev) total += b->size;
+  if (total < peak_total) total = peak_total;
+  if (current->prev || current->size < total) {
     block_chain_free(current);
     current = block_new(total, NULL);  // NULL is fine: the next alloc retries
   } else {

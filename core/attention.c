@@ -555,6 +555,13 @@ typedef struct bwd_args {
   float *dq, *dk, *dv, *dbias;
 } bwd_args;
 
+// n rows of dh floats, row stride rs (nothing when dst is NULL).
+static void zero_rows(float *dst, int64_t rs, int64_t n, int64_t dh) {
+  if (!dst) return;
+  for (int64_t r = 0; r < n; r++)
+    memset(dst + r * rs, 0, (size_t)dh * sizeof(float));
+}
+
 // All of (b, h): query blocks in order, and for each the key blocks in
 // order. Writes only rows [b, :, h, :] of dq/dk/dv, and dbias[h] (the caller
 // runs the b of one h in order on one thread).
@@ -576,6 +583,12 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const int64_t ldt = kt_ld(p);
   transpose_rows(kh, p->k.row, len, Dh, w->kt, ldt);
   transpose_rows(vh, p->v.row, len, Dh, w->vt, ldt);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DQ ? dqh : NULL, p->q.row,
+            p->Tq, Dh);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DK ? dkh : NULL, p->k.row,
+            p->Tk, Dh);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DV ? dvh : NULL, p->v.row,
+            p->Tk, Dh);
 
   for (int64_t i0 = 0; i0 < p->Tq; i0 += BQ) {
     const int mq = imin64(BQ, p->Tq - i0);

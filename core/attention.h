@@ -82,7 +82,16 @@ typedef struct ct_attn_params {
   const float *bias;            // (H,Tq,Tk) contiguous, or NULL
   float dropout_p;              // in [0, 1); 0 = no dropout
   uint64_t dropout_seed, dropout_stream;
+  // Backward only: CT_ATTN_ASSIGN_* bits for the gradients whose buffers are
+  // uninitialized; the backward then assigns them instead of adding.
+  unsigned assign_grads;
 } ct_attn_params;
+
+enum {
+  CT_ATTN_ASSIGN_DQ = 1u << 0,
+  CT_ATTN_ASSIGN_DK = 1u << 1,
+  CT_ATTN_ASSIGN_DV = 1u << 2,
+};
 
 // Parameters for separate [B,T,H,Dh] tensors, scale 1/sqrt(Dh), no masks,
 // no dropout.
@@ -103,6 +112,8 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 // Given out and lse from the forward pass and dout = dL/dout, ADDS dL/dq,
 // dL/dk, dL/dv and dL/dbias (H,Tq,Tk) into the buffers given; any of them may
 // be NULL when not wanted. dq, dk, dv may alias one fused qkv gradient.
+// With p->assign_grads bits, those of dq, dk, dv are assigned instead (each
+// thread zeroes its own rows first, while they are about to be used).
 ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
                                 const float *k, const float *v,
                                 const float *out, const float *lse,

@@ -296,6 +296,13 @@ static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
   return round_up((K + nblocks - 1) / nblocks, 8);
 }
 
+// A row-major A is read in place by the rows kernel (no copy into the
+// padded rows layout) unless its row stride is a multiple of 2 KiB, where
+// the 14 rows of a panel would crowd a few L1 sets. Only a last, partial
+// panel is still packed: the kernel reads all mr rows. The arithmetic is the
+// same either way.
+static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
+
 // Products with at most this many rows read a row-major B in place instead
 // of packing it: each B panel is then used by too few A panels to repay the
 // copy. The arithmetic is the same either way.
@@ -310,6 +317,7 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = k_block(arch, K);
   const bool rows_a = arch->kernel_rows && !op->trans_a;
+  const bool inplace_a = rows_a && a_in_place(op->lda);
   const bool direct_b = arch->masked_b && !op->trans_b &&
                         m <= DIRECT_B_MAX_ROWS;
   const ct_gemm_kernel_fn kernel = rows_a ? arch->kernel_rows : arch->kernel;
@@ -334,16 +342,28 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
       if (!direct_b) pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, pb);
       for (int64_t ic = 0; ic < m; ic += arch->mc) {
         int64_t mc = m - ic < arch->mc ? m - ic : arch->mc;
-        pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
-               pa);
+        const int64_t full = mc / mr * mr;  // rows in whole panels
+        if (!inplace_a)
+          pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
+                 pa);
+        else if (full < mc)  // the partial panel, at pa
+          pack_a(arch, false, true, A, op->lda, ic + full, pc, mc - full, kc,
+                 lda_p, pa);
         int64_t panel_a = rows_a ? mr * lda_p : mr * kc;
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
           const float *a = pa + ir / mr * panel_a;
+          int64_t rsa = lda_p;
+          if (inplace_a && ir < full) {
+            a = A + (ic + ir) * op->lda + pc;
+            rsa = op->lda;
+          } else if (inplace_a) {
+            a = pa;
+          }
           float *c = C + (ic + ir) * op->ldc + jc;
           for (int64_t jr = 0; jr < nc; jr += nr) {
             int nt = nc - jr < nr ? (int)(nc - jr) : nr;
-            kernel(kc, a, lda_p, b0 + jr / nr * panel_b, rsb, c + jr, op->ldc,
+            kernel(kc, a, rsa, b0 + jr / nr * panel_b, rsb, c + jr, op->ldc,
                    op->alpha, beta, mt, nt);
           }
         }

@@ -147,10 +147,11 @@ static ct_tensor *bias_over_heads(ct_tensor *attn_mask, int64_t H) {
 }
 
 // query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> (B,Tq,E); weights (B,Tq,Tk)
-ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
-                             ct_tensor *query, ct_tensor *key,
-                             ct_tensor *value, const ct_nn_attn_masks *masks,
-                             ct_tensor **weights) {
+// The attention before out_proj: (B,Tq,E).
+static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                            ct_tensor *query, ct_tensor *key,
+                            ct_tensor *value, const ct_nn_attn_masks *masks,
+                            ct_tensor **weights) {
   if (!query || !key || !value) return NULL;
   const int64_t E = m->embed_dim, H = m->num_heads;
   if (query->ndim != 3 || key->ndim != 3 || !ct_tensor_same_shape(key, value) ||
@@ -206,6 +207,25 @@ ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
                            project(m, value, 2), &o);
     }
   }
-  return ct_nn_linear_forward(&m->out_proj,
-                              ct_reshape(heads, CT_SHAPE(B, Tq, E)));
+  return ct_reshape(heads, CT_SHAPE(B, Tq, E));
+}
+
+ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                             ct_tensor *query, ct_tensor *key,
+                             ct_tensor *value, const ct_nn_attn_masks *masks,
+                             ct_tensor **weights) {
+  return ct_nn_linear_forward(
+      &m->out_proj, mha_heads(m, ctx, query, key, value, masks, weights));
+}
+
+ct_tensor *ct_nn_mha_forward_residual(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                                      ct_tensor *query, ct_tensor *key,
+                                      ct_tensor *value,
+                                      const ct_nn_attn_masks *masks,
+                                      ct_tensor **weights,
+                                      ct_tensor *residual) {
+  ct_tensor *heads = mha_heads(m, ctx, query, key, value, masks, weights);
+  if (!heads) return NULL;
+  const ct_linear_fusion f = {.residual = residual};
+  return ct_linear_fused(heads, m->out_proj.weight, m->out_proj.bias, &f);
 }

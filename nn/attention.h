@@ -63,6 +63,14 @@ ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
                              ct_tensor *query, ct_tensor *key,
                              ct_tensor *value, const ct_nn_attn_masks *masks,
                              ct_tensor **weights);
+// residual (B,Tq,E) + ct_nn_mha_forward(...), the same bits, with the add
+// folded into out_proj (whose own output is then not kept for backward).
+ct_tensor *ct_nn_mha_forward_residual(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                                      ct_tensor *query, ct_tensor *key,
+                                      ct_tensor *value,
+                                      const ct_nn_attn_masks *masks,
+                                      ct_tensor **weights,
+                                      ct_tensor *residual);
 
 // The causal mask (Tq,Tk) as an attn_mask: i32 with 1 where key j is hidden
 // from query i (j > i + Tk - Tq), or f32 with -inf there and 0 elsewhere

@@ -1,11 +1,34 @@
 // The feed-forward block and timm's Mlp (see mlp.h).
 #include "nn/mlp.h"
 
+#include "autograd/ops.h"
+
+// fc2(dropout(act(fc1(x)))) [+ residual]. Without dropping, GELU, fc2 and
+// the residual add run as one op (ct_linear_fused), which keeps only fc1's
+// output for backward, not gelu of it nor fc2's; the dropout site is taken
+// all the same.
+static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
+                              const ct_nn_linear *fc2, ct_nn_activation act,
+                              float dropout, ct_tensor *x,
+                              ct_tensor *residual) {
+  ct_tensor *u = ct_nn_linear_forward(fc1, x);
+  if (!ct_nn_dropout_active(ctx, dropout)) {
+    if (ctx) ct_nn_next_dropout_stream(ctx);
+    ct_linear_fusion f = {.gelu_input = act == CT_NN_GELU,
+                          .residual = residual};
+    if (!f.gelu_input) u = ct_nn_activate(u, act);
+    if (!u) return NULL;
+    return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
+  }
+  ct_tensor *h = ct_nn_activate(u, act);
+  ct_tensor *y = ct_nn_linear_forward(fc2, ct_nn_dropout(ctx, h, dropout));
+  return residual ? ct_add(residual, y) : y;
+}
+
 ct_tensor *ct_nn_feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                              const ct_nn_linear *fc2, ct_nn_activation act,
                              float dropout, ct_tensor *x) {
-  ct_tensor *h = ct_nn_activate(ct_nn_linear_forward(fc1, x), act);
-  return ct_nn_linear_forward(fc2, ct_nn_dropout(ctx, h, dropout));
+  return feedforward(ctx, fc1, fc2, act, dropout, x, NULL);
 }
 
 ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
@@ -31,4 +54,14 @@ ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx,
   ct_tensor *y =
       ct_nn_feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x);
   return ct_nn_dropout(ctx, y, m->dropout);
+}
+
+ct_tensor *ct_nn_mlp_forward_residual(const ct_nn_mlp *m, ct_nn_ctx *ctx,
+                                      ct_tensor *x, ct_tensor *residual) {
+  if (ct_nn_dropout_active(ctx, m->dropout))
+    return ct_add(residual, ct_nn_mlp_forward(m, ctx, x));
+  ct_tensor *y = feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x,
+                             residual);
+  if (ctx) ct_nn_next_dropout_stream(ctx);  // the output dropout's site
+  return y;
 }

@@ -25,5 +25,10 @@ ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
 
 // x (..., IN) -> (..., OUT); two dropout sites.
 ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx, ct_tensor *x);
+// residual + mlp(x), the same bits as ct_add(residual, ct_nn_mlp_forward(m,
+// ctx, x)) and the same dropout sites; without dropping, the add is folded
+// into fc2 (less memory kept for backward).
+ct_tensor *ct_nn_mlp_forward_residual(const ct_nn_mlp *m, ct_nn_ctx *ctx,
+                                      ct_tensor *x, ct_tensor *residual);
 
 #endif

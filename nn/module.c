@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 
 ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step) {
@@ -18,10 +19,20 @@ uint64_t ct_nn_next_dropout_stream(ct_nn_ctx *ctx) {
   return ct_rng_stream(CT_NN_RNG_DROPOUT + site, ctx->step);
 }
 
+// Without dropping, x itself: a copy would cost a pass over x and, since
+// the step arena keeps everything until the step ends, its memory (the ViT
+// calls this three times per block with p = 0). The site is taken anyway,
+// so the numbering of later sites does not depend on p.
 ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p) {
-  if (!ctx) return ct_dropout(x, 0.0f, 0, 0);
-  uint64_t stream = ct_nn_next_dropout_stream(ctx);
-  return ct_dropout(x, ctx->training ? p : 0.0f, ctx->seed, stream);
+  uint64_t stream = ctx ? ct_nn_next_dropout_stream(ctx) : 0;
+  if (!x) return NULL;
+  if (!ct_nn_dropout_active(ctx, p))
+    return ct_check_f32("dropout", x, "input") ? x : NULL;
+  return ct_dropout(x, p, ctx->seed, stream);
+}
+
+bool ct_nn_dropout_active(const ct_nn_ctx *ctx, float p) {
+  return ctx && ctx->training && p != 0.0f;
 }
 
 ct_status ct_nn_name(char buf[CT_NN_NAME_MAX], const char *prefix,

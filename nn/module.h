@@ -68,8 +68,11 @@ enum { CT_NN_RNG_DROPOUT = 0xD00000u, CT_NN_DROPOUT_SITES = 1u << 20 };
 uint64_t ct_nn_next_dropout_stream(ct_nn_ctx *ctx);
 
 // The Dropout module (it has no parameters): x (any shape) -> same shape.
-// Inverted dropout with probability p when ctx is training; else a copy.
+// Inverted dropout with probability p when ctx is training and p > 0;
+// else x itself (no copy, nothing recorded). Takes a dropout site either way.
 ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p);
+// True when ct_nn_dropout(ctx, x, p) drops anything (training, p != 0).
+bool ct_nn_dropout_active(const ct_nn_ctx *ctx, float p);
 
 // "prefix.leaf" into buf (or "leaf" when prefix is empty or NULL); `leaf` is
 // a printf format. CT_ERR_ARG when the name does not fit CT_NN_NAME_MAX.

@@ -188,14 +188,37 @@ static ct_tensor *residual(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *branch,
   return ct_add(x, ct_mul(branch, mask));
 }
 
+// Whether residual() would drop anything.
+static bool drop_path_active(const ct_nn_ctx *ctx, float p) {
+  return ctx && ctx->training && p > 0.0f;
+}
+
+// Without dropout or drop path, the residual adds are folded into the
+// attention's out_proj and the MLP's fc2 (ct_linear_fused: the same bits,
+// and the branch outputs are not kept for backward). The dropout sites are
+// taken in the same order either way.
 static ct_tensor *block_forward(const ct_nn_vit_block *b, ct_nn_ctx *ctx,
                                 float dropout, ct_tensor *x,
                                 ct_tensor **weights) {
+  const bool no_drop_path = !drop_path_active(ctx, b->drop_path);
   ct_tensor *h = ct_nn_layernorm_forward(&b->norm1, x);
-  h = ct_nn_mha_forward(&b->attn, ctx, h, h, h, NULL, weights);
-  x = residual(ctx, x, ct_nn_dropout(ctx, h, dropout), b->drop_path);
-  h = ct_nn_mlp_forward(&b->mlp, ctx, ct_nn_layernorm_forward(&b->norm2, x));
-  return residual(ctx, x, h, b->drop_path);
+  if (no_drop_path && !ct_nn_dropout_active(ctx, dropout)) {
+    x = ct_nn_mha_forward_residual(&b->attn, ctx, h, h, h, NULL, weights, x);
+    if (ctx) {  // the sites of the dropout and the drop path
+      ct_nn_next_dropout_stream(ctx);
+      ct_nn_next_dropout_stream(ctx);
+    }
+  } else {
+    h = ct_nn_mha_forward(&b->attn, ctx, h, h, h, NULL, weights);
+    x = residual(ctx, x, ct_nn_dropout(ctx, h, dropout), b->drop_path);
+  }
+  h = ct_nn_layernorm_forward(&b->norm2, x);
+  if (no_drop_path) {
+    x = ct_nn_mlp_forward_residual(&b->mlp, ctx, h, x);
+    if (ctx) ct_nn_next_dropout_stream(ctx);  // the drop path's site
+    return x;
+  }
+  return residual(ctx, x, ct_nn_mlp_forward(&b->mlp, ctx, h), b->drop_path);
 }
 
 // A learned (1, 1, D) token repeated over the batch: (B, 1, D).

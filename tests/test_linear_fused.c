@@ -1,0 +1,116 @@
+// ct_linear_fused (autograd/ops_matmul.c): finite-difference gradient
+// checks, and the same bits as the separate ops,
+// ct_add(r, ct_linear(ct_gelu(x, CT_GELU_ERF), w, b)), forward and backward,
+// with and without the GELU and the residual, both when x's gradient starts
+// with this op (assigned) and when another op wrote it first (accumulated).
+// Prints the max differences.
+#include "autograd/ops.h"
+#include "tests/grad_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fcase {
+  bool gelu, residual, bias;
+} fcase;
+
+static ct_tensor *run_fused(ct_tensor *const *in, void *ctx) {
+  const fcase *c = ctx;
+  ct_linear_fusion f = {.gelu_input = c->gelu,
+                        .residual = c->residual ? in[3] : NULL};
+  return ct_linear_fused(in[0], in[1], c->bias ? in[2] : NULL, &f);
+}
+
+static double max_diff(const float *a, const float *b, int64_t n) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+  return m;
+}
+
+enum { N_OUT = 5 };  // y, dx, dw, db, dr
+
+// Outputs of loss = sum(y * s) [+ sum(x * t), recorded after y, so that x's
+// gradient is written first by that mul], fused or composed.
+static void forward_backward(const fcase *c, bool fused, bool twice,
+                             ct_tensor *const *in, ct_tensor *s, ct_tensor *t,
+                             float **out) {
+  for (int i = 0; i < 4; i++) in[i]->grad = NULL;
+  ct_tensor *x = in[0], *w = in[1], *b = c->bias ? in[2] : NULL;
+  ct_tensor *r = c->residual ? in[3] : NULL;
+  ct_tensor *y;
+  if (fused) {
+    y = run_fused(in, (void *)c);
+  } else {
+    ct_tensor *h = c->gelu ? ct_gelu(x, CT_GELU_ERF) : x;
+    y = ct_linear(h, w, b);
+    if (r) y = ct_add(r, y);
+  }
+  ct_tensor *loss = ct_sum(ct_mul(y, s));
+  if (twice) loss = ct_add(loss, ct_sum(ct_mul(x, t)));
+  CHECK(loss && ct_backward(loss) == CT_OK, "backward: %s", ct_last_error());
+  const ct_tensor *src[N_OUT] = {y, x, w, in[2], in[3]};
+  for (int i = 0; i < N_OUT; i++) {
+    const int64_t n = src[i]->numel;
+    out[i] = calloc((size_t)n, sizeof(float));
+    const float *from = i == 0 ? ct_f32(y) : src[i]->grad;
+    if (from) memcpy(out[i], from, (size_t)n * sizeof(float));
+  }
+}
+
+// Sizes: past one vector and one GELU block with odd tails (37, 131, 29);
+// or rows in two chunks of the GELU path (40, 8200, 3).
+static void check_same_bits(const fcase *c, bool twice, int64_t N,
+                            int64_t IN, int64_t OUT) {
+  ct_tensor *in[4] = {grad_input(CT_SHAPE(N, IN)), grad_input(CT_SHAPE(OUT, IN)),
+                      grad_input(CT_SHAPE(OUT)), grad_input(CT_SHAPE(N, OUT))};
+  ct_tensor *s = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, OUT));
+  ct_tensor *t = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, IN));
+  float *f[N_OUT], *g[N_OUT];
+  forward_backward(c, true, twice, in, s, t, f);
+  forward_backward(c, false, twice, in, s, t, g);
+  static const char *names[N_OUT] = {"y", "dx", "dw", "db", "dr"};
+  const int64_t sizes[N_OUT] = {N * OUT, N * IN, OUT * IN, OUT, N * OUT};
+  printf("  (%lld, %lld, %lld) gelu %d residual %d bias %d %s: max diff",
+         (long long)N, (long long)IN, (long long)OUT, c->gelu, c->residual,
+         c->bias, twice ? "accumulated dx" : "assigned dx");
+  for (int i = 0; i < N_OUT; i++) {
+    printf(" %s %g", names[i], max_diff(f[i], g[i], sizes[i]));
+    CHECK(memcmp(f[i], g[i], (size_t)sizes[i] * sizeof(float)) == 0,
+          "fused %s differs (gelu %d residual %d bias %d twice %d)", names[i],
+          c->gelu, c->residual, c->bias, twice);
+    free(f[i]);
+    free(g[i]);
+  }
+  printf("\n");
+  ct_arena_reset();
+}
+
+int main(void) {
+  for (int k = 0; k < 8; k++) {
+    fcase c = {.gelu = k & 1, .residual = k & 2, .bias = k & 4};
+    ct_tensor *in[4] = {grad_input(CT_SHAPE(2, 3, 5)),
+                        grad_input(CT_SHAPE(4, 5)), grad_input(CT_SHAPE(4)),
+                        grad_input(CT_SHAPE(2, 3, 4))};
+    char what[64];
+    snprintf(what, sizeof what, "linear_fused gelu %d residual %d bias %d",
+             c.gelu, c.residual, c.bias);
+    grad_check(what, run_fused, &c, in, 4, NULL);
+    check_same_bits(&c, false, 37, 131, 29);
+    check_same_bits(&c, true, 37, 131, 29);
+    check_same_bits(&c, false, 40, 8200, 3);
+    check_same_bits(&c, true, 40, 8200, 3);
+  }
+  // Errors name the op.
+  ct_tensor *x = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 3));
+  ct_tensor *w = ct_tensor_zeros(CT_F32, CT_SHAPE(4, 3));
+  ct_tensor *bad = ct_tensor_zeros(CT_F32, CT_SHAPE(4, 5));
+  CHECK(ct_linear_fused(x, bad, NULL, NULL) == NULL &&
+            strstr(ct_last_error(), "linear_fused") != NULL,
+        "weight shape error: %s", ct_last_error());
+  ct_linear_fusion f = {.residual = bad};
+  CHECK(ct_linear_fused(x, w, NULL, &f) == NULL &&
+            strstr(ct_last_error(), "linear_fused") != NULL,
+        "residual shape error: %s", ct_last_error());
+  ct_arena_reset();
+  return test_summary("linear_fused");
+}
