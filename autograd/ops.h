@@ -37,6 +37,17 @@ ct_tensor *ct_tanh(ct_tensor *x);
 // mask is the same at any thread count and backward recomputes it instead of
 // storing it. p == 0 is the identity (use it for evaluation).
 ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream);
+// ct_dropout(ct_relu(x), p, seed, stream) in one pass, the same bits forward
+// and backward; relu(x) is never stored (a feed-forward block's hidden
+// activations are the step's largest tensors).
+ct_tensor *ct_relu_dropout(ct_tensor *x, float p, uint64_t seed,
+                           uint64_t stream);
+// ct_add(x, ct_dropout(y, p, seed, stream)) in one pass, the same bits
+// forward and backward, the dropped tensor never stored (a residual
+// connection). x and y have the same shape; otherwise, and when x == y, it
+// runs as the two ops.
+ct_tensor *ct_add_dropout(ct_tensor *x, ct_tensor *y, float p, uint64_t seed,
+                          uint64_t stream);
 
 // ---- matrix products (ops_matmul.c) ---------------------------------------
 // a (..., M, K) @ b (..., K, N) -> (..., M, N). trans_a means a is stored

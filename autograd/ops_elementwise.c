@@ -384,34 +384,148 @@ static void dropout_backward(ct_node *node) {
     gx[i] += keep_or_zero(!dropped[i], g[i] * scale);
 }
 
-ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
-  if (!x) return NULL;
-  if (!ct_check_f32("dropout", x, "input")) return NULL;
-  if (!(p >= 0.0f && p <= 1.0f)) {
-    ct_error(CT_ERR_ARG, "dropout: p = %g is outside [0, 1]", (double)p);
-    return NULL;
+// y = dropout(relu(x)): keep_or_zero(kept, relu(x) * scale), the two ops'
+// arithmetic in one pass. Backward, the dropout's gradient (assigned to the
+// never-stored relu(x), as the tape would hand it a fresh buffer) times the
+// ReLU's step: dx (=/+=) keep_or_zero(kept, g * scale) * step01(x > 0).
+static void relu_dropout_backward(ct_node *node) {
+  const dropout_saved *d = node->saved;
+  ct_tensor *x = node->in[0], *y = node->out;
+  const float *restrict px = ct_f32(x), *restrict g = y->grad;
+  float *restrict gx = x->grad;
+  const uint8_t *restrict dropped = d->dropped;
+  const float scale = d->scale;
+  const int64_t n = y->numel;
+  if (node->fresh & 1u) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      gx[i] = keep_or_zero(!dropped[i], g[i] * scale) *
+              unary_deriv(UN_RELU, px[i], 0.0f, 0.0f);
+    return;
   }
-  if (p == 0.0f) return unary("dropout", UN_SCALE, x, 1.0f);
-  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
-  uint8_t *dropped = y ? ct_arena_alloc((size_t)x->numel) : NULL;
-  if (!dropped) return NULL;
-  ct_rng r = ct_rng_make(seed, stream);
-  ct_rng_fill_bernoulli(&r, dropped, x->numel, p);
-  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  const float *restrict px = ct_f32(x);
-  float *restrict py = ct_f32(y);
-  const uint8_t *restrict drop = dropped;
-  const int64_t n = x->numel;
   #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++)
-    py[i] = keep_or_zero(!drop[i], px[i] * scale);
+    gx[i] += keep_or_zero(!dropped[i], g[i] * scale) *
+             unary_deriv(UN_RELU, px[i], 0.0f, 0.0f);
+}
+
+// z = x + dropout(y): the add's gradient of x (1 * g, as reduce_grad gives
+// it), and the dropout's gradient of y taken from g directly (the add hands
+// the dropped tensor 1 * g = g, assigned: it had no other reader).
+static void add_dropout_backward(ct_node *node) {
+  const dropout_saved *d = node->saved;
+  ct_tensor *x = node->in[0], *y = node->in[1], *z = node->out;
+  const float *restrict g = z->grad;
+  const uint8_t *restrict dropped = d->dropped;
+  const float scale = d->scale;
+  const int64_t n = z->numel;
+  if (x->requires_grad) {
+    float *restrict gx = x->grad;
+    if (node->fresh & 1u) {
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++) gx[i] = 1.0f * g[i];
+    } else {
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++) gx[i] += 1.0f * g[i];
+    }
+  }
+  if (y->requires_grad) {
+    float *restrict gy = y->grad;
+    if (node->fresh & 2u) {
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++)
+        gy[i] = keep_or_zero(!dropped[i], g[i] * scale);
+    } else {
+      #pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; i++)
+        gy[i] += keep_or_zero(!dropped[i], g[i] * scale);
+    }
+  }
+}
+
+// What the dropout ops compute from the kept mask and the input.
+typedef enum { DROP_PLAIN, DROP_RELU, DROP_ADD } drop_kind;
+
+// The dropout ops' body: draws the mask and runs, with
+// d = keep_or_zero(kept, f(y) * scale) and f = relu or the identity,
+// out = d, or out = x + d (DROP_ADD); records the node with `backward` and
+// inputs y (or x, y). p == 0 never gets here.
+static ct_tensor *dropout_run(const char *op, drop_kind kind, ct_tensor *x,
+                              ct_tensor *y, float p, uint64_t seed,
+                              uint64_t stream, ct_backward_fn backward) {
+  ct_tensor *out = ct_tensor_empty(CT_F32, y->ndim, y->shape);
+  uint8_t *dropped = out ? ct_arena_alloc((size_t)y->numel) : NULL;
+  if (!dropped) return NULL;
+  ct_rng r = ct_rng_make(seed, stream);
+  ct_rng_fill_bernoulli(&r, dropped, y->numel, p);
+  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const float *restrict py = ct_f32(y);
+  float *restrict po = ct_f32(out);
+  const uint8_t *restrict drop = dropped;
+  const int64_t n = y->numel;
+  if (kind == DROP_RELU) {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      po[i] = keep_or_zero(!drop[i], unary_fwd(UN_RELU, py[i], 0.0f) * scale);
+  } else if (kind == DROP_ADD) {
+    const float *restrict px = ct_f32(x);
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      po[i] = px[i] + keep_or_zero(!drop[i], py[i] * scale);
+  } else {
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      po[i] = keep_or_zero(!drop[i], py[i] * scale);
+  }
+  ct_tensor *in[2] = {x, y};
+  const int n_in = kind == DROP_ADD ? 2 : 1;
+  ct_tensor **ins = kind == DROP_ADD ? in : in + 1;
   dropout_saved *sv = NULL;
-  if (ct_tape_wants(1, &x)) {
+  if (ct_tape_wants(n_in, ins)) {
     sv = ct_arena_alloc(sizeof *sv);
     if (!sv) return NULL;
     *sv = (dropout_saved){.scale = scale, .dropped = dropped};
   }
-  if (CT_RECORD("dropout", dropout_backward, y, sv, x) != CT_OK) return NULL;
-  ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));
-  return y;
+  if (ct_tape_record(op, backward, out, n_in, ins, sv) != CT_OK) return NULL;
+  ct_node_set_flags(out, kind == DROP_ADD ? CT_NODE_FRESH_INPUT(0) |
+                                                CT_NODE_FRESH_INPUT(1)
+                                          : CT_NODE_FRESH_INPUT(0));
+  return out;
+}
+
+static bool dropout_args_ok(const char *op, const ct_tensor *x, float p) {
+  if (!ct_check_f32(op, x, "input")) return false;
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    ct_error(CT_ERR_ARG, "%s: p = %g is outside [0, 1]", op, (double)p);
+    return false;
+  }
+  return true;
+}
+
+ct_tensor *ct_dropout(ct_tensor *x, float p, uint64_t seed, uint64_t stream) {
+  if (!x) return NULL;
+  if (!dropout_args_ok("dropout", x, p)) return NULL;
+  if (p == 0.0f) return unary("dropout", UN_SCALE, x, 1.0f);
+  return dropout_run("dropout", DROP_PLAIN, NULL, x, p, seed, stream,
+                     dropout_backward);
+}
+
+ct_tensor *ct_relu_dropout(ct_tensor *x, float p, uint64_t seed,
+                           uint64_t stream) {
+  if (!x) return NULL;
+  if (!dropout_args_ok("relu_dropout", x, p)) return NULL;
+  if (p == 0.0f) return ct_relu(x);  // dropout's p == 0 copy is x * 1
+  return dropout_run("relu_dropout", DROP_RELU, NULL, x, p, seed, stream,
+                     relu_dropout_backward);
+}
+
+ct_tensor *ct_add_dropout(ct_tensor *x, ct_tensor *y, float p, uint64_t seed,
+                          uint64_t stream) {
+  if (!x || !y) return NULL;
+  if (!dropout_args_ok("add_dropout", y, p)) return NULL;
+  if (p == 0.0f || x == y || !ct_tensor_same_shape(x, y))
+    return ct_add(x, ct_dropout(y, p, seed, stream));
+  if (!ct_check_f32("add_dropout", x, "x")) return NULL;
+  return dropout_run("add_dropout", DROP_ADD, x, y, p, seed, stream,
+                     add_dropout_backward);
 }

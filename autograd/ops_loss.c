@@ -13,6 +13,7 @@
 #include "core/arena.h"
 
 #include <math.h>
+#include <string.h>
 
 // Below this many elements a kernel runs on the calling thread: starting a
 // parallel region costs more than the work (and results do not depend on it).
@@ -56,24 +57,34 @@ typedef struct ce_saved {
 static void cross_entropy_backward(ct_node *node) {
   ct_tensor *logits = node->in[0], *targets = node->in[1], *loss = node->out;
   const ce_saved *s = node->saved;
-  if (!logits->requires_grad || s->denom == 0.0) return;
+  if (!logits->requires_grad) return;
   int64_t K = ct_last_dim(logits), N = targets->numel;
+  float *dx = logits->grad;
+  // A fresh (uninitialized) gradient is assigned: 0 + g, the bits of adding
+  // g to a zeroed buffer (-0 becomes +0 as it would there).
+  const bool fresh = node->fresh & 1u;
+  if (s->denom == 0.0) {
+    if (fresh) memset(dx, 0, (size_t)logits->numel * sizeof(float));
+    return;
+  }
   const float *x = ct_f32(logits), *w = s->weight;
   const int32_t *t = ct_i32(targets);
-  float *dx = logits->grad;
   double scale = loss->grad[0] / s->denom;
   double eps = s->smoothing, W = s->weight_sum;
 #pragma omp parallel for schedule(static) if (N * K >= PAR_MIN_WORK)
   for (int64_t n = 0; n < N; n++) {
-    if (t[n] == s->ignore_index) continue;
-    const float *xr = x + n * K;
     float *gr = dx + n * K;
+    if (t[n] == s->ignore_index) {
+      if (fresh) memset(gr, 0, (size_t)K * sizeof(float));
+      continue;
+    }
+    const float *xr = x + n * K;
     double wt = w ? w[t[n]] : 1.0;
     for (int64_t j = 0; j < K; j++) {
       double p = exp(xr[j] - s->lse[n]);
       double g = (1.0 - eps) * wt * (p - (j == t[n]));
       if (eps != 0.0) g += eps / K * (W * p - (w ? w[j] : 1.0));
-      gr[j] += (float)(scale * g);
+      gr[j] = (fresh ? 0.0f : gr[j]) + (float)(scale * g);
     }
   }
 }
@@ -197,6 +208,7 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *targets,
   if (ct_tape_record("cross_entropy", cross_entropy_backward, loss, 2, in,
                      saved) != CT_OK)
     return NULL;
+  ct_node_set_flags(loss, CT_NODE_FRESH_INPUT(0));
   return loss;
 }
 

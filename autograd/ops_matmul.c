@@ -119,11 +119,12 @@ static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
   const float *dy = node->out->grad;
   // A fresh (uninitialized) gradient is assigned: beta 0 instead of 1.
   const float beta_w = node->fresh & 2u ? 0.0f : 1.0f;
-  if (w->requires_grad)
-    ct_gemm(true, false, OUT, IN, N, 1.0f, dy, OUT, h, IN, beta_w, w->grad,
-            IN);
-  if (bias && bias->requires_grad)
-    ct_add_column_sums(bias->grad, dy, N, OUT, 1.0f);
+  float *db = bias && bias->requires_grad ? bias->grad : NULL;
+  if (w->requires_grad)  // db summed from dy's packed panels (same bits)
+    ct_gemm_sum_a(true, false, OUT, IN, N, 1.0f, dy, OUT, h, IN, beta_w,
+                  w->grad, IN, db);
+  else if (db)
+    ct_add_column_sums(db, dy, N, OUT, 1.0f);
 }
 
 // x (N, IN), w (OUT, IN), bias (OUT) -> y (N, OUT)
@@ -167,19 +168,17 @@ static ct_tensor *linear_output(const char *op, ct_tensor *x, ct_tensor *w,
   return ct_tensor_empty(CT_F32, x->ndim, shape);
 }
 
-// y (N,OUT) = h (N,IN) w^T + bias: y starts as the bias rows and the gemm
-// adds the product (beta 1).
+// y (N,OUT) = h (N,IN) w^T + bias: the gemm adds the product to the bias
+// rows (the micro-kernel reads the bias where it would read y).
 static void linear_into(const float *h, int64_t N, int64_t IN,
                         const ct_tensor *w, const ct_tensor *bias, float *y) {
   const int64_t OUT = w->shape[0];
-  if (bias) {
-    const float *pb = ct_f32(bias);
-    #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t o = 0; o < OUT; o++) y[n * OUT + o] = pb[o];
-  }
-  ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN,
-          bias ? 1.0f : 0.0f, y, OUT);
+  if (bias)
+    ct_gemm_bias(false, true, N, OUT, IN, h, IN, ct_f32(w), IN, ct_f32(bias),
+                 y, OUT);
+  else
+    ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN, 0.0f, y,
+            OUT);
 }
 
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {

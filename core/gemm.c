@@ -17,6 +17,13 @@
 // beta' is beta for the first K block and 1 afterwards, so every element of
 // C is one fixed sequence of FMAs over K, whatever the thread count.
 //
+// Two neighbouring passes of a linear layer ride along (same bits as doing
+// them apart): ct_gemm_bias hands the micro-kernel the bias row where the
+// first K block would load the old C (no fill pass over C), and
+// ct_gemm_sum_a sums the rows of a stored-transposed A block by block right
+// after packing it, while it is in cache (a bias gradient without another
+// pass over dy).
+//
 // Packing copies without transposing where the kernel allows it: AVX-512
 // reads A in its row layout when A is row-major (kernel_rows) and k-major
 // when it is stored transposed, and products of few rows read a row-major B
@@ -53,7 +60,7 @@
 static void kernel_scalar(int64_t kc, const float *restrict pa, int64_t rsa,
                           const float *restrict pb, int64_t rsb,
                           float *restrict c, int64_t ldc, float alpha,
-                          float beta, int m, int n) {
+                          float beta, int m, int n, const float *bias) {
   (void)rsa;
   float acc[SCALAR_MR][SCALAR_NR] = {{0}};
   for (int64_t k = 0; k < kc; k++) {
@@ -64,10 +71,11 @@ static void kernel_scalar(int64_t kc, const float *restrict pa, int64_t rsa,
   }
   for (int i = 0; i < m; i++) {
     float *row = c + i * ldc;
+    const float *in = bias ? bias : row;  // the old values
     if (beta == 0.0f)
       for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j];
     else
-      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j] + beta * row[j];
+      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j] + beta * in[j];
   }
 }
 
@@ -80,13 +88,26 @@ static void copy_rows(const float *src, int64_t lds, int64_t rows, int w,
   }
 }
 
+// Portable transposing packing helper (ct_gemm_pack_bt_fn).
+static void pack_bt(const float *src, int64_t ldb, int64_t kc, int cols,
+                    float *dst, int width) {
+  for (int j = 0; j < cols; j++) {
+    const float *s = src + j * ldb;
+    float *d = dst + j;
+    for (int64_t k = 0; k < kc; k++) d[k * width] = s[k];
+  }
+  for (int j = cols; j < width; j++)
+    for (int64_t k = 0; k < kc; k++) dst[k * width + j] = 0.0f;
+}
+
 static ct_gemm_copy_fn copier(const ct_gemm_arch *arch) {
   return arch->copy_rows ? arch->copy_rows : copy_rows;
 }
 
 static const ct_gemm_arch arch_scalar = {
     .mr = SCALAR_MR, .nr = SCALAR_NR, .mc = SCALAR_MR * 32, .kc = 256,
-    .nc = 1024, .kernel = kernel_scalar, .copy_rows = copy_rows};
+    .nc = 1024, .kernel = kernel_scalar, .copy_rows = copy_rows,
+    .pack_bt = pack_bt};
 
 // ---------------------------------------------------------------------------
 // Path selection.
@@ -143,7 +164,7 @@ typedef struct scratch {
   size_t cap; // floats
 } scratch;
 
-static _Thread_local scratch tls_a, tls_b;
+static _Thread_local scratch tls_a, tls_b, tls_sums;
 
 // Every packing buffer is also listed here, so that it stays reachable
 // after its OpenMP thread exits (the pool shrinks when the thread count
@@ -265,15 +286,10 @@ static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
     return;
   }
   // B stored (N, K): transpose columns into the panels.
+  const ct_gemm_pack_bt_fn pack = arch->pack_bt ? arch->pack_bt : pack_bt;
   for (int64_t jp = 0; jp < nc; jp += nr, dst += nr * kc) {
     int cols = nc - jp < nr ? (int)(nc - jp) : nr;
-    for (int j = 0; j < cols; j++) {
-      const float *src = B + (j0 + jp + j) * ldb + k0;
-      float *d = dst + j;
-      for (int64_t k = 0; k < kc; k++) d[k * nr] = src[k];
-    }
-    for (int j = cols; j < nr; j++)
-      for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = 0.0f;
+    pack(B + (j0 + jp) * ldb + k0, ldb, kc, cols, dst, nr);
   }
 }
 
@@ -285,9 +301,36 @@ typedef struct operands {
   int64_t K;
   float alpha, beta;
   int64_t lda, ldb, ldc;
+  const float *bias;  // (N) or NULL: the old C is this row in every row
+  float *a_sums;      // (M) or NULL: += the row sums of op(A)
 } operands;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// a_sums[i] += sum over k of op(A)[i][k] for the sub-problem's m rows,
+// straight from A: each sum in float from 0, k in order (the order
+// gemm_block keeps when it sums the packed panels instead).
+static void add_a_sums(const operands *op, int64_t m, const float *A,
+                       float *a_sums) {
+  for (int64_t i = 0; i < m; i++) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < op->K; k++)
+      acc += op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k];
+    a_sums[i] += acc;
+  }
+}
+
+// acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
+// block of a stored-transposed A that was just packed (so it is in cache).
+// Compiled per ISA: wider vectors across i, the same sums.
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+sum_block_a(const float *src, int64_t lds, int64_t kc, int64_t w,
+            float *restrict acc) {
+  for (int64_t k = 0; k < kc; k++) {
+    const float *row = src + k * lds;
+    for (int64_t i = 0; i < w; i++) acc[i] += row[i];
+  }
+}
 
 // Depth of the K blocks: as even as possible, at most arch->kc. Depends on K
 // and the path only, so the sum order is the same for any split of C.
@@ -308,12 +351,16 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 // copy. The arithmetic is the same either way.
 #define DIRECT_B_MAX_ROWS 64
 
-// C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C already point at
-// the sub-problem's first row/column. Returns false, before touching C, if
-// the packing buffers cannot be allocated.
+// C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C (and bias, when
+// op->bias) already point at the sub-problem's first row/column; with a bias
+// the first K block reads the old C from the bias row instead of C. With
+// a_sums (m), the row sums of op(A) are added to it; a stored-transposed A
+// is summed block by block right after each block is packed (in cache),
+// during the first column block. Returns
+// false, before touching C or a_sums, if the buffers cannot be allocated.
 static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
                        int64_t m, int64_t n, const float *A, const float *B,
-                       float *C) {
+                       const float *bias, float *C, float *a_sums) {
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = k_block(arch, K);
   const bool rows_a = arch->kernel_rows && !op->trans_a;
@@ -329,12 +376,24 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
   float *pb = direct_b ? NULL : scratch_get(&tls_b, (size_t)(kb * nc_max));
   float *pa = scratch_get(&tls_a, (size_t)(lda_p * mc_max));
   if (!pa || (!pb && !direct_b)) return false;
+  // Row sums of a transposed A are taken block by block as it is packed:
+  // acc holds them for all m rows.
+  const bool sum_panels = a_sums && op->trans_a;
+  float *acc = NULL;
+  if (sum_panels) {
+    acc = scratch_get(&tls_sums, (size_t)m);
+    if (!acc) return false;
+    memset(acc, 0, (size_t)m * sizeof(float));
+  } else if (a_sums) {
+    add_a_sums(op, m, A, a_sums);
+  }
 
   for (int64_t jc = 0; jc < n; jc += arch->nc) {
     int64_t nc = n - jc < arch->nc ? n - jc : arch->nc;
     for (int64_t pc = 0; pc < K; pc += kb) {
       int64_t kc = K - pc < kb ? K - pc : kb;
       float beta = pc == 0 ? op->beta : 1.0f;
+      const float *bias_jc = pc == 0 && bias ? bias + jc : NULL;
       // B panel jr: rows of nr floats, rsb apart.
       const float *b0 = direct_b ? B + pc * op->ldb + jc : pb;
       int64_t rsb = direct_b ? op->ldb : nr;
@@ -349,6 +408,8 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
         else if (full < mc)  // the partial panel, at pa
           pack_a(arch, false, true, A, op->lda, ic + full, pc, mc - full, kc,
                  lda_p, pa);
+        if (sum_panels && jc == 0)
+          sum_block_a(A + pc * op->lda + ic, op->lda, kc, mc, acc + ic);
         int64_t panel_a = rows_a ? mr * lda_p : mr * kc;
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
@@ -364,19 +425,22 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
           for (int64_t jr = 0; jr < nc; jr += nr) {
             int nt = nc - jr < nr ? (int)(nc - jr) : nr;
             kernel(kc, a, rsa, b0 + jr / nr * panel_b, rsb, c + jr, op->ldc,
-                   op->alpha, beta, mt, nt);
+                   op->alpha, beta, mt, nt, bias_jc ? bias_jc + jr : NULL);
           }
         }
       }
     }
   }
+  if (sum_panels)
+    for (int64_t i = 0; i < m; i++) a_sums[i] += acc[i];
   return true;
 }
 
 // Out of memory for packing buffers: plain loops rather than a half-written
 // C (gemm_block fails before it writes anything).
 static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
-                          const float *A, const float *B, float *C) {
+                          const float *A, const float *B, const float *bias,
+                          float *C) {
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       float acc = 0.0f;
@@ -384,16 +448,21 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
         acc += (op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k]) *
                (op->trans_b ? B[j * op->ldb + k] : B[k * op->ldb + j]);
       float *c = C + i * op->ldc + j;
-      *c = op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * *c;
+      float old = bias ? bias[j] : *c;
+      *c = op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * old;
     }
 }
 
-// C = beta * C for K == 0 or alpha == 0 (A and B are not read).
-static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+// C = beta * C (or beta * bias rows) for K == 0 or alpha == 0 (A and B are
+// not read).
+static void scale_c(int64_t M, int64_t N, float beta, const float *bias,
+                    float *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
     float *row = C + i * ldc;
     if (beta == 0.0f)
       memset(row, 0, (size_t)N * sizeof(float));
+    else if (bias)
+      for (int64_t j = 0; j < N; j++) row[j] = beta * bias[j];
     else if (beta != 1.0f)
       for (int64_t j = 0; j < N; j++) row[j] *= beta;
   }
@@ -460,21 +529,30 @@ static void run_task(const split *sp, int64_t t) {
   if (i1 > sp->M) i1 = sp->M;
   if (j1 > sp->N) j1 = sp->N;
   float *c = sp->C + b * sp->stride_c + i0 * op->ldc + j0;
+  const float *bias = op->bias ? op->bias + j0 : NULL;
+  // The row sums of op(A) go with the rectangles of the first column.
+  float *a_sums = op->a_sums && j0 == 0 ? op->a_sums + i0 : NULL;
+  const float *a = sp->A + b * sp->stride_a + (op->trans_a ? i0 : i0 * op->lda);
   if (sp->scale_only) {
-    scale_c(i1 - i0, j1 - j0, op->beta, c, op->ldc);
+    scale_c(i1 - i0, j1 - j0, op->beta, bias, c, op->ldc);
+    if (a_sums) add_a_sums(op, i1 - i0, a, a_sums);
     return;
   }
-  const float *a = sp->A + b * sp->stride_a + (op->trans_a ? i0 : i0 * op->lda);
   const float *bm = sp->B + b * sp->stride_b + (op->trans_b ? j0 * op->ldb : j0);
-  if (!gemm_block(arch, op, i1 - i0, j1 - j0, a, bm, c))
-    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, c);
+  if (!gemm_block(arch, op, i1 - i0, j1 - j0, a, bm, bias, c, a_sums)) {
+    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, bias, c);
+    if (a_sums) add_a_sums(op, i1 - i0, a, a_sums);
+  }
 }
 
-void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+// ct_gemm_batched, and ct_gemm_bias / ct_gemm_sum_a when bias / a_sums is
+// not NULL (batch 1).
+static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t K, float alpha, const float *A, int64_t lda,
                      int64_t stride_a, const float *B, int64_t ldb,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
-                     int64_t stride_c, int64_t batch) {
+                     int64_t stride_c, int64_t batch, const float *bias,
+                     float *a_sums) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
   // Several products into one shared C accumulate in batch order.
   if (stride_c == 0 && batch > 1) {
@@ -486,7 +564,8 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   }
 
   const ct_gemm_arch *arch = active_arch();
-  const operands op = {trans_a, trans_b, K, alpha, beta, lda, ldb, ldc};
+  const operands op = {trans_a, trans_b, K,   alpha, beta,
+                       lda,     ldb,     ldc, bias,  a_sums};
   const bool scale_only = K <= 0 || alpha == 0.0f;
 
   int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -517,6 +596,35 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   // the others back. The results do not depend on who computes which task.
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
   for (int64_t t = 0; t < tasks; t++) run_task(&sp, t);
+}
+
+void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float *A, int64_t lda,
+                     int64_t stride_a, const float *B, int64_t ldb,
+                     int64_t stride_b, float beta, float *C, int64_t ldc,
+                     int64_t stride_c, int64_t batch) {
+  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+           stride_b, beta, C, ldc, stride_c, batch, NULL, NULL);
+}
+
+void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                  int64_t K, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, const float *bias, float *C, int64_t ldc) {
+  gemm_run(trans_a, trans_b, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 1.0f, C,
+           ldc, 0, 1, bias, NULL);
+}
+
+void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                   int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float beta, float *C,
+                   int64_t ldc, float *a_sums) {
+  if (N <= 0 && M > 0) {  // no product, the sums all the same
+    const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
+    add_a_sums(&op, M, A, a_sums);
+    return;
+  }
+  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C,
+           ldc, 0, 1, NULL, a_sums);
 }
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -17,21 +17,22 @@
 
 #define TARGET __attribute__((target("avx2,fma")))
 
-static TARGET inline void store_row(float *c, __m256 acc, __m256i mask,
-                                    int full, __m256 alpha, __m256 beta,
-                                    int beta_zero) {
+// c = alpha * acc + beta * old, old read at `in` (c itself, or the bias).
+static TARGET inline void store_row(float *c, const float *in, __m256 acc,
+                                    __m256i mask, int full, __m256 alpha,
+                                    __m256 beta, int beta_zero) {
   if (full) {
     __m256 r = beta_zero ? _mm256_mul_ps(alpha, acc)
                          : _mm256_fmadd_ps(alpha, acc,
                                            _mm256_mul_ps(beta,
-                                                         _mm256_loadu_ps(c)));
+                                                         _mm256_loadu_ps(in)));
     _mm256_storeu_ps(c, r);
   } else {
     __m256 r = beta_zero
                    ? _mm256_mul_ps(alpha, acc)
                    : _mm256_fmadd_ps(
                          alpha, acc,
-                         _mm256_mul_ps(beta, _mm256_maskload_ps(c, mask)));
+                         _mm256_mul_ps(beta, _mm256_maskload_ps(in, mask)));
     _mm256_maskstore_ps(c, mask, r);
   }
 }
@@ -39,7 +40,8 @@ static TARGET inline void store_row(float *c, __m256 acc, __m256i mask,
 static TARGET void kernel_6x16(int64_t kc, const float *restrict pa,
                                int64_t rsa, const float *restrict pb,
                                int64_t rsb, float *restrict c, int64_t ldc,
-                               float alpha, float beta, int m, int n) {
+                               float alpha, float beta, int m, int n,
+                               const float *bias) {
   (void)rsa;
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
@@ -72,14 +74,17 @@ static TARGET void kernel_6x16(int64_t kc, const float *restrict pa,
   }
   __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
   int beta_zero = beta == 0.0f;
+  // The old values: row i of c, or the bias row for every i.
+  const float *in = bias ? bias : c;
+  const int64_t ldin = bias ? 0 : ldc;
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) {
     if (i < m) {
 #pragma GCC unroll 4
       for (int v = 0; v < NV; v++)
         if (8 * v < n)
-          store_row(c + i * ldc + 8 * v, acc[i][v], mask[v], full[v], va, vb,
-                    beta_zero);
+          store_row(c + i * ldc + 8 * v, in + i * ldin + 8 * v, acc[i][v],
+                    mask[v], full[v], va, vb, beta_zero);
     }
   }
 }

@@ -35,13 +35,15 @@
 #define TARGET __attribute__((target("avx512f")))
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE TARGET void store_row(float *c, __m512 acc, __mmask16 mask,
-                             __m512 alpha, __m512 beta, int beta_zero) {
+// c = alpha * acc + beta * old, old read at `in` (c itself, or the bias).
+INLINE TARGET void store_row(float *c, const float *in, __m512 acc,
+                             __mmask16 mask, __m512 alpha, __m512 beta,
+                             int beta_zero) {
   __m512 r = beta_zero
                  ? _mm512_mul_ps(alpha, acc)
                  : _mm512_fmadd_ps(
                        alpha, acc,
-                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, c)));
+                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, in)));
   _mm512_mask_storeu_ps(c, mask, r);
 }
 
@@ -51,7 +53,8 @@ INLINE TARGET void store_row(float *c, __m512 acc, __mmask16 mask,
 INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
                         int rows, const float *restrict pb, int64_t rsb,
                         int masked, float *restrict c, int64_t ldc,
-                        float alpha, float beta, int m, int n) {
+                        float alpha, float beta, int m, int n,
+                        const float *bias) {
   __mmask16 mask0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
   __mmask16 mask1 = n >= 32   ? (__mmask16)0xFFFF
                     : n > 16 ? (__mmask16)((1u << (n - 16)) - 1)
@@ -90,11 +93,16 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
 
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   int beta_zero = beta == 0.0f;
+  // The old values: row i of c, or the bias row for every i.
+  const float *in = bias ? bias : c;
+  const int64_t ldin = bias ? 0 : ldc;
 #pragma GCC unroll 16
   for (int i = 0; i < MR; i++) {
     if (i < m) {
-      store_row(c + i * ldc, acc[i][0], mask0, va, vb, beta_zero);
-      store_row(c + i * ldc + 16, acc[i][1], mask1, va, vb, beta_zero);
+      store_row(c + i * ldc, in + i * ldin, acc[i][0], mask0, va, vb,
+                beta_zero);
+      store_row(c + i * ldc + 16, in + i * ldin + 16, acc[i][1], mask1, va,
+                vb, beta_zero);
     }
   }
 }
@@ -102,22 +110,22 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
 static TARGET void kernel_kmajor(int64_t kc, const float *pa, int64_t rsa,
                                  const float *pb, int64_t rsb, float *c,
                                  int64_t ldc, float alpha, float beta, int m,
-                                 int n) {
+                                 int n, const float *bias) {
   (void)rsa;
   if (n == NR)
-    tile(kc, pa, 0, 0, pb, rsb, 0, c, ldc, alpha, beta, m, n);
+    tile(kc, pa, 0, 0, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
   else
-    tile(kc, pa, 0, 0, pb, rsb, 1, c, ldc, alpha, beta, m, n);
+    tile(kc, pa, 0, 0, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
 }
 
 static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
                                const float *pb, int64_t rsb, float *c,
                                int64_t ldc, float alpha, float beta, int m,
-                               int n) {
+                               int n, const float *bias) {
   if (n == NR)
-    tile(kc, pa, rsa, 1, pb, rsb, 0, c, ldc, alpha, beta, m, n);
+    tile(kc, pa, rsa, 1, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
   else
-    tile(kc, pa, rsa, 1, pb, rsb, 1, c, ldc, alpha, beta, m, n);
+    tile(kc, pa, rsa, 1, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
 }
 
 // Packing helper (see ct_gemm_copy_fn): one or two masked vector copies per
@@ -143,10 +151,69 @@ static TARGET void copy_rows(const float *src, int64_t lds, int64_t rows,
   }
 }
 
+// r[0..15] (rows of a 16 x 16 block) -> r[k] = column k: the classic
+// unpack / shuffle / 128-bit-lane shuffle network (4 stages of 16).
+INLINE TARGET void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+  }
+}
+
+// Transposing packing helper (see ct_gemm_pack_bt_fn): 16 x 16 blocks of
+// B rows go through registers (masked loads cover the depth tail; missing
+// rows load as zeros, which is the padding) instead of one scalar store per
+// element with a stride of the panel width.
+static TARGET void pack_bt(const float *src, int64_t ldb, int64_t kc,
+                           int cols, float *dst, int width) {
+  if (width % 16 != 0) {  // not this file's panels; kept general
+    for (int j = 0; j < width; j++)
+      for (int64_t k = 0; k < kc; k++)
+        dst[k * width + j] = j < cols ? src[j * ldb + k] : 0.0f;
+    return;
+  }
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const int depth = kc - k0 < 16 ? (int)(kc - k0) : 16;
+    const __mmask16 km = (__mmask16)((1u << depth) - 1);
+    for (int j0 = 0; j0 < width; j0 += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++)
+        r[i] = j0 + i < cols
+                   ? _mm512_maskz_loadu_ps(km, src + (j0 + i) * ldb + k0)
+                   : _mm512_setzero_ps();
+      transpose16(r);
+      float *d = dst + k0 * width + j0;
+      for (int k = 0; k < depth; k++) _mm512_storeu_ps(d + k * width, r[k]);
+    }
+  }
+}
+
 const ct_gemm_arch ct_gemm_arch_avx512 = {
     .mr = MR, .nr = NR, .mc = AVX512_MC, .kc = AVX512_KC, .nc = AVX512_NC,
     .kernel = kernel_kmajor, .kernel_rows = kernel_rows, .masked_b = 1,
-    .copy_rows = copy_rows};
+    .copy_rows = copy_rows, .pack_bt = pack_bt};
 
 #else
 const ct_gemm_arch ct_gemm_arch_avx512 = {0};

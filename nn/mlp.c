@@ -6,7 +6,8 @@
 // fc2(dropout(act(fc1(x)))) [+ residual]. Without dropping, GELU, fc2 and
 // the residual add run as one op (ct_linear_fused), which keeps only fc1's
 // output for backward, not gelu of it nor fc2's; the dropout site is taken
-// all the same.
+// all the same. With dropping, a ReLU and the dropout run as one op
+// (ct_relu_dropout), which does not keep relu(fc1(x)).
 static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                               const ct_nn_linear *fc2, ct_nn_activation act,
                               float dropout, ct_tensor *x,
@@ -20,8 +21,14 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
     if (!u) return NULL;
     return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
   }
-  ct_tensor *h = ct_nn_activate(u, act);
-  ct_tensor *y = ct_nn_linear_forward(fc2, ct_nn_dropout(ctx, h, dropout));
+  ct_tensor *h;
+  if (act == CT_NN_RELU) {  // one pass, relu(u) not stored (same bits)
+    const uint64_t stream = ct_nn_next_dropout_stream(ctx);
+    h = ct_relu_dropout(u, dropout, ctx->seed, stream);
+  } else {
+    h = ct_nn_dropout(ctx, ct_nn_activate(u, act), dropout);
+  }
+  ct_tensor *y = ct_nn_linear_forward(fc2, h);
   return residual ? ct_add(residual, y) : y;
 }
 

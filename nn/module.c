@@ -31,6 +31,13 @@ ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p) {
   return ct_dropout(x, p, ctx->seed, stream);
 }
 
+ct_tensor *ct_nn_add_dropout(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *y,
+                             float p) {
+  if (!ct_nn_dropout_active(ctx, p)) return ct_add(x, ct_nn_dropout(ctx, y, p));
+  uint64_t stream = ct_nn_next_dropout_stream(ctx);
+  return ct_add_dropout(x, y, p, ctx->seed, stream);
+}
+
 bool ct_nn_dropout_active(const ct_nn_ctx *ctx, float p) {
   return ctx && ctx->training && p != 0.0f;
 }

@@ -73,6 +73,11 @@ uint64_t ct_nn_next_dropout_stream(ct_nn_ctx *ctx);
 ct_tensor *ct_nn_dropout(ct_nn_ctx *ctx, ct_tensor *x, float p);
 // True when ct_nn_dropout(ctx, x, p) drops anything (training, p != 0).
 bool ct_nn_dropout_active(const ct_nn_ctx *ctx, float p);
+// x + ct_nn_dropout(ctx, y, p) (a residual connection), the same bits and
+// the same dropout site, as one op when dropping (ct_add_dropout: the
+// dropped y is never stored).
+ct_tensor *ct_nn_add_dropout(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *y,
+                             float p);
 
 // "prefix.leaf" into buf (or "leaf" when prefix is empty or NULL); `leaf` is
 // a printf format. CT_ERR_ARG when the name does not fit CT_NN_NAME_MAX.

@@ -116,7 +116,7 @@ static ct_tensor *sublayer_input(const ct_nn_layernorm *norm, bool norm_first,
 static ct_tensor *sublayer_output(ct_nn_ctx *ctx, const ct_nn_layernorm *norm,
                                   const ct_nn_transformer_config *cfg,
                                   ct_tensor *x, ct_tensor *y) {
-  ct_tensor *sum = ct_add(x, ct_nn_dropout(ctx, y, cfg->dropout));
+  ct_tensor *sum = ct_nn_add_dropout(ctx, x, y, cfg->dropout);
   return cfg->norm_first ? sum : ct_nn_layernorm_forward(norm, sum);
 }
 

@@ -3,7 +3,8 @@
 // The norm's reduction is split by data, never by thread: each parameter is
 // cut into NORM_CHUNK-float spans, a span's squares are summed in double by
 // whichever thread gets it, and the span sums are added in order. Spans are
-// processed NORM_BATCH at a time so the partial sums fit on the stack.
+// processed NORM_BATCH at a time so the partial sums fit on the stack, and
+// NORM_LANES at a time per thread, their sums interleaved.
 #include "optim/grads.h"
 
 #include <math.h>
@@ -19,17 +20,47 @@ typedef struct grad_span {
   size_t lo, hi;  // floats [lo, hi) of the grad buffer
 } grad_span;
 
+// The sums of g^2 over up to NORM_LANES spans, each in double and in its
+// own order, into part[]: the spans' chains of adds run interleaved (a
+// single chain waits on the add latency at every element), each span still
+// summed front to back, so every part is the bits of a span on its own.
+enum { NORM_LANES = 4 };
+
+static void span_group_squares(const float *g, const grad_span *spans, int m,
+                               double *part) {
+  double acc[NORM_LANES] = {0.0, 0.0, 0.0, 0.0};
+  size_t common = 0;
+  if (m == NORM_LANES) {
+    common = spans[0].hi - spans[0].lo;
+    for (int s = 1; s < m; s++)
+      if (spans[s].hi - spans[s].lo < common) common = spans[s].hi - spans[s].lo;
+    const float *g0 = g + spans[0].lo, *g1 = g + spans[1].lo,
+                *g2 = g + spans[2].lo, *g3 = g + spans[3].lo;
+    for (size_t i = 0; i < common; i++) {
+      acc[0] += (double)g0[i] * (double)g0[i];
+      acc[1] += (double)g1[i] * (double)g1[i];
+      acc[2] += (double)g2[i] * (double)g2[i];
+      acc[3] += (double)g3[i] * (double)g3[i];
+    }
+  }
+  for (int s = 0; s < m; s++) {  // what is left of each span, in order
+    for (size_t i = spans[s].lo + common; i < spans[s].hi; i++)
+      acc[s] += (double)g[i] * (double)g[i];
+    part[s] = acc[s];
+  }
+}
+
 // Sum over spans[0..n) of the sum of g^2 over each span, in span order.
 static double spans_sum_squares(const float *g, const grad_span *spans, int n,
                                 size_t floats) {
   double part[NORM_BATCH];
+  const int groups = (n + NORM_LANES - 1) / NORM_LANES;
   #pragma omp parallel for schedule(dynamic, 1) \
       if (floats >= GRADS_PARALLEL_MIN)
-  for (int s = 0; s < n; s++) {
-    double acc = 0.0;
-    for (size_t i = spans[s].lo; i < spans[s].hi; i++)
-      acc += (double)g[i] * (double)g[i];
-    part[s] = acc;
+  for (int q = 0; q < groups; q++) {
+    const int s0 = q * NORM_LANES;
+    const int m = n - s0 < NORM_LANES ? n - s0 : NORM_LANES;
+    span_group_squares(g, spans + s0, m, part + s0);
   }
   double total = 0.0;
   for (int s = 0; s < n; s++) total += part[s];
