@@ -233,6 +233,20 @@ static char **read_lines(FILE *in, int *n) {
   return lines;
 }
 
+// Opens CKPT for a command that needs a model of one task: 0, or the exit
+// code after printing why (unreadable, or another task's checkpoint).
+static int open_model_of(ct_run_model *m, const char *ckpt,
+                         const ct_task_ops *want, const char *cmd) {
+  if (ct_run_model_open(m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK)
+    return runtime_error();
+  if (m->task.ops != want) {
+    fprintf(stderr, "ctrain: error: %s: %s is a %s checkpoint, not a %s one\n",
+            cmd, ckpt, m->task.ops->name, want->name);
+    return 1;
+  }
+  return 0;
+}
+
 static int cmd_translate(int argc, char **argv) {
   model_opts o = {0};
   int rc = parse_model_opts(argc, argv, true, false, &o);
@@ -241,13 +255,8 @@ static int cmd_translate(int argc, char **argv) {
     return rc;
   }
   ct_run_model m;
-  if (ct_run_model_open(&m, o.ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
-    rc = runtime_error();
-  } else if (m.task.ops != &ct_task_translation) {
-    fprintf(stderr, "ctrain: error: translate: %s is a %s checkpoint, not a "
-            "translation one\n", o.ckpt, m.task.ops->name);
-    rc = 1;
-  } else {
+  rc = open_model_of(&m, o.ckpt, &ct_task_translation, "translate");
+  if (!rc) {
     int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
     int n = o.n_texts;
     char **stdin_lines = NULL;
@@ -315,16 +324,10 @@ static int cmd_classify(int argc, char **argv) {
     return rc;
   }
   ct_run_model m;
-  if (ct_run_model_open(&m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
+  rc = open_model_of(&m, ckpt, &ct_task_classification, "classify");
+  if (!rc && ct_classification_classify(&m.task, images, n, top, attention,
+                                        stdout) != CT_OK)
     rc = runtime_error();
-  } else if (m.task.ops != &ct_task_classification) {
-    fprintf(stderr, "ctrain: error: classify: %s is a %s checkpoint, not a "
-            "classification one\n", ckpt, m.task.ops->name);
-    rc = 1;
-  } else if (ct_classification_classify(&m.task, images, n, top, attention,
-                                        stdout) != CT_OK) {
-    rc = runtime_error();
-  }
   ct_run_model_close(&m);
   free(images);
   ct_arena_release();
@@ -366,15 +369,9 @@ static int cmd_detect(int argc, char **argv) {
     return rc;
   }
   ct_run_model m;
-  if (ct_run_model_open(&m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK) {
+  rc = open_model_of(&m, ckpt, &ct_task_detection, "detect");
+  if (!rc && ct_detection_detect(&m.task, images, n, threshold, out_png, stdout) != CT_OK)
     rc = runtime_error();
-  } else if (m.task.ops != &ct_task_detection) {
-    fprintf(stderr, "ctrain: error: detect: %s is a %s checkpoint, not a "
-            "detection one\n", ckpt, m.task.ops->name);
-    rc = 1;
-  } else if (ct_detection_detect(&m.task, images, n, threshold, out_png, stdout) != CT_OK) {
-    rc = runtime_error();
-  }
   ct_run_model_close(&m);
   free(images);
   ct_arena_release();
