@@ -298,21 +298,15 @@ static ct_status check_config(const ct_config *cfg) {
       {"model", "heads"}, {"model", "mlp_dim"}, {"model", "width"},
       {"model", "stages"}, {"model", "blocks"}, {"data", "batch_size"},
       {"data", "channels"}};
-  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
-    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
-    if (v < 1)
-      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
-                      positive[i][0], positive[i][1], (long long)v);
-  }
+  ct_status checked = ct_config_check_min(
+      cfg, positive, sizeof positive / sizeof positive[0], 1);
+  if (checked != CT_OK) return checked;
   static const char *const non_negative[][2] = {
       {"data", "val_holdout"}, {"data", "crop_padding"}, {"data", "image_size"},
       {"data", "randaug_ops"}};
-  for (size_t i = 0; i < sizeof non_negative / sizeof non_negative[0]; i++) {
-    int64_t v = ct_config_int(cfg, non_negative[i][0], non_negative[i][1]);
-    if (v < 0)
-      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must not be negative",
-                      non_negative[i][0], non_negative[i][1], (long long)v);
-  }
+  checked = ct_config_check_min(cfg, non_negative,
+                                sizeof non_negative / sizeof non_negative[0], 0);
+  if (checked != CT_OK) return checked;
   int64_t ch = ct_config_int(cfg, "data", "channels");
   if (ch != 1 && ch != 3)
     return ct_error(CT_ERR_ARG, "[data] channels = %lld: must be 1 or 3",

@@ -455,6 +455,20 @@ ct_status ct_config_set_default(ct_config *cfg, const char *section,
   return value_assign(cfg, idx, value, where, "default", CT_ERR_ARG);
 }
 
+ct_status ct_config_check_min(const ct_config *cfg, const char *const (*keys)[2],
+                              size_t n, int64_t min) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = ct_config_int(cfg, keys[i][0], keys[i][1]);
+    if (v >= min) continue;
+    if (min == 0)
+      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must not be negative",
+                      keys[i][0], keys[i][1], (long long)v);
+    return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least %lld",
+                    keys[i][0], keys[i][1], (long long)v, (long long)min);
+  }
+  return CT_OK;
+}
+
 // ---- getters ----
 
 static const config_value *lookup(const ct_config *cfg, const char *section,

@@ -74,6 +74,12 @@ ct_status ct_config_set(ct_config *cfg, const char *assignment);
 ct_status ct_config_set_default(ct_config *cfg, const char *section,
                                 const char *key, const char *value);
 
+// Checks that the integer keys {section, key} of `keys` are all >= min
+// (0 or 1); the first that is not is CT_ERR_ARG "[section] key = v: must
+// not be negative" (min 0) or "... must be at least 1" (min 1).
+ct_status ct_config_check_min(const ct_config *cfg, const char *const (*keys)[2],
+                              size_t n, int64_t min);
+
 // Typed getters. Asking for a key that is not in the schema, or with the wrong
 // type, is a bug in the caller: it records a CT_ERR_ARG error and returns
 // 0 / false / NULL.

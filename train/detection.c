@@ -139,12 +139,9 @@ static ct_status check_config(const ct_config *cfg) {
       {"model", "encoder_layers"}, {"model", "decoder_layers"},
       {"model", "queries"}, {"model", "width"}, {"model", "stages"},
       {"model", "blocks"}, {"data", "batch_size"}};
-  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
-    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
-    if (v < 1)
-      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
-                      positive[i][0], positive[i][1], (long long)v);
-  }
+  ct_status checked = ct_config_check_min(
+      cfg, positive, sizeof positive / sizeof positive[0], 1);
+  if (checked != CT_OK) return checked;
   static const char *const weights[] = {"cost_class", "cost_bbox", "cost_giou",
                                         "eos_coef"};
   for (size_t i = 0; i < 4; i++) {

@@ -183,21 +183,15 @@ static ct_status check_config(const ct_config *cfg) {
       {"model", "encoder_layers"}, {"model", "decoder_layers"},
       {"data", "max_len"}, {"data", "min_freq"}, {"train", "final_beam"},
       {"train", "eval_beam"}};
-  for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
-    int64_t v = ct_config_int(cfg, positive[i][0], positive[i][1]);
-    if (v < 1)
-      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must be at least 1",
-                      positive[i][0], positive[i][1], (long long)v);
-  }
+  ct_status checked = ct_config_check_min(
+      cfg, positive, sizeof positive / sizeof positive[0], 1);
+  if (checked != CT_OK) return checked;
   static const char *const non_negative[][2] = {
       {"data", "batch_size"}, {"data", "max_tokens"}, {"data", "max_vocab"},
       {"train", "max_decode_len"}};
-  for (size_t i = 0; i < sizeof non_negative / sizeof non_negative[0]; i++) {
-    int64_t v = ct_config_int(cfg, non_negative[i][0], non_negative[i][1]);
-    if (v < 0)
-      return ct_error(CT_ERR_ARG, "[%s] %s = %lld: must not be negative",
-                      non_negative[i][0], non_negative[i][1], (long long)v);
-  }
+  checked = ct_config_check_min(cfg, non_negative,
+                                sizeof non_negative / sizeof non_negative[0], 0);
+  if (checked != CT_OK) return checked;
   if (!ct_config_int(cfg, "data", "batch_size") &&
       !ct_config_int(cfg, "data", "max_tokens"))
     return ct_error(CT_ERR_ARG, "[data] batch_size and max_tokens are both 0: "
