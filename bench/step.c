@@ -2,12 +2,16 @@
 // clipping + Adam/AdamW) of whole models, next to the same model in PyTorch
 // (bench/ref/) measured in the same run.
 //
-//   bench_step [--threads N] [--steps N] [--config NAME] [--no-torch]
+//   bench_step [--threads N] [--steps N] [--config NAME]
+//              [--precision fp32|bf16|both] [--no-torch]
 //
-// One line per config:
-//   step config=mt_toy_b64 threads=2 ctrain_ms=.. torch_ms=.. ratio=..
-//     ctrain_peak_mb=.. torch_peak_mb=.. params_mb=..
-// ratio = ctrain_ms / torch_ms (target: <= 0.5). ctrain_ms is the median
+// One line per config and precision (both by default, fp32 first):
+//   step config=mt_toy_b64 precision=fp32 threads=2 ctrain_ms=.. torch_ms=..
+//     ratio=.. ctrain_peak_mb=.. torch_peak_mb=.. params_mb=..
+// ratio = ctrain_ms / torch_ms (targets: <= 0.5 in fp32; in bf16, <= 0.8
+// against PyTorch's bf16 autocast). In bf16 ctrain's matrix products round
+// their inputs to bf16 ([train] precision = bf16, core/gemm.h) and the twin
+// runs its forward pass under torch.autocast (bench/ref/step_timer.py). ctrain_ms is the median
 // over two rounds of --steps timed steps, one before and one after the
 // PyTorch twin runs, so slow drift of a shared machine hits both sides.
 // ctrain_peak_mb is the step arena's high-water mark (activations, tape,
@@ -29,6 +33,7 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/distill.h"
@@ -354,12 +359,13 @@ static bool torch_available(void) {
 
 // Runs the PyTorch twin; its ms_per_step, or a negative number. *peak_mb
 // receives its peak_mb, or a negative number when it printed none.
-static double torch_ms(const bench_config *bc, int threads, int steps,
-                       double *peak_mb) {
+static double torch_ms(const bench_config *bc, const char *precision,
+                       int threads, int steps, double *peak_mb) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
-           "%s '%s/%s' --config %s --threads %d --steps %d 2>&1", PYTHON,
-           CT_SOURCE_ROOT, bc->torch_script, bc->name, threads, steps);
+           "%s '%s/%s' --config %s --precision %s --threads %d --steps %d "
+           "2>&1", PYTHON, CT_SOURCE_ROOT, bc->torch_script, bc->name,
+           precision, threads, steps);
   FILE *f = popen(cmd, "r");
   if (!f) return -1.0;
   char line[1024];
@@ -379,8 +385,10 @@ static double torch_ms(const bench_config *bc, int threads, int steps,
   return ms;
 }
 
-static int run_config(const bench_config *bc, int threads, int steps,
-                      bool with_torch) {
+static int run_config(const bench_config *bc, const char *precision,
+                      int threads, int steps, bool with_torch) {
+  ct_gemm_set_precision(strcmp(precision, "bf16") ? CT_GEMM_FP32
+                                                  : CT_GEMM_BF16);
   trainee tr = {.bc = bc};
   ct_params_init(&tr.params);
   ct_optim_config oc = bc->optimizer();
@@ -391,7 +399,8 @@ static int run_config(const bench_config *bc, int threads, int steps,
   ok = ok && time_steps(&tr, warmup, 3);
   ok = ok && time_steps(&tr, ms, steps);
   double tpeak = -1.0;
-  double tms = with_torch ? torch_ms(bc, threads, steps, &tpeak) : -1.0;
+  double tms =
+      with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
   ok = ok && time_steps(&tr, ms + steps, steps);
   if (ok) {
     double cms = median(ms, 2 * steps);
@@ -401,9 +410,10 @@ static int run_config(const bench_config *bc, int threads, int steps,
       snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
-    printf("step config=%s threads=%d ctrain_ms=%.1f torch_ms=%s ratio=%s "
-           "ctrain_peak_mb=%.1f torch_peak_mb=%s params_mb=%.1f\n",
-           bc->name, threads, cms, torch_s, ratio_s,
+    printf("step config=%s precision=%s threads=%d ctrain_ms=%.1f "
+           "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
+           "params_mb=%.1f\n",
+           bc->name, precision, threads, cms, torch_s, ratio_s,
            (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
            (double)ct_params_bytes(&tr.params) / (1 << 20));
     fflush(stdout);
@@ -420,7 +430,8 @@ static int run_config(const bench_config *bc, int threads, int steps,
 
 static int usage(void) {
   fprintf(stderr, "usage: bench_step [--threads N] [--steps N] "
-                  "[--config NAME] [--no-torch]\nconfigs:");
+                  "[--config NAME] [--precision fp32|bf16|both] "
+                  "[--no-torch]\nconfigs:");
   for (int i = 0; i < N_CONFIGS; i++) fprintf(stderr, " %s", configs[i].name);
   fprintf(stderr, "\n");
   return 2;
@@ -428,7 +439,7 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   int threads = 2, steps = 10;
-  const char *only = NULL;
+  const char *only = NULL, *precision = "both";
   bool with_torch = true;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
@@ -437,12 +448,22 @@ int main(int argc, char **argv) {
       steps = atoi(argv[++i]);
     else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
+      precision = argv[++i];
     else if (strcmp(argv[i], "--no-torch") == 0)
       with_torch = false;
     else
       return usage();
   }
   if (threads < 1 || steps < 1) return usage();
+  static const char *const precisions[] = {"fp32", "bf16"};
+  bool want[2] = {true, true};
+  if (strcmp(precision, "both") != 0) {
+    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
+      return usage();
+    want[0] = strcmp(precision, "fp32") == 0;
+    want[1] = !want[0];
+  }
   bool found = !only;
   for (int i = 0; i < N_CONFIGS; i++)
     found = found || strcmp(configs[i].name, only) == 0;
@@ -463,14 +484,19 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int i = 0; i < N_CONFIGS; i++) {
     if (only && strcmp(configs[i].name, only) != 0) continue;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) _exit(run_config(&configs[i], threads, steps, with_torch));
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      if (pid < 0) fprintf(stderr, "bench_step: fork failed\n");
-      failed = 1;
+    for (int p = 0; p < 2; p++) {
+      if (!want[p]) continue;
+      fflush(NULL);
+      pid_t pid = fork();
+      if (pid == 0)
+        _exit(run_config(&configs[i], precisions[p], threads, steps,
+                         with_torch));
+      int status = 0;
+      if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+          WEXITSTATUS(status) != 0) {
+        if (pid < 0) fprintf(stderr, "bench_step: fork failed\n");
+        failed = 1;
+      }
     }
   }
   return failed;

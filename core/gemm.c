@@ -43,6 +43,7 @@
 // the micro-kernels stay pure compute on panels.
 #include "core/gemm.h"
 
+#include "core/gemm_bf16.h"
 #include "core/gemm_internal.h"
 
 #include <omp.h>
@@ -159,10 +160,7 @@ static const ct_gemm_arch *active_arch(void) {
 // thread (OpenMP reuses its worker threads, so steady state allocates
 // nothing).
 
-typedef struct scratch {
-  float *buf;
-  size_t cap; // floats
-} scratch;
+typedef ct_gemm_scratch scratch;
 
 static _Thread_local scratch tls_a, tls_b, tls_sums;
 
@@ -199,7 +197,7 @@ static bool scratch_register(float *fresh, float *old) {
   return ok;
 }
 
-static float *scratch_get(scratch *s, size_t n) {
+float *ct_gemm_scratch_get(scratch *s, size_t n) {
   if (n > s->cap) {
     size_t cap = n + n / 4;
     cap = (cap + 15) & ~(size_t)15; // aligned_alloc: size % 64 bytes == 0
@@ -307,19 +305,6 @@ typedef struct operands {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// a_sums[i] += sum over k of op(A)[i][k] for the sub-problem's m rows,
-// straight from A: each sum in float from 0, k in order (the order
-// gemm_block keeps when it sums the packed panels instead).
-static void add_a_sums(const operands *op, int64_t m, const float *A,
-                       float *a_sums) {
-  for (int64_t i = 0; i < m; i++) {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < op->K; k++)
-      acc += op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k];
-    a_sums[i] += acc;
-  }
-}
-
 // acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
 // block of a stored-transposed A that was just packed (so it is in cache).
 // Compiled per ISA: wider vectors across i, the same sums.
@@ -329,6 +314,27 @@ sum_block_a(const float *src, int64_t lds, int64_t kc, int64_t w,
   for (int64_t k = 0; k < kc; k++) {
     const float *row = src + k * lds;
     for (int64_t i = 0; i < w; i++) acc[i] += row[i];
+  }
+}
+
+// a_sums[i] += sum over k of op(A)[i][k] for the sub-problem's m rows,
+// straight from A: each sum in float from 0, k in order (the order
+// gemm_block keeps when it sums the packed panels instead). A stored
+// transposed is read row by row into a zeroed buffer (the same sums).
+static void add_a_sums(const operands *op, int64_t m, const float *A,
+                       float *a_sums) {
+  float *acc = op->trans_a ? calloc((size_t)m, sizeof *acc) : NULL;
+  if (acc) {
+    sum_block_a(A, op->lda, op->K, m, acc);
+    for (int64_t i = 0; i < m; i++) a_sums[i] += acc[i];
+    free(acc);
+    return;
+  }
+  for (int64_t i = 0; i < m; i++) {
+    float acc1 = 0.0f;
+    for (int64_t k = 0; k < op->K; k++)
+      acc1 += op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k];
+    a_sums[i] += acc1;
   }
 }
 
@@ -373,15 +379,15 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
   const int64_t lda_p = round_up(kb, 16) + 16;
   const int64_t nc_max = n < arch->nc ? round_up(n, nr) : arch->nc;
   const int64_t mc_max = m < arch->mc ? round_up(m, mr) : arch->mc;
-  float *pb = direct_b ? NULL : scratch_get(&tls_b, (size_t)(kb * nc_max));
-  float *pa = scratch_get(&tls_a, (size_t)(lda_p * mc_max));
+  float *pb = direct_b ? NULL : ct_gemm_scratch_get(&tls_b, (size_t)(kb * nc_max));
+  float *pa = ct_gemm_scratch_get(&tls_a, (size_t)(lda_p * mc_max));
   if (!pa || (!pb && !direct_b)) return false;
   // Row sums of a transposed A are taken block by block as it is packed:
   // acc holds them for all m rows.
   const bool sum_panels = a_sums && op->trans_a;
   float *acc = NULL;
   if (sum_panels) {
-    acc = scratch_get(&tls_sums, (size_t)m);
+    acc = ct_gemm_scratch_get(&tls_sums, (size_t)m);
     if (!acc) return false;
     memset(acc, 0, (size_t)m * sizeof(float));
   } else if (a_sums) {
@@ -545,6 +551,33 @@ static void run_task(const split *sp, int64_t t) {
   }
 }
 
+static ct_gemm_precision precision = CT_GEMM_FP32;
+
+void ct_gemm_set_precision(ct_gemm_precision p) { precision = p; }
+
+ct_gemm_precision ct_gemm_get_precision(void) { return precision; }
+
+// gemm_run in bf16: the bias becomes the old C (beta 1), the row sums are
+// taken from A in fp32 as add_a_sums does, and the product is ct_gemm_bf16's.
+static void gemm_run_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *A, int64_t lda,
+                          int64_t stride_a, const float *B, int64_t ldb,
+                          int64_t stride_b, float beta, float *C, int64_t ldc,
+                          int64_t stride_c, int64_t batch, const float *bias,
+                          float *a_sums) {
+  if (bias) {
+    for (int64_t i = 0; i < M; i++)
+      memcpy(C + i * ldc, bias, (size_t)N * sizeof *C);
+    beta = 1.0f;
+  }
+  if (a_sums) {
+    const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
+    add_a_sums(&op, M, A, a_sums);
+  }
+  ct_gemm_bf16_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                       ldb, stride_b, beta, C, ldc, stride_c, batch);
+}
+
 // ct_gemm_batched, and ct_gemm_bias / ct_gemm_sum_a when bias / a_sums is
 // not NULL (batch 1).
 static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -554,6 +587,11 @@ static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t stride_c, int64_t batch, const float *bias,
                      float *a_sums) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
+  if (precision == CT_GEMM_BF16) {
+    gemm_run_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                  stride_b, beta, C, ldc, stride_c, batch, bias, a_sums);
+    return;
+  }
   // Several products into one shared C accumulate in batch order.
   if (stride_c == 0 && batch > 1) {
     for (int64_t b = 0; b < batch; b++)

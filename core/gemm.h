@@ -59,4 +59,15 @@ void ct_gemm_force_path(ct_gemm_path path);
 ct_gemm_path ct_gemm_active_path(void);
 const char *ct_gemm_path_name(ct_gemm_path path);
 
+// Precision of the products, process-wide. With CT_GEMM_BF16 every call
+// above rounds the elements of A and B to bfloat16 while packing and
+// accumulates in fp32 (ct_gemm_bf16, core/gemm_bf16.h); C, the bias and the
+// row sums of ct_gemm_sum_a stay fp32 (the sums are of the unrounded A).
+// Meant to be set once before a run's first product (`[train] precision`),
+// never while a product is running.
+typedef enum ct_gemm_precision { CT_GEMM_FP32, CT_GEMM_BF16 } ct_gemm_precision;
+
+void ct_gemm_set_precision(ct_gemm_precision precision);
+ct_gemm_precision ct_gemm_get_precision(void);
+
 #endif

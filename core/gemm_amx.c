@@ -162,7 +162,8 @@ const ct_gemm_bf16_arch ct_gemm_bf16_arch_amx = {
     .mr = MR, .nr = NR, .kgran = 32, .mc = MR * 4, .kc = 512, .nc = 512,
     .kernel = kernel, .begin = amx_begin, .end = amx_end,
     .round_row = ct_bf16_round_row_avx512,
-    .pair_rows = ct_bf16_pair_rows_avx512};
+    .pair_rows = ct_bf16_pair_rows_avx512,
+    .transpose_words = ct_bf16_transpose_words_avx512};
 
 #else
 bool ct_gemm_bf16_cpu_has_amx(void) { return false; }

@@ -88,6 +88,54 @@ TARGET_F void ct_bf16_pair_rows_avx512(const float *r0, const float *r1,
   }
 }
 
+// One 16 x 16 block of words transposed in registers: pairs of rows
+// interleaved by 32 bits, then by 64 bits (u[4i + c] holds, in 128-bit lane
+// L, column 4L + c of rows 4i..4i+3), then the lanes gathered so that
+// output row j = 4L + c takes lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+// Rows past `rows` read as zeros, columns past `cols` are not stored.
+INLINE TARGET_F void transpose16(const uint32_t *src, int64_t lds, int rows,
+                                 int cols, uint32_t *dst, int64_t ldd) {
+  const __mmask16 cm = tail_mask(cols), rm = tail_mask(rows);
+  __m512i r[16], t[16], u[16];
+  for (int i = 0; i < 16; i++)
+    r[i] = i < rows ? _mm512_maskz_loadu_epi32(cm, src + i * lds)
+                    : _mm512_setzero_si512();
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    __m512i v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    const __m512i out[4] = {_mm512_shuffle_i32x4(v0, v2, 0x88),
+                            _mm512_shuffle_i32x4(v0, v2, 0xdd),
+                            _mm512_shuffle_i32x4(v1, v3, 0x88),
+                            _mm512_shuffle_i32x4(v1, v3, 0xdd)};
+    for (int l = 0; l < 4; l++)
+      if (4 * l + c < cols)
+        _mm512_mask_storeu_epi32(dst + (4 * l + c) * ldd, rm, out[l]);
+  }
+}
+
+TARGET_F void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
+                                             int64_t rows, int64_t cols,
+                                             uint32_t *dst, int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16)
+      transpose16(src + r0 * lds + c0, lds,
+                  (int)(rows - r0 < 16 ? rows - r0 : 16),
+                  (int)(cols - c0 < 16 ? cols - c0 : 16),
+                  dst + c0 * ldd + r0, ldd);
+}
+
 // ---------------------------------------------------------------------------
 // The kernel.
 
@@ -142,7 +190,8 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {
     .mr = MR, .nr = NR, .kgran = 2, .mc = MR * 12, .kc = 512, .nc = 1024,
     .kernel = kernel, .round_row = ct_bf16_round_row_avx512,
-    .pair_rows = ct_bf16_pair_rows_avx512};
+    .pair_rows = ct_bf16_pair_rows_avx512,
+    .transpose_words = ct_bf16_transpose_words_avx512};
 
 #else
 bool ct_gemm_bf16_cpu_has_avx512bf16(void) { return false; }
@@ -152,6 +201,11 @@ void ct_bf16_round_row_avx512(const float *src, int64_t n, uint16_t *dst) {
 void ct_bf16_pair_rows_avx512(const float *r0, const float *r1, int64_t n,
                               uint16_t *dst) {
   (void)r0, (void)r1, (void)n, (void)dst;
+}
+void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
+                                    int64_t rows, int64_t cols, uint32_t *dst,
+                                    int64_t ldd) {
+  (void)src, (void)lds, (void)rows, (void)cols, (void)dst, (void)ldd;
 }
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {0};
 #endif

@@ -23,6 +23,7 @@
 #include "core/gemm_bf16.h"
 
 #include "core/gemm_bf16_internal.h"
+#include "core/gemm_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -72,6 +73,9 @@ static const ct_gemm_bf16_arch *active_arch(void) {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// The packing buffers of the calls this thread makes (for its whole team).
+static _Thread_local ct_gemm_scratch tls_bufs;
+
 // Portable helpers (ct_bf16_round_fn, ct_bf16_pair_fn); the AVX-512 ones
 // compute the same bits.
 static void round_row(const float *src, int64_t n, uint16_t *dst) {
@@ -86,6 +90,16 @@ static void pair_rows(const float *r0, const float *r1, int64_t n,
   }
 }
 
+static void transpose_words(const uint32_t *src, int64_t lds, int64_t rows,
+                            int64_t cols, uint32_t *dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+}
+
+static ct_bf16_transpose_fn transposer(const ct_gemm_bf16_arch *arch) {
+  return arch->transpose_words ? arch->transpose_words : transpose_words;
+}
+
 static ct_bf16_round_fn rounder(const ct_gemm_bf16_arch *arch) {
   return arch->round_row ? arch->round_row : round_row;
 }
@@ -96,8 +110,9 @@ static ct_bf16_pair_fn pairer(const ct_gemm_bf16_arch *arch) {
 
 // A block: rows i0..i0+mc, depth k0..k0+kc of op(A), as micro-panels of mr
 // rows (mr * lda_p values each), depth zero-padded to kp. A stored (M,K) is
-// rounded row by row; A stored (K,M) is rounded two k-rows at a time into
-// pairs (tmp, 2 * mc values), which are then spread over the panel rows.
+// rounded row by row. A stored (K,M) is rounded two k-rows at a time into
+// rows of pair words (tmp: kc/2 rows of mc words), which one transpose of
+// words then turns into the panel rows.
 static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
                    int64_t lda, int64_t i0, int64_t k0, int64_t mc,
                    int64_t kc, int64_t kp, int64_t lda_p, uint16_t *dst,
@@ -121,10 +136,10 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
   const int64_t kc2 = round_up(kc, 2);
   for (int64_t k = 0; k < kc; k += 2) {
     const float *r0 = A + (k0 + k) * lda + i0;
-    pair(r0, k + 1 < kc ? r0 + lda : NULL, mc, tmp);
-    for (int64_t i = 0; i < mc; i++)
-      memcpy(dst + i * lda_p + k, tmp + 2 * i, 2 * sizeof *tmp);
+    pair(r0, k + 1 < kc ? r0 + lda : NULL, mc, tmp + k * mc);
   }
+  transposer(arch)((const uint32_t *)tmp, mc, kc2 / 2, mc, (uint32_t *)dst,
+                   lda_p / 2);
   for (int64_t i = 0; i < panels * mr; i++) {
     uint16_t *d = dst + i * lda_p;
     int64_t from = i < mc ? kc2 : 0;
@@ -134,8 +149,9 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
 
 // B block: depth k0..k0+kc, columns j0..j0+nc of op(B), as micro-panels of
 // nr columns (kp * nr values each) in the pair layout. B stored (K,N) pairs
-// two rows directly; B stored (N,K) has each pair adjacent in a row, so a
-// rounded row (tmp, kp values) is a column of pair words.
+// two rows directly. B stored (N,K) has each pair adjacent in a row: the nr
+// rows of a panel are rounded (tmp: nr rows of kp values, zero rows past
+// nc), and a transpose of words makes them the panel's columns.
 static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
                    int64_t ldb, int64_t k0, int64_t j0, int64_t kc,
                    int64_t nc, int64_t kp, uint16_t *dst, uint16_t *tmp) {
@@ -160,17 +176,17 @@ static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
     return;
   }
   const ct_bf16_round_fn round = rounder(arch);
-  for (int64_t j = 0; j < panels * nr; j++) {
-    uint16_t *d = dst + j / nr * panel + j % nr * 2;
-    if (j < nc) {
-      round(B + (j0 + j) * ldb + k0, kc, tmp);
-      memset(tmp + kc, 0, (size_t)(kp - kc) * sizeof *tmp);
-      for (int64_t p = 0; p < kp / 2; p++)
-        memcpy(d + p * 2 * nr, tmp + 2 * p, 2 * sizeof *tmp);
-    } else {
-      for (int64_t p = 0; p < kp / 2; p++)
-        memset(d + p * 2 * nr, 0, 2 * sizeof *d);
+  const ct_bf16_transpose_fn transpose = transposer(arch);
+  for (int64_t jp = 0; jp < panels; jp++) {
+    for (int64_t j = 0; j < nr; j++) {
+      uint16_t *t = tmp + j * kp;
+      int64_t col = jp * nr + j;
+      int64_t from = col < nc ? kc : 0;
+      if (col < nc) round(B + (j0 + col) * ldb + k0, kc, t);
+      memset(t + from, 0, (size_t)(kp - from) * sizeof *t);
     }
+    transpose((const uint32_t *)tmp, kp / 2, nr, kp / 2,
+              (uint32_t *)(dst + jp * panel), nr);
   }
 }
 
@@ -209,7 +225,10 @@ static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M,
   b.nc_max = round_up(N < arch->nc ? N : arch->nc, arch->nr);
   b.pa = (size_t)(b.mc_max * b.lda_p);
   b.pb = (size_t)(b.kb * b.nc_max);
-  b.tmp = (size_t)round_up(2 * b.mc_max > b.kb ? 2 * b.mc_max : b.kb, 32);
+  // tmp: a transposed A block as pair words (kb x mc_max values), or one
+  // transposed B panel (nr x kb).
+  int64_t tmp_a = b.kb * b.mc_max, tmp_b = (int64_t)arch->nr * b.kb;
+  b.tmp = (size_t)round_up(tmp_a > tmp_b ? tmp_a : tmp_b, 32);
   b.slot = (size_t)round_up((int64_t)(b.pa + b.pb + b.tmp), 32);
   return b;
 }
@@ -352,7 +371,8 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
 
   // Whole matrices per thread when the batch divides evenly or is large;
   // otherwise each matrix is cut in `threads` rectangles, across M first
-  // (each thread then packs its own rows of A and all of B).
+  // (each thread then packs its own rows of A and all of B; measured no
+  // slower on the step benchmarks than fp32's least-packing split).
   int64_t parts = 1;
   if (threads > 1 && !(batch % threads == 0 || batch >= 8 * threads))
     parts = threads;
@@ -364,12 +384,13 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   int64_t tasks = batch * mt * nt;
   if (threads > tasks) threads = tasks;
 
-  // One slot of packing buffers per thread, allocated up front: either all
-  // threads pack or none does.
+  // One slot of packing buffers per thread, taken up front from the calling
+  // thread's scratch: either all threads pack or none does.
   const buffers bs = buffer_sizes(arch, M, N, K > 0 ? K : 1);
   uint16_t *bufs = NULL;
   if (K > 0 && alpha != 0.0f)
-    bufs = aligned_alloc(64, bs.slot * (size_t)threads * sizeof *bufs);
+    bufs = (uint16_t *)ct_gemm_scratch_get(&tls_bufs,
+                                           (bs.slot * (size_t)threads + 1) / 2);
 
   const split sp = {arch, &op, &bs, bufs, M, N, mt, nt, mtiles, ntiles,
                    A, stride_a, B, stride_b, C, stride_c};
@@ -381,7 +402,6 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
     for (int64_t t = 0; t < tasks; t++)
       run_task(&sp, t, omp_get_thread_num());
   }
-  free(bufs);
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

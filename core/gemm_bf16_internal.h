@@ -37,6 +37,12 @@ typedef void (*ct_gemm_bf16_kernel_fn)(int64_t kp, const uint16_t *pa,
 typedef void (*ct_bf16_round_fn)(const float *src, int64_t n, uint16_t *dst);
 typedef void (*ct_bf16_pair_fn)(const float *r0, const float *r1, int64_t n,
                                 uint16_t *dst);
+// 32-bit words (bf16 pairs) transposed: dst[c * ldd + r] = src[r * lds + c]
+// for r < rows, c < cols. The packing of transposed operands rounds into
+// pair words first and then moves them with this.
+typedef void (*ct_bf16_transpose_fn)(const uint32_t *src, int64_t lds,
+                                     int64_t rows, int64_t cols,
+                                     uint32_t *dst, int64_t ldd);
 
 // A kernel and the blocking tuned for it. K blocks are padded to a multiple
 // of kgran (the depth one instruction consumes); mc is a multiple of mr and
@@ -49,6 +55,7 @@ typedef struct ct_gemm_bf16_arch {
   void (*begin)(void), (*end)(void);
   ct_bf16_round_fn round_row;
   ct_bf16_pair_fn pair_rows;
+  ct_bf16_transpose_fn transpose_words;
 } ct_gemm_bf16_arch;
 
 extern const ct_gemm_bf16_arch ct_gemm_bf16_arch_amx;
@@ -64,6 +71,9 @@ bool ct_gemm_bf16_cpu_has_amx(void);
 void ct_bf16_round_row_avx512(const float *src, int64_t n, uint16_t *dst);
 void ct_bf16_pair_rows_avx512(const float *r0, const float *r1, int64_t n,
                               uint16_t *dst);
+void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
+                                    int64_t rows, int64_t cols, uint32_t *dst,
+                                    int64_t ldd);
 
 // fp32 -> bf16, round to nearest even. Adding 0x7fff plus the lowest kept
 // bit carries into the kept half exactly when the dropped half is above the

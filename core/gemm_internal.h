@@ -20,7 +20,20 @@
 #ifndef CT_GEMM_INTERNAL_H
 #define CT_GEMM_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+// A grow-only buffer of packed operands, one per thread and use
+// (_Thread_local): steady state allocates nothing. Every such buffer is also
+// listed in core/gemm.c's registry, so that it stays reachable after its
+// OpenMP thread exits. Returns at least n floats, 64-byte aligned, or NULL
+// when out of memory (the old buffer is kept).
+typedef struct ct_gemm_scratch {
+  float *buf;
+  size_t cap; // floats
+} ct_gemm_scratch;
+
+float *ct_gemm_scratch_get(ct_gemm_scratch *s, size_t n);
 
 typedef void (*ct_gemm_kernel_fn)(int64_t kc, const float *pa, int64_t rsa,
                                   const float *pb, int64_t rsb, float *c,

@@ -194,6 +194,7 @@ static int cmd_eval(int argc, char **argv) {
     ct_run_model_close(&m);
     return rc;
   }
+  ct_run_apply_precision(m.cfg);
   int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
   ct_json_obj metrics;
   ct_json_obj_init(&metrics);
@@ -239,6 +240,7 @@ static int open_model_of(ct_run_model *m, const char *ckpt,
                          const ct_task_ops *want, const char *cmd) {
   if (ct_run_model_open(m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK)
     return runtime_error();
+  ct_run_apply_precision(m->cfg);
   if (m->task.ops != want) {
     fprintf(stderr, "ctrain: error: %s: %s is a %s checkpoint, not a %s one\n",
             cmd, ckpt, m->task.ops->name, want->name);
@@ -484,11 +486,13 @@ static int cmd_forward(int argc, char **argv) {
     fprintf(stderr, "ctrain: error: forward: not available for %s\n",
             m.task.ops->name);
     rc = 1;
-  } else if (m.task.ops->forward(&m.task, &in, &out) != CT_OK ||
-             ct_safetensors_save(pos[2], &out, NULL) != CT_OK) {
-    rc = runtime_error();
   } else {
-    printf("wrote %s (%d tensors)\n", pos[2], out.n);
+    ct_run_apply_precision(m.cfg);
+    if (m.task.ops->forward(&m.task, &in, &out) != CT_OK ||
+        ct_safetensors_save(pos[2], &out, NULL) != CT_OK)
+      rc = runtime_error();
+    else
+      printf("wrote %s (%d tensors)\n", pos[2], out.n);
   }
   ct_params_free(&in);
   ct_params_free(&out);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/gemm.h"
 #include "train/fileio.h"
 #include "train/schema.h"
 
@@ -63,6 +64,11 @@ char *ct_run_dir(const ct_config *cfg) {
   char *out = malloc(n);
   if (out) snprintf(out, n, "%s/%s", dir, name);
   return out;
+}
+
+void ct_run_apply_precision(const ct_config *cfg) {
+  bool bf16 = !strcmp(ct_config_str(cfg, "train", "precision"), "bf16");
+  ct_gemm_set_precision(bf16 ? CT_GEMM_BF16 : CT_GEMM_FP32);
 }
 
 ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out) {

@@ -55,6 +55,12 @@ ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
                             ct_task_need need);
 void ct_run_model_close(ct_run_model *m);
 
+// Sets the precision of the matrix products (core/gemm.h) from [train]
+// precision, for the whole process: the trainer and the commands that run a
+// checkpoint's model call it with the run's config (a teacher's config does
+// not change it).
+void ct_run_apply_precision(const ct_config *cfg);
+
 // Optimizer hyperparameters from [optim].
 ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out);
 

@@ -204,6 +204,9 @@ static const ct_config_key schema[] = {
    "stop (with a checkpoint) after this much training time (0 = none)"},
   {"train", "threads", CT_CONFIG_INT, "0", NULL,
    "threads (0 = CT_THREADS, OMP_NUM_THREADS or all cores)"},
+  {"train", "precision", CT_CONFIG_ENUM, "fp32", "fp32|bf16",
+   "bf16: matrix products round their inputs to bfloat16 (AMX where the "
+   "CPU has it); everything else stays fp32"},
 };
 
 const char *const ct_model_shape_keys[] = {

@@ -14,7 +14,7 @@ bench/step.c draws it (same lengths rule, not the same numbers).
 
 Prints one line (bench/ref/step_timer.py): `torch config=mt_toy_b64
 threads=N ms_per_step=.. peak_mb=.. (median of R)`.
-Run with Debian's python3-torch: /usr/bin/python3 bench/ref/mt_step.py --threads 2
+Run with Debian's python3-torch: /usr/bin/python3 bench/ref/mt_step.py --threads 2 [--precision bf16]
 """
 import argparse
 
@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from mt_model import Translator
-from step_timer import report
+from step_timer import add_args, autocast, report
 
 CONFIGS = {
     # name: (vocab, d_model, layers, heads, ff, src_len, tgt_len, batch)
@@ -41,11 +41,10 @@ def padded_batch(B, L, V, g):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="mt_toy_b64", choices=sorted(CONFIGS))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
+    add_args(ap, "mt_toy_b64")
     args = ap.parse_args()
+    if args.config not in CONFIGS:
+        ap.error(f"unknown config {args.config}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     V, d, layers, heads, ff, S, T, B = CONFIGS[args.config]
@@ -59,13 +58,14 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=False)
-        logits = model(src, tgt[:, :-1])
-        loss = loss_fn(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
+        with autocast(args.precision):
+            logits = model(src, tgt[:, :-1])
+            loss = loss_fn(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    report(args.config, args.threads, args.steps, step, args.warmup)
+    report(args, step)
 
 
 if __name__ == "__main__":

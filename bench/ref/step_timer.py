@@ -1,7 +1,13 @@
 """What bench/ref's PyTorch twins share: timing a training step, measuring
 its peak tensor memory, and printing the line bench/step.c parses:
 
-  torch config=NAME threads=N ms_per_step=.. peak_mb=.. (median of R)
+  torch config=NAME precision=P threads=N ms_per_step=.. peak_mb=..
+        (median of R)
+
+precision is fp32, or bf16: the forward pass and the loss run under
+torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's mixed precision (its
+matmuls and convolutions take bf16 inputs; the backward pass follows the
+forward's dtypes; parameters and optimizer stay fp32).
 
 peak_mb is the high-water mark of live CPU tensor memory during one step,
 above what is live when the step starts (parameters, grads, optimizer
@@ -13,10 +19,27 @@ bytes allocated, negative when freed), summed in time order. That needs
 the profiler's raw event list; where a torch build lacks it peak_mb prints
 as "na". The profiled step runs after the timed ones and is not timed.
 """
+import contextlib
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+
+
+def add_args(ap, default_config):
+    """The command-line options every twin takes."""
+    ap.add_argument("--config", default=default_config)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+
+
+def autocast(precision):
+    """The context the forward pass and loss run in."""
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def median_ms(step, warmup, steps):
@@ -51,10 +74,11 @@ def peak_step_mb(step):
     return peak / 2**20
 
 
-def report(config, threads, steps, step, warmup=3):
+def report(args, step):
     """Times step(), measures its peak memory, prints bench/step.c's line."""
-    ms = median_ms(step, warmup, steps)
+    ms = median_ms(step, args.warmup, args.steps)
     peak = peak_step_mb(step)
     peak_s = "na" if peak is None else f"{peak:.1f}"
-    print(f"torch config={config} threads={threads} ms_per_step={ms:.1f} "
-          f"peak_mb={peak_s} (median of {steps})", flush=True)
+    print(f"torch config={args.config} precision={args.precision} "
+          f"threads={args.threads} ms_per_step={ms:.1f} "
+          f"peak_mb={peak_s} (median of {args.steps})", flush=True)

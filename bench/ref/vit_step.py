@@ -17,14 +17,15 @@ standard-normal images and uniform labels, drawn as bench/step.c draws them
 
 Prints `torch config=NAME threads=N ms_per_step=.. peak_mb=.. (median of R)`
 (bench/ref/step_timer.py). Run with Debian's python3-torch:
-/usr/bin/python3 bench/ref/vit_step.py --config vit_cifar_b64 --threads 2
+/usr/bin/python3 bench/ref/vit_step.py --config vit_cifar_b64 --threads 2 \
+  [--precision bf16]
 """
 import argparse
 
 import torch
 import torch.nn.functional as F
 
-from step_timer import report
+from step_timer import add_args, autocast, report
 from vit_model import VisionTransformer, param_groups
 
 CONFIGS = {
@@ -38,12 +39,10 @@ CONFIGS = {
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="vit_cifar_b64",
-                    choices=sorted(CONFIGS))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
+    add_args(ap, "vit_cifar_b64")
     args = ap.parse_args()
+    if args.config not in CONFIGS:
+        ap.error(f"unknown config {args.config}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     C, S, P, D, depth, H, M, K, B, distilled = CONFIGS[args.config]
@@ -57,18 +56,20 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=False)
-        out = model(images)
-        if distilled:
-            z, z_dist = out
-            loss = (0.5 * F.cross_entropy(z, labels, label_smoothing=0.1) +
-                    0.5 * F.cross_entropy(z_dist, teacher.argmax(dim=1)))
-        else:
-            loss = F.cross_entropy(out, labels, label_smoothing=0.1)
+        with autocast(args.precision):
+            out = model(images)
+            if distilled:
+                z, z_dist = out
+                loss = (0.5 * F.cross_entropy(z, labels, label_smoothing=0.1)
+                        + 0.5 * F.cross_entropy(z_dist,
+                                                teacher.argmax(dim=1)))
+            else:
+                loss = F.cross_entropy(out, labels, label_smoothing=0.1)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    report(args.config, args.threads, args.steps, step, args.warmup)
+    report(args, step)
 
 
 if __name__ == "__main__":
