@@ -557,22 +557,21 @@ void ct_gemm_set_precision(ct_gemm_precision p) { precision = p; }
 
 ct_gemm_precision ct_gemm_get_precision(void) { return precision; }
 
-// gemm_run in bf16: the bias becomes the old C (beta 1), the row sums are
-// taken from A in fp32 as add_a_sums does, and the product is ct_gemm_bf16's.
+// gemm_run in bf16: the product is ct_gemm_bf16's (ct_gemm_bf16_bias with a
+// bias), the row sums are taken from A in fp32 as add_a_sums does.
 static void gemm_run_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t K, float alpha, const float *A, int64_t lda,
                           int64_t stride_a, const float *B, int64_t ldb,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch, const float *bias,
                           float *a_sums) {
-  if (bias) {
-    for (int64_t i = 0; i < M; i++)
-      memcpy(C + i * ldc, bias, (size_t)N * sizeof *C);
-    beta = 1.0f;
-  }
   if (a_sums) {
     const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
     add_a_sums(&op, M, A, a_sums);
+  }
+  if (bias) {
+    ct_gemm_bf16_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc);
+    return;
   }
   ct_gemm_bf16_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
                        ldb, stride_b, beta, C, ldc, stride_c, batch);

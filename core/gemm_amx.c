@@ -127,7 +127,8 @@ tile(int64_t kp, const uint16_t *pa, int64_t lda_p, const uint16_t *pb,
 
 static TARGET void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
                           const uint16_t *pb, float *c, int64_t ldc,
-                          float alpha, float beta, int m, int n) {
+                          const float *old, int64_t ldo, float alpha,
+                          float beta, int m, int n) {
   _Alignas(64) float acc[MR * NR];
   if (m > 16)
     tile(kp, pa, lda_p, pb, acc, 1);
@@ -141,15 +142,16 @@ static TARGET void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int i = 0; i < m; i++) {
     float *row = c + i * ldc;
+    const float *prev = old + i * ldo;
     __m512 r0 = _mm512_mul_ps(va, _mm512_load_ps(acc + i * NR));
     __m512 r1 = _mm512_mul_ps(va, _mm512_load_ps(acc + i * NR + 16));
     if (beta != 0.0f) {
       r0 = _mm512_fmadd_ps(
           va, _mm512_load_ps(acc + i * NR),
-          _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask0, row)));
+          _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask0, prev)));
       r1 = _mm512_fmadd_ps(
           va, _mm512_load_ps(acc + i * NR + 16),
-          _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask1, row + 16)));
+          _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask1, prev + 16)));
     }
     _mm512_mask_storeu_ps(row, mask0, r0);
     _mm512_mask_storeu_ps(row + 16, mask1, r1);
@@ -161,8 +163,8 @@ static TARGET void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_amx = {
     .mr = MR, .nr = NR, .kgran = 32, .mc = MR * 4, .kc = 512, .nc = 512,
     .kernel = kernel, .begin = amx_begin, .end = amx_end,
-    .round_row = ct_bf16_round_row_avx512,
-    .pair_rows = ct_bf16_pair_rows_avx512,
+    .round_row = ct_bf16_round_row_cvt,
+    .pair_rows = ct_bf16_pair_rows_cvt,
     .transpose_words = ct_bf16_transpose_words_avx512};
 
 #else

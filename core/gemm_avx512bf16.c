@@ -23,6 +23,8 @@
 
 #define TARGET_F __attribute__((target("avx512f")))
 #define TARGET_BF16 __attribute__((target("avx512f,avx512bf16")))
+#define TARGET_CVT \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define INLINE static inline __attribute__((always_inline))
 
 static bool bf16_ok;
@@ -36,7 +38,10 @@ static void bf16_probe(void) {
   if (!__builtin_cpu_supports("avx512f") || __get_cpuid_max(0, NULL) < 7)
     return;
   __cpuid_count(7, 1, a, b, c, d);
-  bf16_ok = (a >> 5) & 1u;
+  // BW and VL for the packing's 16-bit stores and permutes (every CPU with
+  // AVX512-BF16 has them).
+  bf16_ok = ((a >> 5) & 1u) && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl");
 }
 
 bool ct_gemm_bf16_cpu_has_avx512bf16(void) {
@@ -136,16 +141,54 @@ TARGET_F void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
                   dst + c0 * ldd + r0, ldd);
 }
 
+// The same packing with the conversion instruction (vcvtne2ps2bf16), for the
+// AVX512-BF16 and AMX paths: round to nearest even, NaN made quiet, but
+// subnormal inputs read as zero. Their products read subnormal bf16 inputs
+// as zero anyway, so the one difference to ct_bf16_round_bits is the fp32
+// values less than 2^-133 below 2^-126, which it rounds up to 2^-126 and
+// the instruction flushes to 0.
+TARGET_CVT void ct_bf16_round_row_cvt(const float *src, int64_t n,
+                                      uint16_t *dst) {
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + j + 16),
+                                     _mm512_loadu_ps(src + j));
+    _mm512_storeu_si512(dst + j, (__m512i)h);
+  }
+  for (; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j));
+    _mm256_mask_storeu_epi16(dst + j, m, (__m256i)h);
+  }
+}
+
+TARGET_CVT void ct_bf16_pair_rows_cvt(const float *r0, const float *r1,
+                                      int64_t n, uint16_t *dst) {
+  // Word j of the result is (r0[j], r1[j]): 16-bit element 2j from the
+  // first half of the conversion (r0), 2j + 1 from the second (r1).
+  const __m512i idx = _mm512_set_epi16(
+      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+      22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
+    __m512 hi = r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+    __m512i h = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_epi32(dst + 2 * j, m, _mm512_permutexvar_epi16(idx, h));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The kernel.
 
-INLINE TARGET_F void store_row(float *c, __m512 acc, __mmask16 mask,
-                               __m512 alpha, __m512 beta, int beta_zero) {
+INLINE TARGET_F void store_row(float *c, const float *old, __m512 acc,
+                               __mmask16 mask, __m512 alpha, __m512 beta,
+                               int beta_zero) {
   __m512 r = beta_zero
                  ? _mm512_mul_ps(alpha, acc)
                  : _mm512_fmadd_ps(
                        alpha, acc,
-                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, c)));
+                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, old)));
   _mm512_mask_storeu_ps(c, mask, r);
 }
 
@@ -153,7 +196,8 @@ INLINE TARGET_F void store_row(float *c, __m512 acc, __mmask16 mask,
 // pointers and scaled-index addressing reach all 14 rows.
 static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
                                const uint16_t *pb, float *c, int64_t ldc,
-                               float alpha, float beta, int m, int n) {
+                               const float *old, int64_t ldo, float alpha,
+                               float beta, int m, int n) {
   __m512 acc[MR][2];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -179,8 +223,10 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 #pragma GCC unroll 16
   for (int i = 0; i < MR; i++) {
     if (i < m) {
-      store_row(c + i * ldc, acc[i][0], mask0, va, vb, beta_zero);
-      store_row(c + i * ldc + 16, acc[i][1], mask1, va, vb, beta_zero);
+      store_row(c + i * ldc, old + i * ldo, acc[i][0], mask0, va, vb,
+                beta_zero);
+      store_row(c + i * ldc + 16, old + i * ldo + 16, acc[i][1], mask1, va,
+                vb, beta_zero);
     }
   }
 }
@@ -189,8 +235,8 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 // block (KC x NC bf16, 1 MiB) in L2.
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {
     .mr = MR, .nr = NR, .kgran = 2, .mc = MR * 12, .kc = 512, .nc = 1024,
-    .kernel = kernel, .round_row = ct_bf16_round_row_avx512,
-    .pair_rows = ct_bf16_pair_rows_avx512,
+    .kernel = kernel, .round_row = ct_bf16_round_row_cvt,
+    .pair_rows = ct_bf16_pair_rows_cvt,
     .transpose_words = ct_bf16_transpose_words_avx512};
 
 #else
@@ -200,6 +246,13 @@ void ct_bf16_round_row_avx512(const float *src, int64_t n, uint16_t *dst) {
 }
 void ct_bf16_pair_rows_avx512(const float *r0, const float *r1, int64_t n,
                               uint16_t *dst) {
+  (void)r0, (void)r1, (void)n, (void)dst;
+}
+void ct_bf16_round_row_cvt(const float *src, int64_t n, uint16_t *dst) {
+  (void)src, (void)n, (void)dst;
+}
+void ct_bf16_pair_rows_cvt(const float *r0, const float *r1, int64_t n,
+                           uint16_t *dst) {
   (void)r0, (void)r1, (void)n, (void)dst;
 }
 void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,

@@ -43,7 +43,9 @@ void ct_gemm_bf16_force_path(ct_gemm_bf16_path path) { forced = path; }
 
 ct_gemm_bf16_path ct_gemm_bf16_active_path(void) {
   ct_gemm_bf16_path p = forced == CT_GEMM_BF16_AUTO ? CT_GEMM_BF16_AMX : forced;
-  if (p == CT_GEMM_BF16_AMX && !ct_gemm_bf16_cpu_has_amx())
+  // The AMX path packs with the AVX512-BF16 conversions.
+  if (p == CT_GEMM_BF16_AMX &&
+      !(ct_gemm_bf16_cpu_has_amx() && ct_gemm_bf16_cpu_has_avx512bf16()))
     p = CT_GEMM_BF16_AVX512BF16;
   if (p == CT_GEMM_BF16_AVX512BF16 && !ct_gemm_bf16_cpu_has_avx512bf16())
     p = CT_GEMM_BF16_EMULATED;
@@ -198,6 +200,7 @@ typedef struct operands {
   int64_t K;
   float alpha, beta;
   int64_t lda, ldb, ldc;
+  const float *bias; // (N) or NULL: the old C is this row in every row
 } operands;
 
 // Depth of the K blocks: as even as possible, at most arch->kc, a multiple
@@ -233,12 +236,13 @@ static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M,
   return b;
 }
 
-// C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C already point at
-// the sub-problem's first row/column; buf is one thread's slot.
+// C (m, n) = alpha * op(A) op(B) + beta * C (or beta * the bias rows),
+// where A, B, C and bias already point at the sub-problem's first
+// row/column; buf is one thread's slot.
 static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
                        const buffers *bs, int64_t m, int64_t n,
-                       const float *A, const float *B, float *C,
-                       uint16_t *buf) {
+                       const float *A, const float *B, const float *bias,
+                       float *C, uint16_t *buf) {
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = bs->kb, lda_p = bs->lda_p;
   uint16_t *pa = buf, *pb = buf + bs->pa, *tmp = pb + bs->pb;
@@ -259,10 +263,14 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
           const uint16_t *a = pa + ir * lda_p;
           float *c = C + (ic + ir) * op->ldc + jc;
+          // The first K block reads the bias rows instead of C.
+          const bool from_bias = bias && pc == 0;
+          const float *old = from_bias ? bias + jc : c;
+          const int64_t ldo = from_bias ? 0 : op->ldc;
           for (int64_t jr = 0; jr < nc; jr += nr) {
             int nt = nc - jr < nr ? (int)(nc - jr) : nr;
             arch->kernel(kp, a, lda_p, pb + jr / nr * (kp * nr), c + jr,
-                         op->ldc, op->alpha, beta, mt, nt);
+                         op->ldc, old + jr, ldo, op->alpha, beta, mt, nt);
           }
         }
       }
@@ -275,7 +283,8 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
 // this path for the whole of C, so threads never mix paths): the emulated
 // arithmetic in plain loops.
 static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
-                          const float *A, const float *B, float *C) {
+                          const float *A, const float *B, const float *bias,
+                          float *C) {
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       float acc = 0.0f;
@@ -286,17 +295,22 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
                    ct_bf16_bits_to_f32(ct_bf16_round_bits(b)), acc);
       }
       float *c = C + i * op->ldc + j;
+      float old = bias ? bias[j] : *c;
       *c = op->beta == 0.0f ? op->alpha * acc
-                            : fmaf(op->alpha, acc, op->beta * *c);
+                            : fmaf(op->alpha, acc, op->beta * old);
     }
 }
 
-// C = beta * C for K == 0 or alpha == 0 (A and B are not read).
-static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+// C = beta * C (or beta * the bias rows) for K == 0 or alpha == 0 (A and B
+// are not read).
+static void scale_c(int64_t M, int64_t N, float beta, const float *bias,
+                    float *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
     float *row = C + i * ldc;
     if (beta == 0.0f)
       memset(row, 0, (size_t)N * sizeof(float));
+    else if (bias)
+      for (int64_t j = 0; j < N; j++) row[j] = beta * bias[j];
     else if (beta != 1.0f)
       for (int64_t j = 0; j < N; j++) row[j] *= beta;
   }
@@ -332,8 +346,9 @@ static void run_task(const split *sp, int64_t t, int thread) {
   if (i1 > sp->M) i1 = sp->M;
   if (j1 > sp->N) j1 = sp->N;
   float *c = sp->C + b * sp->stride_c + i0 * op->ldc + j0;
+  const float *bias = op->bias ? op->bias + j0 : NULL;
   if (op->K <= 0 || op->alpha == 0.0f) {
-    scale_c(i1 - i0, j1 - j0, op->beta, c, op->ldc);
+    scale_c(i1 - i0, j1 - j0, op->beta, bias, c, op->ldc);
     return;
   }
   const float *a =
@@ -341,17 +356,19 @@ static void run_task(const split *sp, int64_t t, int thread) {
   const float *bm =
       sp->B + b * sp->stride_b + (op->trans_b ? j0 * op->ldb : j0);
   if (sp->bufs)
-    gemm_block(arch, op, sp->bs, i1 - i0, j1 - j0, a, bm, c,
+    gemm_block(arch, op, sp->bs, i1 - i0, j1 - j0, a, bm, bias, c,
                sp->bufs + (size_t)thread * sp->bs->slot);
   else
-    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, c);
+    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, bias, c);
 }
 
-void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                          int64_t K, float alpha, const float *A, int64_t lda,
-                          int64_t stride_a, const float *B, int64_t ldb,
-                          int64_t stride_b, float beta, float *C, int64_t ldc,
-                          int64_t stride_c, int64_t batch) {
+// ct_gemm_bf16_batched, and ct_gemm_bf16_bias when bias is not NULL
+// (batch 1).
+static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                     int64_t K, float alpha, const float *A, int64_t lda,
+                     int64_t stride_a, const float *B, int64_t ldb,
+                     int64_t stride_b, float beta, float *C, int64_t ldc,
+                     int64_t stride_c, int64_t batch, const float *bias) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
   // Several products into one shared C accumulate in batch order.
   if (stride_c == 0 && batch > 1) {
@@ -363,7 +380,8 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
   }
 
   const ct_gemm_bf16_arch *arch = active_arch();
-  const operands op = {trans_a, trans_b, K, alpha, beta, lda, ldb, ldc};
+  const operands op = {trans_a, trans_b, K,   alpha, beta,
+                       lda,     ldb,     ldc, bias};
 
   int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   double work = (double)M * N * (K > 0 ? K : 1) * batch;
@@ -402,6 +420,22 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
     for (int64_t t = 0; t < tasks; t++)
       run_task(&sp, t, omp_get_thread_num());
   }
+}
+
+void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *A, int64_t lda,
+                          int64_t stride_a, const float *B, int64_t ldb,
+                          int64_t stride_b, float beta, float *C, int64_t ldc,
+                          int64_t stride_c, int64_t batch) {
+  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+           stride_b, beta, C, ldc, stride_c, batch, NULL);
+}
+
+void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                       int64_t K, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, const float *bias, float *C, int64_t ldc) {
+  gemm_run(trans_a, trans_b, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 1.0f, C,
+           ldc, 0, 1, bias);
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -46,6 +46,13 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch);
 
+// C (M,N) = op(bf16(A)) op(bf16(B)) + bias, bias (N) added to every row:
+// the same bits as filling C with the bias rows and calling ct_gemm_bf16
+// with alpha 1, beta 1, but C is never read (ct_gemm_bias's contract).
+void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                       int64_t K, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, const float *bias, float *C, int64_t ldc);
+
 // Kernel selection. AUTO picks the best the CPU (and, for AMX, the kernel's
 // permission to use tile state) allows; the others force a path, and a path
 // the CPU lacks falls back to the best supported one below it.

@@ -3,8 +3,8 @@
 // An AVX2/FMA version where the CPU has it, and a scalar one with fmaf()
 // (correctly rounded everywhere, in hardware or in libm), so the result is
 // the same bits on every CPU: each element is acc = fma(a_k, b_k, acc) for
-// k = 0..kp-1 and then c = fma(alpha, acc, beta * c) (alpha * acc when
-// beta == 0). The layout is the hardware paths' (gemm_bf16_internal.h).
+// k = 0..kp-1 and then c = fma(alpha, acc, beta * old) (alpha * acc when
+// beta == 0; old is c, or a bias row). The layout is the hardware paths' (gemm_bf16_internal.h).
 #include "core/gemm_bf16_internal.h"
 
 #include <math.h>
@@ -15,18 +15,21 @@
 static float widen(const uint16_t *h) { return ct_bf16_bits_to_f32(*h); }
 
 static void store_tile(const float acc[MR][NR], float *c, int64_t ldc,
-                       float alpha, float beta, int m, int n) {
+                       const float *old, int64_t ldo, float alpha, float beta,
+                       int m, int n) {
   for (int i = 0; i < m; i++) {
     float *row = c + i * ldc;
+    const float *prev = old + i * ldo;
     for (int j = 0; j < n; j++)
       row[j] = beta == 0.0f ? alpha * acc[i][j]
-                            : fmaf(alpha, acc[i][j], beta * row[j]);
+                            : fmaf(alpha, acc[i][j], beta * prev[j]);
   }
 }
 
 static void kernel_scalar(int64_t kp, const uint16_t *pa, int64_t lda_p,
                           const uint16_t *pb, float *c, int64_t ldc,
-                          float alpha, float beta, int m, int n) {
+                          const float *old, int64_t ldo, float alpha,
+                          float beta, int m, int n) {
   float acc[MR][NR] = {{0}};
   for (int64_t k = 0; k < kp; k++) {
     const uint16_t *b = pb + (k / 2 * NR) * 2 + k % 2;
@@ -36,7 +39,7 @@ static void kernel_scalar(int64_t kp, const uint16_t *pa, int64_t lda_p,
         acc[i][j] = fmaf(a, widen(b + 2 * j), acc[i][j]);
     }
   }
-  store_tile((const float(*)[NR])acc, c, ldc, alpha, beta, m, n);
+  store_tile((const float(*)[NR])acc, c, ldc, old, ldo, alpha, beta, m, n);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,7 +52,8 @@ static void kernel_scalar(int64_t kp, const uint16_t *pa, int64_t lda_p,
 // B; then the k FMA and the k+1 FMA, in that order.
 static TARGET void kernel_avx2(int64_t kp, const uint16_t *pa, int64_t lda_p,
                                const uint16_t *pb, float *c, int64_t ldc,
-                               float alpha, float beta, int m, int n) {
+                               const float *old, int64_t ldo, float alpha,
+                               float beta, int m, int n) {
   const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
   __m256 acc[MR][2];
 #pragma GCC unroll 4
@@ -83,12 +87,13 @@ static TARGET void kernel_avx2(int64_t kp, const uint16_t *pa, int64_t lda_p,
   for (int i = 0; i < MR; i++) {
     if (i >= m) break;
     float *row = c + i * ldc;
+    const float *prev = old + i * ldo;
     __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
     if (beta != 0.0f) {
       r0 = _mm256_fmadd_ps(va, acc[i][0],
-                           _mm256_mul_ps(vb, _mm256_maskload_ps(row, mask0)));
+                           _mm256_mul_ps(vb, _mm256_maskload_ps(prev, mask0)));
       r1 = _mm256_fmadd_ps(
-          va, acc[i][1], _mm256_mul_ps(vb, _mm256_maskload_ps(row + 8, mask1)));
+          va, acc[i][1], _mm256_mul_ps(vb, _mm256_maskload_ps(prev + 8, mask1)));
     }
     _mm256_maskstore_ps(row, mask0, r0);
     _mm256_maskstore_ps(row + 8, mask1, r1);
@@ -96,12 +101,12 @@ static TARGET void kernel_avx2(int64_t kp, const uint16_t *pa, int64_t lda_p,
 }
 
 static void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
-                   const uint16_t *pb, float *c, int64_t ldc, float alpha,
-                   float beta, int m, int n) {
+                   const uint16_t *pb, float *c, int64_t ldc, const float *old,
+                   int64_t ldo, float alpha, float beta, int m, int n) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    kernel_avx2(kp, pa, lda_p, pb, c, ldc, alpha, beta, m, n);
+    kernel_avx2(kp, pa, lda_p, pb, c, ldc, old, ldo, alpha, beta, m, n);
   else
-    kernel_scalar(kp, pa, lda_p, pb, c, ldc, alpha, beta, m, n);
+    kernel_scalar(kp, pa, lda_p, pb, c, ldc, old, ldo, alpha, beta, m, n);
 }
 #else
 #define kernel kernel_scalar

@@ -14,8 +14,10 @@
 //                32-bit word holds rows k and k+1 of one column, which is
 //                what vdpbf16ps and tdpbf16ps multiply against a pair of A.
 //                Columns past n are zeros.
-//   c  (m, n) with row stride ldc: c = alpha * A B + beta * c, and
-//      beta == 0 does not read c.
+//   c  (m, n) with row stride ldc: c = alpha * A B + beta * old, where
+//      old (m, n) has row stride ldo: the old c itself (old == c, ldo ==
+//      ldc), or a bias row read for every row (ldo == 0); beta == 0 does
+//      not read old.
 //
 // Each output element is one accumulator summed over k in order, the same
 // wherever it sits in a tile (padding is zeros and is not stored), so the
@@ -29,8 +31,9 @@
 
 typedef void (*ct_gemm_bf16_kernel_fn)(int64_t kp, const uint16_t *pa,
                                        int64_t lda_p, const uint16_t *pb,
-                                       float *c, int64_t ldc, float alpha,
-                                       float beta, int m, int n);
+                                       float *c, int64_t ldc,
+                                       const float *old, int64_t ldo,
+                                       float alpha, float beta, int m, int n);
 
 // Packing helpers: dst[j] = bf16(src[j]) for j < n; and the pair layout,
 // dst[2j] = bf16(r0[j]), dst[2j+1] = bf16(r1[j]) (0 when r1 is NULL).
@@ -71,6 +74,11 @@ bool ct_gemm_bf16_cpu_has_amx(void);
 void ct_bf16_round_row_avx512(const float *src, int64_t n, uint16_t *dst);
 void ct_bf16_pair_rows_avx512(const float *r0, const float *r1, int64_t n,
                               uint16_t *dst);
+// The AVX512-BF16 conversion instruction's packing (subnormal inputs to
+// zero; see core/gemm_avx512bf16.c), used by the AMX and AVX512-BF16 paths.
+void ct_bf16_round_row_cvt(const float *src, int64_t n, uint16_t *dst);
+void ct_bf16_pair_rows_cvt(const float *r0, const float *r1, int64_t n,
+                           uint16_t *dst);
 void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
                                     int64_t rows, int64_t cols, uint32_t *dst,
                                     int64_t ldd);
