@@ -124,44 +124,72 @@ typedef struct layernorm_saved {
 // order, so the split is over outputs and the sums are thread-count free.
 enum { LN_COL_BLOCK = 64 };
 
-// Rows are processed LN_ROWS at a time: each row's sums keep their own
-// sequential order (so results are those of one row at a time), but the
-// dependency chains of several rows' double additions overlap.
-enum { LN_ROWS = 4 };
+// Rows are processed LN_ROWS at a time, and each row's sums over columns
+// run in LN_LANES interleaved partial sums (lane j takes columns c with
+// c % LN_LANES == j, in order; the lanes are then added in a fixed tree):
+// the order is fixed by C alone, the same for one row or several, for any
+// thread count and in every build, and the loops vectorize.
+enum { LN_ROWS = 4, LN_LANES = 8 };
 #define LN_INLINE static inline __attribute__((always_inline))
 
+LN_INLINE double lanes_total(const double *a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 // Rows x[r * C ..] for r < R (R is LN_ROWS or 1 at each call): mean and
-// rstd = 1 / sqrt(var + eps), both summed in double in column order.
+// rstd = 1 / sqrt(var + eps), both summed in double.
 LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
                            double *mu, double *rs) {
-  double m[LN_ROWS] = {0}, v[LN_ROWS] = {0};
-  for (int64_t c = 0; c < C; c++)
-    for (int r = 0; r < R; r++) m[r] += x[r * C + c];
-  for (int r = 0; r < R; r++) m[r] /= C;
-  for (int64_t c = 0; c < C; c++)
-    for (int r = 0; r < R; r++)
-      v[r] += (x[r * C + c] - m[r]) * (x[r * C + c] - m[r]);
+  double m[LN_ROWS][LN_LANES] = {{0}}, v[LN_ROWS][LN_LANES] = {{0}};
+  const int64_t body = C - C % LN_LANES;
   for (int r = 0; r < R; r++) {
-    mu[r] = m[r];
-    rs[r] = 1.0 / sqrt(v[r] / C + eps);
+    const float *xr = x + r * C;
+    for (int64_t c = 0; c < body; c += LN_LANES)
+      for (int j = 0; j < LN_LANES; j++) m[r][j] += xr[c + j];
+    for (int64_t c = body; c < C; c++) m[r][c - body] += xr[c];
+  }
+  double mean[LN_ROWS];
+  for (int r = 0; r < R; r++) mean[r] = lanes_total(m[r]) / C;
+  for (int r = 0; r < R; r++) {
+    const float *xr = x + r * C;
+    const double mr = mean[r];
+    for (int64_t c = 0; c < body; c += LN_LANES)
+      for (int j = 0; j < LN_LANES; j++)
+        v[r][j] += (xr[c + j] - mr) * (xr[c + j] - mr);
+    for (int64_t c = body; c < C; c++)
+      v[r][c - body] += (xr[c] - mr) * (xr[c] - mr);
+  }
+  for (int r = 0; r < R; r++) {
+    mu[r] = mean[r];
+    rs[r] = 1.0 / sqrt(lanes_total(v[r]) / C + eps);
   }
 }
 
 // Rows r < R of dy (with weight w or NULL) and x: the means over columns of
-// g = dy * w and of g * xhat, summed in double in column order.
+// g = dy * w and of g * xhat, summed in double.
 LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
                               int64_t C, const double *mu, const double *rs,
                               int R, double *mean_g, double *mean_gx) {
-  double sg[LN_ROWS] = {0}, sgx[LN_ROWS] = {0};
-  for (int64_t c = 0; c < C; c++)
-    for (int r = 0; r < R; r++) {
-      double g = w ? (double)dy[r * C + c] * w[c] : dy[r * C + c];
-      sg[r] += g;
-      sgx[r] += g * ((x[r * C + c] - mu[r]) * rs[r]);
-    }
+  double sg[LN_ROWS][LN_LANES] = {{0}}, sgx[LN_ROWS][LN_LANES] = {{0}};
+  const int64_t body = C - C % LN_LANES;
   for (int r = 0; r < R; r++) {
-    mean_g[r] = sg[r] / C;
-    mean_gx[r] = sgx[r] / C;
+    const float *xr = x + r * C, *gr = dy + r * C;
+    const double m = mu[r], s = rs[r];
+    for (int64_t c = 0; c < body; c += LN_LANES)
+      for (int j = 0; j < LN_LANES; j++) {
+        double g = w ? (double)gr[c + j] * w[c + j] : gr[c + j];
+        sg[r][j] += g;
+        sgx[r][j] += g * ((xr[c + j] - m) * s);
+      }
+    for (int64_t c = body; c < C; c++) {
+      double g = w ? (double)gr[c] * w[c] : gr[c];
+      sg[r][c - body] += g;
+      sgx[r][c - body] += g * ((xr[c] - m) * s);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    mean_g[r] = lanes_total(sg[r]) / C;
+    mean_gx[r] = lanes_total(sgx[r]) / C;
   }
 }
 
