@@ -17,9 +17,11 @@
 //
 // Paths, chosen at run time from cpuid: AMX tiles (tdpbf16ps), AVX512-BF16
 // dot products (vdpbf16ps), or an emulation that computes the same rounded
-// inputs with fp32 FMAs. Hardware paths follow the instructions' rules
-// (subnormal bf16 inputs and outputs flush to zero); the emulated path
-// does not, and gives the same bits on every x86-64 CPU.
+// inputs with fp32 FMAs. Hardware paths follow the instructions' rules:
+// they round with vcvtne2ps2bf16, which reads subnormal fp32 inputs as zero
+// (so the largest subnormals, which round up to 2^-126 above, give 0), and
+// flush subnormal products; the emulated path does neither, and gives the
+// same bits on every x86-64 CPU.
 //
 // Determinism: for a given path every output element is one fixed sequence
 // of fp32 operations over K (K is never split across threads), so results

@@ -9,12 +9,19 @@
 //     beta variants (beta == 0 over NaN-filled C), padded leading dimensions,
 //     sizes past the cache blocks, degenerate sizes, strided batches;
 //   - bit-identical results at 1 and 2 threads, and for the emulated path
-//     the exact bits its definition gives (the same on every CPU).
+//     the exact bits its definition gives (the same on every CPU);
+//   - subnormal inputs: rounded as ct_bf16_from_f32 on the emulated path,
+//     read as zero on the hardware paths (documented in gemm_bf16.h);
+//   - the precision switch (core/gemm.h): in bf16 mode ct_gemm,
+//     ct_gemm_batched, ct_gemm_bias and ct_gemm_sum_a give ct_gemm_bf16's
+//     bits (the bias as the old C, the row sums of the unrounded A in fp32);
+//     ct_gemm_bf16_bias is the same as filling C with the bias rows.
 //
 // An element passes if |got - ref| <= 1e-5 * (|alpha| sum_k |a||b| +
 // |beta c|): relative to the scale of the terms summed, which bounds the fp32
 // rounding of any summation order; the bf16 rounding itself is in the
 // reference, so it costs nothing here.
+#include "core/gemm.h"
 #include "core/gemm_bf16.h"
 #include "core/threads.h"
 #include "tests/harness.h"
@@ -383,6 +390,90 @@ static void check_threads(int64_t M, int64_t N, int64_t K, bool ta, bool tb,
   free(C2);
 }
 
+// The largest fp32 subnormal rounds up to 2^-126 (ct_bf16_from_f32); times
+// 1 through the packing that is what the emulated path gives, and the
+// hardware paths, which read subnormal inputs as zero, give 0.
+static void check_subnormal_inputs(void) {
+  const float sub = from_bits(0x007fffff), ones[2] = {1.0f, 1.0f};
+  const float a[2] = {sub, -sub};
+  float C[2];
+  ct_gemm_bf16(false, false, 2, 1, 1, 1.0f, a, 1, ones, 1, 0.0f, C, 1);
+  const bool emulated = ct_gemm_bf16_active_path() == CT_GEMM_BF16_EMULATED;
+  const float want = emulated ? 0x1p-126f : 0.0f;
+  CHECK(C[0] == want && C[1] == -want,
+        "%s: subnormal input gives %g, %g; want %g, %g", path_name(), C[0],
+        C[1], want, -want);
+}
+
+static bool same_bits(const float *x, const float *y, size_t n) {
+  return memcmp(x, y, n * sizeof *x) == 0;
+}
+
+// ct_gemm and friends in bf16 mode against ct_gemm_bf16 on the same inputs.
+static void check_precision_switch(int64_t M, int64_t N, int64_t K, bool ta,
+                                   bool tb) {
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  const size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
+  float *A = random_floats(na), *B = random_floats(nb);
+  float *bias = random_floats((size_t)N), *want = malloc(nc * sizeof(float));
+  float *got = malloc(nc * sizeof(float)), *fp32 = malloc(nc * sizeof(float));
+  float *sums = random_floats((size_t)M), *sums0 = malloc((size_t)M * 4);
+  memcpy(sums0, sums, (size_t)M * sizeof(float));
+
+  ct_gemm_bf16(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, want, N);
+  ct_gemm_set_precision(CT_GEMM_BF16);
+  CHECK(ct_gemm_get_precision() == CT_GEMM_BF16, "precision reads back");
+  ct_gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, got, N);
+  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm %lldx%lldx%lld ta=%d "
+        "tb=%d is not ct_gemm_bf16", path_name(), (long long)M, (long long)N,
+        (long long)K, ta, tb);
+  ct_gemm_batched(ta, tb, M, N, K, 0.5f, A, lda, 0, B, ldb, 0, 0.0f, got, N,
+                  0, 1);
+  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_batched differs",
+        path_name());
+
+  // a_sums += the row sums of op(A), unrounded, each from 0 in k order.
+  ct_gemm_sum_a(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, got, N, sums);
+  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_sum_a product differs",
+        path_name());
+  int bad_sums = 0;
+  for (int64_t i = 0; i < M; i++) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++) acc += ta ? A[k * lda + i] : A[i * lda + k];
+    float w = sums0[i] + acc;
+    bad_sums += memcmp(&w, &sums[i], sizeof w) != 0;
+  }
+  CHECK(bad_sums == 0, "%s: bf16 ct_gemm_sum_a: %d row sums differ",
+        path_name(), bad_sums);
+
+  // The bias: as filling C with the bias rows, then alpha 1, beta 1.
+  for (int64_t i = 0; i < M; i++)
+    memcpy(want + i * N, bias, (size_t)N * sizeof(float));
+  ct_gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, want, N);
+  for (size_t i = 0; i < nc; i++) got[i] = NAN; // C is not read
+  ct_gemm_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, got, N);
+  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_bias differs",
+        path_name());
+  for (size_t i = 0; i < nc; i++) got[i] = NAN;
+  ct_gemm_bf16_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, got, N);
+  CHECK(same_bits(got, want, nc), "%s: ct_gemm_bf16_bias differs",
+        path_name());
+
+  // Back to fp32: the products are no longer rounded.
+  ct_gemm_set_precision(CT_GEMM_FP32);
+  ct_gemm_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, fp32, N);
+  CHECK(!same_bits(fp32, want, nc), "%s: fp32 mode gives the bf16 bits",
+        path_name());
+  free(A);
+  free(B);
+  free(bias);
+  free(want);
+  free(got);
+  free(fp32);
+  free(sums);
+  free(sums0);
+}
+
 int main(void) {
   check_rounding_table();
 
@@ -408,6 +499,11 @@ int main(void) {
     check_threads(50, 32, 50, 0, 0, 3);
     check_threads(29, 1100, 40, 1, 1, 1);
     check_threads(100, 40, 300, 0, 0, 1);
+    check_subnormal_inputs();
+    for (int t = 0; t < 4; t++) {
+      check_precision_switch(70, 45, 600, t & 1, t >> 1);
+      check_precision_switch(5, 130, 33, t & 1, t >> 1);
+    }
     if (got == CT_GEMM_BF16_EMULATED) {
       check_emulated_bits(37, 45, 700, 0, 1, 1.0f, 0.0f);
       check_emulated_bits(17, 33, 257, 1, 0, -0.75f, 0.5f);
