@@ -19,6 +19,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/gemm.h"
+#include "core/gemm_bf16.h"
 #include "core/threads.h"
 #include "data/toy_translation.h"
 #include "train/checkpoint.h"
@@ -653,6 +654,8 @@ static int cmd_info(void) {
   printf("ctrain %s\n", CT_VERSION);
   printf("threads: %d (CT_THREADS or OMP_NUM_THREADS to change)\n", threads);
   printf("gemm kernel: %s\n", ct_gemm_path_name(ct_gemm_active_path()));
+  printf("bf16 gemm kernel: %s ([train] precision = bf16)\n",
+         ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
   return 0;
 }
 

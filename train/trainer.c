@@ -24,6 +24,8 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/gemm.h"
+#include "core/gemm_bf16.h"
 #include "core/threads.h"
 #include "optim/grads.h"
 #include "optim/schedule.h"
@@ -448,10 +450,14 @@ int ct_train_run(const ct_train_args *args) {
   const int64_t eval_limit = ct_config_int(t.cfg, "train", "eval_sentences");
   const int eval_beam = (int)ct_config_int(t.cfg, "train", "eval_beam");
   const double max_seconds = 60.0 * ct_config_float(t.cfg, "train", "max_minutes");
-  fprintf(stderr, "ctrain: %s, %zu parameters, %d threads, steps %lld..%lld, "
-          "run folder %s\n", t.task.ops->name, ct_params_numel(&t.params),
-          ct_get_threads(), (long long)t.state.step, (long long)t.total_steps,
-          t.run_dir);
+  char products[64] = "";
+  if (ct_gemm_get_precision() == CT_GEMM_BF16)
+    snprintf(products, sizeof products, ", bf16 products (%s)",
+             ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
+  fprintf(stderr, "ctrain: %s, %zu parameters, %d threads%s, steps "
+          "%lld..%lld, run folder %s\n", t.task.ops->name,
+          ct_params_numel(&t.params), ct_get_threads(), products,
+          (long long)t.state.step, (long long)t.total_steps, t.run_dir);
   ct_progress pr;
   ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
                    t.task.ops->rate_unit);
