@@ -18,6 +18,9 @@ check() {  # check DESCRIPTION WANT_STATUS WANT_TEXT -- COMMAND...
 check "help" 0 "usage: ctrain COMMAND" -- "$ctrain" help
 check "version" 0 "^ctrain [0-9]" -- "$ctrain" --version
 check "info" 0 "gemm kernel:" -- "$ctrain" info
+check "info names the bf16 kernel" 0 "bf16 gemm kernel: \(amx\|avx512bf16\|emulated\)" -- "$ctrain" info
+check "plot: several runs need --out" 2 "several run folders need --out" -- "$ctrain" plot a b
+check "plot: a missing run is named" 1 "nowhere/metrics.jsonl" -- "$ctrain" plot nowhere b --out x.png
 check "no command" 2 "usage:" -- "$ctrain"
 check "unknown command" 2 "ctrain: error: unknown command 'frobnicate'" -- "$ctrain" frobnicate
 CT_THREADS=3 check "CT_THREADS honoured" 0 "threads: 3" -- "$ctrain" info

@@ -263,6 +263,50 @@ static void test_plot_run_dir(void) {
   CHECK(!strcmp(ct_last_error(), want), "'%s'", ct_last_error());
 }
 
+// Two runs in one PNG: loss and the metrics stacked, a series per run.
+static void test_plot_compare(void) {
+  const char *runs[2] = {tmp_path("cmp_a"), NULL};
+  char b[600];
+  snprintf(b, sizeof b, "%s", tmp_path("cmp_b/"));  // a trailing slash too
+  runs[1] = b;
+  char a[600];
+  snprintf(a, sizeof a, "%s", runs[0]);
+  runs[0] = a;
+  for (int r = 0; r < 2; r++) {
+    char cmd[700], path[700];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", runs[r]);
+    CHECK(system(cmd) == 0, "mkdir");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", runs[r]);
+    FILE *f = fopen(path, "w");
+    for (int s = 10; f && s <= 300; s += 10) {
+      fprintf(f, "{\"step\": %d, \"loss\": %g}\n", s,
+              (r + 1) * 4.0 * exp(-s / 80.0) + 0.1);
+      if (s % 100 == 0)
+        fprintf(f, "{\"step\": %d, \"type\": \"eval\", \"split\": \"val\", "
+                "\"loss\": %g, \"accuracy\": %g, \"images\": 500}\n",
+                s, 2.0 / (r + 1), 0.1 * s / 100 + 0.2 * r);
+    }
+    if (f) fclose(f);
+  }
+  char warning[512];
+  const char *out = tmp_path("compare.png");
+  CHECK(ct_plot_compare_runs(out, runs, 2, warning, sizeof warning) == CT_OK,
+        "compare: %s", ct_last_error());
+  // loss and accuracy ("images" is a count, not drawn): two full-height
+  // charts. Series: cmp_a train (blue), cmp_a val (orange), cmp_b train
+  // (green), cmp_b val (red).
+  long blue, green, ink;
+  png_count(out, CT_PLOT_WIDTH, 2 * CT_PLOT_HEIGHT, 31, 119, 180, &blue, &ink);
+  png_count(out, CT_PLOT_WIDTH, 2 * CT_PLOT_HEIGHT, 44, 160, 44, &green, &ink);
+  CHECK(blue > 300 && green > 300, "compare: run a %ld, run b %ld", blue, green);
+  // A missing run: the error names its metrics file.
+  const char *bad[2] = {runs[0], tmp_path("cmp_missing")};
+  CHECK(ct_plot_compare_runs(out, bad, 2, warning, sizeof warning) == CT_ERR_IO,
+        "missing run");
+  CHECK(strstr(ct_last_error(), "cmp_missing/metrics.jsonl") != NULL, "'%s'",
+        ct_last_error());
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/ct_test_plot_XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -270,6 +314,7 @@ int main(void) {
   test_jsonl_file();
   test_plot();
   test_plot_run_dir();
+  test_plot_compare();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (getenv("CT_KEEP_TMP")) printf("kept %s\n", dir);

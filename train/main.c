@@ -6,7 +6,7 @@
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
 //   ctrain inspect CKPT
 //   ctrain export CKPT OUT.safetensors
-//   ctrain plot RUN_DIR
+//   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
 //   ctrain toy translation --out DIR [--task copy|reverse|grammar] [--seed N]
 //              [--train N] [--val N] [--test N] [--force]
 //
@@ -57,6 +57,8 @@ static const char *const usage =
     "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors]\n"
     "                             the model's logits for given inputs\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
+    "  plot RUN_DIR... --out FILE.png\n"
+    "                             several runs' metrics in one chart\n"
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
     "                             write a built-in toy corpus as files\n"
@@ -502,15 +504,43 @@ static int cmd_forward(int argc, char **argv) {
   return rc;
 }
 
+// ctrain plot RUN_DIR: charts in the run folder; ctrain plot RUN_DIR...
+// --out FILE.png: the runs compared in one PNG.
 static int cmd_plot(int argc, char **argv) {
-  if (argc != 3) return usage_error("%s", "plot takes one run folder");
+  const char *out = NULL;
+  const char **dirs = calloc((size_t)argc, sizeof *dirs);
+  if (!dirs) return runtime_error();
+  int n = 0, rc = 0;
+  for (int i = 2; i < argc && !rc; i++) {
+    if (!strcmp(argv[i], "--out")) {
+      const char *v = option_value(argc, argv, &i);
+      if (!v) rc = 2;
+      out = v;
+    } else if (argv[i][0] == '-') {
+      rc = usage_error("plot: unknown option '%s'", argv[i]);
+    } else {
+      dirs[n++] = argv[i];
+    }
+  }
+  if (!rc && (n == 0 || (n > 1 && !out)))
+    rc = usage_error("%s", n ? "plot: several run folders need --out FILE.png"
+                             : "plot takes a run folder");
   char warning[512] = "";
-  if (ct_plot_run_dir(argv[2], warning, sizeof warning) != CT_OK)
-    return runtime_error();
-  if (warning[0]) fprintf(stderr, "ctrain: warning: %s\n", warning);
-  printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", argv[2], argv[2],
-         argv[2]);
-  return 0;
+  if (!rc && !out) {
+    if (ct_plot_run_dir(dirs[0], warning, sizeof warning) != CT_OK)
+      rc = runtime_error();
+    else
+      printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0],
+             dirs[0], dirs[0]);
+  } else if (!rc) {
+    if (ct_plot_compare_runs(out, dirs, n, warning, sizeof warning) != CT_OK)
+      rc = runtime_error();
+    else
+      printf("wrote %s\n", out);
+  }
+  if (!rc && warning[0]) fprintf(stderr, "ctrain: warning: %s\n", warning);
+  free(dirs);
+  return rc;
 }
 
 // ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or

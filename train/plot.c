@@ -814,100 +814,165 @@ static bool wide_positive_range(const xy_set *s) {
   return hi > 20 * lo;
 }
 
+// A run's metrics gathered into series: training and evaluation loss, the
+// learning rate, and one set per other evaluation metric (names.items[m]
+// names metrics[m]), each holding one series per split. With a label (a
+// comparison of runs) every series name starts with it.
+typedef struct run_series {
+  xy_set loss, lr, names;
+  xy_set *metrics;  // names.n of them
+} run_series;
+
+static void run_series_free(run_series *r) {
+  for (int m = 0; r->metrics && m < r->names.n; m++) set_free(&r->metrics[m]);
+  free(r->metrics);
+  set_free(&r->loss);
+  set_free(&r->lr);
+  set_free(&r->names);
+  *r = (run_series){0};
+}
+
+// Adds the records of d to r; false when out of memory.
+static bool collect(run_series *r, const ct_jsonl_data *d, const char *label) {
+  bool ok = true;
+  char name[sizeof r->loss.items->name];
+  for (int64_t k = 0; ok && k < d->n; k++) {
+    const ct_json_record *rec = &d->records[k];
+    double step, v;
+    if (!ct_json_record_num(rec, "step", &step)) continue;
+    const char *type = ct_json_record_str(rec, "type");
+    if (!type || strcmp(type, "eval")) {
+      snprintf(name, sizeof name, "%s%strain", label ? label : "",
+               label ? " " : "");
+      if (ct_json_record_num(rec, "loss", &v)) ok = ok && set_add(&r->loss, name, step, v);
+      if (ct_json_record_num(rec, "lr", &v)) ok = ok && set_add(&r->lr, name, step, v);
+      continue;
+    }
+    const char *split = ct_json_record_str(rec, "split");
+    snprintf(name, sizeof name, "%s%s%s", label ? label : "", label ? " " : "",
+             split ? split : "eval");
+    for (int f = 0; ok && f < rec->n; f++) {
+      const ct_json_field *fl = &rec->fields[f];
+      // Counts of what was evaluated are not drawn.
+      if (fl->kind == CT_JSON_STR || !strcmp(fl->key, "step") ||
+          !strcmp(fl->key, "images") || !strcmp(fl->key, "sentences"))
+        continue;
+      if (!strcmp(fl->key, "loss")) {
+        ok = set_add(&r->loss, name, step, fl->num);
+        continue;
+      }
+      int before = r->names.n;
+      xy_list *metric = set_find(&r->names, fl->key);
+      if (!metric) {
+        ok = false;
+        break;
+      }
+      int m = (int)(metric - r->names.items);
+      if (r->names.n > before) {
+        xy_set *grown = realloc(r->metrics, (size_t)r->names.n * sizeof *grown);
+        if (!grown) {
+          r->names.n = before;  // keep names and metrics the same length
+          ok = false;
+          break;
+        }
+        r->metrics = grown;
+        r->metrics[m] = (xy_set){0};
+      }
+      ok = set_add(&r->metrics[m], name, step, fl->num);
+    }
+  }
+  return ok;
+}
+
+// Draws `loss` (and `lr` when lr_path is not NULL) and one panel per metric:
+// into separate files (loss_path, lr_path, metrics_path), or all stacked
+// into loss_path when metrics_path is NULL.
+static ct_status render(const run_series *r, const char *loss_path,
+                        const char *lr_path, const char *metrics_path) {
+  const int n = r->names.n > 64 ? 64 : r->names.n;  // panels at most
+  ct_plot_series *ls = series_of(&r->loss), *rs = series_of(&r->lr);
+  ct_plot_chart *charts = calloc((size_t)n + 1, sizeof *charts);
+  ct_plot_series **ms = calloc((size_t)(n ? n : 1), sizeof *ms);
+  bool ok = ls && rs && charts && ms;
+  for (int m = 0; ok && m < n; m++) {
+    ms[m] = series_of(&r->metrics[m]);
+    ok = ms[m] != NULL;
+    if (ok)
+      charts[m + 1] = (ct_plot_chart){r->names.items[m].name, "step", ms[m],
+                                      r->metrics[m].n, false};
+  }
+  ct_status st = ok ? CT_OK
+                    : ct_error(CT_ERR_NOMEM, "%s: out of memory", loss_path);
+  charts[0] = (ct_plot_chart){"loss", "step", ls, r->loss.n,
+                              wide_positive_range(&r->loss)};
+  if (st == CT_OK)
+    st = ct_plot_write_png(loss_path, charts, metrics_path ? 1 : n + 1,
+                           CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
+  if (st == CT_OK && lr_path) {
+    ct_plot_chart chart = {"learning rate", "step", rs, r->lr.n, false};
+    st = ct_plot_write_png(lr_path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
+  }
+  if (st == CT_OK && metrics_path) {
+    ct_plot_chart none = {"evaluation metrics", "step", NULL, 0, false};
+    st = ct_plot_write_png(metrics_path, n ? charts + 1 : &none, n ? n : 1,
+                           CT_PLOT_WIDTH, CT_PLOT_HEIGHT * 3 / 4);
+  }
+  for (int m = 0; ms && m < n; m++) free(ms[m]);
+  free(ms);
+  free(charts);
+  free(ls);
+  free(rs);
+  return st;
+}
+
 ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size) {
   if (warning && warning_size) warning[0] = '\0';
   if (!run_dir) return ct_error(CT_ERR_ARG, "plot: no run directory");
-  char path[4200];
+  char path[4200], lr_path[4200], metrics_path[4200];
   snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
   ct_jsonl_data d;
   ct_status st = ct_jsonl_read(path, &d);
   if (st != CT_OK) return st;
   if (warning && warning_size) snprintf(warning, warning_size, "%s", d.warning);
-
-  // loss: "train" and one series per eval split; lr: "train"; metrics: one
-  // set per metric name, holding one series per split, and the set names.
-  xy_set loss = {0}, lr = {0}, names = {0};
-  xy_set *metrics = NULL;
-  bool ok = true;
-  for (int64_t r = 0; ok && r < d.n; r++) {
-    const ct_json_record *rec = &d.records[r];
-    double step, v;
-    if (!ct_json_record_num(rec, "step", &step)) continue;
-    const char *type = ct_json_record_str(rec, "type");
-    if (!type || strcmp(type, "eval")) {
-      if (ct_json_record_num(rec, "loss", &v)) ok = ok && set_add(&loss, "train", step, v);
-      if (ct_json_record_num(rec, "lr", &v)) ok = ok && set_add(&lr, "train", step, v);
-      continue;
-    }
-    const char *split = ct_json_record_str(rec, "split");
-    if (!split) split = "eval";
-    for (int f = 0; ok && f < rec->n; f++) {
-      const ct_json_field *fl = &rec->fields[f];
-      if (fl->kind == CT_JSON_STR || !strcmp(fl->key, "step")) continue;
-      if (!strcmp(fl->key, "loss")) {
-        ok = set_add(&loss, split, step, fl->num);
-        continue;
-      }
-      int before = names.n;
-      xy_list *name = set_find(&names, fl->key);
-      if (!name) {
-        ok = false;
-        break;
-      }
-      int m = (int)(name - names.items);
-      if (names.n > before) {
-        xy_set *grown = realloc(metrics, (size_t)names.n * sizeof *grown);
-        if (!grown) {
-          names.n = before;  // keep names and metrics the same length
-          ok = false;
-          break;
-        }
-        metrics = grown;
-        metrics[m] = (xy_set){0};
-      }
-      ok = set_add(&metrics[m], split, step, fl->num);
-    }
-  }
-
-  ct_plot_series *ls = series_of(&loss), *rs = series_of(&lr);
-  ct_plot_chart *panels = calloc((size_t)(names.n ? names.n : 1), sizeof *panels);
-  ct_plot_series **ms = calloc((size_t)(names.n ? names.n : 1), sizeof *ms);
-  ok = ok && ls && rs && panels && ms;
-  for (int m = 0; ok && m < names.n; m++) {
-    ms[m] = series_of(&metrics[m]);
-    ok = ms[m] != NULL;
-    if (ok) panels[m] = (ct_plot_chart){names.items[m].name, "step", ms[m], metrics[m].n, false};
-  }
-  if (!ok) st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
-  if (st == CT_OK) {
-    ct_plot_chart chart = {"loss", "step", ls, loss.n, wide_positive_range(&loss)};
-    snprintf(path, sizeof path, "%s/loss.png", run_dir);
-    st = ct_plot_write_png(path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
-  }
-  if (st == CT_OK) {
-    ct_plot_chart chart = {"learning rate", "step", rs, lr.n, false};
-    snprintf(path, sizeof path, "%s/lr.png", run_dir);
-    st = ct_plot_write_png(path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
-  }
-  if (st == CT_OK) {
-    ct_plot_chart none = {"evaluation metrics", "step", NULL, 0, false};
-    int n = names.n > 64 ? 64 : names.n;
-    snprintf(path, sizeof path, "%s/metrics.png", run_dir);
-    st = ct_plot_write_png(path, n ? panels : &none, n ? n : 1, CT_PLOT_WIDTH,
-                           CT_PLOT_HEIGHT * 3 / 4);
-  }
-  for (int m = 0; m < names.n; m++) {
-    if (ms) free(ms[m]);
-    if (metrics) set_free(&metrics[m]);
-  }
-  free(ms);
-  free(panels);
-  free(metrics);
-  free(ls);
-  free(rs);
-  set_free(&loss);
-  set_free(&lr);
-  set_free(&names);
+  run_series r = {0};
+  if (!collect(&r, &d, NULL)) st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  snprintf(path, sizeof path, "%s/loss.png", run_dir);
+  snprintf(lr_path, sizeof lr_path, "%s/lr.png", run_dir);
+  snprintf(metrics_path, sizeof metrics_path, "%s/metrics.png", run_dir);
+  if (st == CT_OK) st = render(&r, path, lr_path, metrics_path);
+  run_series_free(&r);
   ct_jsonl_data_free(&d);
+  return st;
+}
+
+ct_status ct_plot_compare_runs(const char *out_path,
+                               const char *const *run_dirs, int n_runs,
+                               char *warning, size_t warning_size) {
+  if (warning && warning_size) warning[0] = '\0';
+  if (!out_path || n_runs < 1)
+    return ct_error(CT_ERR_ARG, "plot: no output file or no run folders");
+  run_series r = {0};
+  ct_status st = CT_OK;
+  for (int i = 0; st == CT_OK && i < n_runs; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dirs[i]);
+    ct_jsonl_data d;
+    st = ct_jsonl_read(path, &d);
+    if (st != CT_OK) break;
+    if (d.warning[0] && warning && warning_size && !warning[0])
+      snprintf(warning, warning_size, "%s", d.warning);
+    // The label: the run folder's last component.
+    size_t len = strlen(run_dirs[i]);
+    while (len > 1 && run_dirs[i][len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && run_dirs[i][start - 1] != '/') start--;
+    char label[40];
+    snprintf(label, sizeof label, "%.*s", (int)(len - start), run_dirs[i] + start);
+    if (!collect(&r, &d, label))
+      st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+    ct_jsonl_data_free(&d);
+  }
+  if (st == CT_OK) st = render(&r, out_path, NULL, NULL);
+  run_series_free(&r);
   return st;
 }

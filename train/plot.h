@@ -16,7 +16,8 @@
 //                (log y when the loss spans more than a factor of 20)
 //   lr.png       training "lr"
 //   metrics.png  one panel per other numeric evaluation field (bleu, acc,
-//                ...), one series per "split"
+//                ...; not the counts "images" and "sentences"), one series
+//                per "split"
 //
 // ct_plot_confusion_png and ct_plot_attention_png draw a classifier's
 // evaluation: a confusion heat map, and images with the attention they got.
@@ -63,6 +64,13 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts,
 // metrics.jsonl (see above). A note such as a skipped truncated last line
 // is copied to `warning` ("" when none).
 ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size);
+// Backs `ctrain plot RUN_DIR... --out FILE.png`: the runs' metrics in one
+// PNG at out_path, stacked: loss (training and evaluation), then one panel
+// per evaluation metric, with one series per run (named by the run folder's
+// last component) and split. A note about a skipped line goes to `warning`.
+ct_status ct_plot_compare_runs(const char *out_path,
+                               const char *const *run_dirs, int n_runs,
+                               char *warning, size_t warning_size);
 
 // Writes an 8-bit RGB PNG atomically: rgb holds height rows of width pixels
 // of 3 bytes (row-major), 1..CT_PNG_MAX_SIDE each way. Errors name the path.
