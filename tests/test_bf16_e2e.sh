@@ -11,18 +11,8 @@
 #
 # usage: test_bf16_e2e.sh CTRAIN [SOURCE_ROOT]
 set -u
-ctrain=$1
-case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/e2e_lib.sh"
 cd "$tmp" || exit 1
-fails=0
-ok() { echo "ok: $1"; }
-bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }  # DESC CONDITION
-jnum() { sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" <<<"$1"; }
-jstr() { sed -n "s/.*\"$2\": *\"\([^\"]*\)\".*/\1/p" <<<"$1"; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 digest() { "$ctrain" inspect "$1" | sed -n 's/.*"params_digest": "\([0-9a-f]*\)".*/\1/p'; }
 
 vit=(
@@ -34,7 +24,6 @@ vit=(
   optim.lr=2e-3 schedule.warmup=20 train.epochs=0 train.log_every=20
   train.checkpoint_every=1000 train.eval_every=0 train.precision=bf16
 )
-sets() { for s in "$@"; do printf -- '--set\n%s\n' "$s"; done; }
 empty=$tmp/empty.ini
 : >"$empty"
 

@@ -11,27 +11,8 @@
 #
 # usage: test_classify_e2e.sh CTRAIN [SOURCE_ROOT]
 set -u
-ctrain=$1
-case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/e2e_lib.sh"
 cd "$tmp" || exit 1
-fails=0
-ok() { echo "ok: $1"; }
-bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }  # DESC CONDITION
-jnum() { sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" <<<"$1"; }
-jstr() { sed -n "s/.*\"$2\": *\"\([^\"]*\)\".*/\1/p" <<<"$1"; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
-# fails_with DESC PATTERN CMD...: exit 1 and stderr matching PATTERN.
-fails_with() {
-  local desc=$1 pattern=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then ok "$desc"
-  else bad "$desc (exit $rc: $(head -c 300 "$tmp/err"))"; fi
-}
 
 "$ctrain" toy images --out png --size 16 --classes 4 --train 1600 --test 200 >/dev/null
 "$ctrain" toy images --out cifar --format cifar10 --classes 4 --train 400 --test 100 >/dev/null
@@ -52,7 +33,6 @@ vit=(
   optim.lr=2e-3 schedule.warmup=20 train.epochs=0 train.log_every=20
   train.checkpoint_every=1000 train.eval_every=0
 )
-sets() { for s in "$@"; do printf -- '--set\n%s\n' "$s"; done; }
 empty=$tmp/empty.ini
 : >"$empty"
 

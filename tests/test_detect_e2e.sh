@@ -7,26 +7,8 @@
 #
 # usage: test_detect_e2e.sh CTRAIN [SOURCE_ROOT]
 set -u
-ctrain=$1
-case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/e2e_lib.sh"
 cd "$tmp" || exit 1
-fails=0
-ok() { echo "ok: $1"; }
-bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-jnum() { sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" <<<"$1"; }
-jstr() { sed -n "s/.*\"$2\": *\"\([^\"]*\)\".*/\1/p" <<<"$1"; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
-fails_with() {
-  local desc=$1 pattern=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then ok "$desc"
-  else bad "$desc (exit $rc: $(head -c 300 "$tmp/err"))"; fi
-}
 
 "$ctrain" toy detection --out det --size 32 --classes 2 --train 8 --val 4 >/dev/null
 expect "toy detection writes COCO files" "[ -s det/train.json ] && [ -s det/val/000001.png ]"

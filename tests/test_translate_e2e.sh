@@ -9,21 +9,9 @@
 #
 # usage: test_translate_e2e.sh CTRAIN [SOURCE_ROOT]
 set -u
-ctrain=$1
-case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
+. "$(dirname "$0")/e2e_lib.sh"
 src_root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 config=$src_root/configs/translate_copy.ini
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $1"; }
-bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }  # DESC CONDITION
-# jnum LINE KEY: the value of a numeric (or plain) JSON field.
-jnum() { sed -n "s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" <<<"$1"; }
-# jstr LINE KEY: the value of a string JSON field (no escapes in our paths).
-jstr() { sed -n "s/.*\"$2\": *\"\([^\"]*\)\".*/\1/p" <<<"$1"; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 
 # Every key this test relies on is pinned here, so edits to the shipped
 # config's tuning do not break it. A small model on short sequences: it

@@ -7,16 +7,10 @@
 #
 # usage: test_translate_errors.sh CTRAIN [SOURCE_ROOT]
 set -u
-ctrain=$1
-case $ctrain in */*) ctrain=$(cd "$(dirname "$ctrain")" && pwd)/$(basename "$ctrain") ;; esac
+. "$(dirname "$0")/e2e_lib.sh"
 src_root=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 config=$src_root/configs/translate_copy.ini
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-fails=0
-ok() { echo "ok: $1"; }
-bad() { echo "FAIL: $1"; fails=$((fails + 1)); }
 
 # check DESC STATUS REGEX -- COMMAND...: COMMAND exits STATUS (a number or
 # an alternation like "1|2"), its stderr has a "ctrain: error:" line matching
