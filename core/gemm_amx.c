@@ -159,9 +159,10 @@ static TARGET void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 }
 
 // Blocking: the A panel (32 x KC bf16, 32 KiB) stays in L1 and the packed B
-// block (KC x NC bf16, 512 KiB) in L2.
+// block (KC x NC bf16, 1 MiB) in L2: NC 1024 covers the widest linears of
+// the models here (N 576..1024) in one block, so A is packed once.
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_amx = {
-    .mr = MR, .nr = NR, .kgran = 32, .mc = MR * 4, .kc = 512, .nc = 512,
+    .mr = MR, .nr = NR, .kgran = 32, .mc = MR * 4, .kc = 512, .nc = 1024,
     .kernel = kernel, .begin = amx_begin, .end = amx_end,
     .round_row = ct_bf16_round_row_cvt,
     .pair_rows = ct_bf16_pair_rows_cvt,
