@@ -294,7 +294,7 @@ check "inspect without a checkpoint" 2 "inspect takes one checkpoint" -- "$ctrai
 check "inspect with two" 2 "inspect takes one checkpoint" -- "$ctrain" inspect "$ckpt" "$ckpt"
 check "export without an output" 2 "export takes a checkpoint and an output" -- \
   "$ctrain" export "$ckpt"
-check "plot without a folder" 2 "plot takes one run folder" -- "$ctrain" plot
+check "plot without a folder" 2 "plot takes a run folder" -- "$ctrain" plot
 check "toy without a kind" 2 "the kinds are 'translation'" -- "$ctrain" toy
 check "toy without --out" 2 "needs --out DIR" -- "$ctrain" toy translation
 no_dir "toy usage errors" "$tmp/toy"
