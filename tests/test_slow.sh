@@ -9,6 +9,8 @@
 #             >= 92% test accuracy, configs/vit_fmnist.ini >= 90%, and
 #             configs/deit_fmnist.ini, distilled from that ResNet with the
 #             ViT's budget, beats the ViT by >= 0.5 points.
+#   detr:     configs/detr_toy.ini (at most 60 minutes of training) reaches
+#             mAP@0.5 >= 0.9 on the generated validation images.
 set -u
 ctrain=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 which=$1
@@ -52,6 +54,12 @@ case "$which" in
     at_least "${acc[vit]}" 0.90 || { echo "FAIL: vit ${acc[vit]} < 0.90"; exit 1; }
     at_least "${acc[deit]}" "$(awk -v v="${acc[vit]}" 'BEGIN { print v + 0.005 }')" ||
       { echo "FAIL: deit ${acc[deit]} does not beat vit ${acc[vit]} by 0.5 points"; exit 1; }
+    ;;
+  detr)
+    out=$("$ctrain" train configs/detr_toy.ini --set run.dir="$tmp" | tail -n 1)
+    map50=$(field map50 "$out")
+    echo "detr: $out"
+    at_least "$map50" 0.9 || { echo "FAIL: map50 $map50 < 0.9"; exit 1; }
     ;;
 esac
 echo "ok"
