@@ -10,13 +10,16 @@
 // ---- broadcasting -----------------------------------------------------------
 //
 // How an operand's elements line up with the output's: the same layout, a
-// repeated suffix (operand index = i % n, e.g. a bias added to every row), or
+// repeated suffix (operand index = i % n, e.g. a bias added to every row), a
+// block of the output's dims with broadcast dims after it (index = (i /
+// inner) % n, e.g. a (B, 1, 1) per-sample scale of a (B, T, D) tensor), or
 // general numpy broadcasting through strides (0 on broadcast dims).
-typedef enum { MAP_SAME, MAP_SUFFIX, MAP_GENERAL } map_kind;
+typedef enum { MAP_SAME, MAP_SUFFIX, MAP_BLOCK, MAP_GENERAL } map_kind;
 
 typedef struct bmap {
   map_kind kind;
   int64_t n;                       // operand numel
+  int64_t inner;                   // MAP_BLOCK: output elements per operand one
   int ndim;                        // output dims
   int64_t shape[CT_MAX_DIMS];      // output shape
   int64_t stride[CT_MAX_DIMS];     // operand stride per output dim
@@ -25,6 +28,7 @@ typedef struct bmap {
 static inline int64_t bmap_index(const bmap *m, int64_t i) {
   if (m->kind == MAP_SAME) return i;
   if (m->kind == MAP_SUFFIX) return i % m->n;
+  if (m->kind == MAP_BLOCK) return (i / m->inner) % m->n;
   int64_t idx = 0;
   for (int d = m->ndim - 1; d >= 0; d--) {
     idx += (i % m->shape[d]) * m->stride[d];
@@ -71,6 +75,20 @@ static bmap make_map(const ct_tensor *t, int ndim, const int64_t *shape,
     m.kind = MAP_SUFFIX;
     return m;
   }
+  // Block: the operand's dims other than 1 equal a run [lo, hi) of the
+  // output's dims (leading 1s of the operand count as broadcast dims).
+  int lo = 0, hi = ndim;
+  while (lo < ndim && (lo < lead || t->shape[lo - lead] == 1)) lo++;
+  while (hi > lo && t->shape[hi - 1 - lead] == 1) hi--;
+  bool block = true;
+  for (int d = lo; d < hi; d++)
+    if (t->shape[d - lead] != shape[d]) block = false;
+  if (block) {
+    m.kind = MAP_BLOCK;
+    m.inner = 1;
+    for (int d = hi; d < ndim; d++) m.inner *= shape[d];
+    return m;
+  }
   m.kind = MAP_GENERAL;
   int64_t s = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -94,7 +112,20 @@ typedef struct bin_saved {
 static void reduce_grad(float *grad_in, const bmap *m, const float *g,
                         int64_t n, const float *other, const bmap *mo,
                         float sign, bool fresh) {
-  if (fresh && !other) {
+  if (m->kind == MAP_SAME && other && mo->kind == MAP_BLOCK) {
+    // One factor per row of `inner` elements (a per-sample scale).
+    const int64_t inner = mo->inner, rows = inner ? n / inner : 0;
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+      const float o = other[r % mo->n];
+      const float *gr = g + r * inner;
+      float *dr = grad_in + r * inner;
+      if (fresh)
+        for (int64_t j = 0; j < inner; j++) dr[j] = sign * gr[j] * o;
+      else
+        for (int64_t j = 0; j < inner; j++) dr[j] += sign * gr[j] * o;
+    }
+  } else if (fresh && !other) {
     #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) grad_in[i] = sign * g[i];
   } else if (fresh) {
@@ -157,7 +188,8 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
   const float *pa = ct_f32(a), *pb = ct_f32(b);
   float *py = ct_f32(y);
   const int64_t n = y->numel;
-  if (ma.kind == MAP_SAME && mb.kind != MAP_GENERAL) {
+  if (ma.kind == MAP_SAME &&
+      (mb.kind == MAP_SAME || mb.kind == MAP_SUFFIX)) {
     // The common cases (same shapes, a bias-like suffix) as plain loops
     // over rows of b's length (fixed 4096-element rows for same shapes).
     const int64_t nb = mb.kind == MAP_SAME ? 4096 : mb.n;
@@ -175,6 +207,26 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
         for (int64_t j = 0; j < len; j++) yr[j] = ar[j] - br[j];
       else
         for (int64_t j = 0; j < len; j++) yr[j] = ar[j] * br[j];
+    }
+  } else if ((ma.kind == MAP_SAME && mb.kind == MAP_BLOCK) ||
+             (ma.kind == MAP_BLOCK && mb.kind == MAP_SAME)) {
+    // One operand holds a value per row of `inner` output elements.
+    const bool a_block = ma.kind == MAP_BLOCK;
+    const bmap *blk = a_block ? &ma : &mb;
+    const int64_t inner = blk->inner, rows = inner ? n / inner : 0;
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+      const float v = (a_block ? pa : pb)[r % blk->n];
+      const float *full = (a_block ? pb : pa) + r * inner;
+      float *yr = py + r * inner;
+      if (kind == BIN_ADD)
+        for (int64_t j = 0; j < inner; j++) yr[j] = full[j] + v;
+      else if (kind == BIN_MUL)
+        for (int64_t j = 0; j < inner; j++) yr[j] = full[j] * v;
+      else if (a_block)
+        for (int64_t j = 0; j < inner; j++) yr[j] = v - full[j];
+      else
+        for (int64_t j = 0; j < inner; j++) yr[j] = full[j] - v;
     }
   } else {
     #pragma omp parallel for schedule(static) if (n > 32768)

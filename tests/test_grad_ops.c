@@ -3,6 +3,8 @@
 #include "autograd/ops.h"
 #include "tests/grad_util.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct op_case {
@@ -81,6 +83,12 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(4, 1, 3)), grad_input(CT_SHAPE(5, 1)));
   GRAD("mul row scale (2,3,1)*(2,3,7)", ((op_case){.op = OP_MUL}),
        grad_input(CT_SHAPE(2, 3, 1)), grad_input(CT_SHAPE(2, 3, 7)));
+  GRAD("mul per-sample scale (3,4,5)*(3,1,1)", ((op_case){.op = OP_MUL}),
+       grad_input(CT_SHAPE(3, 4, 5)), grad_input(CT_SHAPE(3, 1, 1)));
+  GRAD("sub block first (4,1)-(3,4,5)", ((op_case){.op = OP_SUB}),
+       grad_input(CT_SHAPE(4, 1)), grad_input(CT_SHAPE(3, 4, 5)));
+  GRAD("add block second (3,4,5)+(1,4,1)", ((op_case){.op = OP_ADD}),
+       grad_input(CT_SHAPE(3, 4, 5)), grad_input(CT_SHAPE(1, 4, 1)));
   GRAD("mul same shape 129", ((op_case){.op = OP_MUL}),
        grad_input(CT_SHAPE(129)), grad_input(CT_SHAPE(129)));
   GRAD("mul shared input", ((op_case){.op = OP_MUL}),
@@ -98,6 +106,88 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(4, 33)));
   GRAD("dropout p=0", ((op_case){.op = OP_DROPOUT, .p = 0.0f}),
        grad_input(CT_SHAPE(7)));
+}
+
+// Where output element i of a broadcast reads t, computed directly from the
+// numpy rule (a dim of 1 repeats).
+static int64_t broadcast_index(const ct_tensor *t, int nd, const int64_t *shape,
+                               int64_t i) {
+  int64_t idx = 0, stride = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    const int64_t coord = i % shape[d];
+    i /= shape[d];
+    const int td = d - (nd - t->ndim);
+    if (td < 0) continue;
+    if (t->shape[td] != 1) idx += coord * stride;
+    stride *= t->shape[td];
+  }
+  return idx;
+}
+
+// add, sub and mul against that rule at sizes that take the threaded loops,
+// for each way operands line up (same, suffix, block, general), with the
+// backward of mul from a random seed gradient.
+static void broadcast_values(void) {
+  static const struct {
+    int nda;
+    int64_t a[3];
+    int ndb;
+    int64_t b[3];
+  } cases[] = {
+      {3, {64, 50, 16}, 3, {64, 1, 1}},   // per-sample scale (drop path)
+      {3, {64, 1, 1}, 3, {64, 50, 16}},   // the same, block operand first
+      {2, {50, 1}, 3, {64, 50, 16}},      // block in the middle
+      {3, {64, 50, 16}, 3, {64, 50, 16}}, // same shapes
+      {3, {64, 50, 16}, 1, {16}},         // suffix
+      {3, {64, 1, 16}, 2, {50, 1}},       // general
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (int op = OP_ADD; op <= OP_MUL; op++) {
+      ct_tensor *a = grad_input(cases[c].nda, cases[c].a);
+      ct_tensor *b = grad_input(cases[c].ndb, cases[c].b);
+      op_case oc = {.op = op};
+      ct_tensor *y = run((ct_tensor *[]){a, b}, &oc);
+      CHECK(y && y->ndim == 3, "case %zu op %d: output", c, op);
+      if (!y) continue;
+      int bad = 0;
+      for (int64_t i = 0; i < y->numel; i++) {
+        const float x = ct_f32(a)[broadcast_index(a, 3, y->shape, i)];
+        const float z = ct_f32(b)[broadcast_index(b, 3, y->shape, i)];
+        const float want = op == OP_ADD ? x + z : op == OP_SUB ? x - z : x * z;
+        bad += ct_f32(y)[i] != want;
+      }
+      CHECK(bad == 0, "case %zu op %d: %d values differ", c, op, bad);
+      if (op != OP_MUL) {
+        ct_tape_clear();
+        continue;
+      }
+      ct_tensor *seed = grad_input(3, y->shape);
+      CHECK(ct_backward_seeded(y, ct_f32(seed)) == CT_OK, "case %zu backward", c);
+      // Reference sums in double; a float sum of many terms may differ by
+      // rounding relative to the sum of the terms' magnitudes.
+      double *wa = calloc((size_t)a->numel * 2, sizeof *wa);
+      double *wb = calloc((size_t)b->numel * 2, sizeof *wb);
+      for (int64_t i = 0; i < y->numel; i++) {
+        const int64_t ia = broadcast_index(a, 3, y->shape, i);
+        const int64_t ib = broadcast_index(b, 3, y->shape, i);
+        const double ta = (double)ct_f32(seed)[i] * ct_f32(b)[ib];
+        const double tb = (double)ct_f32(seed)[i] * ct_f32(a)[ia];
+        wa[2 * ia] += ta;
+        wa[2 * ia + 1] += fabs(ta);
+        wb[2 * ib] += tb;
+        wb[2 * ib + 1] += fabs(tb);
+      }
+      double err = 0;
+      for (int64_t i = 0; i < a->numel; i++)
+        err = fmax(err, fabs(a->grad[i] - wa[2 * i]) / fmax(1.0, wa[2 * i + 1]));
+      for (int64_t i = 0; i < b->numel; i++)
+        err = fmax(err, fabs(b->grad[i] - wb[2 * i]) / fmax(1.0, wb[2 * i + 1]));
+      CHECK(err < 1e-6, "case %zu: mul gradient off by %g", c, err);
+      free(wa);
+      free(wb);
+      ct_tape_clear();
+    }
+  }
 }
 
 static void matrix(void) {
@@ -183,6 +273,7 @@ static void shapes(void) {
 
 int main(void) {
   elementwise();
+  broadcast_values();
   matrix();
   reductions();
   shapes();
