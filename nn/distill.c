@@ -64,8 +64,10 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
     const float tau = opts->tau;
     ct_tensor *student = ct_log_softmax(ct_scale(dist_logits, 1.0f / tau));
     ct_tensor *teacher = ct_log_softmax(ct_scale(teacher_logits, 1.0f / tau));
+    const int64_t per = opts->kl_per_sample ? dist_logits->shape[0]
+                                            : dist_logits->numel;
     distill = ct_scale(ct_kl_div(student, teacher, true, CT_REDUCE_SUM),
-                       tau * tau / (float)dist_logits->numel);
+                       tau * tau / (float)per);
   }
   return ct_add(ct_scale(base, 1.0f - opts->alpha),
                 ct_scale(distill, opts->alpha));

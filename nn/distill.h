@@ -8,7 +8,9 @@
 //   soft:  (1 - alpha) base + alpha tau^2 KL(softmax(z_t/tau) || softmax(z_dist/tau)),
 //          the KL summed and divided by z_dist's element count, as the
 //          reference computes it (F.kl_div(..., reduction='sum',
-//          log_target=True) * tau^2 / numel).
+//          log_target=True) * tau^2 / numel), or with kl_per_sample by the
+//          row count: the paper's per-image KL (Hinton et al.'s scaling),
+//          K times the reference's term for K classes.
 // The teacher's logits are plain data (no gradient): run the teacher with
 // recording off.
 #ifndef CT_NN_DISTILL_H
@@ -30,6 +32,7 @@ typedef struct ct_distill_opts {
   ct_distill_kind kind;
   float alpha;            // weight of the distillation term
   float tau;              // soft distillation temperature
+  bool kl_per_sample;     // soft: KL summed / B (else / B*K, the reference)
   float label_smoothing;  // of the true-label CE (labels only)
 } ct_distill_opts;
 

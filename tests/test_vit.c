@@ -300,8 +300,23 @@ static void test_losses(void) {
          0.5 * 4.0 * kl / (N * K);
   CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5, "soft distillation %g vs %g",
         loss ? ct_f32(loss)[0] : 0.0, want);
+  // The per-image KL (kl_per_sample) is K times the reference's term.
+  c.o.kl_per_sample = true;
+  loss = ct_nn_distill_loss(zc, zd, c.teacher, labels, NULL, &c.o);
+  want = 0.5 * ct_f32(ct_cross_entropy(zc, labels, NULL))[0] +
+         0.5 * 4.0 * kl / N;
+  CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5,
+        "per-image soft distillation %g vs %g", loss ? ct_f32(loss)[0] : 0.0,
+        want);
+  c.o.kl_per_sample = false;
   ct_tensor *sd[2] = {zc, zd};
   grad_check("soft distillation loss", distill_fn, &c, sd, 2, NULL);
+  c.o.kl_per_sample = true;
+  sd[0] = grad_input(CT_SHAPE(N, K));
+  sd[1] = grad_input(CT_SHAPE(N, K));
+  c.labels = make_labels();
+  c.teacher = ct_tensor_randn(&grad_test_rng, 0.0f, 2.0f, CT_SHAPE(N, K));
+  grad_check("per-image soft distillation loss", distill_fn, &c, sd, 2, NULL);
   labels = make_labels();
   zc = grad_input(CT_SHAPE(N, K));
   CHECK(!ct_nn_distill_loss(zc, NULL, NULL, labels, NULL, &c.o),

@@ -471,6 +471,8 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
               : !strcmp(kind, "soft") ? CT_DISTILL_SOFT : CT_DISTILL_NONE,
       .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
       .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
+      .kl_per_sample = !strcmp(ct_config_str(cfg, "train", "distill_kl"),
+                               "sample"),
       .label_smoothing = c->label_smoothing,
   };
   if (c->distill.kind != CT_DISTILL_NONE) st = open_teacher(c, cfg);

@@ -188,6 +188,9 @@ static const ct_config_key schema[] = {
    "deit: weight of the distillation term"},
   {"train", "distill_tau", CT_CONFIG_FLOAT, "1.0", NULL,
    "deit: soft distillation temperature"},
+  {"train", "distill_kl", CT_CONFIG_ENUM, "element", "element|sample",
+   "deit: soft distillation's KL divided by B*K (element, DeiT's reference "
+   "code) or by B (sample, the per-image KL of the paper)"},
   {"train", "eval_beam", CT_CONFIG_INT, "1", NULL,
    "beam size of validations during training (1 = greedy)"},
   {"train", "final_beam", CT_CONFIG_INT, "4", NULL,
