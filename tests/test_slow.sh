@@ -26,6 +26,13 @@ field() {  # field NAME JSON -> the number
   sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" <<<"$2"
 }
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+test_eval() {  # test_eval CONFIG [--set ...]... -> eval's JSON line on the test split
+  local out ckpt
+  out=$("$ctrain" train "$@" --set run.dir="$tmp" | tail -n 1)
+  ckpt=$(sed -n 's/.*"checkpoint": "\([^"]*\)".*/\1/p' <<<"$out")
+  [ -n "$ckpt" ] || { echo "FAIL: training $* gave no checkpoint" >&2; return 1; }
+  "$ctrain" eval "$ckpt" --split test | tail -n 1
+}
 case "$which" in
   toy)
     out=$("$ctrain" train configs/translate_toy.ini --set run.dir="$tmp" | tail -n 1)
@@ -35,9 +42,7 @@ case "$which" in
     ;;
   multi30k)
     [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
-    out=$("$ctrain" train configs/multi30k_de_en.ini --set run.dir="$tmp" | tail -n 1)
-    ckpt=$(sed -n 's/.*"checkpoint": "\([^"]*\)".*/\1/p' <<<"$out")
-    test_out=$("$ctrain" eval "$ckpt" --split test | tail -n 1)
+    test_out=$(test_eval configs/multi30k_de_en.ini) || exit 1
     bleu=$(field bleu "$test_out")
     echo "multi30k: $test_out"
     at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
@@ -46,11 +51,9 @@ case "$which" in
     [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
       { echo "no Fashion-MNIST (apt-get install dataset-fashion-mnist): skipped"; exit 77; }
     test_accuracy() {  # test_accuracy CONFIG [--set ...]... -> the test accuracy
-      local out ckpt
-      out=$("$ctrain" train "$@" --set run.dir="$tmp" | tail -n 1)
-      ckpt=$(sed -n 's/.*"checkpoint": "\([^"]*\)".*/\1/p' <<<"$out")
-      [ -n "$ckpt" ] || { echo "FAIL: training $* gave no checkpoint" >&2; return 1; }
-      field accuracy "$("$ctrain" eval "$ckpt" --split test | tail -n 1)"
+      local line
+      line=$(test_eval "$@") || return 1
+      field accuracy "$line"
     }
     resnet=$(test_accuracy configs/resnet_fmnist.ini) || exit 1
     echo "resnet: test accuracy $resnet"
