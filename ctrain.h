@@ -25,6 +25,7 @@
 // The pieces, one header each:
 //   core/error.h      status codes and ct_last_error()
 //   core/tensor.h     f32/i32 tensors up to 5 dims, views, creation
+//   core/session.h    one session per thread: arena, tape, gemm settings
 //   core/arena.h      the per-step bump allocator
 //   core/params.h     parameters, grads and optimizer state in flat buffers
 //   core/rng.h        Philox4x32-10 keyed random numbers
@@ -67,6 +68,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "core/session.h"
 #include "core/arena.h"
 #include "core/params.h"
 #include "core/rng.h"

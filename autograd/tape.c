@@ -1,27 +1,18 @@
-// The tape: a linked list of nodes in the step arena, newest first.
+// The tape: a linked list of nodes in the step arena, newest first, held by
+// the calling thread's session (core/session.h) with the recording switch
+// and the gradient pool. ct_arena_reset() empties all three.
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/session_internal.h"
 
 #include <string.h>
 
-static bool recording = true;
-static ct_node *head;              // newest node, valid in head_generation
-static unsigned head_generation;
-static int head_count;
-
-static ct_node *tape_head(void) {
-  if (head_generation != ct_arena_generation()) {
-    head = NULL;
-    head_count = 0;
-  }
-  return head;
-}
-
-bool ct_grad_enabled(void) { return recording; }
+bool ct_grad_enabled(void) { return ct_session_current()->recording; }
 
 bool ct_grad_set_enabled(bool on) {
-  bool was = recording;
-  recording = on;
+  ct_session *s = ct_session_current();
+  bool was = s->recording;
+  s->recording = on;
   return was;
 }
 
@@ -37,7 +28,7 @@ ct_tensor *ct_requires_grad(ct_tensor *t) {
 }
 
 bool ct_tape_wants(int n_in, ct_tensor *const *in) {
-  if (!recording) return false;
+  if (!ct_session_current()->recording) return false;
   for (int i = 0; i < n_in; i++)
     if (in[i] && in[i]->requires_grad) return true;
   return false;
@@ -58,23 +49,21 @@ ct_status ct_tape_record(const char *op, ct_backward_fn backward, ct_tensor *out
   node->n_in = n_in;
   for (int i = 0; i < n_in; i++) node->in[i] = in[i];
   node->saved = saved;
-  node->prev = tape_head();
-  head = node;
-  head_generation = ct_arena_generation();
-  head_count++;
+  ct_session *s = ct_session_current();
+  node->prev = s->tape_head;
+  s->tape_head = node;
+  s->tape_count++;
   out->node = node;
   out->requires_grad = true;
   return CT_OK;
 }
 
-int ct_tape_size(void) {
-  tape_head();
-  return head_count;
-}
+int ct_tape_size(void) { return ct_session_current()->tape_count; }
 
 void ct_tape_clear(void) {
-  head = NULL;
-  head_count = 0;
+  ct_session *s = ct_session_current();
+  s->tape_head = NULL;
+  s->tape_count = 0;
 }
 
 // ---- gradient buffers ---------------------------------------------------------
@@ -86,22 +75,8 @@ void ct_tape_clear(void) {
 // through a few recently used buffers, warm in cache, instead of a fresh
 // arena block per tensor, and the step's arena peak loses most of the
 // intermediate gradients. Leaves (parameters, ct_requires_grad tensors) and
-// the tensor backward starts from keep theirs.
-enum { GRAD_POOL_MAX = 64 };
-typedef struct pooled_grad {
-  float *buf;
-  int64_t numel;
-} pooled_grad;
-static pooled_grad grad_pool[GRAD_POOL_MAX];
-static int grad_pool_n;
-static unsigned grad_pool_generation;
-
-// Empties the pool when the arena was reset since it was filled.
-static void grad_pool_sync(void) {
-  if (grad_pool_generation == ct_arena_generation()) return;
-  grad_pool_n = 0;
-  grad_pool_generation = ct_arena_generation();
-}
+// the tensor backward starts from keep theirs. The pool is the session's
+// (it holds arena memory, so an arena reset empties it).
 
 // Zeroes n floats; big buffers on all threads (each float is written once,
 // so the split cannot change anything).
@@ -118,15 +93,16 @@ static void zero_floats(float *buf, int64_t n) {
 
 // A buffer for numel floats from the pool (contents undefined), or NULL.
 static float *grad_pool_take(int64_t numel) {
-  grad_pool_sync();
+  ct_session *s = ct_session_current();
+  ct_pooled_grad *pool = s->grad_pool;
   int best = -1;
-  for (int i = 0; i < grad_pool_n; i++)
-    if (grad_pool[i].numel >= numel &&
-        (best < 0 || grad_pool[i].numel < grad_pool[best].numel))
+  for (int i = 0; i < s->grad_pool_n; i++)
+    if (pool[i].numel >= numel &&
+        (best < 0 || pool[i].numel < pool[best].numel))
       best = i;
   if (best < 0) return NULL;
-  float *buf = grad_pool[best].buf;
-  grad_pool[best] = grad_pool[--grad_pool_n];
+  float *buf = pool[best].buf;
+  pool[best] = pool[--s->grad_pool_n];
   return buf;
 }
 
@@ -141,9 +117,9 @@ static float *grad_uninit(const ct_tensor *t) {
 // NULL.
 static void grad_pool_put(ct_tensor *t) {
   if (!t->grad || t->persistent || !t->node) return;
-  grad_pool_sync();
-  if (grad_pool_n < GRAD_POOL_MAX)
-    grad_pool[grad_pool_n++] = (pooled_grad){t->grad, t->numel};
+  ct_session *s = ct_session_current();
+  if (s->grad_pool_n < CT_GRAD_POOL_MAX)
+    s->grad_pool[s->grad_pool_n++] = (ct_pooled_grad){t->grad, t->numel};
   t->grad = NULL;
 }
 
@@ -211,7 +187,7 @@ ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
   // Walk newest to oldest. A node whose output received no gradient is not
   // on a path to the loss and is skipped.
   bool was = ct_grad_set_enabled(false);
-  for (ct_node *n = tape_head(); n; n = n->prev) {
+  for (ct_node *n = ct_session_current()->tape_head; n; n = n->prev) {
     if (!n->out->grad) continue;
     if (grad_handed_over(n, out)) continue;
     if (!grads_for_inputs(n)) {

@@ -12,11 +12,17 @@
 // again. Gradients of op outputs are scratch: once an op's backward has run,
 // its output's buffer is reused for later gradients of the same pass and
 // t->grad goes back to NULL, so after backward only leaves (parameters,
-// ct_requires_grad tensors) and the tensor backward started from hold one. Nodes live in the step arena, so ct_arena_reset() also empties the
-// tape. Recording is process-wide and single-threaded (the kernels inside an
-// op are what run in parallel).
-#ifndef CT_TAPE_H
-#define CT_TAPE_H
+// ct_requires_grad tensors) and the tensor backward started from hold one.
+// Nodes live in the step arena, so ct_arena_reset() also empties the tape.
+//
+// The tape, its recording switch and its gradient buffers belong to the
+// calling thread's session (core/session.h): threads in different sessions
+// record and differentiate independently, and a no-grad scope in one
+// thread does not touch another's recording. Within a session, ops are
+// called from one thread (the kernels inside an op are what run in
+// parallel).
+#ifndef CT_AUTOGRAD_TAPE_H
+#define CT_AUTOGRAD_TAPE_H
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -60,9 +66,10 @@ static inline void ct_node_set_flags(ct_tensor *out, unsigned flags) {
   if (out && out->node) out->node->flags |= flags;
 }
 
-// Recording switch; eval and inference run with it off (no tape, no saved
-// state). ct_grad_set_enabled returns the previous setting, so a no-grad
-// scope is:  bool was = ct_grad_set_enabled(false); ...; ct_grad_set_enabled(was);
+// Recording switch of the calling thread's session; eval and inference run
+// with it off (no tape, no saved state). ct_grad_set_enabled returns the
+// previous setting, so a no-grad scope is:
+//   bool was = ct_grad_set_enabled(false); ...; ct_grad_set_enabled(was);
 bool ct_grad_enabled(void);
 bool ct_grad_set_enabled(bool on);
 

@@ -2,14 +2,14 @@
 //
 // Allocation is a pointer bump; ct_arena_reset() frees everything at once
 // after an optimizer step. Memory is kept between steps, so a training loop
-// in steady state does no malloc/free. Each reset starts a new generation;
-// objects remember the generation they were made in, which lets the tape (and
-// debug checks) tell stale pointers from live ones.
+// in steady state does no malloc/free. The tape lives in the arena, so a
+// reset also empties it.
 //
-// Not thread-safe: allocate from the thread that drives the model. Kernels
+// Each session (core/session.h) has its own arena, and these calls use the
+// calling thread's. Allocate from the thread that drives the model: kernels
 // running in OpenMP regions write into memory allocated before the region.
-#ifndef CT_ARENA_H
-#define CT_ARENA_H
+#ifndef CT_CORE_ARENA_H
+#define CT_CORE_ARENA_H
 
 #include <stddef.h>
 
@@ -18,10 +18,8 @@
 void *ct_arena_alloc(size_t bytes);
 // Like ct_arena_alloc, zero-filled.
 void *ct_arena_calloc(size_t bytes);
-// Frees everything allocated since the last reset.
+// Frees everything allocated since the last reset, tape included.
 void ct_arena_reset(void);
-// Counts resets; objects made before a reset belong to an older generation.
-unsigned ct_arena_generation(void);
 // Bytes handed out since the last reset, and the most ever handed out.
 size_t ct_arena_used_bytes(void);
 size_t ct_arena_peak_bytes(void);
@@ -31,7 +29,7 @@ size_t ct_arena_peak_bytes(void);
 typedef struct ct_arena_mark {
   void *block;
   size_t used;
-  unsigned generation;
+  unsigned resets;  // a rewind after a reset has nothing to give back
 } ct_arena_mark;
 ct_arena_mark ct_arena_get_mark(void);
 void ct_arena_rewind(ct_arena_mark mark);

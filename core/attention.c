@@ -265,20 +265,29 @@ keep_row_avx512(uint64_t seed, uint64_t stream, uint64_t first, int n,
 }
 #endif
 
-// The row kernels for this CPU.
+// The row kernels for this CPU, and the products' settings, taken from the
+// calling thread's session: the OpenMP workers that multiply are bound to
+// none (core/session.h).
 typedef struct attn_isa {
   fwd_tile_fn fwd;
   bwd_tile_fn bwd;
   keep_row_fn keep;
+  ct_gemm_mode gemm;
 } attn_isa;
 
 static attn_isa pick_isa(void) {
-  attn_isa k = {fwd_tile_base, bwd_tile_base, keep_row_base};
+  attn_isa k = {fwd_tile_base, bwd_tile_base, keep_row_base,
+                ct_gemm_current_mode()};
 #ifdef ATTN_X86
-  if (__builtin_cpu_supports("avx512f"))
-    k = (attn_isa){fwd_tile_avx512, bwd_tile_avx512, keep_row_avx512};
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    k = (attn_isa){fwd_tile_avx2, bwd_tile_avx2, keep_row_avx2};
+  if (__builtin_cpu_supports("avx512f")) {
+    k.fwd = fwd_tile_avx512;
+    k.bwd = bwd_tile_avx512;
+    k.keep = keep_row_avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    k.fwd = fwd_tile_avx2;
+    k.bwd = bwd_tile_avx2;
+    k.keep = keep_row_avx2;
+  }
 #endif
   return k;
 }
@@ -411,7 +420,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
 
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    ct_gemm(false, false, mq, nk, Dh, p->scale, qb, p->q.row, kt + j0, ldkt,
+    ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb, p->q.row, kt + j0, ldkt,
             0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = {.mq = mq, .nk = nk, .lim = w->lim,
@@ -428,7 +437,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    ct_gemm(false, false, mq, Dh, nk, 1.0f, w->s, BK, vb + j0 * p->v.row,
+    ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, 1.0f, w->s, BK, vb + j0 * p->v.row,
             p->v.row, 1.0f, w->o, Dh);
   }
 
@@ -606,9 +615,9 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      ct_gemm(false, false, mq, nk, Dh, p->scale, qb, p->q.row, w->kt + j0,
+      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb, p->q.row, w->kt + j0,
               ldt, 0.0f, w->s, BK);
-      ct_gemm(false, false, mq, nk, Dh, 1.0f, dob, p->out.row, w->vt + j0,
+      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, 1.0f, dob, p->out.row, w->vt + j0,
               ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
@@ -619,14 +628,14 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
-        ct_gemm(true, false, nk, Dh, mq, 1.0f, w->s, BK, dob, p->out.row,
+        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, 1.0f, w->s, BK, dob, p->out.row,
                 1.0f, dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        ct_gemm(false, false, mq, Dh, nk, p->scale, w->dp, BK,
+        ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, p->scale, w->dp, BK,
                 kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
                 p->q.row);
       if (dkh)
-        ct_gemm(true, false, nk, Dh, mq, p->scale, w->dp, BK, qb, p->q.row,
+        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, p->scale, w->dp, BK, qb, p->q.row,
                 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;

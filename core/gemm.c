@@ -1,119 +1,18 @@
-// Packed, cache-blocked single-precision gemm (GotoBLAS/BLIS structure):
-// the driver, the packing routines, the portable scalar micro-kernel, the
-// run-time choice of micro-kernel, and the OpenMP split of the work.
-// The vector micro-kernels live in gemm_avx512.c and gemm_avx2.c.
-//
-// Loop nest for one product, C (M,N) += op(A) (M,K) op(B) (K,N):
-//
-//   for jc in N by NC:            B block  (KC,NC) packed once, stays in L2
-//     for pc in K by KC:          fixed K-block boundaries (depend on K only)
-//       pack B(pc, jc)
-//       for ic in M by MC:        A block  (MC,KC) packed
-//         pack A(ic, pc)
-//         for ir in MC by MR:     A micro-panel (KC,MR) stays in L1
-//           for jr in NC by NR:   B micro-panels stream from L2
-//             micro-kernel: C tile (MR,NR) = alpha * A B + beta' * C tile
-//
-// beta' is beta for the first K block and 1 afterwards, so every element of
-// C is one fixed sequence of FMAs over K, whatever the thread count.
-//
-// Two neighbouring passes of a linear layer ride along (same bits as doing
-// them apart): ct_gemm_bias hands the micro-kernel the bias row where the
-// first K block would load the old C (no fill pass over C), and
-// ct_gemm_sum_a sums the rows of a stored-transposed A block by block right
-// after packing it, while it is in cache (a bias gradient without another
-// pass over dy).
-//
-// Packing copies without transposing where the kernel allows it: AVX-512
-// reads A in its row layout when A is row-major (kernel_rows) and k-major
-// when it is stored transposed, and products of few rows read a row-major B
-// in place. Only B stored transposed (and A, for kernels without a rows
-// layout) is transposed while packing.
-//
-// Threads take independent rectangles of C (and whole matrices of a batch),
-// each running the loop nest above with its own packing buffers; K is never
-// split. The rectangles are unions of whole MR x NR tiles and a tile's
-// arithmetic does not depend on where it sits, so results are bit-identical
-// for any thread count.
-//
-// Not here: mixed precision. Packing is kept apart from the micro-kernels
-// because it is where a later bf16 path (AMX tiles or AVX512-BF16 dot
-// products) rounds its inputs to bf16, in the layout its micro-kernel wants
-// (such a path always packs B: the in-place B read is an fp32 shortcut);
-// the micro-kernels stay pure compute on panels.
+// The gemm dispatcher: the public entry points of core/gemm.h and
+// core/gemm_bf16.h. It reads the calling thread's session for the precision
+// and the forced paths, picks the kernels the CPU supports, turns a batch
+// into one shared C into single products, and hands each call to a driver:
+// fp32 (core/gemm_f32.c) or bf16 (core/gemm_bf16.c). Neither driver knows
+// the other; both share core/gemm_internal.h.
 #include "core/gemm.h"
 
 #include "core/gemm_bf16.h"
 #include "core/gemm_internal.h"
-
-#include <omp.h>
-#include <stdlib.h>
-#include <string.h>
+#include "core/session_internal.h"
 
 // ---------------------------------------------------------------------------
-// Portable scalar micro-kernel (4 x 16). Plain C: the compiler may vectorize
-// it with the baseline ISA (SSE2), never with FMA (ISO C mode contracts
-// nothing), so it runs on any CPU.
-
-#define SCALAR_MR 4
-#define SCALAR_NR 16
-
-static void kernel_scalar(int64_t kc, const float *restrict pa, int64_t rsa,
-                          const float *restrict pb, int64_t rsb,
-                          float *restrict c, int64_t ldc, float alpha,
-                          float beta, int m, int n, const float *bias) {
-  (void)rsa;
-  float acc[SCALAR_MR][SCALAR_NR] = {{0}};
-  for (int64_t k = 0; k < kc; k++) {
-    for (int i = 0; i < SCALAR_MR; i++)
-      for (int j = 0; j < SCALAR_NR; j++) acc[i][j] += pa[i] * pb[j];
-    pa += SCALAR_MR;
-    pb += rsb;
-  }
-  for (int i = 0; i < m; i++) {
-    float *row = c + i * ldc;
-    const float *in = bias ? bias : row;  // the old values
-    if (beta == 0.0f)
-      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j];
-    else
-      for (int j = 0; j < n; j++) row[j] = alpha * acc[i][j] + beta * in[j];
-  }
-}
-
-// Portable packing helper (ct_gemm_copy_fn).
-static void copy_rows(const float *src, int64_t lds, int64_t rows, int w,
-                      float *dst, int width) {
-  for (int64_t r = 0; r < rows; r++, src += lds, dst += width) {
-    memcpy(dst, src, (size_t)w * sizeof(float));
-    for (int j = w; j < width; j++) dst[j] = 0.0f;
-  }
-}
-
-// Portable transposing packing helper (ct_gemm_pack_bt_fn).
-static void pack_bt(const float *src, int64_t ldb, int64_t kc, int cols,
-                    float *dst, int width) {
-  for (int j = 0; j < cols; j++) {
-    const float *s = src + j * ldb;
-    float *d = dst + j;
-    for (int64_t k = 0; k < kc; k++) d[k * width] = s[k];
-  }
-  for (int j = cols; j < width; j++)
-    for (int64_t k = 0; k < kc; k++) dst[k * width + j] = 0.0f;
-}
-
-static ct_gemm_copy_fn copier(const ct_gemm_arch *arch) {
-  return arch->copy_rows ? arch->copy_rows : copy_rows;
-}
-
-static const ct_gemm_arch arch_scalar = {
-    .mr = SCALAR_MR, .nr = SCALAR_NR, .mc = SCALAR_MR * 32, .kc = 256,
-    .nc = 1024, .kernel = kernel_scalar, .copy_rows = copy_rows,
-    .pack_bt = pack_bt};
-
-// ---------------------------------------------------------------------------
-// Path selection.
-
-static ct_gemm_path forced = CT_GEMM_AUTO;
+// Paths: forced per session, resolved against the CPU on every call (the
+// checks are cached by the compiler runtime and the kernels' own once-flags).
 
 static bool cpu_has(ct_gemm_path path) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -128,13 +27,46 @@ static bool cpu_has(ct_gemm_path path) {
 #endif
 }
 
-void ct_gemm_force_path(ct_gemm_path path) { forced = path; }
-
-ct_gemm_path ct_gemm_active_path(void) {
+static ct_gemm_path resolve_path(ct_gemm_path forced) {
   ct_gemm_path p = forced == CT_GEMM_AUTO ? CT_GEMM_AVX512 : forced;
   if (p == CT_GEMM_AVX512 && !cpu_has(CT_GEMM_AVX512)) p = CT_GEMM_AVX2;
   if (p == CT_GEMM_AVX2 && !cpu_has(CT_GEMM_AVX2)) p = CT_GEMM_SCALAR;
   return p;
+}
+
+static ct_gemm_bf16_path resolve_bf16_path(ct_gemm_bf16_path forced) {
+  ct_gemm_bf16_path p = forced == CT_GEMM_BF16_AUTO ? CT_GEMM_BF16_AMX : forced;
+  // The AMX path packs with the AVX512-BF16 conversions.
+  if (p == CT_GEMM_BF16_AMX &&
+      !(ct_gemm_bf16_cpu_has_amx() && ct_gemm_bf16_cpu_has_avx512bf16()))
+    p = CT_GEMM_BF16_AVX512BF16;
+  if (p == CT_GEMM_BF16_AVX512BF16 && !ct_gemm_bf16_cpu_has_avx512bf16())
+    p = CT_GEMM_BF16_EMULATED;
+  return p;
+}
+
+static const ct_gemm_arch *f32_arch(ct_gemm_path forced) {
+  switch (resolve_path(forced)) {
+  case CT_GEMM_AVX512: return &ct_gemm_arch_avx512;
+  case CT_GEMM_AVX2: return &ct_gemm_arch_avx2;
+  default: return &ct_gemm_arch_scalar;
+  }
+}
+
+static const ct_gemm_bf16_arch *bf16_arch(ct_gemm_bf16_path forced) {
+  switch (resolve_bf16_path(forced)) {
+  case CT_GEMM_BF16_AMX: return &ct_gemm_bf16_arch_amx;
+  case CT_GEMM_BF16_AVX512BF16: return &ct_gemm_bf16_arch_avx512bf16;
+  default: return &ct_gemm_bf16_arch_emulated;
+  }
+}
+
+void ct_gemm_force_path(ct_gemm_path path) {
+  ct_session_current()->gemm.path = path;
+}
+
+ct_gemm_path ct_gemm_active_path(void) {
+  return resolve_path(ct_session_current()->gemm.path);
 }
 
 const char *ct_gemm_path_name(ct_gemm_path path) {
@@ -147,492 +79,62 @@ const char *ct_gemm_path_name(ct_gemm_path path) {
   return "unknown";
 }
 
-static const ct_gemm_arch *active_arch(void) {
-  switch (ct_gemm_active_path()) {
-  case CT_GEMM_AVX512: return &ct_gemm_arch_avx512;
-  case CT_GEMM_AVX2: return &ct_gemm_arch_avx2;
-  default: return &arch_scalar;
-  }
+void ct_gemm_bf16_force_path(ct_gemm_bf16_path path) {
+  ct_session_current()->gemm.bf16_path = path;
 }
+
+ct_gemm_bf16_path ct_gemm_bf16_active_path(void) {
+  return resolve_bf16_path(ct_session_current()->gemm.bf16_path);
+}
+
+const char *ct_gemm_bf16_path_name(ct_gemm_bf16_path path) {
+  switch (path) {
+  case CT_GEMM_BF16_AUTO: return "auto";
+  case CT_GEMM_BF16_EMULATED: return "emulated";
+  case CT_GEMM_BF16_AVX512BF16: return "avx512bf16";
+  case CT_GEMM_BF16_AMX: return "amx";
+  }
+  return "unknown";
+}
+
+void ct_gemm_set_precision(ct_gemm_precision p) {
+  ct_session_current()->gemm.precision = p;
+}
+
+ct_gemm_precision ct_gemm_get_precision(void) {
+  return ct_session_current()->gemm.precision;
+}
+
+ct_gemm_mode ct_gemm_current_mode(void) { return ct_session_current()->gemm; }
 
 // ---------------------------------------------------------------------------
-// Per-thread packing buffers, grown on demand and kept for the life of the
-// thread (OpenMP reuses its worker threads, so steady state allocates
-// nothing).
+// Dispatch.
 
-typedef ct_gemm_scratch scratch;
-
-static _Thread_local scratch tls_a, tls_b, tls_sums;
-
-// Every packing buffer is also listed here, so that it stays reachable
-// after its OpenMP thread exits (the pool shrinks when the thread count
-// does) instead of turning into a leak. Buffers only grow, so this is
-// touched a handful of times per thread and process.
-static float **scratch_registry;
-static size_t scratch_registry_n, scratch_registry_cap;
-
-static bool scratch_register(float *fresh, float *old) {
-  bool ok = true;
-  #pragma omp critical(ct_gemm_scratch)
-  {
-    size_t i = 0;
-    while (old && i < scratch_registry_n && scratch_registry[i] != old) i++;
-    if (old && i < scratch_registry_n) {
-      scratch_registry[i] = fresh;  // replace in place
-    } else {
-      if (scratch_registry_n == scratch_registry_cap) {
-        size_t cap = scratch_registry_cap ? 2 * scratch_registry_cap : 16;
-        float **r = realloc(scratch_registry, cap * sizeof *r);
-        if (r) {
-          scratch_registry = r;
-          scratch_registry_cap = cap;
-        }
-      }
-      if (scratch_registry_n < scratch_registry_cap)
-        scratch_registry[scratch_registry_n++] = fresh;
-      else
-        ok = false;
-    }
-  }
-  return ok;
-}
-
-float *ct_gemm_scratch_get(scratch *s, size_t n) {
-  if (n > s->cap) {
-    size_t cap = n + n / 4;
-    cap = (cap + 15) & ~(size_t)15; // aligned_alloc: size % 64 bytes == 0
-    float *p = aligned_alloc(64, cap * sizeof(float));
-    if (!p) return NULL;
-    if (!scratch_register(p, s->buf)) {
-      free(p);
-      return NULL;
-    }
-    free(s->buf);
-    s->buf = p;
-    s->cap = cap;
-  }
-  return s->buf;
-}
-
-// ---------------------------------------------------------------------------
-// Packing. This is where a bf16 path would round its inputs (see top).
-
-// A (kc, w) block with row stride ld into consecutive panels of `width`
-// columns, each (kc, width) and zero-padded past w. Bands of 8 rows walk each
-// source row front to back across all panels: the hardware prefetchers see
-// a few long streams instead of one short run per row and panel.
-static void copy_panels(const ct_gemm_arch *arch, const float *src,
-                        int64_t ld, int64_t kc, int64_t w, int width,
-                        float *dst) {
-  const ct_gemm_copy_fn copy = copier(arch);
-  for (int64_t k = 0; k < kc; k += 8) {
-    int64_t rows = kc - k < 8 ? kc - k : 8;
-    float *d = dst + k * width;
-    for (int64_t j = 0; j < w; j += width, d += kc * width) {
-      int cols = w - j < width ? (int)(w - j) : width;
-      copy(src + k * ld + j, ld, rows, cols, d, width);
-    }
-  }
-}
-
-// A block: rows i0..i0+mc, depth k0..k0+kc of op(A), in micro-panels of mr
-// rows (rows past mc are 0), each in one of two layouts:
-//   k-major (kernel):    (kc, mr), element (i, k) at k * mr + i
-//   rows (kernel_rows):  (mr, lda_p), element (i, k) at i * lda_p + k
-// Each layout is a plain copy from one storage order of A (rows from A
-// (M,K), k-major from A^T stored (K,M)), so packing never transposes A.
-static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
-                   const float *A, int64_t lda, int64_t i0, int64_t k0,
-                   int64_t mc, int64_t kc, int64_t lda_p, float *dst) {
-  const int mr = arch->mr;
-  if (trans) { // A stored (K, M): each k is a contiguous run of rows
-    copy_panels(arch, A + k0 * lda + i0, lda, kc, mc, mr, dst);
-    return;
-  }
-  int64_t panel = rows_layout ? mr * lda_p : mr * kc;
-  for (int64_t ip = 0; ip < mc; ip += mr, dst += panel) {
-    int rows = mc - ip < mr ? (int)(mc - ip) : mr;
-    if (rows_layout) {
-      for (int i = 0; i < mr; i++) {
-        float *d = dst + i * lda_p;
-        if (i < rows)
-          memcpy(d, A + (i0 + ip + i) * lda + k0, (size_t)kc * sizeof(float));
-        else
-          memset(d, 0, (size_t)kc * sizeof(float));
-      }
-    } else { // A stored (M, K) for a kernel without a rows layout: transpose
-      for (int i = 0; i < rows; i++) {
-        const float *src = A + (i0 + ip + i) * lda + k0;
-        float *d = dst + i;
-        for (int64_t k = 0; k < kc; k++) d[k * mr] = src[k];
-      }
-      for (int i = rows; i < mr; i++)
-        for (int64_t k = 0; k < kc; k++) dst[k * mr + i] = 0.0f;
-    }
-  }
-}
-
-// B block: depth k0..k0+kc, columns j0..j0+nc of op(B) into micro-panels of
-// nr columns, each (kc, nr) with element (k, j) at k * nr + j; columns past
-// nc are 0.
-static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
-                   int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
-                   float *dst) {
-  const int nr = arch->nr;
-  if (!trans) { // B stored (K, N): each k is a contiguous run of columns
-    copy_panels(arch, B + k0 * ldb + j0, ldb, kc, nc, nr, dst);
-    return;
-  }
-  // B stored (N, K): transpose columns into the panels.
-  const ct_gemm_pack_bt_fn pack = arch->pack_bt ? arch->pack_bt : pack_bt;
-  for (int64_t jp = 0; jp < nc; jp += nr, dst += nr * kc) {
-    int cols = nc - jp < nr ? (int)(nc - jp) : nr;
-    pack(B + (j0 + jp) * ldb + k0, ldb, kc, cols, dst, nr);
-  }
-}
-
-// ---------------------------------------------------------------------------
-// One product on one thread.
-
-typedef struct operands {
-  bool trans_a, trans_b;
-  int64_t K;
-  float alpha, beta;
-  int64_t lda, ldb, ldc;
-  const float *bias;  // (N) or NULL: the old C is this row in every row
-  float *a_sums;      // (M) or NULL: += the row sums of op(A)
-} operands;
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
-// block of a stored-transposed A that was just packed (so it is in cache).
-// Compiled per ISA: wider vectors across i, the same sums.
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
-sum_block_a(const float *src, int64_t lds, int64_t kc, int64_t w,
-            float *restrict acc) {
-  for (int64_t k = 0; k < kc; k++) {
-    const float *row = src + k * lds;
-    for (int64_t i = 0; i < w; i++) acc[i] += row[i];
-  }
-}
-
-// a_sums[i] += sum over k of op(A)[i][k] for the sub-problem's m rows,
-// straight from A: each sum in float from 0, k in order (the order
-// gemm_block keeps when it sums the packed panels instead). A stored
-// transposed is read row by row into a zeroed buffer (the same sums).
-static void add_a_sums(const operands *op, int64_t m, const float *A,
-                       float *a_sums) {
-  float *acc = op->trans_a ? calloc((size_t)m, sizeof *acc) : NULL;
-  if (acc) {
-    sum_block_a(A, op->lda, op->K, m, acc);
-    for (int64_t i = 0; i < m; i++) a_sums[i] += acc[i];
-    free(acc);
-    return;
-  }
-  for (int64_t i = 0; i < m; i++) {
-    float acc1 = 0.0f;
-    for (int64_t k = 0; k < op->K; k++)
-      acc1 += op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k];
-    a_sums[i] += acc1;
-  }
-}
-
-// Depth of the K blocks: as even as possible, at most arch->kc. Depends on K
-// and the path only, so the sum order is the same for any split of C.
-static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
-  int64_t nblocks = (K + arch->kc - 1) / arch->kc;
-  return round_up((K + nblocks - 1) / nblocks, 8);
-}
-
-// A row-major A is read in place by the rows kernel (no copy into the
-// padded rows layout) unless its row stride is a multiple of 2 KiB, where
-// the 14 rows of a panel would crowd a few L1 sets. Only a last, partial
-// panel is still packed: the kernel reads all mr rows. The arithmetic is the
-// same either way.
-static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
-
-// Products with at most this many rows read a row-major B in place instead
-// of packing it: each B panel is then used by too few A panels to repay the
-// copy. The arithmetic is the same either way.
-#define DIRECT_B_MAX_ROWS 64
-
-// C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C (and bias, when
-// op->bias) already point at the sub-problem's first row/column; with a bias
-// the first K block reads the old C from the bias row instead of C. With
-// a_sums (m), the row sums of op(A) are added to it; a stored-transposed A
-// is summed block by block right after each block is packed (in cache),
-// during the first column block. Returns
-// false, before touching C or a_sums, if the buffers cannot be allocated.
-static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
-                       int64_t m, int64_t n, const float *A, const float *B,
-                       const float *bias, float *C, float *a_sums) {
-  const int mr = arch->mr, nr = arch->nr;
-  const int64_t K = op->K, kb = k_block(arch, K);
-  const bool rows_a = arch->kernel_rows && !op->trans_a;
-  const bool inplace_a = rows_a && a_in_place(op->lda);
-  const bool direct_b = arch->masked_b && !op->trans_b &&
-                        m <= DIRECT_B_MAX_ROWS;
-  const ct_gemm_kernel_fn kernel = rows_a ? arch->kernel_rows : arch->kernel;
-  // Row stride of the rows layout: padded off a multiple of 4 KiB so the
-  // 14 rows of a panel do not fight over the same L1 sets.
-  const int64_t lda_p = round_up(kb, 16) + 16;
-  const int64_t nc_max = n < arch->nc ? round_up(n, nr) : arch->nc;
-  const int64_t mc_max = m < arch->mc ? round_up(m, mr) : arch->mc;
-  float *pb = direct_b ? NULL : ct_gemm_scratch_get(&tls_b, (size_t)(kb * nc_max));
-  float *pa = ct_gemm_scratch_get(&tls_a, (size_t)(lda_p * mc_max));
-  if (!pa || (!pb && !direct_b)) return false;
-  // Row sums of a transposed A are taken block by block as it is packed:
-  // acc holds them for all m rows.
-  const bool sum_panels = a_sums && op->trans_a;
-  float *acc = NULL;
-  if (sum_panels) {
-    acc = ct_gemm_scratch_get(&tls_sums, (size_t)m);
-    if (!acc) return false;
-    memset(acc, 0, (size_t)m * sizeof(float));
-  } else if (a_sums) {
-    add_a_sums(op, m, A, a_sums);
-  }
-
-  for (int64_t jc = 0; jc < n; jc += arch->nc) {
-    int64_t nc = n - jc < arch->nc ? n - jc : arch->nc;
-    for (int64_t pc = 0; pc < K; pc += kb) {
-      int64_t kc = K - pc < kb ? K - pc : kb;
-      float beta = pc == 0 ? op->beta : 1.0f;
-      const float *bias_jc = pc == 0 && bias ? bias + jc : NULL;
-      // B panel jr: rows of nr floats, rsb apart.
-      const float *b0 = direct_b ? B + pc * op->ldb + jc : pb;
-      int64_t rsb = direct_b ? op->ldb : nr;
-      int64_t panel_b = direct_b ? nr : nr * kc;
-      if (!direct_b) pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, pb);
-      for (int64_t ic = 0; ic < m; ic += arch->mc) {
-        int64_t mc = m - ic < arch->mc ? m - ic : arch->mc;
-        const int64_t full = mc / mr * mr;  // rows in whole panels
-        if (!inplace_a)
-          pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
-                 pa);
-        else if (full < mc)  // the partial panel, at pa
-          pack_a(arch, false, true, A, op->lda, ic + full, pc, mc - full, kc,
-                 lda_p, pa);
-        if (sum_panels && jc == 0)
-          sum_block_a(A + pc * op->lda + ic, op->lda, kc, mc, acc + ic);
-        int64_t panel_a = rows_a ? mr * lda_p : mr * kc;
-        for (int64_t ir = 0; ir < mc; ir += mr) {
-          int mt = mc - ir < mr ? (int)(mc - ir) : mr;
-          const float *a = pa + ir / mr * panel_a;
-          int64_t rsa = lda_p;
-          if (inplace_a && ir < full) {
-            a = A + (ic + ir) * op->lda + pc;
-            rsa = op->lda;
-          } else if (inplace_a) {
-            a = pa;
-          }
-          float *c = C + (ic + ir) * op->ldc + jc;
-          for (int64_t jr = 0; jr < nc; jr += nr) {
-            int nt = nc - jr < nr ? (int)(nc - jr) : nr;
-            kernel(kc, a, rsa, b0 + jr / nr * panel_b, rsb, c + jr, op->ldc,
-                   op->alpha, beta, mt, nt, bias_jc ? bias_jc + jr : NULL);
-          }
-        }
-      }
-    }
-  }
-  if (sum_panels)
-    for (int64_t i = 0; i < m; i++) a_sums[i] += acc[i];
-  return true;
-}
-
-// Out of memory for packing buffers: plain loops rather than a half-written
-// C (gemm_block fails before it writes anything).
-static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
-                          const float *A, const float *B, const float *bias,
-                          float *C) {
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < op->K; k++)
-        acc += (op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k]) *
-               (op->trans_b ? B[j * op->ldb + k] : B[k * op->ldb + j]);
-      float *c = C + i * op->ldc + j;
-      float old = bias ? bias[j] : *c;
-      *c = op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * old;
-    }
-}
-
-// C = beta * C (or beta * bias rows) for K == 0 or alpha == 0 (A and B are
-// not read).
-static void scale_c(int64_t M, int64_t N, float beta, const float *bias,
-                    float *C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i++) {
-    float *row = C + i * ldc;
-    if (beta == 0.0f)
-      memset(row, 0, (size_t)N * sizeof(float));
-    else if (bias)
-      for (int64_t j = 0; j < N; j++) row[j] = beta * bias[j];
-    else if (beta != 1.0f)
-      for (int64_t j = 0; j < N; j++) row[j] *= beta;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Splitting the work over threads.
-
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-// Splits one matrix into mt x nt rectangles of whole tiles, mt * nt close to
-// `parts`, preferring the split that packs the least (A rows + B columns per
-// rectangle).
-static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr,
-                         int64_t nr, int64_t parts, int64_t *mt,
-                         int64_t *nt) {
-  double best = -1.0;
-  *mt = *nt = 1;
-  for (int64_t a = 1; a <= parts; a++) {
-    if (parts % a) continue;
-    int64_t b = parts / a;
-    int64_t ma = a < mtiles ? a : mtiles, nb = b < ntiles ? b : ntiles;
-    double cost = (double)mtiles * mr / ma + (double)ntiles * nr / nb;
-    if (ma * nb < parts) cost *= 4.0 * parts / (ma * nb); // lost threads
-    if (best < 0 || cost < best) {
-      best = cost;
-      *mt = ma;
-      *nt = nb;
-    }
-  }
-}
-
-// One product split into tasks: matrix b of the batch, rectangle (im, in)
-// of its mt x nt grid of whole tiles.
-typedef struct split {
-  const ct_gemm_arch *arch;
-  const operands *op;
-  bool scale_only;
-  int64_t M, N, mt, nt, mtiles, ntiles;
-  const float *A;
-  int64_t stride_a;
-  const float *B;
-  int64_t stride_b;
-  float *C;
-  int64_t stride_c;
-} split;
-
-static void run_task(const split *sp, int64_t t) {
-  const ct_gemm_arch *arch = sp->arch;
-  const operands *op = sp->op;
-  int64_t b = t / (sp->mt * sp->nt), r = t % (sp->mt * sp->nt);
-  int64_t im = r / sp->nt, in = r % sp->nt;
-  int64_t i0 = im * sp->mtiles / sp->mt * arch->mr;
-  int64_t i1 = (im + 1) * sp->mtiles / sp->mt * arch->mr;
-  int64_t j0 = in * sp->ntiles / sp->nt * arch->nr;
-  int64_t j1 = (in + 1) * sp->ntiles / sp->nt * arch->nr;
-  if (i1 > sp->M) i1 = sp->M;
-  if (j1 > sp->N) j1 = sp->N;
-  float *c = sp->C + b * sp->stride_c + i0 * op->ldc + j0;
-  const float *bias = op->bias ? op->bias + j0 : NULL;
-  // The row sums of op(A) go with the rectangles of the first column.
-  float *a_sums = op->a_sums && j0 == 0 ? op->a_sums + i0 : NULL;
-  const float *a = sp->A + b * sp->stride_a + (op->trans_a ? i0 : i0 * op->lda);
-  if (sp->scale_only) {
-    scale_c(i1 - i0, j1 - j0, op->beta, bias, c, op->ldc);
-    if (a_sums) add_a_sums(op, i1 - i0, a, a_sums);
-    return;
-  }
-  const float *bm = sp->B + b * sp->stride_b + (op->trans_b ? j0 * op->ldb : j0);
-  if (!gemm_block(arch, op, i1 - i0, j1 - j0, a, bm, bias, c, a_sums)) {
-    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, bias, c);
-    if (a_sums) add_a_sums(op, i1 - i0, a, a_sums);
-  }
-}
-
-static ct_gemm_precision precision = CT_GEMM_FP32;
-
-void ct_gemm_set_precision(ct_gemm_precision p) { precision = p; }
-
-ct_gemm_precision ct_gemm_get_precision(void) { return precision; }
-
-// gemm_run in bf16: the product is ct_gemm_bf16's (ct_gemm_bf16_bias with a
-// bias), the row sums are taken from A in fp32 as add_a_sums does.
-static void gemm_run_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                          int64_t K, float alpha, const float *A, int64_t lda,
-                          int64_t stride_a, const float *B, int64_t ldb,
-                          int64_t stride_b, float beta, float *C, int64_t ldc,
-                          int64_t stride_c, int64_t batch, const float *bias,
-                          float *a_sums) {
-  if (a_sums) {
-    const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
-    add_a_sums(&op, M, A, a_sums);
-  }
-  if (bias) {
-    ct_gemm_bf16_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc);
-    return;
-  }
-  ct_gemm_bf16_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
-                       ldb, stride_b, beta, C, ldc, stride_c, batch);
-}
-
-// ct_gemm_batched, and ct_gemm_bias / ct_gemm_sum_a when bias / a_sums is
-// not NULL (batch 1).
-static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                     int64_t K, float alpha, const float *A, int64_t lda,
-                     int64_t stride_a, const float *B, int64_t ldb,
-                     int64_t stride_b, float beta, float *C, int64_t ldc,
-                     int64_t stride_c, int64_t batch, const float *bias,
-                     float *a_sums) {
-  if (M <= 0 || N <= 0 || batch <= 0) return;
-  if (precision == CT_GEMM_BF16) {
-    gemm_run_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
-                  stride_b, beta, C, ldc, stride_c, batch, bias, a_sums);
+static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
+  if (c.M <= 0 || c.batch <= 0) return;
+  if (c.N <= 0) {  // no product; the row sums of op(A) are still asked for
+    if (c.a_sums) ct_gemm_add_a_sums(c.trans_a, c.M, c.K, c.A, c.lda, c.a_sums);
     return;
   }
   // Several products into one shared C accumulate in batch order.
-  if (stride_c == 0 && batch > 1) {
-    for (int64_t b = 0; b < batch; b++)
-      ct_gemm_batched(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda,
-                      0, B + b * stride_b, ldb, 0, b == 0 ? beta : 1.0f, C,
-                      ldc, 0, 1);
+  if (c.stride_c == 0 && c.batch > 1) {
+    ct_gemm_call one = c;
+    one.batch = 1;
+    for (int64_t b = 0; b < c.batch; b++) {
+      one.A = c.A + b * c.stride_a;
+      one.B = c.B + b * c.stride_b;
+      one.beta = b == 0 ? c.beta : 1.0f;
+      dispatch(mode, one);
+    }
     return;
   }
-
-  const ct_gemm_arch *arch = active_arch();
-  const operands op = {trans_a, trans_b, K,   alpha, beta,
-                       lda,     ldb,     ldc, bias,  a_sums};
-  const bool scale_only = K <= 0 || alpha == 0.0f;
-
-  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  double work = (double)M * N * (K > 0 ? K : 1) * batch;
-  if (work < 32768.0) threads = 1;
-
-  // Parts per matrix: whole matrices per thread when the batch divides
-  // evenly or is large; otherwise split each matrix too.
-  int64_t parts = 1;
-  if (threads > 1 && !(batch % threads == 0 || batch >= 8 * threads))
-    parts = threads / gcd64(batch % threads, threads);
-  int64_t mtiles = (M + arch->mr - 1) / arch->mr;
-  int64_t ntiles = (N + arch->nr - 1) / arch->nr;
-  int64_t mt = 1, nt = 1;
-  split_matrix(mtiles, ntiles, arch->mr, arch->nr, parts, &mt, &nt);
-  int64_t tasks = batch * mt * nt;
-  if (threads > tasks) threads = tasks;
-
-  const split sp = {arch, &op, scale_only, M, N, mt, nt, mtiles, ntiles,
-                   A, stride_a, B, stride_b, C, stride_c};
-  // One thread (small products, and the calls from inside attention's own
-  // parallel region, thousands per training step) skips the OpenMP runtime.
-  if (threads <= 1) {
-    for (int64_t t = 0; t < tasks; t++) run_task(&sp, t);
-    return;
+  if (mode->precision == CT_GEMM_BF16) {
+    // The row sums are of the unrounded A, in fp32.
+    if (c.a_sums) ct_gemm_add_a_sums(c.trans_a, c.M, c.K, c.A, c.lda, c.a_sums);
+    ct_gemm_bf16_run(bf16_arch(mode->bf16_path), &c);
+  } else {
+    ct_gemm_f32_run(f32_arch(mode->path), &c);
   }
-  // Dynamic: a thread that is descheduled (a busy machine) does not hold
-  // the others back. The results do not depend on who computes which task.
-#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
-  for (int64_t t = 0; t < tasks; t++) run_task(&sp, t);
 }
 
 void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -640,33 +142,77 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t stride_a, const float *B, int64_t ldb,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
                      int64_t stride_c, int64_t batch) {
-  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
-           stride_b, beta, C, ldc, stride_c, batch, NULL, NULL);
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
+                                 lda, stride_a, B, ldb, stride_b, C, ldc,
+                                 stride_c, batch, NULL, NULL});
+}
+
+void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
+                     int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc) {
+  dispatch(mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
+                                lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+}
+
+void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B,
+             int64_t ldb, float beta, float *C, int64_t ldc) {
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                  beta, C, ldc);
 }
 
 void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                   int64_t K, const float *A, int64_t lda, const float *B,
                   int64_t ldb, const float *bias, float *C, int64_t ldc) {
-  gemm_run(trans_a, trans_b, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 1.0f, C,
-           ldc, 0, 1, bias, NULL);
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A,
+                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
 }
 
 void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N,
                    int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C,
                    int64_t ldc, float *a_sums) {
-  if (N <= 0 && M > 0) {  // no product, the sums all the same
-    const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
-    add_a_sums(&op, M, A, a_sums);
-    return;
-  }
-  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C,
-           ldc, 0, 1, NULL, a_sums);
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
+                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL,
+                                 a_sums});
 }
 
-void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-             float alpha, const float *A, int64_t lda, const float *B,
-             int64_t ldb, float beta, float *C, int64_t ldc) {
-  ct_gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0,
-                  beta, C, ldc, 0, 1);
+// The bf16 entry points: bf16 whatever the session's precision, on its
+// bf16 path.
+static ct_gemm_mode bf16_mode(void) {
+  ct_gemm_mode mode = ct_gemm_current_mode();
+  mode.precision = CT_GEMM_BF16;
+  return mode;
+}
+
+void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *A, int64_t lda,
+                          int64_t stride_a, const float *B, int64_t ldb,
+                          int64_t stride_b, float beta, float *C, int64_t ldc,
+                          int64_t stride_c, int64_t batch) {
+  const ct_gemm_mode mode = bf16_mode();
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
+                                 lda, stride_a, B, ldb, stride_b, C, ldc,
+                                 stride_c, batch, NULL, NULL});
+}
+
+void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                       int64_t K, const float *A, int64_t lda, const float *B,
+                       int64_t ldb, const float *bias, float *C, int64_t ldc) {
+  const ct_gemm_mode mode = bf16_mode();
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A,
+                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
+}
+
+void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  const ct_gemm_mode mode = bf16_mode();
+  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                  beta, C, ldc);
 }

@@ -8,11 +8,17 @@
 //
 // Determinism: every output element is a dot product over K accumulated in one
 // fixed order, whatever the thread count; K is never split across threads.
-#ifndef CT_GEMM_H
-#define CT_GEMM_H
+//
+// The precision of the products and the forced kernel paths are settings of
+// the calling thread's session (core/session.h): two threads in two sessions
+// may multiply in different precisions at once.
+#ifndef CT_CORE_GEMM_H
+#define CT_CORE_GEMM_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "core/gemm_bf16.h"
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B,
@@ -59,15 +65,31 @@ void ct_gemm_force_path(ct_gemm_path path);
 ct_gemm_path ct_gemm_active_path(void);
 const char *ct_gemm_path_name(ct_gemm_path path);
 
-// Precision of the products, process-wide. With CT_GEMM_BF16 every call
-// above rounds the elements of A and B to bfloat16 while packing and
-// accumulates in fp32 (ct_gemm_bf16, core/gemm_bf16.h); C, the bias and the
-// row sums of ct_gemm_sum_a stay fp32 (the sums are of the unrounded A).
-// Meant to be set once before a run's first product (`[train] precision`),
-// never while a product is running.
+// Precision of the products, a setting of the calling thread's session.
+// With CT_GEMM_BF16 every call above rounds the elements of A and B to
+// bfloat16 while packing and accumulates in fp32 (ct_gemm_bf16,
+// core/gemm_bf16.h); C, the bias and the row sums of ct_gemm_sum_a stay fp32
+// (the sums are of the unrounded A). Meant to be set once before a run's
+// first product (`[train] precision`), never while a product is running.
 typedef enum ct_gemm_precision { CT_GEMM_FP32, CT_GEMM_BF16 } ct_gemm_precision;
 
 void ct_gemm_set_precision(ct_gemm_precision precision);
 ct_gemm_precision ct_gemm_get_precision(void);
+
+// All of a session's gemm settings at once: what a kernel captures in the
+// calling thread before it multiplies from its own OpenMP workers, which
+// are bound to no session (core/attention.c).
+typedef struct ct_gemm_mode {
+  ct_gemm_precision precision;
+  ct_gemm_path path;            // forced fp32 path (AUTO: the best)
+  ct_gemm_bf16_path bf16_path;  // forced bf16 path (AUTO: the best)
+} ct_gemm_mode;
+
+ct_gemm_mode ct_gemm_current_mode(void);
+// ct_gemm with the settings of `mode` instead of the session's.
+void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
+                     int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc);
 
 #endif

@@ -19,7 +19,7 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE // syscall()
 #endif
-#include "core/gemm_bf16_internal.h"
+#include "core/gemm_bf16_kernels.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>

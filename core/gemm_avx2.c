@@ -6,7 +6,7 @@
 // Compiled with a function target attribute, not -mavx2, so the library
 // still runs on any x86-64; gemm.c calls it only after
 // __builtin_cpu_supports("avx2") and ("fma").
-#include "core/gemm_internal.h"
+#include "core/gemm_f32_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

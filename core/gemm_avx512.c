@@ -12,7 +12,7 @@
 // Compiled with a function target attribute, not -mavx512f, so the library
 // still runs on any x86-64; gemm.c calls these only after
 // __builtin_cpu_supports("avx512f").
-#include "core/gemm_internal.h"
+#include "core/gemm_f32_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

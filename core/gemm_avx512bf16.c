@@ -11,7 +11,7 @@
 //
 // Compiled with function target attributes, so the library still runs on any
 // x86-64; the driver calls these only after the cpuid checks below.
-#include "core/gemm_bf16_internal.h"
+#include "core/gemm_bf16_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

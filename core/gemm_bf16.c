@@ -1,7 +1,8 @@
-// The bf16 gemm driver (core/gemm_bf16.h): path selection, the packing that
-// rounds fp32 to bf16 into the kernels' layouts (core/gemm_bf16_internal.h),
-// the cache blocking, and the OpenMP split over C.
-// The kernels live in gemm_amx.c, gemm_avx512bf16.c, gemm_bf16_emulated.c.
+// The bf16 gemm driver (core/gemm_bf16.h): the packing that rounds fp32 to
+// bf16 into the kernels' layouts (core/gemm_bf16_kernels.h), the cache
+// blocking, and the OpenMP split over C. The kernels live in gemm_amx.c,
+// gemm_avx512bf16.c and gemm_bf16_emulated.c; which one runs is the
+// dispatcher's choice (core/gemm.c), handed in as a ct_gemm_bf16_arch.
 //
 // Loop nest for one product, the GotoBLAS structure of core/gemm.c:
 //
@@ -22,7 +23,6 @@
 // step.
 #include "core/gemm_bf16.h"
 
-#include "core/gemm_bf16_internal.h"
 #include "core/gemm_internal.h"
 
 #include <math.h>
@@ -35,45 +35,7 @@ uint16_t ct_bf16_from_f32(float x) { return ct_bf16_round_bits(x); }
 float ct_bf16_to_f32(uint16_t h) { return ct_bf16_bits_to_f32(h); }
 
 // ---------------------------------------------------------------------------
-// Path selection.
-
-static ct_gemm_bf16_path forced = CT_GEMM_BF16_AUTO;
-
-void ct_gemm_bf16_force_path(ct_gemm_bf16_path path) { forced = path; }
-
-ct_gemm_bf16_path ct_gemm_bf16_active_path(void) {
-  ct_gemm_bf16_path p = forced == CT_GEMM_BF16_AUTO ? CT_GEMM_BF16_AMX : forced;
-  // The AMX path packs with the AVX512-BF16 conversions.
-  if (p == CT_GEMM_BF16_AMX &&
-      !(ct_gemm_bf16_cpu_has_amx() && ct_gemm_bf16_cpu_has_avx512bf16()))
-    p = CT_GEMM_BF16_AVX512BF16;
-  if (p == CT_GEMM_BF16_AVX512BF16 && !ct_gemm_bf16_cpu_has_avx512bf16())
-    p = CT_GEMM_BF16_EMULATED;
-  return p;
-}
-
-const char *ct_gemm_bf16_path_name(ct_gemm_bf16_path path) {
-  switch (path) {
-  case CT_GEMM_BF16_AUTO: return "auto";
-  case CT_GEMM_BF16_EMULATED: return "emulated";
-  case CT_GEMM_BF16_AVX512BF16: return "avx512bf16";
-  case CT_GEMM_BF16_AMX: return "amx";
-  }
-  return "unknown";
-}
-
-static const ct_gemm_bf16_arch *active_arch(void) {
-  switch (ct_gemm_bf16_active_path()) {
-  case CT_GEMM_BF16_AMX: return &ct_gemm_bf16_arch_amx;
-  case CT_GEMM_BF16_AVX512BF16: return &ct_gemm_bf16_arch_avx512bf16;
-  default: return &ct_gemm_bf16_arch_emulated;
-  }
-}
-
-// ---------------------------------------------------------------------------
 // Packing: the one place where fp32 becomes bf16.
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // The packing buffers of the calls this thread makes (for its whole team).
 static _Thread_local ct_gemm_scratch tls_bufs;
@@ -135,7 +97,7 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
     return;
   }
   const ct_bf16_pair_fn pair = pairer(arch);
-  const int64_t kc2 = round_up(kc, 2);
+  const int64_t kc2 = ct_gemm_round_up(kc, 2);
   for (int64_t k = 0; k < kc; k += 2) {
     const float *r0 = A + (k0 + k) * lda + i0;
     pair(r0, k + 1 < kc ? r0 + lda : NULL, mc, tmp + k * mc);
@@ -195,20 +157,15 @@ static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
 // ---------------------------------------------------------------------------
 // One product on one thread.
 
-typedef struct operands {
-  bool trans_a, trans_b;
-  int64_t K;
-  float alpha, beta;
-  int64_t lda, ldb, ldc;
-  const float *bias; // (N) or NULL: the old C is this row in every row
-} operands;
+// The call's arguments; a task's sub-problem passes its own pointers.
+typedef ct_gemm_call operands;
 
 // Depth of the K blocks: as even as possible, at most arch->kc, a multiple
 // of kgran. Depends on K and the path only, so the sum order is the same for
 // any split of C.
 static int64_t k_block(const ct_gemm_bf16_arch *arch, int64_t K) {
   int64_t nblocks = (K + arch->kc - 1) / arch->kc;
-  return round_up((K + nblocks - 1) / nblocks, arch->kgran);
+  return ct_gemm_round_up((K + nblocks - 1) / nblocks, arch->kgran);
 }
 
 // Per-thread packing buffers for one call, sized for the largest blocks.
@@ -223,16 +180,16 @@ static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M,
   b.kb = k_block(arch, K);
   // Rows of A start 64-byte aligned and are not 4 KiB apart, so the rows of
   // one AMX tile load do not share L1 sets.
-  b.lda_p = round_up(b.kb, 32) + 32;
-  b.mc_max = round_up(M < arch->mc ? M : arch->mc, arch->mr);
-  b.nc_max = round_up(N < arch->nc ? N : arch->nc, arch->nr);
+  b.lda_p = ct_gemm_round_up(b.kb, 32) + 32;
+  b.mc_max = ct_gemm_round_up(M < arch->mc ? M : arch->mc, arch->mr);
+  b.nc_max = ct_gemm_round_up(N < arch->nc ? N : arch->nc, arch->nr);
   b.pa = (size_t)(b.mc_max * b.lda_p);
   b.pb = (size_t)(b.kb * b.nc_max);
   // tmp: a transposed A block as pair words (kb x mc_max values), or one
   // transposed B panel (nr x kb).
   int64_t tmp_a = b.kb * b.mc_max, tmp_b = (int64_t)arch->nr * b.kb;
-  b.tmp = (size_t)round_up(tmp_a > tmp_b ? tmp_a : tmp_b, 32);
-  b.slot = (size_t)round_up((int64_t)(b.pa + b.pb + b.tmp), 32);
+  b.tmp = (size_t)ct_gemm_round_up(tmp_a > tmp_b ? tmp_a : tmp_b, 32);
+  b.slot = (size_t)ct_gemm_round_up((int64_t)(b.pa + b.pb + b.tmp), 32);
   return b;
 }
 
@@ -252,7 +209,7 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
     int64_t nc = n - jc < arch->nc ? n - jc : arch->nc;
     for (int64_t pc = 0; pc < K; pc += kb) {
       int64_t kc = K - pc < kb ? K - pc : kb;
-      int64_t kp = round_up(kc, arch->kgran);
+      int64_t kp = ct_gemm_round_up(kc, arch->kgran);
       float beta = pc == 0 ? op->beta : 1.0f;
       pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, kp, pb, tmp);
       for (int64_t ic = 0; ic < m; ic += arch->mc) {
@@ -301,146 +258,60 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
     }
 }
 
-// C = beta * C (or beta * the bias rows) for K == 0 or alpha == 0 (A and B
-// are not read).
-static void scale_c(int64_t M, int64_t N, float beta, const float *bias,
-                    float *C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i++) {
-    float *row = C + i * ldc;
-    if (beta == 0.0f)
-      memset(row, 0, (size_t)N * sizeof(float));
-    else if (bias)
-      for (int64_t j = 0; j < N; j++) row[j] = beta * bias[j];
-    else if (beta != 1.0f)
-      for (int64_t j = 0; j < N; j++) row[j] *= beta;
-  }
-}
-
 // ---------------------------------------------------------------------------
-// Splitting the work over threads: matrix b of the batch, rectangle (im, in)
-// of an mt x nt grid of whole tiles.
+// Splitting the work over threads.
 
-typedef struct split {
-  const ct_gemm_bf16_arch *arch;
-  const operands *op;
-  const buffers *bs;
-  uint16_t *bufs; // NULL: out of memory, gemm_unpacked
-  int64_t M, N, mt, nt, mtiles, ntiles;
-  const float *A;
-  int64_t stride_a;
-  const float *B;
-  int64_t stride_b;
-  float *C;
-  int64_t stride_c;
-} split;
-
-static void run_task(const split *sp, int64_t t, int thread) {
-  const ct_gemm_bf16_arch *arch = sp->arch;
-  const operands *op = sp->op;
-  int64_t b = t / (sp->mt * sp->nt), r = t % (sp->mt * sp->nt);
-  int64_t im = r / sp->nt, in = r % sp->nt;
-  int64_t i0 = im * sp->mtiles / sp->mt * arch->mr;
-  int64_t i1 = (im + 1) * sp->mtiles / sp->mt * arch->mr;
-  int64_t j0 = in * sp->ntiles / sp->nt * arch->nr;
-  int64_t j1 = (in + 1) * sp->ntiles / sp->nt * arch->nr;
-  if (i1 > sp->M) i1 = sp->M;
-  if (j1 > sp->N) j1 = sp->N;
-  float *c = sp->C + b * sp->stride_c + i0 * op->ldc + j0;
-  const float *bias = op->bias ? op->bias + j0 : NULL;
+// Task t of the grid (one rectangle of one matrix) on thread `thread`,
+// which packs into its own slot of bufs (NULL: out of memory, unpacked).
+static void run_task(const ct_gemm_bf16_arch *arch, const operands *op,
+                     const ct_gemm_grid *g, const buffers *bs,
+                     uint16_t *bufs, int64_t t, int thread) {
+  const ct_gemm_rect r = ct_gemm_grid_rect(g, op, t);
+  const int64_t m = r.i1 - r.i0, n = r.j1 - r.j0;
+  float *c = op->C + r.b * op->stride_c + r.i0 * op->ldc + r.j0;
+  const float *bias = op->bias ? op->bias + r.j0 : NULL;
   if (op->K <= 0 || op->alpha == 0.0f) {
-    scale_c(i1 - i0, j1 - j0, op->beta, bias, c, op->ldc);
+    ct_gemm_scale_c(m, n, op->beta, bias, c, op->ldc);
     return;
   }
   const float *a =
-      sp->A + b * sp->stride_a + (op->trans_a ? i0 : i0 * op->lda);
-  const float *bm =
-      sp->B + b * sp->stride_b + (op->trans_b ? j0 * op->ldb : j0);
-  if (sp->bufs)
-    gemm_block(arch, op, sp->bs, i1 - i0, j1 - j0, a, bm, bias, c,
-               sp->bufs + (size_t)thread * sp->bs->slot);
+      op->A + r.b * op->stride_a + (op->trans_a ? r.i0 : r.i0 * op->lda);
+  const float *b =
+      op->B + r.b * op->stride_b + (op->trans_b ? r.j0 * op->ldb : r.j0);
+  if (bufs)
+    gemm_block(arch, op, bs, m, n, a, b, bias, c,
+               bufs + (size_t)thread * bs->slot);
   else
-    gemm_unpacked(op, i1 - i0, j1 - j0, a, bm, bias, c);
+    gemm_unpacked(op, m, n, a, b, bias, c);
 }
 
-// ct_gemm_bf16_batched, and ct_gemm_bf16_bias when bias is not NULL
-// (batch 1).
-static void gemm_run(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                     int64_t K, float alpha, const float *A, int64_t lda,
-                     int64_t stride_a, const float *B, int64_t ldb,
-                     int64_t stride_b, float beta, float *C, int64_t ldc,
-                     int64_t stride_c, int64_t batch, const float *bias) {
-  if (M <= 0 || N <= 0 || batch <= 0) return;
-  // Several products into one shared C accumulate in batch order.
-  if (stride_c == 0 && batch > 1) {
-    for (int64_t b = 0; b < batch; b++)
-      ct_gemm_bf16_batched(trans_a, trans_b, M, N, K, alpha, A + b * stride_a,
-                           lda, 0, B + b * stride_b, ldb, 0,
-                           b == 0 ? beta : 1.0f, C, ldc, 0, 1);
-    return;
-  }
-
-  const ct_gemm_bf16_arch *arch = active_arch();
-  const operands op = {trans_a, trans_b, K,   alpha, beta,
-                       lda,     ldb,     ldc, bias};
-
-  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  double work = (double)M * N * (K > 0 ? K : 1) * batch;
-  if (work < 32768.0) threads = 1;
-
+void ct_gemm_bf16_run(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c) {
+  int threads = ct_gemm_threads(c);
   // Whole matrices per thread when the batch divides evenly or is large;
   // otherwise each matrix is cut in `threads` rectangles, across M first
   // (each thread then packs its own rows of A and all of B; measured no
   // slower on the step benchmarks than fp32's least-packing split).
-  int64_t parts = 1;
-  if (threads > 1 && !(batch % threads == 0 || batch >= 8 * threads))
-    parts = threads;
-  int64_t mtiles = (M + arch->mr - 1) / arch->mr;
-  int64_t ntiles = (N + arch->nr - 1) / arch->nr;
-  int64_t mt = parts < mtiles ? parts : mtiles;
-  int64_t nt = (parts + mt - 1) / mt;
-  if (nt > ntiles) nt = ntiles;
-  int64_t tasks = batch * mt * nt;
-  if (threads > tasks) threads = tasks;
+  const int64_t parts = ct_gemm_whole_matrices(threads, c->batch) ? 1 : threads;
+  const int64_t mtiles = (c->M + arch->mr - 1) / arch->mr;
+  const int64_t mt = parts < mtiles ? parts : mtiles;
+  const ct_gemm_grid g =
+      ct_gemm_grid_new(c, arch->mr, arch->nr, mt, (parts + mt - 1) / mt);
+  if (threads > g.tasks) threads = (int)g.tasks;
 
   // One slot of packing buffers per thread, taken up front from the calling
   // thread's scratch: either all threads pack or none does.
-  const buffers bs = buffer_sizes(arch, M, N, K > 0 ? K : 1);
+  const buffers bs = buffer_sizes(arch, c->M, c->N, c->K > 0 ? c->K : 1);
   uint16_t *bufs = NULL;
-  if (K > 0 && alpha != 0.0f)
+  if (c->K > 0 && c->alpha != 0.0f)
     bufs = (uint16_t *)ct_gemm_scratch_get(&tls_bufs,
                                            (bs.slot * (size_t)threads + 1) / 2);
-
-  const split sp = {arch, &op, &bs, bufs, M, N, mt, nt, mtiles, ntiles,
-                   A, stride_a, B, stride_b, C, stride_c};
   if (threads <= 1) {
-    for (int64_t t = 0; t < tasks; t++) run_task(&sp, t, 0);
-  } else {
-    // Dynamic: results do not depend on which thread computes which task.
-#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
-    for (int64_t t = 0; t < tasks; t++)
-      run_task(&sp, t, omp_get_thread_num());
+    for (int64_t t = 0; t < g.tasks; t++)
+      run_task(arch, c, &g, &bs, bufs, t, 0);
+    return;
   }
-}
-
-void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                          int64_t K, float alpha, const float *A, int64_t lda,
-                          int64_t stride_a, const float *B, int64_t ldb,
-                          int64_t stride_b, float beta, float *C, int64_t ldc,
-                          int64_t stride_c, int64_t batch) {
-  gemm_run(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
-           stride_b, beta, C, ldc, stride_c, batch, NULL);
-}
-
-void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                       int64_t K, const float *A, int64_t lda, const float *B,
-                       int64_t ldb, const float *bias, float *C, int64_t ldc) {
-  gemm_run(trans_a, trans_b, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 1.0f, C,
-           ldc, 0, 1, bias);
-}
-
-void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                  float alpha, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, float beta, float *C, int64_t ldc) {
-  ct_gemm_bf16_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0,
-                       beta, C, ldc, 0, 1);
+  // Dynamic: results do not depend on which thread computes which task.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t t = 0; t < g.tasks; t++)
+    run_task(arch, c, &g, &bs, bufs, t, omp_get_thread_num());
 }

@@ -29,8 +29,8 @@
 // last bits (they group the sum differently).
 //
 // Not here: bf16 storage of tensors or gradients; this is the kernel layer.
-#ifndef CT_GEMM_BF16_H
-#define CT_GEMM_BF16_H
+#ifndef CT_CORE_GEMM_BF16_H
+#define CT_CORE_GEMM_BF16_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,9 +55,10 @@ void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B,
                        int64_t ldb, const float *bias, float *C, int64_t ldc);
 
-// Kernel selection. AUTO picks the best the CPU (and, for AMX, the kernel's
-// permission to use tile state) allows; the others force a path, and a path
-// the CPU lacks falls back to the best supported one below it.
+// Kernel selection, a setting of the calling thread's session. AUTO picks
+// the best the CPU (and, for AMX, the kernel's permission to use tile state)
+// allows; the others force a path, and a path the CPU lacks falls back to
+// the best supported one below it.
 typedef enum ct_gemm_bf16_path {
   CT_GEMM_BF16_AUTO,
   CT_GEMM_BF16_EMULATED,

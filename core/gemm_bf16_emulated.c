@@ -5,7 +5,7 @@
 // the same bits on every CPU: each element is acc = fma(a_k, b_k, acc) for
 // k = 0..kp-1 and then c = fma(alpha, acc, beta * old) (alpha * acc when
 // beta == 0; old is c, or a bias row). The layout is the hardware paths' (gemm_bf16_internal.h).
-#include "core/gemm_bf16_internal.h"
+#include "core/gemm_bf16_kernels.h"
 
 #include <math.h>
 

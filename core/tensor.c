@@ -49,7 +49,6 @@ ct_tensor *ct_tensor_empty(ct_dtype dtype, int ndim, const int64_t *shape) {
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
   t->numel = numel;
   t->data = data;
-  t->generation = ct_arena_generation();
   return t;
 }
 
@@ -115,7 +114,6 @@ static ct_tensor *view_header(const ct_tensor *t, void *data, int ndim,
   v->numel = numel;
   v->data = data;
   v->persistent = t->persistent;
-  v->generation = ct_arena_generation();
   return v;
 }
 

@@ -35,7 +35,6 @@ typedef struct ct_tensor {
   bool requires_grad;
   bool persistent;               // data outside the arena (a parameter)
   struct ct_node *node;          // the tape node that made it; NULL for leaves
-  unsigned generation;           // arena generation it was made in
   const char *name;              // parameter name, or NULL
 } ct_tensor;
 

@@ -18,7 +18,6 @@ static void test_arena(void) {
         "aligned allocations");
   CHECK(q >= p + 10, "no overlap");
   CHECK(ct_arena_used_bytes() == 64 + 128, "used %zu", ct_arena_used_bytes());
-  unsigned gen = ct_arena_generation();
 
   // More than one block's worth in one step, then a reset merges the blocks.
   for (int i = 0; i < 5; i++) CHECK(ct_arena_alloc((size_t)10 << 20), "big");
@@ -26,7 +25,6 @@ static void test_arena(void) {
   CHECK(used >= (size_t)50 << 20, "used %zu", used);
   CHECK(ct_arena_peak_bytes() >= used, "peak %zu >= used", ct_arena_peak_bytes());
   ct_arena_reset();
-  CHECK(ct_arena_generation() != gen, "reset starts a generation");
   CHECK(ct_arena_used_bytes() == 0, "reset frees");
   CHECK(ct_arena_peak_bytes() >= used, "peak kept after reset");
 
@@ -39,6 +37,30 @@ static void test_arena(void) {
   ct_arena_rewind(m);
   CHECK(ct_arena_used_bytes() == at, "rewind: used %zu, want %zu",
         ct_arena_used_bytes(), at);
+  // A mark taken before a reset gives nothing back after it.
+  ct_arena_reset();
+  ct_arena_alloc(3000);
+  at = ct_arena_used_bytes();
+  ct_arena_rewind(m);
+  CHECK(ct_arena_used_bytes() == at, "stale mark: used %zu, want %zu",
+        ct_arena_used_bytes(), at);
+  ct_arena_reset();
+}
+
+// The tape lives in the arena: a reset empties it, with no stale nodes
+// left to walk.
+static void test_reset_empties_tape(void) {
+  ct_tensor *x = ct_requires_grad(ct_tensor_full(CT_F32, 2.0, CT_SHAPE(3)));
+  ct_tensor *y = ct_sum(ct_mul(x, x));
+  CHECK(y && ct_tape_size() == 2, "two nodes recorded, got %d",
+        ct_tape_size());
+  ct_arena_reset();
+  CHECK(ct_tape_size() == 0, "reset empties the tape, %d left",
+        ct_tape_size());
+  ct_tensor *z = ct_requires_grad(ct_tensor_full(CT_F32, 3.0, CT_SHAPE(2)));
+  ct_tensor *l = ct_sum(ct_mul(z, z));
+  CHECK(ct_backward(l) == CT_OK && ct_tape_size() == 0, "backward after reset");
+  CHECK(z->grad && z->grad[0] == 6.0f && z->grad[1] == 6.0f, "dz = 2z");
   ct_arena_reset();
 }
 
@@ -127,6 +149,7 @@ int main(void) {
   test_arena();
   test_params();
   test_tape();
+  test_reset_empties_tape();
   ct_arena_release();
   return test_summary("arena_params");
 }

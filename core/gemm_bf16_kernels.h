@@ -22,8 +22,8 @@
 // Each output element is one accumulator summed over k in order, the same
 // wherever it sits in a tile (padding is zeros and is not stored), so the
 // split of C over threads never changes a bit.
-#ifndef CT_GEMM_BF16_INTERNAL_H
-#define CT_GEMM_BF16_INTERNAL_H
+#ifndef CT_CORE_GEMM_BF16_KERNELS_H
+#define CT_CORE_GEMM_BF16_KERNELS_H
 
 #include <stdbool.h>
 #include <stdint.h>

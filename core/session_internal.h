@@ -1,0 +1,44 @@
+// What a session holds (core/session.h), for the files that implement its
+// parts: the arena (core/arena.c), the tape and its gradient pool
+// (autograd/tape.c) and the gemm settings (core/gemm.c). Not installed:
+// users reach these through the parts' own headers.
+#ifndef CT_CORE_SESSION_INTERNAL_H
+#define CT_CORE_SESSION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/gemm.h"
+#include "core/session.h"
+
+struct ct_arena_block;
+struct ct_node;
+
+enum { CT_GRAD_POOL_MAX = 64 };
+
+typedef struct ct_pooled_grad {
+  float *buf;
+  int64_t numel;
+} ct_pooled_grad;
+
+struct ct_session {
+  // The step arena: the newest block, older ones chained behind it.
+  struct ct_arena_block *block;
+  size_t arena_used_before;  // bytes handed out in blocks other than `block`
+  size_t arena_peak;
+  unsigned arena_resets;     // lets a mark see that a reset freed its memory
+  // The tape: the newest node first. Nodes live in the arena, so a reset
+  // empties the tape (and the gradient pool) along with it.
+  struct ct_node *tape_head;
+  int tape_count;
+  bool recording;
+  // Gradient buffers of op outputs whose backward has run, for reuse later
+  // in the same backward pass (arena memory).
+  ct_pooled_grad grad_pool[CT_GRAD_POOL_MAX];
+  int grad_pool_n;
+  // Matrix products: precision and forced kernel paths.
+  ct_gemm_mode gemm;
+};
+
+#endif
