@@ -6,7 +6,10 @@
 #include "core/params.h"
 #include "tests/harness.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_folder.h"
+#include "train/checkpoint_params.h"
 #include "train/fileio.h"
+#include "train/params_digest.h"
 
 #include <dirent.h>
 #include <math.h>

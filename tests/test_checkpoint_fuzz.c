@@ -10,6 +10,7 @@
 #include "core/params.h"
 #include "tests/harness.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_params.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "tests/harness.h"
-#include "train/checkpoint.h"
 #include "train/fileio.h"
+#include "train/params_digest.h"
 #include "train/safetensors.h"
 
 #include <stdint.h>

@@ -1,5 +1,8 @@
-// Checkpoint files: the container format, its atomic writer and validating
-// reader, records, parameter-store sections and run-folder helpers.
+// Checkpoint files: the container format (header, named sections, CRCs,
+// zlib), its writer and its validating reader. What goes in the sections is
+// elsewhere: records (record.c), parameter stores (checkpoint_params.c); so
+// are the atomic write (fileio.c) and a run folder's files
+// (checkpoint_folder.c).
 //
 // Byte layout (all integers little-endian; CRC-32 is zlib's crc32):
 //
@@ -29,22 +32,17 @@
 //   26+L     4     u32 CRC-32 of this header's bytes 0..25+L
 //   30+L     S     payload
 //
-// Floats inside sections are the host's IEEE bytes; the static assert below
-// keeps that equal to little-endian.
+// Floats inside sections are the host's IEEE bytes; the static assert in
+// little_endian.h keeps that equal to little-endian.
 #include "train/checkpoint.h"
 #include "train/fileio.h"
+#include "train/little_endian.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-               "checkpoint and safetensors floats are copied in host byte "
-               "order: add byte swaps before building for a big-endian host");
 
 static const char ckpt_magic[8] = {'C', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
 static const char ckpt_end_magic[8] = {'C', 'T', 'C', 'K', 'P', 'E', 'N', 'D'};
@@ -62,17 +60,7 @@ enum {
 // (plus slack for tiny streams) cannot be right and is not allocated.
 static const uint64_t zlib_max_ratio = 1032, zlib_slack = 1024;
 
-// ---- Little-endian encoding -------------------------------------------------
-
-static void put_le(unsigned char *p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
+// ---- CRC and names ----------------------------------------------------------
 
 // zlib's crc32 takes 32-bit lengths; this one takes any size.
 static uint32_t crc32_of(uint32_t crc, const void *data, size_t len) {
@@ -267,14 +255,14 @@ static size_t section_header_bytes(const writer_section *s) {
 
 static void encode_section_header(const writer_section *s, unsigned char *h) {
   size_t name_len = strlen(s->name);
-  put_le(h, name_len, 2);
+  ct_put_le(h, name_len, 2);
   memcpy(h + 2, s->name, name_len);
   unsigned char *f = h + 2 + name_len;
-  put_le(f, s->flags, 4);
-  put_le(f + 4, s->raw_len, 8);
-  put_le(f + 12, s->stored_len, 8);
-  put_le(f + 20, s->crc, 4);
-  put_le(f + 24, crc32_of(0, h, 2 + name_len + 24), 4);
+  ct_put_le(f, s->flags, 4);
+  ct_put_le(f + 4, s->raw_len, 8);
+  ct_put_le(f + 12, s->stored_len, 8);
+  ct_put_le(f + 20, s->crc, 4);
+  ct_put_le(f + 24, crc32_of(0, h, 2 + name_len + 24), 4);
 }
 
 // The file as pieces: the header, each section's header and payload, the
@@ -303,11 +291,11 @@ static ct_status build_pieces(const ct_ckpt_writer *w, file_pieces *f) {
     return ct_error(CT_ERR_NOMEM, "checkpoint: out of memory");
   }
   memcpy(f->head, ckpt_magic, 8);
-  put_le(f->head + 8, CT_CKPT_FORMAT_VERSION, 4);
-  put_le(f->head + 12, (uint64_t)w->n, 4);
-  put_le(f->head + 16, total, 8);
-  put_le(f->head + 24, 0, 4);
-  put_le(f->head + 28, crc32_of(0, f->head, 28), 4);
+  ct_put_le(f->head + 8, CT_CKPT_FORMAT_VERSION, 4);
+  ct_put_le(f->head + 12, (uint64_t)w->n, 4);
+  ct_put_le(f->head + 16, total, 8);
+  ct_put_le(f->head + 24, 0, 4);
+  ct_put_le(f->head + 28, crc32_of(0, f->head, 28), 4);
   f->pieces[0] = (ct_ckpt_piece){f->head, CKPT_HEADER_BYTES};
   unsigned char *h = f->headers;
   for (int i = 0; i < w->n; i++) {
@@ -318,11 +306,11 @@ static ct_status build_pieces(const ct_ckpt_writer *w, file_pieces *f) {
     h += section_header_bytes(s);
   }
   memcpy(f->tail, ckpt_end_magic, 8);
-  put_le(f->tail + 8, (uint64_t)w->n, 4);
+  ct_put_le(f->tail + 8, (uint64_t)w->n, 4);
   uint32_t crc = 0;
   for (int i = 0; i < f->n - 1; i++)
     crc = crc32_of(crc, f->pieces[i].data, f->pieces[i].len);
-  put_le(f->tail + 12, crc32_of(crc, f->tail, 12), 4);
+  ct_put_le(f->tail + 12, crc32_of(crc, f->tail, 12), 4);
   f->pieces[f->n - 1] = (ct_ckpt_piece){f->tail, CKPT_TRAILER_BYTES};
   return CT_OK;
 }
@@ -395,13 +383,6 @@ void ct_ckpt_free(ct_ckpt *c) {
   free(c);
 }
 
-static char *copy_str(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *c = malloc(n);
-  if (c) memcpy(c, s, n);
-  return c;
-}
-
 // Records a CT_ERR_FORMAT error "WHAT: message" and returns it.
 static ct_status bad_file(const char *what, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -422,7 +403,7 @@ static ct_status parse_header(const unsigned char *b, size_t len,
   if (len > 0 && memcmp(b, ckpt_magic, magic_seen) != 0)
     return bad_file(what, "not a ctrain checkpoint (its first bytes are not "
                     "\"CTRNCKPT\")");
-  *version = len >= 12 ? (uint32_t)get_le(b + 8, 4) : 0;
+  *version = len >= 12 ? (uint32_t)ct_get_le(b + 8, 4) : 0;
   if (*version > CT_CKPT_FORMAT_VERSION) {
     // A newer format may lay out the rest of its header differently, so
     // its CRC cannot be checked; but a version one bit away from a known
@@ -433,8 +414,8 @@ static ct_status parse_header(const unsigned char *b, size_t len,
       for (int bit = 0; bit < 32; bit++) {
         uint32_t v = *version ^ (1u << bit);
         if (v == 0 || v > CT_CKPT_FORMAT_VERSION) continue;
-        put_le(h + 8, v, 4);
-        if (get_le(b + 28, 4) == crc32_of(0, h, 28))
+        ct_put_le(h + 8, v, 4);
+        if (ct_get_le(b + 28, 4) == crc32_of(0, h, 28))
           return bad_file(what, "the header is corrupt (its format version "
                           "reads %u, a damaged %u)", *version, v);
       }
@@ -449,9 +430,9 @@ static ct_status parse_header(const unsigned char *b, size_t len,
                     CKPT_HEADER_BYTES);
   if (*version == 0)
     return bad_file(what, "corrupt header (format version 0)");
-  if (get_le(b + 28, 4) != crc32_of(0, b, 28))
+  if (ct_get_le(b + 28, 4) != crc32_of(0, b, 28))
     return bad_file(what, "the header is corrupt (CRC mismatch)");
-  uint64_t total = get_le(b + 16, 8);
+  uint64_t total = ct_get_le(b + 16, 8);
   if (total < len)
     return bad_file(what, "%zu bytes where the header says %llu: trailing "
                     "garbage after the checkpoint", len,
@@ -459,10 +440,10 @@ static ct_status parse_header(const unsigned char *b, size_t len,
   if (total > len)
     return bad_file(what, "truncated: %zu of %llu bytes (was the write "
                     "interrupted?)", len, (unsigned long long)total);
-  if (get_le(b + 24, 4) != 0)
+  if (ct_get_le(b + 24, 4) != 0)
     return bad_file(what, "header flags 0x%llx are unknown to this build: "
-                    "upgrade ctrain", (unsigned long long)get_le(b + 24, 4));
-  *count = (uint32_t)get_le(b + 12, 4);
+                    "upgrade ctrain", (unsigned long long)ct_get_le(b + 24, 4));
+  *count = (uint32_t)ct_get_le(b + 12, 4);
   size_t room = len - CKPT_HEADER_BYTES;
   if (room < CKPT_TRAILER_BYTES)
     return bad_file(what, "truncated: no end marker");
@@ -480,21 +461,21 @@ static ct_status parse_section(const unsigned char *b, size_t end, size_t *pos,
   size_t p = *pos;
   if (end - p < CKPT_SECTION_FIXED_BYTES + 1)
     return bad_file(what, "section %d runs past the end of the file", index);
-  size_t name_len = (size_t)get_le(b + p, 2);
+  size_t name_len = (size_t)ct_get_le(b + p, 2);
   if (end - p < CKPT_SECTION_FIXED_BYTES + name_len)
     return bad_file(what, "section %d runs past the end of the file", index);
   const unsigned char *f = b + p + 2 + name_len;
-  if (get_le(f + 24, 4) != crc32_of(0, b + p, 2 + name_len + 24))
+  if (ct_get_le(f + 24, 4) != crc32_of(0, b + p, 2 + name_len + 24))
     return bad_file(what, "the header of section %d is corrupt (CRC "
                     "mismatch)", index);
   if (!valid_section_name((const char *)b + p + 2, name_len))
     return bad_file(what, "section %d has an invalid name", index);
   memcpy(s->name, b + p + 2, name_len);
   s->name[name_len] = '\0';
-  *flags = (uint32_t)get_le(f, 4);
-  *raw_len = get_le(f + 4, 8);
-  *stored_len = get_le(f + 12, 8);
-  *crc = (uint32_t)get_le(f + 20, 4);
+  *flags = (uint32_t)ct_get_le(f, 4);
+  *raw_len = ct_get_le(f + 4, 8);
+  *stored_len = ct_get_le(f + 12, 8);
+  *crc = (uint32_t)ct_get_le(f + 20, 4);
   p += CKPT_SECTION_FIXED_BYTES + name_len;
   if (*flags & ~(uint32_t)CKPT_SECTION_KNOWN_FLAGS)
     return bad_file(what, "section '%s' uses flags 0x%x unknown to this "
@@ -530,7 +511,7 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
   ct_ckpt *c = calloc(1, sizeof *c);
   if (c) {
     c->file = file;
-    c->path = copy_str(what);
+    c->path = strdup(what);
     if (count) c->sections = calloc(count, sizeof *c->sections);
   } else {
     free(file);
@@ -587,8 +568,8 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
                   end - pos);
   if (st == CT_OK && memcmp(b + end, ckpt_end_magic, 8) != 0)
     st = bad_file(what, "the end marker is missing or corrupt");
-  if (st == CT_OK && (get_le(b + end + 8, 4) != count ||
-                      get_le(b + end + 12, 4) != crc32_of(0, b, len - 4)))
+  if (st == CT_OK && (ct_get_le(b + end + 8, 4) != count ||
+                      ct_get_le(b + end + 12, 4) != crc32_of(0, b, len - 4)))
     st = bad_file(what, "the file is corrupt (its end marker's CRC does not "
                   "match)");
   if (st != CT_OK) {
@@ -655,85 +636,13 @@ const char *ct_ckpt_section_name(const ct_ckpt *c, int i, size_t *len) {
 
 const char *ct_ckpt_path(const ct_ckpt *c) { return c ? c->path : NULL; }
 
-// ---- Records ----------------------------------------------------------------
-
-void ct_rec_init(ct_rec *r) { memset(r, 0, sizeof *r); }
-
-void ct_rec_free(ct_rec *r) {
-  free(r->data);
-  memset(r, 0, sizeof *r);
-}
-
-void ct_rec_raw(ct_rec *r, const void *data, size_t len) {
-  if (r->failed || len == 0) return;
-  if (len > SIZE_MAX / 2 - r->len) {
-    r->failed = true;
-    return;
-  }
-  if (r->len + len > r->cap) {
-    size_t cap = r->cap ? r->cap : 256;
-    while (cap < r->len + len) cap *= 2;
-    unsigned char *d = realloc(r->data, cap);
-    if (!d) {
-      r->failed = true;
-      return;
-    }
-    r->data = d;
-    r->cap = cap;
-  }
-  memcpy(r->data + r->len, data, len);
-  r->len += len;
-}
-
-static void rec_le(ct_rec *r, uint64_t v, int bytes) {
-  unsigned char b[8];
-  put_le(b, v, bytes);
-  ct_rec_raw(r, b, (size_t)bytes);
-}
-
-void ct_rec_u32(ct_rec *r, uint32_t v) { rec_le(r, v, 4); }
-void ct_rec_u64(ct_rec *r, uint64_t v) { rec_le(r, v, 8); }
-void ct_rec_i64(ct_rec *r, int64_t v) { rec_le(r, (uint64_t)v, 8); }
-
-void ct_rec_f64(ct_rec *r, double v) {
-  uint64_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  rec_le(r, bits, 8);
-}
-
-void ct_rec_str(ct_rec *r, const char *s) {
-  size_t len = s ? strlen(s) : 0;
-  if (len > UINT32_MAX) {
-    r->failed = true;
-    return;
-  }
-  rec_le(r, len, 4);
-  ct_rec_raw(r, s, len);
-}
-
-void ct_rec_bytes(ct_rec *r, const void *data, size_t len) {
-  rec_le(r, len, 8);
-  ct_rec_raw(r, data, len);
-}
-
-ct_status ct_rec_status(const ct_rec *r) {
-  if (r->failed)
-    return ct_error(CT_ERR_NOMEM, "checkpoint: out of memory building a "
-                    "record (%zu bytes so far)", r->len);
-  return CT_OK;
-}
+// ---- Records as sections ----------------------------------------------------
 
 ct_status ct_ckpt_writer_add_rec(ct_ckpt_writer *w, const char *name,
                                  const ct_rec *r) {
   if (!r) return ct_error(CT_ERR_ARG, "checkpoint: no record");
   ct_status st = ct_rec_status(r);
   return st != CT_OK ? st : ct_ckpt_writer_add(w, name, r->data, r->len);
-}
-
-void ct_rec_reader_init(ct_rec_reader *r, const void *data, size_t len,
-                        const char *what) {
-  *r = (ct_rec_reader){.data = data, .len = data ? len : 0,
-                       .what = what ? what : "record", .status = CT_OK};
 }
 
 ct_status ct_ckpt_section_reader(const ct_ckpt *c, const char *name,
@@ -744,564 +653,4 @@ ct_status ct_ckpt_section_reader(const ct_ckpt *c, const char *name,
   ct_rec_reader_init(r, data, len, c ? c->path : NULL);
   if (st != CT_OK) r->status = st;
   return st;
-}
-
-// Takes n bytes, or records the reader's (first) error and returns NULL.
-static const unsigned char *rec_take(ct_rec_reader *r, size_t n,
-                                     const char *field) {
-  if (r->status != CT_OK) return NULL;
-  if (n > r->len - r->pos) {
-    r->status = ct_error(CT_ERR_FORMAT, "%s: truncated record: %s of %zu "
-                         "bytes at offset %zu, only %zu left", r->what, field,
-                         n, r->pos, r->len - r->pos);
-    return NULL;
-  }
-  const unsigned char *p = r->data + r->pos;
-  r->pos += n;
-  return p;
-}
-
-uint32_t ct_rec_get_u32(ct_rec_reader *r) {
-  const unsigned char *p = rec_take(r, 4, "u32");
-  return p ? (uint32_t)get_le(p, 4) : 0;
-}
-
-uint64_t ct_rec_get_u64(ct_rec_reader *r) {
-  const unsigned char *p = rec_take(r, 8, "u64");
-  return p ? get_le(p, 8) : 0;
-}
-
-int64_t ct_rec_get_i64(ct_rec_reader *r) {
-  const unsigned char *p = rec_take(r, 8, "i64");
-  return p ? (int64_t)get_le(p, 8) : 0;
-}
-
-double ct_rec_get_f64(ct_rec_reader *r) {
-  const unsigned char *p = rec_take(r, 8, "f64");
-  uint64_t bits = p ? get_le(p, 8) : 0;
-  double v;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-char *ct_rec_get_str(ct_rec_reader *r) {
-  size_t at = r->pos;
-  uint32_t len = ct_rec_get_u32(r);
-  const unsigned char *p = rec_take(r, len, "string");
-  if (!p) return NULL;
-  if (memchr(p, 0, len)) {
-    r->status = ct_error(CT_ERR_FORMAT, "%s: the string at offset %zu "
-                         "contains a NUL byte", r->what, at);
-    return NULL;
-  }
-  char *s = malloc((size_t)len + 1);
-  if (!s) {
-    r->status = ct_error(CT_ERR_NOMEM, "%s: out of memory", r->what);
-    return NULL;
-  }
-  memcpy(s, p, len);
-  s[len] = '\0';
-  return s;
-}
-
-const void *ct_rec_get_bytes(ct_rec_reader *r, size_t *len) {
-  uint64_t n = ct_rec_get_u64(r);
-  const unsigned char *p =
-      n <= SIZE_MAX ? rec_take(r, (size_t)n, "byte string") : NULL;
-  if (!p && r->status == CT_OK)
-    r->status = ct_error(CT_ERR_FORMAT, "%s: byte string length %llu is "
-                         "impossible", r->what, (unsigned long long)n);
-  *len = p ? (size_t)n : 0;
-  return p;
-}
-
-ct_status ct_rec_reader_done(ct_rec_reader *r) {
-  if (r->status != CT_OK) return r->status;  // its message is recorded
-  if (r->pos != r->len)
-    r->status = ct_error(CT_ERR_FORMAT, "%s: %zu unexpected bytes at the "
-                         "end of the record", r->what, r->len - r->pos);
-  return r->status;
-}
-
-// ---- Parameter stores -------------------------------------------------------
-
-enum { PARAMS_DTYPE_F32 = 0 };
-
-static ct_status put_buffer(ct_ckpt_writer *w, const char *section,
-                            const ct_params *p, const float *buf) {
-  ct_rec r;
-  ct_rec_init(&r);
-  ct_rec_u32(&r, (uint32_t)p->n);
-  for (int i = 0; i < p->n; i++) {
-    const ct_param *it = &p->items[i];
-    ct_rec_str(&r, it->name);
-    ct_rec_u32(&r, PARAMS_DTYPE_F32);
-    ct_rec_u32(&r, (uint32_t)it->tensor->ndim);
-    for (int d = 0; d < it->tensor->ndim; d++)
-      ct_rec_i64(&r, it->tensor->shape[d]);
-    ct_rec_bytes(&r, buf + it->offset,
-                 (size_t)it->tensor->numel * sizeof(float));
-  }
-  ct_status st = ct_ckpt_writer_add_rec(w, section, &r);
-  ct_rec_free(&r);
-  return st;
-}
-
-ct_status ct_ckpt_put_params(ct_ckpt_writer *w, const char *section,
-                             const ct_params *p) {
-  if (!p) return ct_error(CT_ERR_ARG, "checkpoint: no parameter store");
-  return put_buffer(w, section, p, p->data);
-}
-
-ct_status ct_ckpt_put_param_state(ct_ckpt_writer *w, const char *section,
-                                  const ct_params *p, int slot) {
-  if (!p || slot < 0 || slot >= CT_PARAM_STATE_SLOTS)
-    return ct_error(CT_ERR_ARG, "checkpoint: need a store and a state slot "
-                    "in 0..%d (got %d)", CT_PARAM_STATE_SLOTS - 1, slot);
-  if (!p->state[slot])
-    return ct_error(CT_ERR_STATE, "checkpoint: optimizer state slot %d was "
-                    "never allocated; nothing to save in '%s'", slot,
-                    section ? section : "?");
-  return put_buffer(w, section, p, p->state[slot]);
-}
-
-// Parses a params-layout section into tensors and loads them into buf.
-static ct_status get_buffer(const ct_ckpt *c, const char *section,
-                            ct_params *dst, float *buf, unsigned flags) {
-  char what[1024];
-  snprintf(what, sizeof what, "%s section '%s'", c ? c->path : "?",
-           section ? section : "?");
-  ct_rec_reader r;
-  ct_status st = ct_ckpt_section_reader(c, section, &r);
-  if (st != CT_OK) return st;
-  r.what = what;
-  uint32_t count = ct_rec_get_u32(&r);
-  // Each tensor takes at least 20 bytes, which bounds the allocation.
-  if (r.status == CT_OK && count > (r.len - r.pos) / 20)
-    r.status = ct_error(CT_ERR_FORMAT, "%s: claims %u tensors in %zu bytes",
-                        what, count, r.len);
-  ct_named_tensor *t =
-      r.status == CT_OK ? calloc(count ? count : 1, sizeof *t) : NULL;
-  if (r.status == CT_OK && !t)
-    r.status = ct_error(CT_ERR_NOMEM, "%s: out of memory", what);
-  uint32_t got = 0;
-  for (; r.status == CT_OK && got < count; got++) {
-    ct_named_tensor *e = &t[got];
-    e->name = ct_rec_get_str(&r);
-    uint32_t dtype = ct_rec_get_u32(&r), ndim = ct_rec_get_u32(&r);
-    if (r.status != CT_OK) break;
-    if (dtype != PARAMS_DTYPE_F32 || ndim > CT_FILE_MAX_DIMS) {
-      r.status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has dtype %u and "
-                          "%u dims (this build reads f32, up to %d dims)",
-                          what, e->name, dtype, ndim, CT_FILE_MAX_DIMS);
-      break;
-    }
-    e->dtype = CT_FILE_F32;
-    e->ndim = (int)ndim;
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (uint32_t d = 0; d < ndim; d++) {
-      e->shape[d] = ct_rec_get_i64(&r);
-      if (e->shape[d] < 0 ||
-          (e->shape[d] && numel > UINT64_MAX / 4 / (uint64_t)e->shape[d]))
-        overflow = true;
-      else
-        numel *= (uint64_t)e->shape[d];
-    }
-    size_t nbytes = 0;
-    e->data = ct_rec_get_bytes(&r, &nbytes);
-    if (r.status == CT_OK && (overflow || nbytes != numel * 4))
-      r.status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, "
-                          "which does not fit its shape", what, e->name,
-                          nbytes);
-  }
-  st = ct_rec_reader_done(&r);
-  if (st == CT_OK) st = ct_params_load_named(dst, buf, t, (int)count, flags,
-                                             what);
-  for (uint32_t i = 0; t && i < count; i++) free((char *)t[i].name);
-  free(t);
-  return st;
-}
-
-ct_status ct_ckpt_get_params(const ct_ckpt *c, const char *section,
-                             ct_params *dst, unsigned flags) {
-  if (!c || !dst) return ct_error(CT_ERR_ARG, "checkpoint: get_params needs "
-                                  "a checkpoint and a store");
-  return get_buffer(c, section, dst, dst->data, flags);
-}
-
-ct_status ct_ckpt_get_param_state(const ct_ckpt *c, const char *section,
-                                  ct_params *dst, int slot, unsigned flags) {
-  if (!c || !dst) return ct_error(CT_ERR_ARG, "checkpoint: get_param_state "
-                                  "needs a checkpoint and a store");
-  if (!ct_ckpt_has(c, section))  // before allocating the slot
-    return bad_file(c->path, "no section '%s' in this checkpoint",
-                    section ? section : "?");
-  float *buf = ct_params_state(dst, slot);
-  return buf ? get_buffer(c, section, dst, buf, flags) : ct_last_status();
-}
-
-// ---- Matching named tensors against a store ---------------------------------
-
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31,
-           man = h & 1023u, bits;
-  if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);  // inf or nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: renormalize
-    exp = 113;
-    while (!(man & 1024u)) {
-      man <<= 1;
-      exp--;
-    }
-    bits = sign | (exp << 23) | ((man & 1023u) << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-static void convert_to_f32(float *dst, const unsigned char *src, int64_t n,
-                           ct_file_dtype dtype) {
-  if (dtype == CT_FILE_F32) {
-    memcpy(dst, src, (size_t)n * 4);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    if (dtype == CT_FILE_F64) {
-      uint64_t bits = get_le(src + 8 * i, 8);
-      double v;
-      memcpy(&v, &bits, 8);
-      dst[i] = (float)v;
-    } else if (dtype == CT_FILE_BF16) {
-      uint32_t bits = (uint32_t)get_le(src + 2 * i, 2) << 16;
-      memcpy(&dst[i], &bits, 4);
-    } else {
-      dst[i] = half_to_float((uint16_t)get_le(src + 2 * i, 2));
-    }
-  }
-}
-
-static bool same_shape(const ct_named_tensor *e, const ct_tensor *t) {
-  if (e->ndim != t->ndim) return false;
-  for (int d = 0; d < e->ndim; d++)
-    if (e->shape[d] != t->shape[d]) return false;
-  return true;
-}
-
-// Appends "'name' [2, 3]" items to a message, at most three then "(and N
-// more)".
-typedef struct name_list {
-  char text[600];
-  int count;
-} name_list;
-
-static void name_list_add(name_list *l, const char *name, int ndim,
-                          const int64_t *shape) {
-  if (l->count++ >= 3) return;
-  char dims[128];
-  size_t used = strlen(l->text);
-  ct_shape_str(ndim > CT_MAX_DIMS ? CT_MAX_DIMS : ndim, shape, dims,
-               sizeof dims);
-  snprintf(l->text + used, sizeof l->text - used, "%s'%.120s' %s%s",
-           used ? ", " : "", name, dims, ndim > CT_MAX_DIMS ? "..." : "");
-}
-
-static const char *name_list_end(name_list *l) {
-  size_t used = strlen(l->text);
-  if (l->count > 3)
-    snprintf(l->text + used, sizeof l->text - used, " (and %d more)",
-             l->count - 3);
-  return l->text;
-}
-
-ct_status ct_params_load_named(ct_params *dst, float *buf,
-                               const ct_named_tensor *t, int n, unsigned flags,
-                               const char *source) {
-  if (!dst || (!buf && dst->n) || (n && !t) || n < 0)
-    return ct_error(CT_ERR_ARG, "load: needs a store, a buffer and tensors");
-  if (!source) source = "file";
-  // found[i]: which file tensor fills parameter i (-1 none).
-  int *found = malloc((size_t)(dst->n ? dst->n : 1) * sizeof *found);
-  if (!found) return ct_error(CT_ERR_NOMEM, "%s: out of memory", source);
-  for (int i = 0; i < dst->n; i++) found[i] = -1;
-  name_list unexpected = {{0}, 0}, missing = {{0}, 0};
-  ct_status st = CT_OK;
-  for (int k = 0; k < n && st == CT_OK; k++) {
-    ct_param *it = ct_params_find(dst, t[k].name);
-    if (!it) {
-      name_list_add(&unexpected, t[k].name, t[k].ndim, t[k].shape);
-      continue;
-    }
-    int i = (int)(it - dst->items);
-    char want[128], got[128];
-    if (found[i] >= 0) {
-      st = ct_error(CT_ERR_FORMAT, "%s: has '%s' twice", source, t[k].name);
-    } else if (!same_shape(&t[k], it->tensor)) {
-      ct_shape_str(it->tensor->ndim, it->tensor->shape, want, sizeof want);
-      if (t[k].ndim > CT_MAX_DIMS)
-        snprintf(got, sizeof got, "with %d dims", t[k].ndim);
-      else
-        ct_shape_str(t[k].ndim, t[k].shape, got, sizeof got);
-      st = ct_error(CT_ERR_SHAPE, "%s: has '%s' %s, the model expects %s",
-                    source, t[k].name, got, want);
-    }
-    found[i] = k;
-  }
-  for (int i = 0; i < dst->n && st == CT_OK; i++)
-    if (found[i] < 0)
-      name_list_add(&missing, dst->items[i].name, dst->items[i].tensor->ndim,
-                    dst->items[i].tensor->shape);
-  if (st == CT_OK && unexpected.count && !(flags & CT_LOAD_ALLOW_UNEXPECTED))
-    st = ct_error(CT_ERR_FORMAT, "%s: has %d tensor(s) the model does not: "
-                  "%s (allow unexpected tensors to ignore them)", source,
-                  unexpected.count, name_list_end(&unexpected));
-  if (st == CT_OK && missing.count && !(flags & CT_LOAD_ALLOW_MISSING))
-    st = ct_error(CT_ERR_FORMAT, "%s: lacks %d model parameter(s): %s (allow "
-                  "missing tensors to keep their current values)", source,
-                  missing.count, name_list_end(&missing));
-  for (int i = 0; i < dst->n && st == CT_OK; i++)
-    if (found[i] >= 0)
-      convert_to_f32(buf + dst->items[i].offset, t[found[i]].data,
-                     dst->items[i].tensor->numel, t[found[i]].dtype);
-  free(found);
-  return st;
-}
-
-// ---- Digest -----------------------------------------------------------------
-
-typedef struct fnv {
-  uint64_t h;
-} fnv;
-
-static void fnv_bytes(fnv *f, const void *data, size_t len) {
-  const unsigned char *p = data;
-  uint64_t h = f->h;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  f->h = h;
-}
-
-static void fnv_le(fnv *f, uint64_t v, int bytes) {
-  unsigned char b[8];
-  put_le(b, v, bytes);
-  fnv_bytes(f, b, (size_t)bytes);
-}
-
-static int compare_param_names(const void *a, const void *b) {
-  const ct_param *const *x = a, *const *y = b;
-  return strcmp((*x)->name, (*y)->name);
-}
-
-uint64_t ct_params_digest(const ct_params *p, char *hex) {
-  fnv f = {0xcbf29ce484222325ull};
-  int n = p ? p->n : 0;
-  const ct_param **order = malloc((size_t)(n ? n : 1) * sizeof *order);
-  if (order) {
-    for (int i = 0; i < n; i++) order[i] = &p->items[i];
-    qsort(order, (size_t)n, sizeof *order, compare_param_names);
-  }
-  for (int i = 0; i < n; i++) {
-    // Without memory to sort, registry order still gives a digest, though
-    // one that depends on registration order.
-    const ct_param *it = order ? order[i] : &p->items[i];
-    fnv_bytes(&f, it->name, strlen(it->name) + 1);
-    fnv_le(&f, (uint64_t)it->tensor->ndim, 4);
-    for (int d = 0; d < it->tensor->ndim; d++)
-      fnv_le(&f, (uint64_t)it->tensor->shape[d], 8);
-    fnv_bytes(&f, p->data + it->offset,
-              (size_t)it->tensor->numel * sizeof(float));
-  }
-  free(order);
-  if (hex) snprintf(hex, 17, "%016llx", (unsigned long long)f.h);
-  return f.h;
-}
-
-// ---- Run folders ------------------------------------------------------------
-
-ct_status ct_ckpt_filename(char *buf, size_t size, const char *dir,
-                           int64_t step) {
-  if (!buf || !dir || step < 0)
-    return ct_error(CT_ERR_ARG, "checkpoint: filename needs a buffer, a "
-                    "folder and a step >= 0");
-  int n = snprintf(buf, size, "%s/ckpt-%08lld.ct", dir, (long long)step);
-  if (n < 0 || (size_t)n >= size)
-    return ct_error(CT_ERR_ARG, "checkpoint: path '%s/ckpt-...' is too long",
-                    dir);
-  return CT_OK;
-}
-
-// The step of a file named "ckpt-<digits>.ct", or -1.
-static int64_t ckpt_step_of(const char *name) {
-  if (strncmp(name, "ckpt-", 5) != 0) return -1;
-  const char *p = name + 5;
-  int64_t step = 0;
-  int digits = 0;
-  for (; *p >= '0' && *p <= '9'; p++, digits++) {
-    if (step > (INT64_MAX - 9) / 10) return -1;
-    step = step * 10 + (*p - '0');
-  }
-  return digits > 0 && strcmp(p, ".ct") == 0 ? step : -1;
-}
-
-typedef struct ckpt_entry {
-  char *path;
-  int64_t step;
-} ckpt_entry;
-
-static int compare_newest_first(const void *a, const void *b) {
-  const ckpt_entry *x = a, *y = b;
-  return x->step < y->step ? 1 : x->step > y->step ? -1
-                                                   : strcmp(x->path, y->path);
-}
-
-static void free_entries(ckpt_entry *e, int n) {
-  for (int i = 0; i < n; i++) free(e[i].path);
-  free(e);
-}
-
-// The checkpoints in dir, newest first. A missing folder has none.
-static ct_status list_checkpoints(const char *dir, ckpt_entry **out, int *n) {
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) {
-    if (errno == ENOENT) return CT_OK;
-    return ct_error(CT_ERR_IO, "%s: cannot list checkpoints: %s", dir,
-                    strerror(errno));
-  }
-  ckpt_entry *e = NULL;
-  int count = 0, cap = 0;
-  ct_status st = CT_OK;
-  struct dirent *de;
-  while (st == CT_OK && (de = readdir(d)) != NULL) {
-    int64_t step = ckpt_step_of(de->d_name);
-    if (step < 0) continue;
-    if (count == cap) {
-      cap = cap ? 2 * cap : 16;
-      ckpt_entry *grown = realloc(e, (size_t)cap * sizeof *e);
-      if (!grown) {
-        st = ct_error(CT_ERR_NOMEM, "%s: out of memory listing checkpoints",
-                      dir);
-        break;
-      }
-      e = grown;
-    }
-    size_t len = strlen(dir) + 1 + strlen(de->d_name) + 1;
-    char *path = malloc(len);
-    if (!path) {
-      st = ct_error(CT_ERR_NOMEM, "%s: out of memory listing checkpoints",
-                    dir);
-      break;
-    }
-    snprintf(path, len, "%s/%s", dir, de->d_name);
-    e[count++] = (ckpt_entry){path, step};
-  }
-  closedir(d);
-  if (st != CT_OK) {
-    free_entries(e, count);
-    return st;
-  }
-  if (count) qsort(e, (size_t)count, sizeof *e, compare_newest_first);
-  *out = e;
-  *n = count;
-  return CT_OK;
-}
-
-void ct_ckpt_latest_free(ct_ckpt_latest *l) {
-  if (!l) return;
-  free(l->path);
-  ct_ckpt_free(l->ckpt);
-  for (int i = 0; i < l->n_skipped; i++) free(l->skipped[i]);
-  free(l->skipped);
-  memset(l, 0, sizeof *l);
-  l->step = -1;
-}
-
-ct_status ct_ckpt_find_latest(const char *dir, ct_ckpt_latest *out) {
-  if (!dir || !out)
-    return ct_error(CT_ERR_ARG, "checkpoint: find_latest needs a folder and "
-                    "an output");
-  memset(out, 0, sizeof *out);
-  out->step = -1;
-  ckpt_entry *e;
-  int n;
-  ct_status st = list_checkpoints(dir, &e, &n);
-  if (st != CT_OK) return st;
-  if (n) out->skipped = malloc((size_t)n * sizeof *out->skipped);
-  if (n && !out->skipped) st = ct_error(CT_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < n && st == CT_OK && !out->path; i++) {
-    ct_ckpt *c = NULL;
-    ct_status rs = ct_ckpt_read(e[i].path, &c);
-    if (rs == CT_ERR_NOMEM) {
-      st = rs;  // not the file's fault: stop rather than skip it
-    } else if (rs != CT_OK) {
-      // The message already names the path.
-      char *why = copy_str(ct_last_error());
-      if (!why) st = ct_error(CT_ERR_NOMEM, "out of memory");
-      else out->skipped[out->n_skipped++] = why;
-    } else {
-      out->ckpt = c;
-      out->step = e[i].step;
-      out->path = e[i].path;
-      e[i].path = NULL;
-    }
-  }
-  free_entries(e, n);
-  if (st != CT_OK) ct_ckpt_latest_free(out);
-  else ct_clear_error();  // the skipped files' errors are in out->skipped
-  return st;
-}
-
-ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
-                        int *n_deleted) {
-  if (n_deleted) *n_deleted = 0;
-  if (!dir || keep_last < 0)
-    return ct_error(CT_ERR_ARG, "checkpoint: prune needs a folder and "
-                    "keep_last >= 0");
-  ckpt_entry *e;
-  int n;
-  ct_status st = list_checkpoints(dir, &e, &n);
-  for (int i = keep_last; i < n && st == CT_OK; i++) {
-    if (e[i].step == keep_step) continue;
-    if (remove(e[i].path) != 0 && errno != ENOENT)
-      st = ct_error(CT_ERR_IO, "%s: cannot delete old checkpoint: %s",
-                    e[i].path, strerror(errno));
-    else if (n_deleted)
-      (*n_deleted)++;
-  }
-  free_entries(e, n);
-  return st;
-}
-
-// ---- Atomic file writes -----------------------------------------------------
-
-typedef struct pieces_ctx {
-  const ct_ckpt_piece *pieces;
-  int n;
-} pieces_ctx;
-
-static ct_status write_pieces(FILE *f, const char *path, void *ctx) {
-  const pieces_ctx *c = ctx;
-  for (int i = 0; i < c->n; i++) {
-    size_t len = c->pieces[i].len;
-    if (len && fwrite(c->pieces[i].data, 1, len, f) != len)
-      return ct_error(CT_ERR_IO, "%s: write failed: %s", path,
-                      strerror(errno));
-  }
-  return CT_OK;
-}
-
-ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
-                               int n) {
-  if (!path || !*path || (n && !pieces) || n < 0)
-    return ct_error(CT_ERR_ARG, "write: needs a path and data");
-  pieces_ctx ctx = {pieces, n};
-  return ct_file_write_atomic(path, write_pieces, &ctx);
 }

@@ -19,6 +19,7 @@
 #include "nn/distill.h"
 #include "nn/resnet.h"
 #include "nn/vit.h"
+#include "train/checkpoint_folder.h"
 #include "train/image_meta.h"
 #include "train/plot.h"
 #include "train/run.h"

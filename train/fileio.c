@@ -1,4 +1,5 @@
-// Atomic file writes (temp + fsync + rename + fsync dir) and whole-file reads.
+// Atomic file writes (temp + fsync + rename + fsync dir), from a writer
+// function or from pieces in memory, and whole-file reads.
 #include "train/fileio.h"
 
 #include <errno.h>
@@ -85,6 +86,30 @@ ct_status ct_file_write_atomic(const char *path, ct_file_writer write,
     return st;
   }
   return dir_sync(path);
+}
+
+typedef struct pieces_ctx {
+  const ct_ckpt_piece *pieces;
+  int n;
+} pieces_ctx;
+
+static ct_status write_pieces(FILE *f, const char *path, void *ctx) {
+  const pieces_ctx *c = ctx;
+  for (int i = 0; i < c->n; i++) {
+    size_t len = c->pieces[i].len;
+    if (len && fwrite(c->pieces[i].data, 1, len, f) != len)
+      return ct_error(CT_ERR_IO, "%s: write failed: %s", path,
+                      strerror(errno));
+  }
+  return CT_OK;
+}
+
+ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
+                               int n) {
+  if (!path || !*path || (n && !pieces) || n < 0)
+    return ct_error(CT_ERR_ARG, "write: needs a path and data");
+  pieces_ctx ctx = {pieces, n};
+  return ct_file_write_atomic(path, write_pieces, &ctx);
 }
 
 ct_status ct_file_read_all(const char *path, char **data, size_t *len) {

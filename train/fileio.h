@@ -1,10 +1,11 @@
 // Checked whole-file I/O for the program's outputs and inputs.
 //
-// Outputs (config.ini, plots, later checkpoints) are written atomically: the
-// bytes go to a temporary file beside the target, which is flushed, fsynced
-// and renamed over it, then the directory is fsynced. A crash or an error
-// leaves either the old file or the new one, never a torn mix. This file
-// does not know any format; callers pass a function that writes the content.
+// Outputs (config.ini, plots, checkpoints, safetensors) are written
+// atomically: the bytes go to a temporary file beside the target, which is
+// flushed, fsynced and renamed over it, then the directory is fsynced. A
+// crash or an error leaves either the old file or the new one, never a torn
+// mix. This file does not know any format; callers pass a function that
+// writes the content, or the content as pieces already in memory.
 #ifndef CT_TRAIN_FILEIO_H
 #define CT_TRAIN_FILEIO_H
 
@@ -23,6 +24,18 @@ typedef ct_status (*ct_file_writer)(FILE *f, const char *path, void *ctx);
 // the error names `path`.
 ct_status ct_file_write_atomic(const char *path, ct_file_writer write,
                                void *ctx);
+
+// One piece of a file being written (the pieces are concatenated), so that
+// big buffers (payloads, parameter values) are written where they lie.
+typedef struct ct_ckpt_piece {
+  const void *data;
+  size_t len;
+} ct_ckpt_piece;
+
+// Writes the pieces to `path` with ct_file_write_atomic: temporary file,
+// fsync, rename, folder fsync; the old file survives errors.
+ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
+                               int n);
 
 // Reads a whole file into a NUL-terminated malloc'd buffer (*len excludes the
 // NUL). Errors name the path and strerror.

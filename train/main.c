@@ -24,6 +24,7 @@
 #include "data/toy_translation.h"
 #include "train/checkpoint.h"
 #include "train/jsonl.h"
+#include "train/params_digest.h"
 #include "train/plot.h"
 #include "train/run.h"
 #include "train/safetensors.h"

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "core/gemm.h"
+#include "train/checkpoint_params.h"
 #include "train/fileio.h"
 #include "train/schema.h"
 

@@ -22,6 +22,7 @@
 // beyond what a header holds (numbers must be non-negative integers).
 #include "train/safetensors.h"
 #include "train/fileio.h"
+#include "train/record.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -23,13 +23,13 @@
 
 #include "core/error.h"
 #include "core/params.h"
-#include "train/checkpoint.h"  // CT_LOAD_* flags, ct_params_load_named
+#include "train/params_load.h"  // CT_LOAD_* flags
 
 // The header size limit of the reference implementation.
 enum { CT_SAFETENSORS_MAX_HEADER = 100000000 };
 
 // Writes all parameters (values only) as F32 tensors, sorted by name as the
-// reference writer does, atomically (see ct_ckpt_write). `metadata` is NULL
+// reference writer does, atomically (see fileio.h). `metadata` is NULL
 // or a NULL-terminated list of key, value strings for "__metadata__".
 ct_status ct_safetensors_save(const char *path, const ct_params *p,
                               const char *const *metadata);

@@ -29,6 +29,7 @@
 #include "core/threads.h"
 #include "optim/grads.h"
 #include "optim/schedule.h"
+#include "train/checkpoint_folder.h"
 #include "train/plot.h"
 #include "train/progress.h"
 #include "train/run.h"
