@@ -1,6 +1,7 @@
 // Shared argument checks for the ops.
 #include "autograd/op_util.h"
 #include "core/vmath.h"
+#include "core/target_clones.h"
 
 const char *ct_shape_of(const ct_tensor *t) {
   static _Thread_local char bufs[2][96];
@@ -57,7 +58,7 @@ enum { COLUMN_BLOCK = 64, COLUMN_SUMS_PAR_MIN = 1 << 15 };
 // One block of columns [c0, c0 + COLUMN_BLOCK) (cut at cols). Compiled per
 // ISA by target_clones (wider vectors across the block's columns; each
 // column still sums its rows in order, so every build gives the same bits).
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+CT_TARGET_CLONES static void
 column_sums_block(float *out, const float *x, int64_t rows, int64_t cols,
                   float sign, int64_t c0) {
   const int64_t w = cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK;

@@ -43,6 +43,7 @@
 // (such a path always packs B: the in-place B read is an fp32 shortcut);
 // the micro-kernels stay pure compute on panels.
 #include "core/gemm_internal.h"
+#include "core/target_clones.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -197,7 +198,7 @@ typedef ct_gemm_call operands;
 // acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
 // block of a stored-transposed A that was just packed (so it is in cache).
 // Compiled per ISA: wider vectors across i, the same sums.
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+CT_TARGET_CLONES static void
 sum_block_a(const float *src, int64_t lds, int64_t kc, int64_t w,
             float *restrict acc) {
   for (int64_t k = 0; k < kc; k++) {
