@@ -12,16 +12,6 @@
 #include "nn/init.h"
 #include "nn/mlp.h"
 
-ct_nn_detr_config ct_nn_detr_defaults(int64_t in_channels,
-                                      int64_t num_classes) {
-  return (ct_nn_detr_config){
-      .in_channels = in_channels, .num_classes = num_classes,
-      .backbone_width = 64, .backbone_stages = 4, .backbone_blocks = 2,
-      .d_model = 256, .nhead = 8, .enc_layers = 6, .dec_layers = 6,
-      .dim_feedforward = 2048, .dropout = 0.1f, .num_queries = 100,
-      .aux_loss = true};
-}
-
 ct_detr_loss_opts ct_detr_loss_defaults(void) {
   return (ct_detr_loss_opts){.match = ct_detr_cost_defaults(), .ce_w = 1.0,
                              .bbox_w = 5.0, .giou_w = 2.0, .eos_coef = 0.1};

@@ -75,12 +75,6 @@ typedef struct ct_nn_detr_config {
   bool aux_loss;            // heads on every decoder layer, not only the last
 } ct_nn_detr_config;
 
-// The reference's defaults (main.py) with the given sizes: d_model 256,
-// nhead 8, 6 + 6 layers, dim_feedforward 2048, dropout 0.1, 100 queries,
-// aux_loss; backbone width 64, 4 stages, 2 blocks (ResNet-18-like).
-ct_nn_detr_config ct_nn_detr_defaults(int64_t in_channels,
-                                      int64_t num_classes);
-
 typedef struct ct_nn_detr_mlp {
   ct_nn_linear layers[3];   // "prefix.layers.{0,1,2}"
 } ct_nn_detr_mlp;
