@@ -1,19 +1,19 @@
 // Differentiable fused scaled-dot-product attention over heads.
 //
-//   q (B,Tq,H,Dh), k (B,Tk,H,Dh), v (B,Tk,H,Dh) -> out (B,Tq,H,Dh)
-//   qkv (B,T,3,H,Dh)                             -> out (B,T,H,Dh)
+//   q (B,Tq,NH,Dh), k (B,Tk,NH,Dh), v (B,Tk,NH,Dh) -> out (B,Tq,NH,Dh)
+//   qkv (B,T,3,NH,Dh)                             -> out (B,T,NH,Dh)
 //
 //   out = softmax(q k^T * scale + bias + masks) v, per (batch, head)
 //
-// Example (a causal self-attention block; x (B,T,3*H*Dh) from a qkv linear):
+// Example (a causal self-attention block; x (B,T,3*NH*Dh) from a qkv linear):
 //
-//   ct_tensor *qkv = ct_reshape(x, CT_SHAPE(B, T, 3, H, Dh));
+//   ct_tensor *qkv = ct_reshape(x, CT_SHAPE(B, T, 3, NH, Dh));
 //   ct_attention_opts o = ct_attention_defaults();
 //   o.causal = true;
-//   ct_tensor *y = ct_attention_qkv(qkv, &o);   // (B,T,H,Dh)
+//   ct_tensor *y = ct_attention_qkv(qkv, &o);   // (B,T,NH,Dh)
 //
 // The kernel (core/attention.h) never materializes the (Tq,Tk) weights: the
-// tape saves only the per-row log-sum-exp (B,H,Tq), and backward recomputes
+// tape saves only the per-row log-sum-exp (B,NH,Tq), and backward recomputes
 // the scores. The mask semantics (bottom-right causal alignment when
 // Tq != Tk; fully masked rows give 0 and zero gradients) are documented
 // there.
@@ -29,7 +29,7 @@ typedef struct ct_attention_opts {
   bool causal;             // query i sees keys j <= i + (Tk - Tq)
   ct_tensor *key_lengths;  // i32 (B), each in 0..Tk, or NULL
   ct_tensor *key_mask;     // i32 or f32 (B,Tk), nonzero = masked out, or NULL
-  ct_tensor *bias;         // f32 (H,Tq,Tk) added to the scores, or NULL;
+  ct_tensor *bias;         // f32 (NH,Tq,Tk) added to the scores, or NULL;
                            // gets a gradient when it requires grad
   float scale;             // 0 = 1/sqrt(Dh)
   float dropout_p;         // on the attention weights, in [0, 1); 0 = none

@@ -3,7 +3,7 @@
 // math is in core/attention.h.
 //
 // Saved for backward: the kernel parameters (pointing at the mask, lengths
-// and bias data, which live at least as long as the step) and lse (B,H,Tq).
+// and bias data, which live at least as long as the step) and lse (B,NH,Tq).
 // q, k, v and out are the node's inputs and output.
 #include "autograd/attention.h"
 
@@ -15,7 +15,7 @@
 typedef struct attn_saved {
   ct_attn_params p;
   float *lse;
-  bool fused;  // in[0] is a (B,T,3,H,Dh) qkv tensor
+  bool fused;  // in[0] is a (B,T,3,NH,Dh) qkv tensor
 } attn_saved;
 
 ct_attention_opts ct_attention_defaults(void) {
@@ -26,7 +26,7 @@ ct_attention_opts ct_attention_defaults(void) {
 // from opts. The key mask is converted to bytes in the arena.
 static bool params_from_opts(const char *op, const ct_attention_opts *o,
                              ct_attn_params *p) {
-  const int64_t B = p->B, Tq = p->Tq, Tk = p->Tk, H = p->H;
+  const int64_t B = p->B, Tq = p->Tq, Tk = p->Tk, NH = p->NH;
   p->causal = o->causal;
   if (o->scale != 0.0f) p->scale = o->scale;
   if (!(o->dropout_p >= 0.0f && o->dropout_p < 1.0f)) {
@@ -72,11 +72,11 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
   if (o->bias) {
     const ct_tensor *t = o->bias;
     if (!ct_check_f32(op, t, "bias")) return false;
-    if (t->ndim != 3 || t->shape[0] != H || t->shape[1] != Tq ||
+    if (t->ndim != 3 || t->shape[0] != NH || t->shape[1] != Tq ||
         t->shape[2] != Tk) {
       ct_error(CT_ERR_SHAPE,
-               "%s: bias %s must be (H, Tq, Tk) = [%lld, %lld, %lld]", op,
-               ct_shape_of(t), (long long)H, (long long)Tq, (long long)Tk);
+               "%s: bias %s must be (NH, Tq, Tk) = [%lld, %lld, %lld]", op,
+               ct_shape_of(t), (long long)NH, (long long)Tq, (long long)Tk);
       return false;
     }
     p->bias = ct_f32(t);
@@ -92,7 +92,7 @@ static void attention_backward(ct_node *n) {
   ct_tensor *bias;
   if (s->fused) {
     ct_tensor *qkv = n->in[0];
-    const int64_t off = p->H * p->Dh;
+    const int64_t off = p->NH * p->Dh;
     q = ct_f32(qkv);
     k = q + off;
     v = q + 2 * off;
@@ -121,19 +121,19 @@ static void attention_backward(ct_node *n) {
                         dq, dk, dv, dbias);
 }
 
-// Runs the kernel into a new (B,Tq,H,Dh) output and records the node.
+// Runs the kernel into a new (B,Tq,NH,Dh) output and records the node.
 static ct_tensor *attention_run(const char *op, ct_attn_params *p,
                                 const float *q, const float *k,
                                 const float *v, int n_in, ct_tensor **in,
                                 bool fused) {
   ct_tensor *out =
-      ct_tensor_empty(CT_F32, CT_SHAPE(p->B, p->Tq, p->H, p->Dh));
+      ct_tensor_empty(CT_F32, CT_SHAPE(p->B, p->Tq, p->NH, p->Dh));
   if (!out) return NULL;
   const bool wants = ct_tape_wants(n_in, in);
   // lse is kept only for a recorded node; the kernel's scratch never is.
   ct_arena_mark mark = ct_arena_get_mark();
   attn_saved *s = ct_arena_alloc(sizeof *s);
-  float *lse = s ? ct_arena_alloc((size_t)(p->B * p->H * p->Tq) * sizeof(float))
+  float *lse = s ? ct_arena_alloc((size_t)(p->B * p->NH * p->Tq) * sizeof(float))
                  : NULL;
   if (!lse) return NULL;
   if (wants) mark = ct_arena_get_mark();
@@ -168,7 +168,7 @@ ct_tensor *ct_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
       k->shape[0] != q->shape[0] || k->shape[2] != q->shape[2] ||
       k->shape[3] != q->shape[3] || q->shape[3] < 1) {
     ct_error(CT_ERR_SHAPE,
-             "%s: need q (B,Tq,H,Dh) and k, v (B,Tk,H,Dh), got q %s, k %s, "
+             "%s: need q (B,Tq,NH,Dh) and k, v (B,Tk,NH,Dh), got q %s, k %s, "
              "v %s",
              op, ct_shape_of(q), ct_shape_of(k), ct_shape_of(v));
     return NULL;
@@ -186,17 +186,17 @@ ct_tensor *ct_attention_qkv(ct_tensor *qkv, const ct_attention_opts *opts) {
   ct_attention_opts o = opts ? *opts : ct_attention_defaults();
   if (!ct_check_f32(op, qkv, "qkv")) return NULL;
   if (qkv->ndim != 5 || qkv->shape[2] != 3 || qkv->shape[4] < 1) {
-    ct_error(CT_ERR_SHAPE, "%s: need qkv (B,T,3,H,Dh), got %s", op,
+    ct_error(CT_ERR_SHAPE, "%s: need qkv (B,T,3,NH,Dh), got %s", op,
              ct_shape_of(qkv));
     return NULL;
   }
-  const int64_t B = qkv->shape[0], T = qkv->shape[1], H = qkv->shape[3],
+  const int64_t B = qkv->shape[0], T = qkv->shape[1], NH = qkv->shape[3],
                 Dh = qkv->shape[4];
-  ct_attn_params p = ct_attn_params_make(B, T, T, H, Dh);
-  p.q = p.k = p.v = ct_attn_layout_qkv(T, H, Dh);
+  ct_attn_params p = ct_attn_params_make(B, T, T, NH, Dh);
+  p.q = p.k = p.v = ct_attn_layout_qkv(T, NH, Dh);
   if (!params_from_opts(op, &o, &p)) return NULL;
   const float *base = ct_f32(qkv);
   ct_tensor *in[2] = {qkv, o.bias};
-  return attention_run(op, &p, base, base + H * Dh, base + 2 * H * Dh, 2, in,
+  return attention_run(op, &p, base, base + NH * Dh, base + 2 * NH * Dh, 2, in,
                        true);
 }

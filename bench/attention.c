@@ -5,15 +5,15 @@
 //
 //   bench_attention [--threads N] [--quick]
 //
-// One line per config (B=64, H=4, Dh=32, T in {50,128,256,512}, causal 0/1):
+// One line per config (B=64, NH=4, Dh=32, T in {50,128,256,512}, causal 0/1):
 //   attention T=.. causal=.. threads=.. fused_fwd_ms=.. fused_fwdbwd_ms=..
 //     composed_fwdbwd_ms=.. speedup=.. fused_extra_mb=.. composed_extra_mb=..
 //     mem_ratio=.. fused_ws_mb=.. composed_ws_mb=.. ws_ratio=..
 // speedup = composed / fused forward+backward time (medians of repeats;
 // fused_fwd_ms is the forward alone, recording on, as in training).
 //
-// The composed version gets q, k, v already in (B,H,T,Dh): the permutes a
-// model would need from (B,T,H,Dh) are left out, in its favour.
+// The composed version gets q, k, v already in (B,NH,T,Dh): the permutes a
+// model would need from (B,T,NH,Dh) are left out, in its favour.
 //
 // Memory: the arena's high-water mark never goes down (ct_arena_reset keeps
 // the peak), so before each measured pass we pad the arena with an untouched
@@ -22,7 +22,7 @@
 // allocated from the forward call to the end of backward (output, saved
 // state, temporaries, the gradients of output and inputs); "ws" (workspace)
 // is extra minus the tensors both versions must produce: out, dout, dq, dk,
-// dv (5 * B*T*H*Dh floats).
+// dv (5 * B*T*NH*Dh floats).
 #include "autograd/attention.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
@@ -36,7 +36,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { B = 64, H = 4, DH = 32 };
+enum { B = 64, NH = 4, DH = 32 };
 
 static double now_s(void) {
   struct timespec ts;
@@ -58,21 +58,21 @@ static double median(double *v, int n) {
 typedef struct problem {
   int64_t T;
   bool causal;
-  float *q, *k, *v, *dout;  // (B,T,H,Dh) for fused; permuted copies below
-  float *qh, *kh, *vh, *douth;  // (B,H,T,Dh) for composed
+  float *q, *k, *v, *dout;  // (B,T,NH,Dh) for fused; permuted copies below
+  float *qh, *kh, *vh, *douth;  // (B,NH,T,Dh) for composed
 } problem;
 
 static void to_bhtd(const float *src, float *dst, int64_t T) {
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < T; t++)
-      for (int64_t h = 0; h < H; h++)
-        memcpy(dst + ((b * H + h) * T + t) * DH,
-               src + ((b * T + t) * H + h) * DH, DH * sizeof(float));
+      for (int64_t h = 0; h < NH; h++)
+        memcpy(dst + ((b * NH + h) * T + t) * DH,
+               src + ((b * T + t) * NH + h) * DH, DH * sizeof(float));
 }
 
 static problem problem_make(int64_t T, bool causal) {
   problem p = {.T = T, .causal = causal};
-  size_t n = (size_t)(B * T * H * DH);
+  size_t n = (size_t)(B * T * NH * DH);
   float **bufs[] = {&p.q, &p.k, &p.v, &p.dout, &p.qh, &p.kh, &p.vh, &p.douth};
   for (int i = 0; i < 8; i++) *bufs[i] = malloc(n * sizeof(float));
   ct_rng r = ct_rng_make(1, (uint64_t)T);
@@ -108,9 +108,9 @@ static pass_inputs pass_setup(const problem *p, mode m) {
   pass_inputs in = {0};
   const int64_t T = p->T;
   if (m == COMPOSED_FWDBWD) {
-    in.q = leaf(p->qh, H, T);
-    in.k = leaf(p->kh, H, T);
-    in.v = leaf(p->vh, H, T);
+    in.q = leaf(p->qh, NH, T);
+    in.k = leaf(p->kh, NH, T);
+    in.v = leaf(p->vh, NH, T);
     in.dout = p->douth;
     if (p->causal) {
       in.mask = ct_tensor_zeros(CT_F32, CT_SHAPE(T, T));
@@ -118,9 +118,9 @@ static pass_inputs pass_setup(const problem *p, mode m) {
         for (int64_t j = i + 1; j < T; j++) ct_f32(in.mask)[i * T + j] = -INFINITY;
     }
   } else {
-    in.q = leaf(p->q, T, H);
-    in.k = leaf(p->k, T, H);
-    in.v = leaf(p->v, T, H);
+    in.q = leaf(p->q, T, NH);
+    in.k = leaf(p->k, T, NH);
+    in.v = leaf(p->v, T, NH);
     in.dout = p->dout;
   }
   return in;
@@ -130,10 +130,10 @@ static pass_inputs pass_setup(const problem *p, mode m) {
 static bool pass_run(const problem *p, mode m, const pass_inputs *in) {
   ct_tensor *y;
   if (m == COMPOSED_FWDBWD) {
-    ct_tensor *s = ct_matmul(in->q, in->k, false, true);  // (B,H,T,T)
+    ct_tensor *s = ct_matmul(in->q, in->k, false, true);  // (B,NH,T,T)
     s = ct_scale(s, 1.0f / sqrtf((float)DH));
     if (in->mask) s = ct_add(s, in->mask);
-    y = ct_matmul(ct_softmax(s), in->v, false, false);   // (B,H,T,Dh)
+    y = ct_matmul(ct_softmax(s), in->v, false, false);   // (B,NH,T,Dh)
   } else {
     ct_attention_opts o = ct_attention_defaults();
     o.causal = p->causal;
@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
              mc = median(tc, reps) * 1e3;
       double ef = extra_mb(&p, FUSED_FWDBWD);
       double ec = extra_mb(&p, COMPOSED_FWDBWD);
-      double must = 5.0 * (double)(B * T * H * DH) * 4.0 / 1048576.0;
+      double must = 5.0 * (double)(B * T * NH * DH) * 4.0 / 1048576.0;
       printf("attention T=%lld causal=%d threads=%d fused_fwd_ms=%.2f "
              "fused_fwdbwd_ms=%.2f composed_fwdbwd_ms=%.2f speedup=%.2f "
              "fused_extra_mb=%.1f composed_extra_mb=%.1f mem_ratio=%.1f "

@@ -8,7 +8,7 @@
 // through ct_gemm, single-threaded inside our parallel region. K and V of
 // one (b, h) are first transposed into scratch (Dh, Tk), so that every
 // product has a row-major right operand, which ct_gemm reads in place; the
-// strided [B,T,H,Dh] rows of q, k, v, dout are read in place too. The row
+// strided [B,T,NH,Dh] rows of q, k, v, dout are read in place too. The row
 // work between products (masks, bias, exp, row sums) is plain C in
 // `#pragma omp simd` loops, compiled three times (baseline, AVX2, AVX-512
 // via target attributes) and chosen at run time with __builtin_cpu_supports.
@@ -29,21 +29,21 @@ enum { BQ = 64, BK = 128 };
 #define ATTN_INLINE static inline __attribute__((always_inline))
 
 ct_attn_params ct_attn_params_make(int64_t B, int64_t Tq, int64_t Tk,
-                                   int64_t H, int64_t Dh) {
-  ct_attn_params p = {.B = B, .Tq = Tq, .Tk = Tk, .H = H, .Dh = Dh};
-  p.q = p.out = ct_attn_layout_bthd(Tq, H, Dh);
-  p.k = p.v = ct_attn_layout_bthd(Tk, H, Dh);
+                                   int64_t NH, int64_t Dh) {
+  ct_attn_params p = {.B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .Dh = Dh};
+  p.q = p.out = ct_attn_layout_bthd(Tq, NH, Dh);
+  p.k = p.v = ct_attn_layout_bthd(Tk, NH, Dh);
   p.scale = Dh > 0 ? (float)(1.0 / sqrt((double)Dh)) : 1.0f;
   return p;
 }
 
 ct_status ct_attention_check(const ct_attn_params *p) {
-  if (p->B < 0 || p->Tq < 0 || p->Tk < 0 || p->H < 0 || p->Dh < 1)
+  if (p->B < 0 || p->Tq < 0 || p->Tk < 0 || p->NH < 0 || p->Dh < 1)
     return ct_error(CT_ERR_ARG,
-                    "attention: bad sizes B=%lld Tq=%lld Tk=%lld H=%lld "
+                    "attention: bad sizes B=%lld Tq=%lld Tk=%lld NH=%lld "
                     "Dh=%lld (need Dh >= 1, others >= 0)",
                     (long long)p->B, (long long)p->Tq, (long long)p->Tk,
-                    (long long)p->H, (long long)p->Dh);
+                    (long long)p->NH, (long long)p->Dh);
   if (!(p->dropout_p >= 0.0f && p->dropout_p < 1.0f))
     return ct_error(CT_ERR_ARG, "attention: dropout_p %g outside [0, 1)",
                     (double)p->dropout_p);
@@ -342,7 +342,7 @@ static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
   const float inv = 1.0f / (1.0f - p->dropout_p);
   const float thr = p->dropout_p * 16777216.0f;
   for (int r = 0; r < mq; r++) {
-    uint64_t first = (uint64_t)(((b * p->H + h) * p->Tq + i0 + r) * p->Tk + j0);
+    uint64_t first = (uint64_t)(((b * p->NH + h) * p->Tq + i0 + r) * p->Tk + j0);
     isa->keep(p->dropout_seed, p->dropout_stream, first, nk, thr, inv, words,
               keep + (int64_t)r * BK);
   }
@@ -444,7 +444,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   const float drop_scale =
       p->dropout_p > 0.0f ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
   float *ob = out + b * p->out.batch + h * p->out.head + i0 * p->out.row;
-  float *lb = lse + (b * p->H + h) * p->Tq + i0;
+  float *lb = lse + (b * p->NH + h) * p->Tq + i0;
   for (int r = 0; r < mq; r++) {
     float *orow = ob + r * p->out.row;
     const float *acc = w->o + r * Dh;
@@ -482,7 +482,7 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
 // problem is then below ct_gemm's own threading threshold, so ct_gemm stays
 // single-threaded even though it runs outside an active parallel region.
 static int attn_threads(const ct_attn_params *p) {
-  double work = (double)p->B * p->H * p->Tq * p->Tk * p->Dh;
+  double work = (double)p->B * p->NH * p->Tq * p->Tk * p->Dh;
   return work < 32768.0 ? 1 : omp_get_max_threads();
 }
 
@@ -498,7 +498,7 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
   ct_status st = ct_attention_check(p);
   if (st != CT_OK) return st;
   const int64_t nqb = (p->Tq + BQ - 1) / BQ;
-  const int64_t pairs = p->B * p->H;
+  const int64_t pairs = p->B * p->NH;
   if (pairs * nqb == 0) return CT_OK;
   const attn_isa isa = pick_isa();
 
@@ -519,10 +519,10 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t u = 0; u < units; u++) {
       if (per_pair) {
-        fwd_unit(p, &isa, q, k, v, out, lse, u / p->H, u % p->H, 0, nqb, &w);
+        fwd_unit(p, &isa, q, k, v, out, lse, u / p->NH, u % p->NH, 0, nqb, &w);
       } else {
         int64_t qb = u % nqb, bh = u / nqb;
-        fwd_unit(p, &isa, q, k, v, out, lse, bh / p->H, bh % p->H, qb, qb + 1,
+        fwd_unit(p, &isa, q, k, v, out, lse, bh / p->NH, bh % p->NH, qb, qb + 1,
                  &w);
       }
     }
@@ -585,7 +585,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   float *dqh = a->dq ? a->dq + b * p->q.batch + h * p->q.head : NULL;
   float *dkh = a->dk ? a->dk + b * p->k.batch + h * p->k.head : NULL;
   float *dvh = a->dv ? a->dv + b * p->v.batch + h * p->v.head : NULL;
-  const float *lseh = a->lse + (b * p->H + h) * p->Tq;
+  const float *lseh = a->lse + (b * p->NH + h) * p->Tq;
   const int64_t len = key_len(p, b);
   const float *kadd = key_add(p, b, w->kadd);
   const bool drop = p->dropout_p > 0.0f;
@@ -664,7 +664,7 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
   // otherwise a unit is one (b, h) pair. Either way each output element is
   // accumulated by one thread in an order fixed by the loops alone.
   const bool per_head = dbias != NULL;
-  const int64_t units = per_head ? p->H : p->B * p->H;
+  const int64_t units = per_head ? p->NH : p->B * p->NH;
   if (units == 0 || p->B == 0) return CT_OK;
 
   const int threads = attn_threads(p);
@@ -681,7 +681,7 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
       if (per_head)
         for (int64_t b = 0; b < p->B; b++) bwd_pair(p, &isa, &a, b, u, &w);
       else
-        bwd_pair(p, &isa, &a, u / p->H, u % p->H, &w);
+        bwd_pair(p, &isa, &a, u / p->NH, u % p->NH, &w);
     }
   }
   return CT_OK;

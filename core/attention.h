@@ -1,6 +1,6 @@
 // Fused scaled-dot-product attention kernels on raw float pointers.
 //
-//   q (B,Tq,H,Dh), k (B,Tk,H,Dh), v (B,Tk,H,Dh) -> out (B,Tq,H,Dh), lse (B,H,Tq)
+//   q (B,Tq,NH,Dh), k (B,Tk,NH,Dh), v (B,Tk,NH,Dh) -> out (B,Tq,NH,Dh), lse (B,NH,Tq)
 //
 //   out[b,i,h,:] = sum_j softmax_j(scale * q_i . k_j + bias[h,i,j] + mask)
 //                        * drop(b,h,i,j) * v_j
@@ -8,14 +8,14 @@
 // The forward pass runs an online softmax (Milakov & Gimelshein 2018; the
 // FlashAttention blocking of Dao et al. 2022) over tiles of 64 queries x 128
 // keys and keeps only the per-row log-sum-exp; the backward pass recomputes
-// the scores from q, k and lse. Extra memory is O(B*H*Tq) for lse plus, per
+// the scores from q, k and lse. Extra memory is O(B*NH*Tq) for lse plus, per
 // thread, a few tiles and one head's K^T and V^T (Dh x Tk): never O(T^2).
 //
 // Layouts: every operand is read in place through strides (in floats) for
 // batch, row (time) and head; the Dh values of one head are contiguous.
-// ct_attn_layout_bthd describes separate [B,T,H,Dh] tensors; for a fused
-// qkv [B,T,3,H,Dh] tensor use ct_attn_layout_qkv with q = qkv,
-// k = qkv + H*Dh, v = qkv + 2*H*Dh. Gradients use the layout of their input
+// ct_attn_layout_bthd describes separate [B,T,NH,Dh] tensors; for a fused
+// qkv [B,T,3,NH,Dh] tensor use ct_attn_layout_qkv with q = qkv,
+// k = qkv + NH*Dh, v = qkv + 2*NH*Dh. Gradients use the layout of their input
 // (dq like q, ...), and dout that of out.
 //
 // Masks (all optional, combined):
@@ -25,13 +25,13 @@
 //   i is position i + Tk - Tq. For Tq == Tk this is the usual j <= i.
 // - key_lengths (B): keys j >= key_lengths[b] are padding. 0..Tk.
 // - key_mask (B,Tk): nonzero = that key is masked out.
-// - bias (H,Tq,Tk): added to the scaled scores (relative position biases; a
+// - bias (NH,Tq,Tk): added to the scaled scores (relative position biases; a
 //   -inf entry masks a key too).
 // A query row that sees no key at all gets out = 0, lse = -inf, and zero
 // gradients (not the NaN a plain softmax of all -inf would give).
 //
 // Dropout on the attention weights: weight (b,h,i,j) is kept iff
-// ct_rng_uniform_at(seed, stream, ((b*H + h)*Tq + i)*Tk + j) >= p and kept
+// ct_rng_uniform_at(seed, stream, ((b*NH + h)*Tq + i)*Tk + j) >= p and kept
 // weights are scaled by 1/(1-p). The mask is a pure function of the indices,
 // so backward recomputes it and no thread count changes it.
 //
@@ -59,27 +59,27 @@ typedef struct ct_attn_layout {
   int64_t batch, row, head;
 } ct_attn_layout;
 
-// Separate [B,T,H,Dh] tensors.
-static inline ct_attn_layout ct_attn_layout_bthd(int64_t T, int64_t H,
+// Separate [B,T,NH,Dh] tensors.
+static inline ct_attn_layout ct_attn_layout_bthd(int64_t T, int64_t NH,
                                                  int64_t Dh) {
-  return (ct_attn_layout){.batch = T * H * Dh, .row = H * Dh, .head = Dh};
+  return (ct_attn_layout){.batch = T * NH * Dh, .row = NH * Dh, .head = Dh};
 }
-// One of q/k/v inside a fused [B,T,3,H,Dh] tensor (offset the base pointer
-// by 0, H*Dh or 2*H*Dh).
-static inline ct_attn_layout ct_attn_layout_qkv(int64_t T, int64_t H,
+// One of q/k/v inside a fused [B,T,3,NH,Dh] tensor (offset the base pointer
+// by 0, NH*Dh or 2*NH*Dh).
+static inline ct_attn_layout ct_attn_layout_qkv(int64_t T, int64_t NH,
                                                 int64_t Dh) {
-  return (ct_attn_layout){.batch = 3 * T * H * Dh, .row = 3 * H * Dh,
+  return (ct_attn_layout){.batch = 3 * T * NH * Dh, .row = 3 * NH * Dh,
                           .head = Dh};
 }
 
 typedef struct ct_attn_params {
-  int64_t B, Tq, Tk, H, Dh;
+  int64_t B, Tq, Tk, NH, Dh;
   ct_attn_layout q, k, v, out;  // dq/dk/dv/dout share these
   float scale;                  // multiplies q.k (1/sqrt(Dh) by default)
   bool causal;                  // bottom-right aligned, see above
   const int32_t *key_lengths;   // (B) or NULL
   const uint8_t *key_mask;      // (B,Tk), nonzero = masked out, or NULL
-  const float *bias;            // (H,Tq,Tk) contiguous, or NULL
+  const float *bias;            // (NH,Tq,Tk) contiguous, or NULL
   float dropout_p;              // in [0, 1); 0 = no dropout
   uint64_t dropout_seed, dropout_stream;
   // Backward only: CT_ATTN_ASSIGN_* bits for the gradients whose buffers are
@@ -93,16 +93,16 @@ enum {
   CT_ATTN_ASSIGN_DV = 1u << 2,
 };
 
-// Parameters for separate [B,T,H,Dh] tensors, scale 1/sqrt(Dh), no masks,
+// Parameters for separate [B,T,NH,Dh] tensors, scale 1/sqrt(Dh), no masks,
 // no dropout.
 ct_attn_params ct_attn_params_make(int64_t B, int64_t Tq, int64_t Tk,
-                                   int64_t H, int64_t Dh);
+                                   int64_t NH, int64_t Dh);
 
 // Checks sizes, dropout_p and key_lengths (each in 0..Tk). CT_OK or an
 // error naming the field.
 ct_status ct_attention_check(const ct_attn_params *p);
 
-// out and lse (B,H,Tq) are written. Per-thread scratch comes from the step
+// out and lse (B,NH,Tq) are written. Per-thread scratch comes from the step
 // arena (a few tiles per thread). Returns CT_OK, or an error from
 // ct_attention_check / CT_ERR_NOMEM (then nothing is written).
 ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
@@ -110,7 +110,7 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
                                float *lse);
 
 // Given out and lse from the forward pass and dout = dL/dout, ADDS dL/dq,
-// dL/dk, dL/dv and dL/dbias (H,Tq,Tk) into the buffers given; any of them may
+// dL/dk, dL/dv and dL/dbias (NH,Tq,Tk) into the buffers given; any of them may
 // be NULL when not wanted. dq, dk, dv may alias one fused qkv gradient.
 // With p->assign_grads bits, those of dq, dk, dv are assigned instead (each
 // thread zeroes its own rows first, while they are about to be used).

@@ -1,7 +1,8 @@
 // Tensors: float32 or int32, row-major, contiguous, up to 5 dims.
 //
 // Dimension letters used across ctrain: B batch, T time (sequence), C channels,
-// H heads, Dh head size, V vocabulary, N rows, K classes.
+// H W height and width, NH attention heads, Dh head size, V vocabulary, N rows,
+// K classes.
 //
 // A tensor made by these functions (and every op output) lives in the step
 // arena (core/arena.h) and is gone after ct_arena_reset(). Parameters live in

@@ -65,20 +65,20 @@ static ct_tensor *additive_mask(ct_tensor *mask) {
   return add;
 }
 
-static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t H,
+static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t NH,
                         int64_t Tq, int64_t Tk) {
   const ct_tensor *am = mk->attn_mask, *kpm = mk->key_padding_mask;
   if (am) {
     bool square = am->ndim == 2 && am->shape[0] == Tq && am->shape[1] == Tk;
-    bool per_head = am->ndim == 3 && am->shape[0] == B * H &&
+    bool per_head = am->ndim == 3 && am->shape[0] == B * NH &&
                     am->shape[1] == Tq && am->shape[2] == Tk;
     if (!square && !per_head) {
       char got[64];
       ct_error(CT_ERR_SHAPE,
                "mha: attn_mask %s must be (Tq,Tk) = [%lld, %lld] or "
-               "(B*H,Tq,Tk) = [%lld, %lld, %lld]",
+               "(B*NH,Tq,Tk) = [%lld, %lld, %lld]",
                ct_shape_str(am->ndim, am->shape, got, sizeof got),
-               (long long)Tq, (long long)Tk, (long long)(B * H), (long long)Tq,
+               (long long)Tq, (long long)Tk, (long long)(B * NH), (long long)Tq,
                (long long)Tk);
       return false;
     }
@@ -98,7 +98,7 @@ static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t H,
 }
 
 // Rows [i*E, (i+1)*E) of the in-projection (i = 0 q, 1 k, 2 v) applied to x:
-// x (B,T,E) -> (B,T,H,Dh)
+// x (B,T,E) -> (B,T,NH,Dh)
 static ct_tensor *project(const ct_nn_mha *m, ct_tensor *x, int i) {
   const int64_t E = m->embed_dim;
   ct_tensor *w = ct_slice(m->in_proj_weight, 0, i * E, E);
@@ -110,23 +110,23 @@ static ct_tensor *project(const ct_nn_mha *m, ct_tensor *x, int i) {
                              m->head_dim));
 }
 
-// q (B,Tq,H,Dh), k (B,Tk,H,Dh), v (B,Tk,H,Dh) -> (B,Tq,H,Dh); *weights
-// (B,H,Tq,Tk) after dropout. The composed twin of the fused kernel.
+// q (B,Tq,NH,Dh), k (B,Tk,NH,Dh), v (B,Tk,NH,Dh) -> (B,Tq,NH,Dh); *weights
+// (B,NH,Tq,Tk) after dropout. The composed twin of the fused kernel.
 static ct_tensor *composed_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
                                      const ct_nn_attn_masks *mk, float drop_p,
                                      uint64_t seed, uint64_t stream,
                                      ct_tensor **weights) {
-  static const int to_heads[4] = {0, 2, 1, 3};  // (B,T,H,Dh) <-> (B,H,T,Dh)
+  static const int to_heads[4] = {0, 2, 1, 3};  // (B,T,NH,Dh) <-> (B,NH,T,Dh)
   if (!q || !k || !v) return NULL;
-  const int64_t B = q->shape[0], Tq = q->shape[1], H = q->shape[2],
+  const int64_t B = q->shape[0], Tq = q->shape[1], NH = q->shape[2],
                 Dh = q->shape[3], Tk = k->shape[1];
   ct_tensor *qh = ct_permute(ct_scale(q, (float)(1.0 / sqrt((double)Dh))),
                              to_heads);
   ct_tensor *scores =
-      ct_matmul(qh, ct_permute(k, to_heads), false, true);  // (B,H,Tq,Tk)
+      ct_matmul(qh, ct_permute(k, to_heads), false, true);  // (B,NH,Tq,Tk)
   if (mk->attn_mask) {
     ct_tensor *am = additive_mask(mk->attn_mask);
-    if (am && am->ndim == 3) am = ct_reshape(am, CT_SHAPE(B, H, Tq, Tk));
+    if (am && am->ndim == 3) am = ct_reshape(am, CT_SHAPE(B, NH, Tq, Tk));
     scores = ct_add(scores, am);
   }
   if (mk->causal) scores = ct_add(scores, ct_nn_causal_mask(Tq, Tk, CT_F32));
@@ -140,9 +140,9 @@ static ct_tensor *composed_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
                     to_heads);
 }
 
-// attn_mask (Tq,Tk) -> the fused op's bias (H,Tq,Tk), by broadcasting.
-static ct_tensor *bias_over_heads(ct_tensor *attn_mask, int64_t H) {
-  return ct_add(ct_tensor_zeros(CT_F32, CT_SHAPE(H, 1, 1)),
+// attn_mask (Tq,Tk) -> the fused op's bias (NH,Tq,Tk), by broadcasting.
+static ct_tensor *bias_over_heads(ct_tensor *attn_mask, int64_t NH) {
+  return ct_add(ct_tensor_zeros(CT_F32, CT_SHAPE(NH, 1, 1)),
                 additive_mask(attn_mask));
 }
 
@@ -153,7 +153,7 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
                             ct_tensor *value, const ct_nn_attn_masks *masks,
                             ct_tensor **weights) {
   if (!query || !key || !value) return NULL;
-  const int64_t E = m->embed_dim, H = m->num_heads;
+  const int64_t E = m->embed_dim, NH = m->num_heads;
   if (query->ndim != 3 || key->ndim != 3 || !ct_tensor_same_shape(key, value) ||
       query->shape[2] != E || key->shape[2] != E ||
       key->shape[0] != query->shape[0]) {
@@ -170,7 +170,7 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
   const int64_t B = query->shape[0], Tq = query->shape[1], Tk = key->shape[1];
   const ct_nn_attn_masks no_masks = {0};
   const ct_nn_attn_masks *mk = masks ? masks : &no_masks;
-  if (!check_masks(mk, B, H, Tq, Tk)) return NULL;
+  if (!check_masks(mk, B, NH, Tq, Tk)) return NULL;
 
   ct_attention_opts o = ct_attention_defaults();
   if (ctx) {
@@ -180,14 +180,14 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
   }
   const bool composed =
       weights || (mk->attn_mask && mk->attn_mask->ndim == 3);
-  ct_tensor *heads;  // (B,Tq,H,Dh)
+  ct_tensor *heads;  // (B,Tq,NH,Dh)
   if (composed) {
     ct_tensor *w = NULL;
     heads = composed_attention(project(m, query, 0), project(m, key, 1),
                                project(m, value, 2), mk, o.dropout_p,
                                o.dropout_seed, o.dropout_stream, &w);
     if (weights) {
-      static const int heads_last[4] = {0, 2, 3, 1};  // (B,Tq,Tk,H)
+      static const int heads_last[4] = {0, 2, 3, 1};  // (B,Tq,Tk,NH)
       *weights = ct_mean_last(ct_permute(w, heads_last), false);
       if (!*weights) return NULL;
     }
@@ -195,13 +195,13 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
     o.causal = mk->causal;
     o.key_mask = mk->key_padding_mask;
     if (mk->attn_mask) {
-      o.bias = bias_over_heads(mk->attn_mask, H);
+      o.bias = bias_over_heads(mk->attn_mask, NH);
       if (!o.bias) return NULL;
     }
     if (query == key && key == value) {
       ct_tensor *qkv = ct_linear(query, m->in_proj_weight, m->in_proj_bias);
       heads = ct_attention_qkv(
-          ct_reshape(qkv, CT_SHAPE(B, Tq, 3, H, m->head_dim)), &o);
+          ct_reshape(qkv, CT_SHAPE(B, Tq, 3, NH, m->head_dim)), &o);
     } else {
       heads = ct_attention(project(m, query, 0), project(m, key, 1),
                            project(m, value, 2), &o);

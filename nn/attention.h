@@ -3,7 +3,7 @@
 //
 //   query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> out (B,Tq,E)
 //   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv,
-//   split into H heads of Dh = E/H; per head
+//   split into NH heads of Dh = E/NH; per head
 //   softmax(q k^T / sqrt(Dh) + mask) v; heads concatenated, then out_proj.
 //
 // Self-attention (query, key and value the same tensor) runs one (3E, E)
@@ -11,7 +11,7 @@
 // projects with row slices of in_proj_weight, as PyTorch does.
 //
 // Masks (all optional, combined; PyTorch's meanings):
-// - attn_mask (Tq,Tk) or (B*H,Tq,Tk), i32 or f32. i32 is PyTorch's bool mask:
+// - attn_mask (Tq,Tk) or (B*NH,Tq,Tk), i32 or f32. i32 is PyTorch's bool mask:
 //   nonzero = that key is masked out for that query. f32 is added to the
 //   scores (-inf masks); it gets a gradient when it requires grad.
 // - key_padding_mask i32 (B,Tk): nonzero = that key is padding.
@@ -22,10 +22,10 @@
 //
 // Two paths, the same math:
 // - fused (default): ct_attention with causal, key_mask = key_padding_mask
-//   and bias = attn_mask broadcast over heads (H,Tq,Tk). Never materializes
+//   and bias = attn_mask broadcast over heads (NH,Tq,Tk). Never materializes
 //   the weights. A query row with every key masked gives 0 (not PyTorch's NaN).
-// - composed, when the weights are asked for or attn_mask is (B*H,Tq,Tk):
-//   matmul, softmax, dropout and matmul ops over (B,H,Tq,Tk). Fully masked
+// - composed, when the weights are asked for or attn_mask is (B*NH,Tq,Tk):
+//   matmul, softmax, dropout and matmul ops over (B,NH,Tq,Tk). Fully masked
 //   rows give NaN as in PyTorch.
 // Dropout on the attention weights takes one site of ctx (nn/module.h) per
 // call; both paths draw the same mask (element (b,h,i,j) of the weights at
@@ -44,7 +44,7 @@ typedef struct ct_nn_mha {
 } ct_nn_mha;
 
 typedef struct ct_nn_attn_masks {
-  ct_tensor *attn_mask;         // (Tq,Tk) or (B*H,Tq,Tk), i32 or f32, or NULL
+  ct_tensor *attn_mask;         // (Tq,Tk) or (B*NH,Tq,Tk), i32 or f32, or NULL
   ct_tensor *key_padding_mask;  // i32 (B,Tk), nonzero = padding, or NULL
   bool causal;
 } ct_nn_attn_masks;

@@ -194,20 +194,20 @@ ct_status ct_seq2seq_cache_init(ct_seq2seq_cache *c, const ct_seq2seq *m,
 }
 
 // Attention of one new query per row over Tk cached keys:
-// q (N,1,H,Dh) read through ql, k/v through kl -> (N,1,E)
-static ct_tensor *attend_cached(const ct_seq2seq_cache *c, int64_t H,
+// q (N,1,NH,Dh) read through ql, k/v through kl -> (N,1,E)
+static ct_tensor *attend_cached(const ct_seq2seq_cache *c, int64_t NH,
                                 int64_t Dh, const float *q, ct_attn_layout ql,
                                 const float *k, const float *v,
                                 ct_attn_layout kl, int64_t Tk,
                                 const uint8_t *key_mask) {
-  ct_attn_params p = ct_attn_params_make(c->N, 1, Tk, H, Dh);
+  ct_attn_params p = ct_attn_params_make(c->N, 1, Tk, NH, Dh);
   p.q = ql;
   p.k = kl;
   p.v = kl;
-  p.out = ct_attn_layout_bthd(1, H, Dh);
+  p.out = ct_attn_layout_bthd(1, NH, Dh);
   p.key_mask = key_mask;
-  ct_tensor *out = ct_tensor_empty(CT_F32, CT_SHAPE(c->N, 1, H * Dh));
-  float *lse = ct_arena_alloc((size_t)(c->N * H) * sizeof(float));
+  ct_tensor *out = ct_tensor_empty(CT_F32, CT_SHAPE(c->N, 1, NH * Dh));
+  float *lse = ct_arena_alloc((size_t)(c->N * NH) * sizeof(float));
   if (!out || !lse) return NULL;
   if (ct_attention_forward(&p, q, k, v, ct_f32(out), lse) != CT_OK) return NULL;
   return out;
@@ -233,7 +233,7 @@ ct_tensor *ct_seq2seq_step(const ct_seq2seq *m, ct_seq2seq_cache *c,
              (long long)c->max_len);
     return NULL;
   }
-  const int64_t N = c->N, E = m->cfg.d_model, H = m->cfg.nhead, Dh = E / H;
+  const int64_t N = c->N, E = m->cfg.d_model, NH = m->cfg.nhead, Dh = E / NH;
   const int64_t t = c->len, T = c->max_len, S = c->S;
   bool was = ct_grad_set_enabled(false);
   ct_tensor *ids = ct_tensor_from(CT_I32, tokens, CT_SHAPE(N, 1));
@@ -256,8 +256,8 @@ ct_tensor *ct_seq2seq_step(const ct_seq2seq *m, ct_seq2seq_cache *c,
              (size_t)E * sizeof(float));
     }
     const ct_attn_layout cached = {.batch = T * E, .row = E, .head = Dh};
-    ct_tensor *a = attend_cached(c, H, Dh, ct_f32(qkv),
-                                 ct_attn_layout_qkv(1, H, Dh), K, V, cached,
+    ct_tensor *a = attend_cached(c, NH, Dh, ct_f32(qkv),
+                                 ct_attn_layout_qkv(1, NH, Dh), K, V, cached,
                                  t + 1, NULL);
     x = residual(ly, &ly->norm1,
                  x, ct_nn_linear_forward(&ly->self_attn.out_proj, a));
@@ -270,7 +270,7 @@ ct_tensor *ct_seq2seq_step(const ct_seq2seq *m, ct_seq2seq_cache *c,
                                  : NULL);
     if (!q) { x = NULL; break; }
     const ct_attn_layout mem = {.batch = S * E, .row = E, .head = Dh};
-    a = attend_cached(c, H, Dh, ct_f32(q), ct_attn_layout_bthd(1, H, Dh),
+    a = attend_cached(c, NH, Dh, ct_f32(q), ct_attn_layout_bthd(1, NH, Dh),
                       c->mem_k + l * N * S * E, c->mem_v + l * N * S * E, mem,
                       S, c->src_pad);
     x = residual(ly, &ly->norm2, x, ct_nn_linear_forward(&ca->out_proj, a));

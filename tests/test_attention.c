@@ -21,8 +21,8 @@
 #include <string.h>
 
 typedef struct cfg {
-  int64_t B, Tq, Tk, H, Dh;
-  bool fused;  // qkv (B,T,3,H,Dh); needs Tq == Tk
+  int64_t B, Tq, Tk, NH, Dh;
+  bool fused;  // qkv (B,T,3,NH,Dh); needs Tq == Tk
   bool causal, lengths, mask, bias;
   float drop;
 } cfg;
@@ -36,10 +36,10 @@ static ct_rng test_rng = {.seed = 99, .stream = 5, .offset = 0};
 
 static void cfg_str(const cfg *c, char *buf, size_t n) {
   snprintf(buf, n,
-           "%s B=%lld Tq=%lld Tk=%lld H=%lld Dh=%lld causal=%d len=%d "
+           "%s B=%lld Tq=%lld Tk=%lld NH=%lld Dh=%lld causal=%d len=%d "
            "mask=%d bias=%d drop=%.2f",
            c->fused ? "qkv" : "sep", (long long)c->B, (long long)c->Tq,
-           (long long)c->Tk, (long long)c->H, (long long)c->Dh, c->causal,
+           (long long)c->Tk, (long long)c->NH, (long long)c->Dh, c->causal,
            c->lengths, c->mask, c->bias, (double)c->drop);
 }
 
@@ -50,14 +50,14 @@ static inputs make_inputs(const cfg *c, bool grad_bias) {
   inputs in = {0};
   if (c->fused) {
     in.qkv = ct_tensor_randn(&test_rng, 0.0f, 1.0f,
-                             CT_SHAPE(c->B, c->Tq, 3, c->H, c->Dh));
+                             CT_SHAPE(c->B, c->Tq, 3, c->NH, c->Dh));
   } else {
     in.q = ct_tensor_randn(&test_rng, 0.0f, 1.0f,
-                           CT_SHAPE(c->B, c->Tq, c->H, c->Dh));
+                           CT_SHAPE(c->B, c->Tq, c->NH, c->Dh));
     in.k = ct_tensor_randn(&test_rng, 0.0f, 1.0f,
-                           CT_SHAPE(c->B, c->Tk, c->H, c->Dh));
+                           CT_SHAPE(c->B, c->Tk, c->NH, c->Dh));
     in.v = ct_tensor_randn(&test_rng, 0.0f, 1.0f,
-                           CT_SHAPE(c->B, c->Tk, c->H, c->Dh));
+                           CT_SHAPE(c->B, c->Tk, c->NH, c->Dh));
   }
   if (c->lengths) {
     in.lengths = ct_tensor_zeros(CT_I32, CT_SHAPE(c->B));
@@ -77,7 +77,7 @@ static inputs make_inputs(const cfg *c, bool grad_bias) {
   }
   if (c->bias) {
     in.bias = ct_tensor_randn(&test_rng, 0.0f, 0.5f,
-                              CT_SHAPE(c->H, c->Tq, c->Tk));
+                              CT_SHAPE(c->NH, c->Tq, c->Tk));
     if (grad_bias) ct_requires_grad(in.bias);
   }
   return in;
@@ -103,17 +103,17 @@ static ct_tensor *run_attention(const cfg *c, const inputs *in) {
 
 // ---------------------------------------------------------------------------
 // (a) The naive reference: explicit scores, masks, softmax and dropout, in
-// double. out (B,Tq,H,Dh).
+// double. out (B,Tq,NH,Dh).
 
 static void reference(const cfg *c, const inputs *in, double *out) {
-  const int64_t B = c->B, Tq = c->Tq, Tk = c->Tk, H = c->H, Dh = c->Dh;
-  ct_attn_params p = ct_attn_params_make(B, Tq, Tk, H, Dh);
+  const int64_t B = c->B, Tq = c->Tq, Tk = c->Tk, NH = c->NH, Dh = c->Dh;
+  ct_attn_params p = ct_attn_params_make(B, Tq, Tk, NH, Dh);
   const float *q, *k, *v;
   if (c->fused) {
-    p.q = p.k = p.v = ct_attn_layout_qkv(Tq, H, Dh);
+    p.q = p.k = p.v = ct_attn_layout_qkv(Tq, NH, Dh);
     q = ct_f32(in->qkv);
-    k = q + H * Dh;
-    v = q + 2 * H * Dh;
+    k = q + NH * Dh;
+    v = q + 2 * NH * Dh;
   } else {
     q = ct_f32(in->q);
     k = ct_f32(in->k);
@@ -123,7 +123,7 @@ static void reference(const cfg *c, const inputs *in, double *out) {
   double *s = malloc((size_t)Tk * sizeof(double));
   bool *vis = malloc((size_t)Tk * sizeof(bool));
   for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < H; h++)
+    for (int64_t h = 0; h < NH; h++)
       for (int64_t i = 0; i < Tq; i++) {
         const float *qi = q + b * p.q.batch + i * p.q.row + h * p.q.head;
         double m = -INFINITY;
@@ -155,14 +155,14 @@ static void reference(const cfg *c, const inputs *in, double *out) {
             if (!vis[j]) continue;
             double w = exp(s[j] - m) / sum;
             if (o.dropout_p > 0.0f) {
-              uint64_t idx = (uint64_t)(((b * H + h) * Tq + i) * Tk + j);
+              uint64_t idx = (uint64_t)(((b * NH + h) * Tq + i) * Tk + j);
               float u = ct_rng_uniform_at(o.dropout_seed, o.dropout_stream,
                                           idx);
               w = u >= o.dropout_p ? w / (1.0 - o.dropout_p) : 0.0;
             }
             acc += w * v[b * p.v.batch + j * p.v.row + h * p.v.head + d];
           }
-          out[((b * Tq + i) * H + h) * Dh + d] = sum > 0.0 ? acc : 0.0;
+          out[((b * Tq + i) * NH + h) * Dh + d] = sum > 0.0 ? acc : 0.0;
         }
       }
   free(s);
@@ -170,13 +170,13 @@ static void reference(const cfg *c, const inputs *in, double *out) {
 }
 
 static const cfg forward_shapes[] = {
-    {.B = 2, .Tq = 7, .Tk = 7, .H = 2, .Dh = 5},        // self
-    {.B = 2, .Tq = 5, .Tk = 9, .H = 3, .Dh = 8},        // cross, Tq < Tk
-    {.B = 2, .Tq = 9, .Tk = 4, .H = 2, .Dh = 4},        // cross, Tq > Tk
-    {.B = 2, .Tq = 70, .Tk = 131, .H = 2, .Dh = 16},    // several blocks
-    {.B = 1, .Tq = 130, .Tk = 130, .H = 2, .Dh = 32},
-    {.B = 2, .Tq = 7, .Tk = 7, .H = 2, .Dh = 5, .fused = true},
-    {.B = 2, .Tq = 67, .Tk = 67, .H = 2, .Dh = 8, .fused = true},
+    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5},        // self
+    {.B = 2, .Tq = 5, .Tk = 9, .NH = 3, .Dh = 8},        // cross, Tq < Tk
+    {.B = 2, .Tq = 9, .Tk = 4, .NH = 2, .Dh = 4},        // cross, Tq > Tk
+    {.B = 2, .Tq = 70, .Tk = 131, .NH = 2, .Dh = 16},    // several blocks
+    {.B = 1, .Tq = 130, .Tk = 130, .NH = 2, .Dh = 32},
+    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5, .fused = true},
+    {.B = 2, .Tq = 67, .Tk = 67, .NH = 2, .Dh = 8, .fused = true},
 };
 
 static void test_forward_reference(void) {
@@ -221,17 +221,17 @@ static void test_forward_reference(void) {
 
 // The fused layout reads the same numbers as separate tensors.
 static void test_fused_matches_separate(void) {
-  cfg c = {.B = 2, .Tq = 67, .Tk = 67, .H = 3, .Dh = 8, .fused = true,
+  cfg c = {.B = 2, .Tq = 67, .Tk = 67, .NH = 3, .Dh = 8, .fused = true,
            .causal = true, .lengths = true, .bias = true};
   inputs in = make_inputs(&c, false);
   ct_tensor *y = run_attention(&c, &in);
   ct_tensor *parts[3];
   for (int s = 0; s < 3; s++) {
-    parts[s] = ct_tensor_empty(CT_F32, CT_SHAPE(c.B, c.Tq, c.H, c.Dh));
+    parts[s] = ct_tensor_empty(CT_F32, CT_SHAPE(c.B, c.Tq, c.NH, c.Dh));
     for (int64_t bt = 0; bt < c.B * c.Tq; bt++)
-      memcpy(ct_f32(parts[s]) + bt * c.H * c.Dh,
-             ct_f32(in.qkv) + (bt * 3 + s) * c.H * c.Dh,
-             (size_t)(c.H * c.Dh) * sizeof(float));
+      memcpy(ct_f32(parts[s]) + bt * c.NH * c.Dh,
+             ct_f32(in.qkv) + (bt * 3 + s) * c.NH * c.Dh,
+             (size_t)(c.NH * c.Dh) * sizeof(float));
   }
   ct_attention_opts o = make_opts(&c, &in);
   ct_tensor *y2 = ct_attention(parts[0], parts[1], parts[2], &o);
@@ -270,12 +270,12 @@ static ct_tensor *gc_fn(ct_tensor *const *x, void *ctxp) {
 }
 
 static const cfg grad_shapes[] = {
-    {.B = 2, .Tq = 7, .Tk = 7, .H = 2, .Dh = 3},
-    {.B = 2, .Tq = 1, .Tk = 1, .H = 2, .Dh = 4},
-    {.B = 2, .Tq = 3, .Tk = 6, .H = 2, .Dh = 5},  // cross
-    {.B = 2, .Tq = 6, .Tk = 3, .H = 2, .Dh = 4},  // cross, masked rows
-    {.B = 2, .Tq = 7, .Tk = 7, .H = 2, .Dh = 8, .fused = true},
-    {.B = 2, .Tq = 1, .Tk = 1, .H = 2, .Dh = 6, .fused = true},
+    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 3},
+    {.B = 2, .Tq = 1, .Tk = 1, .NH = 2, .Dh = 4},
+    {.B = 2, .Tq = 3, .Tk = 6, .NH = 2, .Dh = 5},  // cross
+    {.B = 2, .Tq = 6, .Tk = 3, .NH = 2, .Dh = 4},  // cross, masked rows
+    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 8, .fused = true},
+    {.B = 2, .Tq = 1, .Tk = 1, .NH = 2, .Dh = 6, .fused = true},
 };
 
 static void test_gradients(void) {
@@ -350,7 +350,7 @@ static void test_shared_input(void) {
 
 // Backward accumulates (+=): two passes give twice one pass.
 static void test_grad_accumulates(void) {
-  cfg c = {.B = 2, .Tq = 5, .Tk = 8, .H = 2, .Dh = 4, .causal = true,
+  cfg c = {.B = 2, .Tq = 5, .Tk = 8, .NH = 2, .Dh = 4, .causal = true,
            .bias = true, .mask = true};
   inputs in = make_inputs(&c, true);
   ct_requires_grad(in.q);
@@ -420,12 +420,12 @@ static void snapshot_free(snapshot *s) {
 
 static void test_thread_determinism(void) {
   const cfg cases[] = {
-      {.B = 2, .Tq = 150, .Tk = 150, .H = 3, .Dh = 16, .fused = true,
+      {.B = 2, .Tq = 150, .Tk = 150, .NH = 3, .Dh = 16, .fused = true,
        .causal = true, .lengths = true, .mask = true, .bias = true,
        .drop = 0.1f},
-      {.B = 3, .Tq = 70, .Tk = 150, .H = 2, .Dh = 24, .causal = true,
+      {.B = 3, .Tq = 70, .Tk = 150, .NH = 2, .Dh = 24, .causal = true,
        .lengths = true, .bias = true},
-      {.B = 2, .Tq = 129, .Tk = 65, .H = 2, .Dh = 8, .mask = true,
+      {.B = 2, .Tq = 129, .Tk = 65, .NH = 2, .Dh = 8, .mask = true,
        .drop = 0.3f},
   };
   const int saved = ct_get_threads();
@@ -458,17 +458,17 @@ static void test_thread_determinism(void) {
 // NaN, and those rows (and keys nobody sees) get zero gradient.
 
 static void test_fully_masked(void) {
-  const int64_t B = 3, Tq = 6, Tk = 4, H = 2, Dh = 5;
+  const int64_t B = 3, Tq = 6, Tk = 4, NH = 2, Dh = 5;
   ct_tensor *q = ct_requires_grad(
-      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tq, H, Dh)));
+      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tq, NH, Dh)));
   ct_tensor *k = ct_requires_grad(
-      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tk, H, Dh)));
+      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tk, NH, Dh)));
   ct_tensor *v = ct_requires_grad(
-      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tk, H, Dh)));
+      ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, Tk, NH, Dh)));
   ct_tensor *len = ct_tensor_from(CT_I32, (int32_t[]){0, 4, 4}, CT_SHAPE(B));
   ct_tensor *mask = ct_tensor_zeros(CT_I32, CT_SHAPE(B, Tk));
   for (int64_t j = 0; j < Tk; j++) ct_i32(mask)[1 * Tk + j] = 1;  // b = 1
-  ct_tensor *bias = ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(H, Tq, Tk)));
+  ct_tensor *bias = ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(NH, Tq, Tk)));
   for (int64_t j = 0; j < Tk; j++)
     ct_f32(bias)[(1 * Tq + 5) * Tk + j] = -INFINITY;  // h = 1, i = 5
   ct_attention_opts o = ct_attention_defaults();
@@ -489,16 +489,16 @@ static void test_fully_masked(void) {
   double bad = 0.0;
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < Tq; i++)
-      for (int64_t h = 0; h < H; h++) {
+      for (int64_t h = 0; h < NH; h++) {
         bool masked = b < 2 || i < 2 || (h == 1 && i == 5);
         if (!masked) continue;
         for (int64_t d = 0; d < Dh; d++) {
-          int64_t e = ((b * Tq + i) * H + h) * Dh + d;
+          int64_t e = ((b * Tq + i) * NH + h) * Dh + d;
           bad = fmax(bad, fabs(ct_f32(y)[e]) + fabs(q->grad[e]));
         }
       }
   for (int64_t b = 0; b < 2; b++)  // batch rows 0 and 1 see no key at all
-    for (int64_t e = b * Tk * H * Dh; e < (b + 1) * Tk * H * Dh; e++)
+    for (int64_t e = b * Tk * NH * Dh; e < (b + 1) * Tk * NH * Dh; e++)
       bad = fmax(bad, fabs(k->grad[e]) + fabs(v->grad[e]));
   CHECK(bad == 0.0, "fully masked rows: nonzero output or gradient (%.3g)",
         bad);

@@ -87,13 +87,13 @@ typedef struct model {
 
 static ct_status build(model *m, ct_params *p, const nn_fixture *f) {
   ct_rng rng = ct_rng_make(1, 0);
-  ct_nn_transformer_config cfg = ct_nn_transformer_defaults(f->E, f->H);
+  ct_nn_transformer_config cfg = ct_nn_transformer_defaults(f->E, f->NH);
   cfg.dim_feedforward = f->ff;
   cfg.dropout = 0.0f;
   cfg.activation = f->gelu ? CT_NN_GELU : CT_NN_RELU;
   cfg.norm_first = f->norm_first;
   if (!strcmp(f->kind, "mha"))
-    return ct_nn_mha_init(&m->mha, p, "", f->E, f->H, 0.0f, true, &rng);
+    return ct_nn_mha_init(&m->mha, p, "", f->E, f->NH, 0.0f, true, &rng);
   if (!strcmp(f->kind, "encoder_layer"))
     return ct_nn_encoder_layer_init(&m->enc, p, "", &cfg, &rng);
   if (!strcmp(f->kind, "decoder_layer"))
@@ -104,13 +104,13 @@ static ct_status build(model *m, ct_params *p, const nn_fixture *f) {
 
 static ct_tensor *forward(const model *m, const nn_fixture *f, ct_tensor *x,
                           ct_tensor *mem, ct_tensor **weights) {
-  const int64_t B = f->B, T = f->Tq, Tk = f->Tk, H = f->H;
+  const int64_t B = f->B, T = f->Tq, Tk = f->Tk, NH = f->NH;
   const int64_t keys = strcmp(f->kind, "mha") ? T : Tk;  // self-attn keys
   ct_nn_attn_masks self = {.causal = f->causal}, memory = {0};
   if (f->attn_mask_ndim == 3) {
     self.attn_mask = f->attn_mask_bool
-        ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(B * H, T, keys))
-        : ct_tensor_from(CT_F32, f->attn_mask_float, CT_SHAPE(B * H, T, keys));
+        ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(B * NH, T, keys))
+        : ct_tensor_from(CT_F32, f->attn_mask_float, CT_SHAPE(B * NH, T, keys));
   } else if (f->attn_mask_ndim == 2) {
     self.attn_mask = f->attn_mask_bool
         ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(T, keys))

@@ -18,13 +18,13 @@ typedef struct nn_fixture_param {
 // x is the query / src / tgt (B,Tq,E); mem is key = value / memory / the
 // transformer's src (B,Tk,E), NULL for self-attention and encoder layers.
 // The self-attention masks: attn_mask (i32 bool or f32 additive, of
-// attn_mask_ndim dims: (Tq,Tq) or (B*H,Tq,Tq); Tk for MHA), key_padding
+// attn_mask_ndim dims: (Tq,Tq) or (B*NH,Tq,Tq); Tk for MHA), key_padding
 // (B, keys) i32, causal. memory_padding (B,Tk) i32 is the decoder's
 // memory_key_padding_mask (and, for the transformer, src_key_padding_mask).
 typedef struct nn_fixture {
   const char *name;
   const char *kind;
-  int B, Tq, Tk, E, H, ff, layers;
+  int B, Tq, Tk, E, NH, ff, layers;
   int norm_first, gelu, need_weights, causal;
   const float *x, *mem;
   const int32_t *attn_mask_bool;
