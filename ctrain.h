@@ -32,20 +32,20 @@
 //   core/threads.h    thread count (results never depend on it)
 //   core/gemm.h       matrix multiply kernels
 //   core/gemm_bf16.h  matrix multiply with bf16 inputs (AMX, AVX512-BF16)
-//   core/attention.h  fused attention kernels
+//   core/attention_kernel.h  fused attention kernels
 //   autograd/tape.h   recording, backward, no-grad scopes
 //   autograd/ops.h    the differentiable ops
-//   autograd/attention.h  the differentiable fused attention
-//   autograd/conv.h   conv2d, batch norm, pooling (NCHW)
+//   autograd/ops_attention.h  the differentiable fused attention
+//   autograd/ops_conv.h   conv2d, batch norm, pooling (NCHW)
 //   autograd/gradcheck.h  finite-difference gradient checks
-//   autograd/box.h    box conversions, GIoU, row gather (detection)
+//   autograd/ops_box.h    box conversions, GIoU, row gather (detection)
 //   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h  learning-rate schedules (pure functions of the step)
 //   optim/grads.h     gradient norm, clipping, the non-finite check
 //   nn/module.h       the module convention, forward context, dropout
 //   nn/init.h         initializers (xavier, kaiming, trunc_normal, ...)
 //   nn/linear.h nn/embedding.h nn/norm.h nn/mlp.h   basic modules
-//   nn/attention.h    MultiheadAttention with PyTorch semantics
+//   nn/multihead_attention.h    MultiheadAttention with PyTorch semantics
 //   nn/transformer.h  encoder/decoder layers and stacks, nn.Transformer
 //   nn/position.h     sinusoidal and learned positional encodings
 //   nn/conv.h         Conv2d and BatchNorm2d modules
@@ -75,20 +75,20 @@
 #include "core/threads.h"
 #include "core/gemm.h"
 #include "core/gemm_bf16.h"
-#include "core/attention.h"
+#include "core/attention_kernel.h"
 #include "autograd/tape.h"
 #include "autograd/ops.h"
-#include "autograd/attention.h"
-#include "autograd/conv.h"
+#include "autograd/ops_attention.h"
+#include "autograd/ops_conv.h"
 #include "autograd/gradcheck.h"
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/embedding.h"
 #include "nn/norm.h"
 #include "nn/mlp.h"
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/transformer.h"
 #include "nn/position.h"
 #include "nn/conv.h"

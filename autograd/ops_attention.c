@@ -1,15 +1,15 @@
 // Attention ops: argument checks, the tape node, and the calls into the
-// fused kernel (core/attention.c). Forward and backward sit together; the
-// math is in core/attention.h.
+// fused kernel (core/attention_kernel.c). Forward and backward sit together; the
+// math is in core/attention_kernel.h.
 //
 // Saved for backward: the kernel parameters (pointing at the mask, lengths
 // and bias data, which live at least as long as the step) and lse (B,NH,Tq).
 // q, k, v and out are the node's inputs and output.
-#include "autograd/attention.h"
+#include "autograd/ops_attention.h"
 
 #include "autograd/op_util.h"
 #include "core/arena.h"
-#include "core/attention.h"
+#include "core/attention_kernel.h"
 
 
 typedef struct attn_saved {

@@ -5,7 +5,7 @@
 // Every output element depends on one box (or one pair of boxes), so the
 // kernels split work by output and no result depends on the thread count.
 // GIoU is computed in double and rounded once.
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 

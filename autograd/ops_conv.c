@@ -21,7 +21,7 @@
 // and the chunk size depends on the shapes only. Batch norm and pooling split
 // work by channel or plane, and every per-channel sum runs in one fixed order
 // (LANES interleaved double partial sums), whatever the thread count.
-#include "autograd/conv.h"
+#include "autograd/ops_conv.h"
 
 #include "autograd/op_util.h"
 #include "core/arena.h"

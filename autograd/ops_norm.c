@@ -196,7 +196,7 @@ LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
 // The row groups of the forward and backward passes and the column blocks
 // of the weight and bias gradients, as always-inline
 // bodies compiled three times (baseline, AVX2, AVX-512 via target
-// attributes, chosen at run time as core/attention.c does): the per-column
+// attributes, chosen at run time as core/attention_kernel.c does): the per-column
 // loops vectorize wider. ISO C mode contracts no multiply-add, so every
 // build computes the same bits.
 

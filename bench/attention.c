@@ -23,7 +23,7 @@
 // state, temporaries, the gradients of output and inputs); "ws" (workspace)
 // is extra minus the tensors both versions must produce: out, dout, dq, dk,
 // dv (5 * B*T*NH*Dh floats).
-#include "autograd/attention.h"
+#include "autograd/ops_attention.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"

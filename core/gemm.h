@@ -78,7 +78,7 @@ ct_gemm_precision ct_gemm_get_precision(void);
 
 // All of a session's gemm settings at once: what a kernel captures in the
 // calling thread before it multiplies from its own OpenMP workers, which
-// are bound to no session (core/attention.c).
+// are bound to no session (core/attention_kernel.c).
 typedef struct ct_gemm_mode {
   ct_gemm_precision precision;
   ct_gemm_path path;            // forced fp32 path (AUTO: the best)

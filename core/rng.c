@@ -87,7 +87,7 @@ uint64_t ct_rng_next_below(ct_rng *r, uint64_t n) {
 // words[4g .. 4g+3] = the block at counter g0 + g. The same Philox rounds as
 // philox_block, spelled so the vectorizer runs one counter per lane (the
 // 32x32->64 products become vector multiplies); compiled once per ISA below
-// and chosen at run time, as core/attention.c does for its dropout.
+// and chosen at run time, as core/attention_kernel.c does for its dropout.
 #if defined(__x86_64__) || defined(__i386__)
 #define RNG_X86 1
 #include <immintrin.h>

@@ -9,7 +9,7 @@
 // of one degree with one permute (AVX-512 vpermps; AVX2: two 8-entry
 // permutes and a blend), so the table costs no gathers.
 //
-// exp: Cephes expf, as core/attention.c's attn_exp: x = n ln2 + r, degree-6
+// exp: Cephes expf, as core/attention_kernel.c's attn_exp: x = n ln2 + r, degree-6
 // polynomial, 2^n from the exponent bits.
 //
 // Three builds of the same formulas: AVX-512 and AVX2/FMA via target

@@ -2,7 +2,7 @@
 // do the math.
 #include "nn/conv.h"
 
-#include "autograd/conv.h"
+#include "autograd/ops_conv.h"
 #include "nn/init.h"
 
 ct_status ct_nn_conv2d_init(ct_nn_conv2d *m, ct_params *p, const char *prefix,

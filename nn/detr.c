@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"

@@ -2,7 +2,7 @@
 // (see hungarian.h).
 #include "nn/hungarian.h"
 
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
 

@@ -1,7 +1,7 @@
 // The CIFAR-style ResNet (see resnet.h).
 #include "nn/resnet.h"
 
-#include "autograd/conv.h"
+#include "autograd/ops_conv.h"
 #include "autograd/ops.h"
 #include "nn/init.h"
 

@@ -8,7 +8,7 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
-#include "core/attention.h"
+#include "core/attention_kernel.h"
 #include "nn/init.h"
 #include "nn/mlp.h"
 #include "nn/position.h"

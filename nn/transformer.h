@@ -18,7 +18,7 @@
 #ifndef CT_NN_TRANSFORMER_H
 #define CT_NN_TRANSFORMER_H
 
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/norm.h"
 
 typedef struct ct_nn_transformer_config {

@@ -30,7 +30,7 @@
 #ifndef CT_NN_VIT_H
 #define CT_NN_VIT_H
 
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/mlp.h"
 #include "nn/norm.h"
 

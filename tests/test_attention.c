@@ -1,4 +1,4 @@
-// Fused attention (core/attention.c, autograd/ops_attention.c):
+// Fused attention (core/attention_kernel.c, autograd/ops_attention.c):
 //   (a) forward against a naive double-precision reference (explicit scores,
 //       masks, softmax, the same keyed dropout mask) for self and cross
 //       attention, every mask combination, separate and fused qkv layouts;
@@ -7,11 +7,11 @@
 //   (c) bit-identical outputs and gradients at 1, 2 and 3 threads;
 //   (d) fully masked query rows give zeros, not NaN, and zero gradients;
 //   (e) bad inputs return errors naming the op.
-#include "autograd/attention.h"
+#include "autograd/ops_attention.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
-#include "core/attention.h"
+#include "core/attention_kernel.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "tests/harness.h"

@@ -4,7 +4,7 @@
 // norm's running statistics and eval mode against hand computation, pooling
 // values, argument errors, and the ResNet: shapes, torchvision parameter
 // names and flags, init scale, and a loss that falls when fitting a batch.
-#include "autograd/conv.h"
+#include "autograd/ops_conv.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"

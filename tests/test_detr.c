@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "autograd/ops.h"
 #include "core/threads.h"
 #include "grad_util.h"
@@ -328,7 +328,7 @@ static void to_xyxy(const float *b, double o[4]) {
   o[3] = b[1] + 0.5 * b[3];
 }
 
-// Generalized IoU with autograd/box.h's eps, in double.
+// Generalized IoU with autograd/ops_box.h's eps, in double.
 static double giou(const float *a, const float *b) {
   double p[4], q[4];
   to_xyxy(a, p);

@@ -6,7 +6,7 @@
 // equal and where the intersection side crosses 0. The boxes below keep
 // every such pair of coordinates at least 0.05 apart, fifty finite-difference
 // steps, so the central differences never straddle a kink.
-#include "autograd/box.h"
+#include "autograd/ops_box.h"
 #include "autograd/ops.h"
 #include "core/threads.h"
 #include "tests/grad_util.h"

@@ -13,7 +13,7 @@
 // spaced wider than twice the step. Batch norm is smooth but not linear: it
 // uses the layer-norm step (1e-2) and tolerances 3x tighter than the
 // defaults (its errors stay below 4e-4).
-#include "autograd/conv.h"
+#include "autograd/ops_conv.h"
 #include "autograd/ops.h"
 #include "tests/grad_util.h"
 

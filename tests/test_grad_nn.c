@@ -5,7 +5,7 @@
 // stacks in both norm orders. Sizes are tiny: E=8, H=2, T=3..5, B=2, ff=8.
 #include "autograd/ops.h"
 #include "grad_util.h"
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/embedding.h"
 #include "nn/mlp.h"
 #include "nn/norm.h"

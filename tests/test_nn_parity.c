@@ -18,7 +18,7 @@
 #include "core/arena.h"
 #include "core/params.h"
 #include "harness.h"
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/mlp.h"

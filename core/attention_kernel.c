@@ -14,7 +14,7 @@
 // via target attributes) and chosen at run time with __builtin_cpu_supports.
 //
 // Not here: tensors and autograd (autograd/ops_attention.c).
-#include "core/attention.h"
+#include "core/attention_kernel.h"
 #include "core/rng.h"
 
 #include "core/arena.h"

@@ -1,5 +1,5 @@
 // nn.MultiheadAttention with PyTorch's semantics and parameter names
-// (batch_first layout), on the fused attention op (autograd/attention.h).
+// (batch_first layout), on the fused attention op (autograd/ops_attention.h).
 //
 //   query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> out (B,Tq,E)
 //   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv,
@@ -17,7 +17,7 @@
 // - key_padding_mask i32 (B,Tk): nonzero = that key is padding.
 // - causal: query i sees keys j <= i + (Tk - Tq) (for Tq == Tk the usual
 //   j <= i; for Tq < Tk aligned with the end of the keys, as the fused
-//   kernel, core/attention.h). PyTorch 1.13 has no flag: it is the
+//   kernel, core/attention_kernel.h). PyTorch 1.13 has no flag: it is the
 //   attn_mask of nn.Transformer.generate_square_subsequent_mask.
 //
 // Two paths, the same math:

@@ -1,10 +1,10 @@
 // nn.MultiheadAttention (see attention.h): projections, mask plumbing, and
 // the fused and composed attention paths.
-#include "nn/attention.h"
+#include "nn/multihead_attention.h"
 
 #include <math.h>
 
-#include "autograd/attention.h"
+#include "autograd/ops_attention.h"
 #include "autograd/ops.h"
 #include "nn/init.h"
 

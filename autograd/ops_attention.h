@@ -12,7 +12,7 @@
 //   o.causal = true;
 //   ct_tensor *y = ct_attention_qkv(qkv, &o);   // (B,T,NH,Dh)
 //
-// The kernel (core/attention.h) never materializes the (Tq,Tk) weights: the
+// The kernel (core/attention_kernel.h) never materializes the (Tq,Tk) weights: the
 // tape saves only the per-row log-sum-exp (B,NH,Tq), and backward recomputes
 // the scores. The mask semantics (bottom-right causal alignment when
 // Tq != Tk; fully masked rows give 0 and zero gradients) are documented
@@ -33,7 +33,7 @@ typedef struct ct_attention_opts {
                            // gets a gradient when it requires grad
   float scale;             // 0 = 1/sqrt(Dh)
   float dropout_p;         // on the attention weights, in [0, 1); 0 = none
-  uint64_t dropout_seed, dropout_stream;  // the keyed mask (core/attention.h)
+  uint64_t dropout_seed, dropout_stream;  // the keyed mask (core/attention_kernel.h)
 } ct_attention_opts;
 
 // No masks, no bias, default scale, no dropout.

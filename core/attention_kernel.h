@@ -45,7 +45,7 @@
 // b) a unit is a whole head h, walking b in order. No reduction is split
 // across threads and nothing is accumulated atomically.
 //
-// Not here: tensors, shapes and autograd (autograd/attention.h), Dv != Dh.
+// Not here: tensors, shapes and autograd (autograd/ops_attention.h), Dv != Dh.
 #ifndef CT_ATTENTION_H
 #define CT_ATTENTION_H
 
