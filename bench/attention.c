@@ -29,6 +29,7 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "bench/bench_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -37,22 +38,6 @@
 #include <time.h>
 
 enum { B = 64, NH = 4, DH = 32 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Host copies of the inputs; each pass makes fresh arena tensors from them.
 typedef struct problem {
@@ -147,9 +132,9 @@ static bool pass_run(const problem *p, mode m, const pass_inputs *in) {
 static double time_pass(const problem *p, mode m) {
   ct_arena_reset();
   pass_inputs in = pass_setup(p, m);
-  double t0 = now_s();
+  double t0 = bench_now_s();
   bool ok = pass_run(p, m, &in);
-  double t = now_s() - t0;
+  double t = bench_now_s() - t0;
   if (!ok) {
     fprintf(stderr, "bench_attention: %s\n", ct_last_error());
     exit(1);
@@ -206,8 +191,8 @@ int main(int argc, char **argv) {
         tfb[r] = time_pass(&p, FUSED_FWDBWD);
         tc[r] = time_pass(&p, COMPOSED_FWDBWD);
       }
-      double mf = median(tf, reps) * 1e3, mfb = median(tfb, reps) * 1e3,
-             mc = median(tc, reps) * 1e3;
+      double mf = bench_median(tf, reps) * 1e3, mfb = bench_median(tfb, reps) * 1e3,
+             mc = bench_median(tc, reps) * 1e3;
       double ef = extra_mb(&p, FUSED_FWDBWD);
       double ec = extra_mb(&p, COMPOSED_FWDBWD);
       double must = 5.0 * (double)(B * T * NH * DH) * 4.0 / 1048576.0;

@@ -23,6 +23,7 @@
 #include "core/gemm.h"
 #include "core/gemm_bf16.h"
 #include "core/threads.h"
+#include "bench/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,12 +39,6 @@ typedef struct shape {
   bool ta, tb;
   int64_t batch;
 } shape;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void fill(float *x, size_t n, uint32_t seed) {
   uint32_t s = seed * 2654435761u + 1u;
@@ -89,17 +84,12 @@ static void settle(bool quick) {
   nanosleep(&ts, NULL);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 // Seconds per call of fn, timing `iters` calls per sample.
 static double sample(void (*fn)(const problem *), const problem *p,
                      int iters) {
-  double t0 = now_s();
+  double t0 = bench_now_s();
   for (int i = 0; i < iters; i++) fn(p);
-  return (now_s() - t0) / iters;
+  return (bench_now_s() - t0) / iters;
 }
 
 // Median GFLOP/s of ctrain (`run`: fp32 or bf16) and, for fp32 and if built
@@ -134,10 +124,8 @@ static void measure(const problem *p, bool quick,
     bl[i] = 0.0;
 #endif
   }
-  qsort(ct, (size_t)nsamples, sizeof ct[0], cmp_double);
-  qsort(bl, (size_t)nsamples, sizeof bl[0], cmp_double);
-  *ct_gflops = ct[nsamples / 2];
-  *blas_gflops = bl[nsamples / 2];
+  *ct_gflops = bench_median(ct, nsamples);
+  *blas_gflops = bench_median(bl, nsamples);
 }
 
 // Runs small products on all threads for a while before anything is timed:
@@ -232,9 +220,7 @@ static void bench_scaling(shape s, int threads, bool quick) {
     run_ctrain(&p);
     tn[i] = flops / sample(run_ctrain, &p, 4) * 1e-9;
   }
-  qsort(t1, (size_t)nsamples, sizeof t1[0], cmp_double);
-  qsort(tn, (size_t)nsamples, sizeof tn[0], cmp_double);
-  double g1 = t1[nsamples / 2], gn = tn[nsamples / 2];
+  double g1 = bench_median(t1, nsamples), gn = bench_median(tn, nsamples);
   printf("scaling M=%lld t1_gflops=%.1f t%d_gflops=%.1f speedup=%.2f\n",
          (long long)s.M, g1, threads, gn, gn / g1);
   problem_free(&p);
@@ -260,8 +246,8 @@ static void warm_up(int threads, double seconds) {
 #else
     if (side == 1) break;
 #endif
-    double t0 = now_s();
-    while (now_s() - t0 < seconds / 2) fn(&p);
+    double t0 = bench_now_s();
+    while (bench_now_s() - t0 < seconds / 2) fn(&p);
     settle(false);
   }
   free(p.A);

@@ -41,6 +41,7 @@
 #include "nn/vit.h"
 #include "optim/grads.h"
 #include "optim/optim.h"
+#include "bench/bench_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,22 +56,6 @@
 #endif
 
 static const char *const PYTHON = "/usr/bin/python3";
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // ---- workloads -------------------------------------------------------------
 
@@ -325,7 +310,7 @@ typedef struct trainee {
 // One optimizer step as train/trainer.c takes it; returns its milliseconds,
 // or a negative number on error.
 static double timed_step(trainee *tr) {
-  double t0 = now_ms();
+  double t0 = bench_now_s();
   ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)tr->step);
   ct_params_zero_grad(&tr->params);
   ct_tensor *loss = tr->bc->work->loss(tr->state, &ctx);
@@ -339,7 +324,7 @@ static double timed_step(trainee *tr) {
   ct_status st = ct_optim_step(&tr->opt, &tr->params, tr->bc->lr);
   ct_arena_reset();
   tr->step++;
-  return st == CT_OK ? now_ms() - t0 : -1.0;
+  return st == CT_OK ? 1e3 * (bench_now_s() - t0) : -1.0;
 }
 
 // Times n steps into ms[0..n); false on error.
@@ -403,7 +388,7 @@ static int run_config(const bench_config *bc, const char *precision,
       with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
   ok = ok && time_steps(&tr, ms + steps, steps);
   if (ok) {
-    double cms = median(ms, 2 * steps);
+    double cms = bench_median(ms, 2 * steps);
     char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
     if (tms > 0.0) {
       snprintf(torch_s, sizeof torch_s, "%.1f", tms);

@@ -10,12 +10,14 @@
 // small products, row-major B read in place (n < 32 loads with a mask).
 //
 // Compiled with a function target attribute, not -mavx512f, so the library
-// still runs on any x86-64; gemm.c calls these only after
+// still runs on any x86-64; the dispatcher (gemm.c) picks them only after
 // __builtin_cpu_supports("avx512f").
 #include "core/gemm_f32_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "core/gemm_avx512_store.h"
 
 #define MR 14
 #define NR 32
@@ -34,18 +36,6 @@
 
 #define TARGET __attribute__((target("avx512f")))
 #define INLINE static inline __attribute__((always_inline))
-
-// c = alpha * acc + beta * old, old read at `in` (c itself, or the bias).
-INLINE TARGET void store_row(float *c, const float *in, __m512 acc,
-                             __mmask16 mask, __m512 alpha, __m512 beta,
-                             int beta_zero) {
-  __m512 r = beta_zero
-                 ? _mm512_mul_ps(alpha, acc)
-                 : _mm512_fmadd_ps(
-                       alpha, acc,
-                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, in)));
-  _mm512_mask_storeu_ps(c, mask, r);
-}
 
 // The whole tile; `rows` selects the A layout and `masked` the B loads.
 // Both are compile-time constants at every call, so each variant is a
@@ -99,9 +89,9 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
 #pragma GCC unroll 16
   for (int i = 0; i < MR; i++) {
     if (i < m) {
-      store_row(c + i * ldc, in + i * ldin, acc[i][0], mask0, va, vb,
+      ct_avx512_store_row(c + i * ldc, in + i * ldin, acc[i][0], mask0, va, vb,
                 beta_zero);
-      store_row(c + i * ldc + 16, in + i * ldin + 16, acc[i][1], mask1, va,
+      ct_avx512_store_row(c + i * ldc + 16, in + i * ldin + 16, acc[i][1], mask1, va,
                 vb, beta_zero);
     }
   }

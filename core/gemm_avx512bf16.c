@@ -16,6 +16,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "core/gemm_avx512_store.h"
 #include <pthread.h>
 
 #define MR 14
@@ -181,17 +183,6 @@ TARGET_CVT void ct_bf16_pair_rows_cvt(const float *r0, const float *r1,
 // ---------------------------------------------------------------------------
 // The kernel.
 
-INLINE TARGET_F void store_row(float *c, const float *old, __m512 acc,
-                               __mmask16 mask, __m512 alpha, __m512 beta,
-                               int beta_zero) {
-  __m512 r = beta_zero
-                 ? _mm512_mul_ps(alpha, acc)
-                 : _mm512_fmadd_ps(
-                       alpha, acc,
-                       _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(mask, old)));
-  _mm512_mask_storeu_ps(c, mask, r);
-}
-
 // Row i of A is at base[i / 3] + (i % 3) * lda_p, as in gemm_avx512.c: five
 // pointers and scaled-index addressing reach all 14 rows.
 static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
@@ -223,9 +214,9 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 #pragma GCC unroll 16
   for (int i = 0; i < MR; i++) {
     if (i < m) {
-      store_row(c + i * ldc, old + i * ldo, acc[i][0], mask0, va, vb,
+      ct_avx512_store_row(c + i * ldc, old + i * ldo, acc[i][0], mask0, va, vb,
                 beta_zero);
-      store_row(c + i * ldc + 16, old + i * ldo + 16, acc[i][1], mask1, va,
+      ct_avx512_store_row(c + i * ldc + 16, old + i * ldo + 16, acc[i][1], mask1, va,
                 vb, beta_zero);
     }
   }
