@@ -85,12 +85,7 @@ static ct_status schedule_from_config(trainer *t) {
       .gamma = ct_config_float(t->cfg, "schedule", "gamma"),
   };
   st = ct_schedule_check(&t->sched);
-  if (st != CT_OK) {
-    // ct_last_error() is the buffer ct_error writes: copy it first.
-    char why[512];
-    snprintf(why, sizeof why, "%s", ct_last_error());
-    return ct_error(st, "[schedule] %s", why);
-  }
+  if (st != CT_OK) return ct_error(st, "[schedule] %s", ct_last_error());
   return CT_OK;
 }
 
