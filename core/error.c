@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local ct_status last_status = CT_OK;
 static _Thread_local char last_message[1024];
@@ -22,11 +23,16 @@ static const char *const status_names[] = {
 _Static_assert(sizeof status_names / sizeof status_names[0] == CT_STATUS_COUNT,
                "status_names must have one entry per ct_status");
 
+// Formats into a local buffer first: an argument may be ct_last_error()
+// itself (a caller prefixing the message of the error it passes on), and
+// vsnprintf must not write the buffer it is reading.
 ct_status ct_error(ct_status status, const char *fmt, ...) {
+  char message[sizeof last_message];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
+  memcpy(last_message, message, strlen(message) + 1);
   last_status = status;
   return status;
 }

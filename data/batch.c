@@ -116,20 +116,38 @@ static ct_status check_options(const ct_batch_options *o) {
   return CT_OK;
 }
 
+// The length limits on pair i of c: false when it is left out, else true
+// with its lengths after truncation in *s, *t.
+static bool pair_kept(const ct_pair_corpus *c, int64_t i,
+                      const ct_batch_options *o, int64_t *s, int64_t *t) {
+  *s = ct_pair_corpus_src_len(c, i);
+  *t = ct_pair_corpus_tgt_len(c, i);
+  bool too_long = (o->max_src_len && *s > o->max_src_len) ||
+                  (o->max_tgt_len && *t > o->max_tgt_len);
+  if (*s == 0 || (too_long && !o->truncate)) return false;
+  if (o->max_src_len && *s > o->max_src_len) *s = o->max_src_len;
+  if (o->max_tgt_len && *t > o->max_tgt_len) *t = o->max_tgt_len;
+  return true;
+}
+
+int64_t ct_batch_count_kept(const ct_pair_corpus *corpus,
+                            const ct_batch_options *opt) {
+  int64_t kept = 0, s, t;
+  for (int64_t i = 0; i < corpus->count; i++)
+    kept += pair_kept(corpus, i, opt, &s, &t);
+  return kept;
+}
+
 // Applies the length limits: the kept pairs and their effective lengths.
 static ct_status filter_pairs(ct_batcher *b) {
   const ct_pair_corpus *c = b->corpus;
   const ct_batch_options *o = &b->opt;
   for (int64_t i = 0; i < c->count; i++) {
-    int64_t s = ct_pair_corpus_src_len(c, i), t = ct_pair_corpus_tgt_len(c, i);
-    bool too_long = (o->max_src_len && s > o->max_src_len) ||
-                    (o->max_tgt_len && t > o->max_tgt_len);
-    if (s == 0 || (too_long && !o->truncate)) {
+    int64_t s, t;
+    if (!pair_kept(c, i, o, &s, &t)) {
       b->dropped++;
       continue;
     }
-    if (o->max_src_len && s > o->max_src_len) s = o->max_src_len;
-    if (o->max_tgt_len && t > o->max_tgt_len) t = o->max_tgt_len;
     b->kept[b->kept_count] = i;
     b->kept_src_len[b->kept_count] = (int32_t)s;
     b->kept_tgt_len[b->kept_count] = (int32_t)t;

@@ -138,6 +138,10 @@ typedef struct ct_batcher {
   int64_t rows_cap;      // rows allocated in src_len/tgt_len/pair
 } ct_batcher;
 
+// How many pairs of `corpus` the length limits of `opt` keep: 0 is the
+// case where ct_batcher_init fails with "no sentence pair left".
+int64_t ct_batch_count_kept(const ct_pair_corpus *corpus,
+                            const ct_batch_options *opt);
 // Filters the corpus and plans epoch 0. CT_ERR_ARG for bad options or when
 // no pair is left.
 ct_status ct_batcher_init(ct_batcher *b, const ct_pair_corpus *corpus,

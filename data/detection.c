@@ -397,12 +397,9 @@ static ct_status coco_read_png(ct_detection_dataset *d, int64_t i,
   uint8_t *px;
   int h, w;
   ct_status st = ct_png_decode(path, d->C, &px, &h, &w);
-  if (st) {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", ct_last_error());
-    return ct_error(st, "%s (images[%lld] of %s)", why, (long long)i,
-                    json_path);
-  }
+  if (st)
+    return ct_error(st, "%s (images[%lld] of %s)", ct_last_error(),
+                    (long long)i, json_path);
   if (w != im->width || h != im->height)
     st = ct_error(CT_ERR_FORMAT, "%s: image is %dx%d but %s declares "
                   "%lldx%lld (images[%lld])", path, w, h, json_path,

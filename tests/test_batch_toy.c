@@ -192,6 +192,8 @@ static void test_batcher(void) {
                           .pool_size = 500, .seed = 3};
   ct_batcher_init(&b, &c, &o2);
   CHECK(b.kept_count == 2000 - empty, "truncate keeps all");
+  CHECK(ct_batch_count_kept(&c, &o2) == b.kept_count, "count_kept %lld",
+        (long long)ct_batch_count_kept(&c, &o2));
   double pad = run_epoch(&b, 0, NULL, &n);
   printf("max_tokens 300, truncated to 20/15: %lld batches, padding %.1f%%\n",
          (long long)n, 100 * pad);
@@ -206,6 +208,8 @@ static void test_batcher(void) {
            ct_pair_corpus_tgt_len(&c, i) <= 15;
   CHECK(b.kept_count == fit, "drop: kept %lld, want %lld",
         (long long)b.kept_count, (long long)fit);
+  CHECK(ct_batch_count_kept(&c, &o2) == fit, "drop: count_kept %lld",
+        (long long)ct_batch_count_kept(&c, &o2));
   run_epoch(&b, 3, NULL, NULL);
   ct_batcher_free(&b);
 
@@ -233,6 +237,7 @@ static void test_batcher(void) {
   ct_pair_corpus tiny = {0};
   const int32_t ids[3] = {5, 6, 7};
   ct_pair_corpus_add(&tiny, ids, 3, ids, 2);
+  CHECK(ct_batch_count_kept(&tiny, &o2) == 0, "count_kept of nothing left");
   CHECK(ct_batcher_init(&b, &tiny, &o2) == CT_ERR_ARG, "nothing left");
   printf("nothing left -> %s\n", ct_last_error());
   ct_pair_corpus_free(&tiny);

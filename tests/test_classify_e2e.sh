@@ -85,6 +85,17 @@ expect "deit distilled from the resnet learns (val accuracy $acc >= 0.5)" "ge '$
 deit=$(jstr "$last" checkpoint)
 expect "deit checkpoint has head_dist" "\"$ctrain\" inspect '$deit' | grep -q head_dist"
 
+# ---- the inverse_sqrt schedule scales by a ViT's width, model.dim ------------------
+mapfile -t args < <(sets run.task=classification run.dir="$tmp/runs" \
+  run.name=isqrt data.source=toy data.toy_train=64 data.toy_val=16 \
+  data.toy_test=16 data.batch_size=16 model.dim=64 model.depth=1 model.heads=2 \
+  model.mlp_dim=64 schedule.kind=inverse_sqrt schedule.warmup=1 optim.lr=1 \
+  train.epochs=0 train.steps=2 train.log_every=1 train.eval_every=0)
+"$ctrain" train "$empty" "${args[@]}" >/dev/null 2>"$tmp/isqrt.log"
+lr=$(jnum "$(head -n 1 runs/isqrt/metrics.jsonl 2>/dev/null)" lr)
+expect "inverse_sqrt: first lr ${lr:-none} = 1 * dim^-0.5 = 0.125 (dim 64)" \
+  "[ '${lr:-}' = 0.125 ]"
+
 # ---- bad input -------------------------------------------------------------------
 mapfile -t base < <(sets "${vit[@]}" run.name=bad train.steps=5)
 fails_with "missing image_dir" "image_dir is not set" \
@@ -107,7 +118,7 @@ fails_with "unreadable PNG names the file" "broken.png" \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=png \
   --set data.png_train=badpng/train --set data.channels=1 --set data.val_holdout=0 \
   --set data.png_test=badpng/train
-fails_with "teacher that is not a checkpoint" "teacher" \
+fails_with "teacher that is not a checkpoint" "error: \[model\] teacher: nope\.ct: " \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=idx \
   --set data.image_dir=idx --set data.val_holdout=200 --set model.arch=deit \
   --set model.teacher=nope.ct

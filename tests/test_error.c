@@ -25,5 +25,19 @@ int main(void) {
   ct_error(CT_ERR_ARG, "%s", big);
   CHECK(strlen(ct_last_error()) < sizeof big, "truncated to %zu",
         strlen(ct_last_error()));
+  // A message may prefix the last one: ct_last_error() as an argument of
+  // ct_error reads the buffer that ct_error writes.
+  ct_error(CT_ERR_IO, "runs/x/ckpt-00000010.ct: %s", "bad checksum");
+  ct_error(CT_ERR_FORMAT, "[model] teacher: %s", ct_last_error());
+  CHECK(strcmp(ct_last_error(),
+               "[model] teacher: runs/x/ckpt-00000010.ct: bad checksum") == 0,
+        "prefixed message '%s'", ct_last_error());
+  CHECK(ct_last_status() == CT_ERR_FORMAT, "prefixed status %d", ct_last_status());
+  // Also when the result is cut at the buffer's size.
+  ct_error(CT_ERR_ARG, "%s", big);
+  ct_error(CT_ERR_ARG, "ab%s", ct_last_error());
+  CHECK(!strncmp(ct_last_error(), "abxxx", 5) &&
+            strspn(ct_last_error() + 2, "x") == strlen(ct_last_error()) - 2,
+        "prefixed long message starts '%.12s'", ct_last_error());
   return test_summary("error");
 }

@@ -108,6 +108,12 @@ check "[train] threads out of range" 1 "\[train\] threads" -- \
 check "heads not dividing d_model" 1 "not a multiple of heads = 3" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set model.d_model=16 \
   --set model.heads=3 --set train.steps=2
+# Both divided by zero (SIGFPE) before the settings were checked.
+check "[train] accum = 0" 1 "translate_copy\.ini: \[train\] accum = 0: must be at least 1" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.accum=0 \
+  --set train.epochs=1
+check "[train] log_every = 0" 1 "\[train\] log_every = 0: must be at least 1" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.log_every=0
 no_dir "bad configs" "$tmp/x"
 
 # ---- data files --------------------------------------------------------------
@@ -145,7 +151,8 @@ check "TSV line without a tab: file and line" 1 "data/no_tab\.tsv:2: no tab" -- 
 check "TSV format without train_tsv" 1 "train_tsv" -- \
   "$ctrain" train "$config" "${files[@]}" --set data.format=tsv \
   --set data.val_tsv=data/ok.tsv
-check "no pair within max_len" 1 "no sentence pair left|max_len" -- \
+check "no pair within max_len" 1 \
+  "translation: no training pair is within \[data\] max_len = 1 tokens$" -- \
   "$ctrain" train "$config" "${files[@]}" $(pair data/ok.src data/ok.tgt) \
   --set data.max_len=1
 no_dir "bad data" "$tmp/x"

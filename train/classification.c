@@ -23,6 +23,7 @@
 #include "train/image_meta.h"
 #include "train/plot.h"
 #include "train/run.h"
+#include "train/schema.h"
 
 enum {
   RNG_INIT = 0x1418,
@@ -30,11 +31,35 @@ enum {
   EVAL_BATCH = 256,
 };
 
-typedef enum arch_kind { ARCH_VIT, ARCH_DEIT, ARCH_RESNET } arch_kind;
+// The keys this task reads, typed: read_config fills and checks them when
+// the task is opened. File names point into the config (used to open).
+typedef struct classification_config {
+  uint64_t seed;
+  ct_data_source source;
+  // source = toy
+  int toy_image_size, toy_classes;
+  int64_t toy_train, toy_val, toy_test;
+  // source = files
+  ct_image_format image_format;
+  const char *image_dir, *png_train, *png_test;
+  int image_size, channels;
+  int64_t val_holdout;
+  bool normalize;
+  // training batches
+  int64_t batch_size;
+  bool prefetch;
+  ct_image_aug aug;
+  // the model; image size, channels and classes come from the data
+  ct_model_arch arch;
+  ct_nn_vit_config vit;
+  ct_nn_resnet_config resnet;
+  ct_distill_opts distill;  // kind NONE unless arch = deit
+  const char *teacher;
+} classification_config;
 
 // A built model and what its input must look like.
 typedef struct model {
-  arch_kind arch;
+  ct_model_arch arch;
   ct_nn_vit vit;
   ct_nn_resnet resnet;
   bool ready;
@@ -43,10 +68,9 @@ typedef struct model {
 } model;
 
 typedef struct classification {
+  classification_config cfg;
   model m;
   ct_string_list class_names;
-  float label_smoothing;
-  ct_distill_opts distill;
   ct_run_model teacher;  // the teacher's checkpoint, opened as a task
   bool has_teacher;
   ct_image_dataset train, val, test;
@@ -60,36 +84,23 @@ typedef struct classification {
 
 // ---- the model -------------------------------------------------------------
 
-static ct_status model_build(model *m, const ct_config *cfg, ct_params *p) {
-  m->arch = (arch_kind)ct_config_enum(cfg, "model", "arch");
-  ct_rng init = ct_rng_make((uint64_t)ct_config_int(cfg, "run", "seed"),
-                            ct_rng_stream(RNG_INIT, 0));
+static ct_status model_build(model *m, const classification_config *c,
+                             ct_params *p) {
+  m->arch = c->arch;
+  ct_rng init = ct_rng_make(c->seed, ct_rng_stream(RNG_INIT, 0));
   ct_status st;
-  if (m->arch == ARCH_RESNET) {
-    ct_nn_resnet_config rc = {
-        .in_channels = m->C,
-        .num_classes = m->K,
-        .width = ct_config_int(cfg, "model", "width"),
-        .stages = (int)ct_config_int(cfg, "model", "stages"),
-        .blocks = (int)ct_config_int(cfg, "model", "blocks"),
-    };
+  if (m->arch == CT_ARCH_RESNET) {
+    ct_nn_resnet_config rc = c->resnet;
+    rc.in_channels = m->C;
+    rc.num_classes = m->K;
     st = ct_nn_resnet_init(&m->resnet, p, "", &rc, &init);
   } else {
-    ct_nn_vit_config vc = {
-        .image_h = m->H,
-        .image_w = m->W,
-        .in_channels = m->C,
-        .patch = ct_config_int(cfg, "model", "patch"),
-        .dim = ct_config_int(cfg, "model", "dim"),
-        .depth = ct_config_int(cfg, "model", "depth"),
-        .heads = ct_config_int(cfg, "model", "heads"),
-        .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
-        .num_classes = m->K,
-        .distilled = m->arch == ARCH_DEIT,
-        .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-        .attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout"),
-        .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
-    };
+    ct_nn_vit_config vc = c->vit;
+    vc.image_h = m->H;
+    vc.image_w = m->W;
+    vc.in_channels = m->C;
+    vc.num_classes = m->K;
+    vc.distilled = m->arch == CT_ARCH_DEIT;
     st = ct_nn_vit_init(&m->vit, p, "", &vc, &init);
   }
   m->ready = true;
@@ -98,7 +109,7 @@ static ct_status model_build(model *m, const ct_config *cfg, ct_params *p) {
 
 static void model_free(model *m) {
   if (!m->ready) return;
-  if (m->arch == ARCH_RESNET) ct_nn_resnet_free(&m->resnet);
+  if (m->arch == CT_ARCH_RESNET) ct_nn_resnet_free(&m->resnet);
   else ct_nn_vit_free(&m->vit);
   m->ready = false;
 }
@@ -106,13 +117,13 @@ static void model_free(model *m) {
 // Training forward: the class logits and, for DeiT, the distillation head's.
 static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
                                 ct_tensor **dist) {
-  if (m->arch == ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, ctx, x);
+  if (m->arch == CT_ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, ctx, x);
   return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
 }
 
 // Evaluation logits (DeiT: the mean of both heads), eval mode.
 static ct_tensor *model_predict(const model *m, ct_tensor *x) {
-  if (m->arch == ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, NULL, x);
+  if (m->arch == CT_ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, NULL, x);
   return ct_nn_vit_predict(&m->vit, x);
 }
 
@@ -128,31 +139,30 @@ static bool contains_ci(const char *s, const char *word) {
   return false;
 }
 
-static ct_status load_files(const ct_config *cfg, bool train,
+static ct_status load_files(const classification_config *c, bool train,
                             ct_image_dataset *d) {
-  const char *format = ct_config_str(cfg, "data", "image_format");
-  if (!strcmp(format, "png")) {
+  static const char *const format_names[] = {CT_IMAGE_FORMATS(CT_SCHEMA_NAME)};
+  if (c->image_format == CT_IMAGE_FORMAT_PNG) {
     const char *key = train ? "png_train" : "png_test";
-    const char *dir = ct_config_str(cfg, "data", key);
+    const char *dir = train ? c->png_train : c->png_test;
     if (!*dir)
       return ct_error(CT_ERR_ARG, "[data] %s is not set (image_format = png)",
                       key);
-    int size = (int)ct_config_int(cfg, "data", "image_size");
-    return ct_png_folder_load(d, dir, (int)ct_config_int(cfg, "data", "channels"),
-                              size, size);
+    return ct_png_folder_load(d, dir, c->channels, c->image_size,
+                              c->image_size);
   }
-  const char *dir = ct_config_str(cfg, "data", "image_dir");
+  const char *dir = c->image_dir;
   if (!*dir)
     return ct_error(CT_ERR_ARG, "[data] image_dir is not set (image_format = "
-                    "%s)", format);
-  if (!strcmp(format, "idx")) {
+                    "%s)", format_names[c->image_format]);
+  if (c->image_format == CT_IMAGE_FORMAT_IDX) {
     ct_status st = ct_idx_load_dir(d, dir, train, 10);
     if (st == CT_OK && contains_ci(dir, "fashion"))
       st = ct_image_dataset_set_names(d, ct_fashion_mnist_class_names, 10);
     return st;
   }
-  return ct_cifar_load(d, dir, strcmp(format, "cifar100") ? CT_CIFAR10
-                                                          : CT_CIFAR100_FINE,
+  return ct_cifar_load(d, dir, c->image_format == CT_IMAGE_FORMAT_CIFAR100
+                                   ? CT_CIFAR100_FINE : CT_CIFAR10,
                        train);
 }
 
@@ -207,40 +217,36 @@ static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
   return CT_OK;
 }
 
-static ct_status load_data(classification *c, const ct_config *cfg,
-                           ct_task_need need) {
-  const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
-  const int64_t holdout = ct_config_int(cfg, "data", "val_holdout");
+static ct_status load_data(classification *c, ct_task_need need) {
+  const classification_config *cc = &c->cfg;
+  const int64_t holdout = cc->val_holdout;
   ct_status st = CT_OK;
-  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
-    int size = (int)ct_config_int(cfg, "data", "toy_image_size");
-    int classes = (int)ct_config_int(cfg, "data", "toy_classes");
-    st = ct_toy_images_generate(&c->train, ct_config_int(cfg, "data", "toy_train"),
-                                size, classes, seed, 0);
+  if (cc->source == CT_DATA_SOURCE_TOY) {
+    int size = cc->toy_image_size, classes = cc->toy_classes;
+    st = ct_toy_images_generate(&c->train, cc->toy_train, size, classes,
+                                cc->seed, 0);
     if (st == CT_OK)
-      st = ct_toy_images_generate(&c->val, ct_config_int(cfg, "data", "toy_val"),
-                                  size, classes, seed, 1);
+      st = ct_toy_images_generate(&c->val, cc->toy_val, size, classes,
+                                  cc->seed, 1);
     if (st == CT_OK)
-      st = ct_toy_images_generate(&c->test,
-                                  ct_config_int(cfg, "data", "toy_test"), size,
-                                  classes, seed, 2);
+      st = ct_toy_images_generate(&c->test, cc->toy_test, size, classes,
+                                  cc->seed, 2);
     c->have_train = c->have_val = c->have_test = st == CT_OK;
     return st;
   }
   // The training split is needed to train, and to cut validation from.
   if (need == CT_TASK_ALL_DATA || holdout > 0) {
-    st = load_files(cfg, true, &c->train);
+    st = load_files(cc, true, &c->train);
     c->have_train = st == CT_OK;
   }
   if (st == CT_OK && holdout > 0) {
-    st = hold_out(&c->train, &c->val, holdout, seed);
+    st = hold_out(&c->train, &c->val, holdout, cc->seed);
     c->have_val = st == CT_OK;
   }
-  bool png = !strcmp(ct_config_str(cfg, "data", "image_format"), "png");
+  bool png = cc->image_format == CT_IMAGE_FORMAT_PNG;
   bool want_test = need == CT_TASK_EVAL_DATA || holdout == 0;
-  if (st == CT_OK && want_test &&
-      (!png || *ct_config_str(cfg, "data", "png_test"))) {
-    st = load_files(cfg, false, &c->test);
+  if (st == CT_OK && want_test && (!png || *cc->png_test)) {
+    st = load_files(cc, false, &c->test);
     c->have_test = st == CT_OK;
   }
   if (st == CT_OK && holdout == 0) {
@@ -293,7 +299,10 @@ static void classification_close(ct_task *t) {
   t->state = NULL;
 }
 
-static ct_status check_config(const ct_config *cfg) {
+// Reads the keys of this task into *out, with range checks whose
+// messages name the key.
+static ct_status read_config(const ct_config *cfg,
+                             classification_config *out) {
   static const char *const positive[][2] = {
       {"model", "patch"}, {"model", "dim"}, {"model", "depth"},
       {"model", "heads"}, {"model", "mlp_dim"}, {"model", "width"},
@@ -337,18 +346,83 @@ static ct_status check_config(const ct_config *cfg) {
   if (!(ct_config_float(cfg, "train", "distill_tau") > 0.0))
     return ct_error(CT_ERR_ARG, "[train] distill_tau = %g: must be positive",
                     ct_config_float(cfg, "train", "distill_tau"));
-  if (!strcmp(ct_config_str(cfg, "model", "arch"), "deit") &&
-      strcmp(ct_config_str(cfg, "train", "distillation"), "none") &&
-      !*ct_config_str(cfg, "model", "teacher"))
+  const ct_model_arch arch = CT_SCHEMA_ENUM(cfg, "model", "arch",
+                                            CT_MODEL_ARCHS, ct_model_arch);
+  const ct_distill_kind distill = CT_SCHEMA_ENUM(
+      cfg, "train", "distillation", CT_DISTILLATIONS, ct_distill_kind);
+  const char *teacher = ct_config_str(cfg, "model", "teacher");
+  if (arch == CT_ARCH_DEIT && distill != CT_DISTILL_NONE && !*teacher)
     return ct_error(CT_ERR_ARG, "[model] arch = deit with [train] distillation "
                     "= %s needs [model] teacher (a classification checkpoint), "
                     "or set distillation = none",
-                    ct_config_str(cfg, "train", "distillation"));
+                    ct_config_text(cfg, "train", "distillation"));
+  const float smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
+  *out = (classification_config){
+      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+      .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
+                               ct_data_source),
+      .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
+      .toy_classes = (int)ct_config_int(cfg, "data", "toy_classes"),
+      .toy_train = ct_config_int(cfg, "data", "toy_train"),
+      .toy_val = ct_config_int(cfg, "data", "toy_val"),
+      .toy_test = ct_config_int(cfg, "data", "toy_test"),
+      .image_format = CT_SCHEMA_ENUM(cfg, "data", "image_format",
+                                     CT_IMAGE_FORMATS, ct_image_format),
+      .image_dir = ct_config_str(cfg, "data", "image_dir"),
+      .png_train = ct_config_str(cfg, "data", "png_train"),
+      .png_test = ct_config_str(cfg, "data", "png_test"),
+      .image_size = (int)ct_config_int(cfg, "data", "image_size"),
+      .channels = (int)ch,
+      .val_holdout = ct_config_int(cfg, "data", "val_holdout"),
+      .normalize = ct_config_bool(cfg, "data", "normalize"),
+      .batch_size = ct_config_int(cfg, "data", "batch_size"),
+      .prefetch = ct_config_bool(cfg, "data", "prefetch"),
+      .aug = {
+          .crop_padding = (int)ct_config_int(cfg, "data", "crop_padding"),
+          .hflip = ct_config_bool(cfg, "data", "hflip"),
+          .randaug_ops = (int)ct_config_int(cfg, "data", "randaug_ops"),
+          .randaug_magnitude =
+              (float)ct_config_float(cfg, "data", "randaug_magnitude"),
+          .randaug_magnitude_std = 0.5f,
+          .mixup_alpha = (float)ct_config_float(cfg, "data", "mixup_alpha"),
+          .cutmix_alpha = (float)ct_config_float(cfg, "data", "cutmix_alpha"),
+          .mix_prob = (float)ct_config_float(cfg, "data", "mix_prob"),
+          .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
+          .label_smoothing = smoothing,
+      },
+      .arch = arch,
+      .vit = {
+          .patch = ct_config_int(cfg, "model", "patch"),
+          .dim = ct_config_int(cfg, "model", "dim"),
+          .depth = ct_config_int(cfg, "model", "depth"),
+          .heads = ct_config_int(cfg, "model", "heads"),
+          .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
+          .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+          .attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout"),
+          .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
+      },
+      .resnet = {
+          .width = ct_config_int(cfg, "model", "width"),
+          .stages = (int)ct_config_int(cfg, "model", "stages"),
+          .blocks = (int)ct_config_int(cfg, "model", "blocks"),
+      },
+      .distill = {
+          .kind = arch == CT_ARCH_DEIT ? distill : CT_DISTILL_NONE,
+          .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
+          .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
+          .kl_per_sample = CT_SCHEMA_ENUM(cfg, "train", "distill_kl",
+                                          CT_DISTILL_KLS, ct_distill_kl) ==
+                           CT_DISTILL_KL_SAMPLE,
+          .label_smoothing = smoothing,
+      },
+      .teacher = teacher,
+  };
   return CT_OK;
 }
 
-static ct_status open_teacher(classification *c, const ct_config *cfg) {
-  const char *path = ct_config_str(cfg, "model", "teacher");
+static ct_status open_teacher(classification *c) {
+  static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
+  const char *path = c->cfg.teacher;
   // A run folder stands for its newest valid checkpoint.
   struct stat sb;
   ct_ckpt_latest latest = {0};
@@ -362,18 +436,19 @@ static ct_status open_teacher(classification *c, const ct_config *cfg) {
   }
   ct_status st = ct_run_model_open(&c->teacher, path, CT_TASK_MODEL_ONLY);
   c->has_teacher = true;
+  const classification *tc = c->teacher.task.state;
   if (st == CT_OK)
     fprintf(stderr, "ctrain: teacher %s (%s, step %lld)\n", path,
-            ct_config_str(c->teacher.cfg, "model", "arch"),
+            c->teacher.task.ops == &ct_task_classification
+                ? arch_names[tc->m.arch] : c->teacher.task.ops->name,
             (long long)c->teacher.state.step);
   ct_ckpt_latest_free(&latest);
-  path = ct_config_str(cfg, "model", "teacher");
+  path = c->cfg.teacher;
   if (st != CT_OK)
     return ct_error(st, "[model] teacher: %s", ct_last_error());
   if (c->teacher.task.ops != &ct_task_classification)
     return ct_error(CT_ERR_ARG, "[model] teacher = %s: a %s checkpoint, not a "
                     "classification one", path, c->teacher.task.ops->name);
-  const classification *tc = c->teacher.task.state;
   if (tc->m.K != c->m.K || tc->m.C != c->m.C || tc->m.H != c->m.H ||
       tc->m.W != c->m.W)
     return ct_error(CT_ERR_ARG, "[model] teacher = %s: it classifies %dx%dx%d "
@@ -383,46 +458,34 @@ static ct_status open_teacher(classification *c, const ct_config *cfg) {
   return CT_OK;
 }
 
-static ct_status loader_options(const ct_config *cfg, const model *m,
-                                bool train, ct_image_loader_options *o) {
-  *o = (ct_image_loader_options){
-      .batch_size = train ? ct_config_int(cfg, "data", "batch_size") : EVAL_BATCH,
+static ct_image_loader_options loader_options(const classification *c,
+                                              bool train) {
+  ct_image_loader_options o = {
+      .batch_size = train ? c->cfg.batch_size : EVAL_BATCH,
       .shuffle = train,
       .drop_last = train,
-      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
-      .prefetch = train && ct_config_bool(cfg, "data", "prefetch"),
+      .seed = c->cfg.seed,
+      .prefetch = train && c->cfg.prefetch,
   };
-  for (int i = 0; i < m->C; i++) {
-    o->mean[i] = m->mean[i];
-    o->std[i] = m->std[i];
+  for (int i = 0; i < c->m.C; i++) {
+    o.mean[i] = c->m.mean[i];
+    o.std[i] = c->m.std[i];
   }
-  if (train) {
-    o->aug = (ct_image_aug){
-        .crop_padding = (int)ct_config_int(cfg, "data", "crop_padding"),
-        .hflip = ct_config_bool(cfg, "data", "hflip"),
-        .randaug_ops = (int)ct_config_int(cfg, "data", "randaug_ops"),
-        .randaug_magnitude = (float)ct_config_float(cfg, "data", "randaug_magnitude"),
-        .randaug_magnitude_std = 0.5f,
-        .mixup_alpha = (float)ct_config_float(cfg, "data", "mixup_alpha"),
-        .cutmix_alpha = (float)ct_config_float(cfg, "data", "cutmix_alpha"),
-        .mix_prob = (float)ct_config_float(cfg, "data", "mix_prob"),
-        .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
-        .label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing"),
-    };
-  }
-  return CT_OK;
+  if (train) o.aug = c->cfg.aug;
+  return o;
 }
 
 static ct_status classification_open(ct_task *t, const ct_config *cfg,
                                      ct_params *p, const ct_ckpt *ckpt,
                                      ct_task_need need) {
-  ct_status st = check_config(cfg);
+  classification_config cc;
+  ct_status st = read_config(cfg, &cc);
   if (st != CT_OK) return st;
   classification *c = calloc(1, sizeof *c);
   if (!c) return ct_error(CT_ERR_NOMEM, "classification: out of memory");
   t->state = c;
-  c->label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
-  if (need != CT_TASK_MODEL_ONLY) st = load_data(c, cfg, need);
+  c->cfg = cc;
+  if (need != CT_TASK_MODEL_ONLY) st = load_data(c, need);
   if (st != CT_OK) return st;
   if (ckpt) {
     st = load_sections(c, ckpt);
@@ -438,7 +501,7 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
       const char *name = ct_string_list_get(&d->class_names, k);
       st = ct_string_list_push(&c->class_names, name, strlen(name));
     }
-    if (ct_config_bool(cfg, "data", "normalize")) {
+    if (cc.normalize) {
       ct_image_dataset_channel_stats(d, c->m.mean, c->m.std);
       for (int i = 0; i < d->C; i++)
         if (!(c->m.std[i] > 1e-6f)) c->m.std[i] = 1.0f;
@@ -462,25 +525,12 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
                       ? "validation" : "test", d->C, d->H, d->W, d->K, c->m.C,
                       c->m.H, c->m.W, c->m.K);
   }
-  st = model_build(&c->m, cfg, p);
+  st = model_build(&c->m, &cc, p);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
-
-  const char *kind = ct_config_str(cfg, "train", "distillation");
-  c->distill = (ct_distill_opts){
-      .kind = c->m.arch != ARCH_DEIT ? CT_DISTILL_NONE
-              : !strcmp(kind, "hard") ? CT_DISTILL_HARD
-              : !strcmp(kind, "soft") ? CT_DISTILL_SOFT : CT_DISTILL_NONE,
-      .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
-      .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
-      .kl_per_sample = !strcmp(ct_config_str(cfg, "train", "distill_kl"),
-                               "sample"),
-      .label_smoothing = c->label_smoothing,
-  };
-  if (c->distill.kind != CT_DISTILL_NONE) st = open_teacher(c, cfg);
+  if (cc.distill.kind != CT_DISTILL_NONE) st = open_teacher(c);
   if (st != CT_OK) return st;
 
-  ct_image_loader_options o;
-  loader_options(cfg, &c->m, true, &o);
+  ct_image_loader_options o = loader_options(c, true);
   if (c->train.N < o.batch_size)
     return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the "
                     "%lld training images", (long long)o.batch_size,
@@ -488,6 +538,14 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
   st = ct_image_loader_init(&c->loader, &c->train, &o);
   c->loader_ready = st == CT_OK;
   return st;
+}
+
+// A ViT's token width; a ResNet's is the channels of its last stage.
+static int64_t classification_model_width(const ct_task *t) {
+  const classification *c = t->state;
+  if (c->m.arch == CT_ARCH_RESNET)
+    return c->cfg.resnet.width << (c->cfg.resnet.stages - 1);
+  return c->cfg.vit.dim;
 }
 
 // ---- training ------------------------------------------------------------------
@@ -534,17 +592,18 @@ static ct_tensor *classification_train_loss(ct_task *t, ct_nn_ctx *ctx,
   ct_tensor *dist = NULL;
   ct_tensor *logits = model_forward(&c->m, ctx, x, &dist);
   ct_tensor *teacher = NULL;
-  if (c->distill.kind != CT_DISTILL_NONE) teacher = teacher_logits(c, x);
-  if (c->m.arch == ARCH_DEIT && c->distill.kind == CT_DISTILL_NONE && dist) {
+  const ct_distill_opts *distill = &c->cfg.distill;
+  if (distill->kind != CT_DISTILL_NONE) teacher = teacher_logits(c, x);
+  if (c->m.arch == CT_ARCH_DEIT && distill->kind == CT_DISTILL_NONE && dist) {
     // Without a teacher both heads learn the labels (DeiT's "none" mode
     // trains the class head only; training both keeps head_dist useful
     // for the averaged prediction).
-    ct_distill_opts plain = c->distill;
+    ct_distill_opts plain = *distill;
     ct_tensor *a = ct_nn_distill_loss(logits, NULL, NULL, labels, targets, &plain);
     ct_tensor *d = ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
     return ct_scale(ct_add(a, d), 0.5f);
   }
-  return ct_nn_distill_loss(logits, dist, teacher, labels, targets, &c->distill);
+  return ct_nn_distill_loss(logits, dist, teacher, labels, targets, distill);
 }
 
 static void classification_data_position(const ct_task *t, int64_t *epoch,
@@ -608,7 +667,7 @@ static void print_confusion(FILE *f, const classification *c,
 
 static ct_status classification_evaluate(ct_task *t, const char *split,
                                          int beam, int64_t limit,
-                                         ct_json_obj *out, FILE *summary) {
+                                         ct_eval_metrics *out, FILE *summary) {
   (void)beam;
   classification *c = t->state;
   bool test = !strcmp(split, "test");
@@ -622,11 +681,8 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
   // Evaluate the first `limit` images: a loader over a view of them.
   ct_image_dataset view = *d;
   if (limit > 0 && limit < view.N) view.N = limit;
-  ct_image_loader_options o = {.batch_size = EVAL_BATCH, .seed = 0};
-  for (int i = 0; i < c->m.C; i++) {
-    o.mean[i] = c->m.mean[i];
-    o.std[i] = c->m.std[i];
-  }
+  ct_image_loader_options o = loader_options(c, false);
+  o.seed = 0;
   ct_image_loader l;
   ct_status st = ct_image_loader_init(&l, &view, &o);
   if (st != CT_OK) {
@@ -672,10 +728,10 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
   double acc = seen ? (double)correct / (double)seen : 0.0;
   double acc5 = seen ? (double)top5 / (double)seen : 0.0;
   double loss = seen ? loss_sum / (double)seen : 0.0;
-  ct_json_obj_num(out, "loss", loss);
-  ct_json_obj_num(out, "accuracy", acc);
-  ct_json_obj_num(out, "top5", acc5);
-  ct_json_obj_int(out, "images", seen);
+  ct_eval_metrics_add(out, "loss", loss);
+  ct_eval_metrics_add(out, "accuracy", acc);
+  ct_eval_metrics_add(out, "top5", acc5);
+  ct_eval_metrics_add_count(out, "images", seen);
   if (summary) {
     fprintf(summary, "%s%s: %lld images, loss %.4f, accuracy %.2f%%, top-5 "
             "%.2f%%\n", split, c->val_is_test && !test ? " (the test split)"
@@ -729,7 +785,7 @@ static ct_status classification_forward(ct_task *t, const ct_params *in,
   bool was = ct_grad_set_enabled(false);
   ct_tensor *x = ct_tensor_copy(images->tensor);
   ct_status st = put_output(out, "logits", model_predict(&c->m, x));
-  if (st == CT_OK && c->m.arch == ARCH_DEIT) {
+  if (st == CT_OK && c->m.arch == CT_ARCH_DEIT) {
     ct_tensor *dist = NULL;
     ct_tensor *cls = ct_nn_vit_forward(&c->m.vit, NULL, x, &dist, NULL);
     st = put_output(out, "logits_cls", cls);
@@ -746,7 +802,7 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
                                      const char *attention_png, FILE *out) {
   classification *c = t->state;
   const model *m = &c->m;
-  if (attention_png && m->arch == ARCH_RESNET)
+  if (attention_png && m->arch == CT_ARCH_RESNET)
     return ct_error(CT_ERR_ARG, "classify --attention: the model is a ResNet; "
                     "attention maps need a ViT or DeiT");
   if (top < 1) top = 1;
@@ -761,7 +817,7 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     free(raw);
     return st;
   }
-  const int depth = m->arch == ARCH_RESNET ? 0 : (int)m->vit.cfg.depth;
+  const int depth = m->arch == CT_ARCH_RESNET ? 0 : (int)m->vit.cfg.depth;
   float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
   char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
   int *ranks = malloc((size_t)top * sizeof *ranks);
@@ -785,7 +841,7 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     if (attention_png && depth <= 64) {
       ct_tensor *dist = NULL;
       logits = ct_nn_vit_forward(&m->vit, NULL, x, &dist, att);
-      if (logits && m->arch == ARCH_DEIT)
+      if (logits && m->arch == CT_ARCH_DEIT)
         logits = ct_scale(ct_add(logits, dist), 0.5f);
     } else {
       logits = model_predict(m, x);
@@ -857,6 +913,7 @@ const ct_task_ops ct_task_classification = {
     .best_metric = "accuracy",
     .defaults = classification_defaults,
     .open = classification_open,
+    .model_width = classification_model_width,
     .save = save_sections,
     .train_loss = classification_train_loss,
     .data_position = classification_data_position,

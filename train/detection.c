@@ -16,6 +16,7 @@
 #include "train/detection_eval.h"
 #include "train/image_meta.h"
 #include "train/plot.h"
+#include "train/schema.h"
 
 enum {
   RNG_INIT = 0x1419,
@@ -24,60 +25,76 @@ enum {
   EVAL_BATCH = 32,
 };
 
+// The keys this task reads, typed: read_config fills and checks them when
+// the task is opened. File names point into the config (used to open).
+typedef struct detection_config {
+  uint64_t seed;
+  ct_data_source source;
+  // source = toy
+  ct_toy_items toy_items;
+  const char *image_dir;  // toy_items = fmnist: the Fashion-MNIST files
+  int toy_image_size, toy_classes;
+  int64_t toy_train, toy_val;
+  // source = files: COCO annotations and image folders, train and val
+  const char *coco[2], *coco_images[2];
+  int channels, image_size;
+  ct_nn_detr_config model;  // in_channels, num_classes come from the data
+  ct_detr_loss_opts loss;
+  int64_t batch_size;
+  bool hflip;
+} detection_config;
+
 typedef struct detection {
+  detection_config cfg;
   ct_image_meta meta;
   ct_nn_detr model;
   bool model_ready;
-  ct_detr_loss_opts loss;
   ct_detection_dataset train, val;
   bool have_train, have_val;
   // The training batches: (epoch, position) is the batch the next call
   // returns; order holds the permutation of order_epoch.
   int64_t batch_size, epoch, position, batches, order_epoch;
   int64_t *order;
-  bool hflip;
-  uint64_t seed;
 } detection;
 
 // ---- data ------------------------------------------------------------------
 
-static ct_status load_data(detection *d, const ct_config *cfg, ct_task_need need) {
-  const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+// [data] keys of the COCO files: annotations and images, train and val.
+static const char *const coco_keys[2][2] = {{"coco_train", "coco_train_images"},
+                                            {"coco_val", "coco_val_images"}};
+
+static ct_status load_data(detection *d, ct_task_need need) {
+  const detection_config *c = &d->cfg;
   ct_status st = CT_OK;
-  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
-    int size = (int)ct_config_int(cfg, "data", "toy_image_size");
-    int classes = (int)ct_config_int(cfg, "data", "toy_classes");
+  if (c->source == CT_DATA_SOURCE_TOY) {
     ct_image_dataset items = {0};
-    bool fmnist = !strcmp(ct_config_str(cfg, "data", "toy_items"), "fmnist");
+    bool fmnist = c->toy_items == CT_TOY_ITEMS_FMNIST;
     if (fmnist) {
-      st = ct_idx_load_dir(&items, ct_config_str(cfg, "data", "image_dir"), true, 10);
+      st = ct_idx_load_dir(&items, c->image_dir, true, 10);
       if (st == CT_OK)
         st = ct_image_dataset_set_names(&items, ct_fashion_mnist_class_names, 10);
     }
     if (st == CT_OK && need == CT_TASK_ALL_DATA) {
-      st = ct_toy_detection_generate(&d->train, ct_config_int(cfg, "data", "toy_train"),
-                                     size, classes, seed, 0, fmnist ? &items : NULL);
+      st = ct_toy_detection_generate(&d->train, c->toy_train, c->toy_image_size,
+                                     c->toy_classes, c->seed, 0,
+                                     fmnist ? &items : NULL);
       d->have_train = st == CT_OK;
     }
     if (st == CT_OK) {
-      st = ct_toy_detection_generate(&d->val, ct_config_int(cfg, "data", "toy_val"), size,
-                                     classes, seed, 1, fmnist ? &items : NULL);
+      st = ct_toy_detection_generate(&d->val, c->toy_val, c->toy_image_size,
+                                     c->toy_classes, c->seed, 1,
+                                     fmnist ? &items : NULL);
       d->have_val = st == CT_OK;
     }
     ct_image_dataset_free(&items);
     return st;
   }
-  int channels = (int)ct_config_int(cfg, "data", "channels");
-  int size = (int)ct_config_int(cfg, "data", "image_size");
-  static const char *const keys[2][2] = {{"coco_train", "coco_train_images"},
-                                         {"coco_val", "coco_val_images"}};
   for (int s = need == CT_TASK_ALL_DATA ? 0 : 1; s < 2 && st == CT_OK; s++) {
-    const char *json = ct_config_str(cfg, "data", keys[s][0]);
-    const char *dir = ct_config_str(cfg, "data", keys[s][1]);
-    if (!*json || !*dir)
+    if (!*c->coco[s] || !*c->coco_images[s])
       return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files)",
-                      keys[s][0], keys[s][1]);
-    st = ct_coco_load(s ? &d->val : &d->train, json, dir, channels, size);
+                      coco_keys[s][0], coco_keys[s][1]);
+    st = ct_coco_load(s ? &d->val : &d->train, c->coco[s], c->coco_images[s],
+                      c->channels, c->image_size);
     if (s) d->have_val = st == CT_OK;
     else d->have_train = st == CT_OK;
   }
@@ -133,7 +150,9 @@ static void detection_close(ct_task *t) {
   t->state = NULL;
 }
 
-static ct_status check_config(const ct_config *cfg) {
+// Reads the keys of this task into *out, with range checks whose
+// messages name the key.
+static ct_status read_config(const ct_config *cfg, detection_config *out) {
   static const char *const positive[][2] = {
       {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
       {"model", "encoder_layers"}, {"model", "decoder_layers"},
@@ -144,24 +163,67 @@ static ct_status check_config(const ct_config *cfg) {
   if (checked != CT_OK) return checked;
   static const char *const weights[] = {"cost_class", "cost_bbox", "cost_giou",
                                         "eos_coef"};
+  double w[4];
   for (size_t i = 0; i < 4; i++) {
-    double v = ct_config_float(cfg, "train", weights[i]);
-    if (!(v >= 0.0) || !isfinite(v))
-      return ct_error(CT_ERR_ARG, "[train] %s = %g: must not be negative", weights[i], v);
+    w[i] = ct_config_float(cfg, "train", weights[i]);
+    if (!(w[i] >= 0.0) || !isfinite(w[i]))
+      return ct_error(CT_ERR_ARG, "[train] %s = %g: must not be negative",
+                      weights[i], w[i]);
   }
+  *out = (detection_config){
+      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+      .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
+                               ct_data_source),
+      .toy_items = CT_SCHEMA_ENUM(cfg, "data", "toy_items", CT_TOY_ITEMS,
+                                  ct_toy_items),
+      .image_dir = ct_config_str(cfg, "data", "image_dir"),
+      .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
+      .toy_classes = (int)ct_config_int(cfg, "data", "toy_classes"),
+      .toy_train = ct_config_int(cfg, "data", "toy_train"),
+      .toy_val = ct_config_int(cfg, "data", "toy_val"),
+      .channels = (int)ct_config_int(cfg, "data", "channels"),
+      .image_size = (int)ct_config_int(cfg, "data", "image_size"),
+      .model = {
+          .backbone_width = ct_config_int(cfg, "model", "width"),
+          .backbone_stages = (int)ct_config_int(cfg, "model", "stages"),
+          .backbone_blocks = (int)ct_config_int(cfg, "model", "blocks"),
+          .d_model = ct_config_int(cfg, "model", "d_model"),
+          .nhead = ct_config_int(cfg, "model", "heads"),
+          .enc_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
+          .dec_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
+          .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+          .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+          .num_queries = ct_config_int(cfg, "model", "queries"),
+          .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
+      },
+      .loss = ct_detr_loss_defaults(),
+      .batch_size = ct_config_int(cfg, "data", "batch_size"),
+      .hflip = ct_config_bool(cfg, "data", "hflip"),
+  };
+  for (int s = 0; s < 2; s++) {
+    out->coco[s] = ct_config_str(cfg, "data", coco_keys[s][0]);
+    out->coco_images[s] = ct_config_str(cfg, "data", coco_keys[s][1]);
+  }
+  // The same weights match predictions to targets and weigh the loss.
+  ct_detr_loss_opts *l = &out->loss;
+  l->match.class_w = l->ce_w = w[0];
+  l->match.l1_w = l->bbox_w = w[1];
+  l->match.giou_w = l->giou_w = w[2];
+  l->eos_coef = w[3];
   return CT_OK;
 }
 
 static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
                                 const ct_ckpt *ckpt, ct_task_need need) {
-  ct_status st = check_config(cfg);
+  detection_config c;
+  ct_status st = read_config(cfg, &c);
   if (st != CT_OK) return st;
   detection *d = calloc(1, sizeof *d);
   if (!d) return ct_error(CT_ERR_NOMEM, "detection: out of memory");
   t->state = d;
-  d->seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+  d->cfg = c;
   d->order_epoch = -1;
-  if (need != CT_TASK_MODEL_ONLY) st = load_data(d, cfg, need);
+  if (need != CT_TASK_MODEL_ONLY) st = load_data(d, need);
   if (st != CT_OK) return st;
   if (ckpt) {
     st = ct_image_meta_load(&d->meta, ckpt);
@@ -187,41 +249,24 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
                       "classes, the model takes %dx%dx%d with %d", i ? "validation"
                       : "training", sets[i]->C, sets[i]->H, sets[i]->W, sets[i]->K,
                       d->meta.C, d->meta.H, d->meta.W, d->meta.K);
-  ct_nn_detr_config mc = {
-      .in_channels = d->meta.C,
-      .num_classes = d->meta.K,
-      .backbone_width = ct_config_int(cfg, "model", "width"),
-      .backbone_stages = (int)ct_config_int(cfg, "model", "stages"),
-      .backbone_blocks = (int)ct_config_int(cfg, "model", "blocks"),
-      .d_model = ct_config_int(cfg, "model", "d_model"),
-      .nhead = ct_config_int(cfg, "model", "heads"),
-      .enc_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
-      .dec_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
-      .dim_feedforward = ct_config_int(cfg, "model", "ff"),
-      .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-      .num_queries = ct_config_int(cfg, "model", "queries"),
-      .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
-  };
-  ct_rng init = ct_rng_make(d->seed, ct_rng_stream(RNG_INIT, 0));
+  ct_nn_detr_config mc = c.model;
+  mc.in_channels = d->meta.C;
+  mc.num_classes = d->meta.K;
+  ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
   st = ct_nn_detr_init(&d->model, p, "", &mc, &init);
   d->model_ready = true;
-  d->loss = ct_detr_loss_defaults();
-  d->loss.match.class_w = ct_config_float(cfg, "train", "cost_class");
-  d->loss.match.l1_w = ct_config_float(cfg, "train", "cost_bbox");
-  d->loss.match.giou_w = ct_config_float(cfg, "train", "cost_giou");
-  d->loss.ce_w = ct_config_float(cfg, "train", "cost_class");
-  d->loss.bbox_w = ct_config_float(cfg, "train", "cost_bbox");
-  d->loss.giou_w = ct_config_float(cfg, "train", "cost_giou");
-  d->loss.eos_coef = ct_config_float(cfg, "train", "eos_coef");
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
-  d->batch_size = ct_config_int(cfg, "data", "batch_size");
-  d->hflip = ct_config_bool(cfg, "data", "hflip");
-  d->batches = d->train.N / d->batch_size;
+  d->batches = d->train.N / c.batch_size;
   if (d->batches < 1)
     return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the %lld "
-                    "training images", (long long)d->batch_size, (long long)d->train.N);
+                    "training images", (long long)c.batch_size, (long long)d->train.N);
   d->order = malloc((size_t)d->train.N * sizeof *d->order);
   return d->order ? CT_OK : ct_error(CT_ERR_NOMEM, "detection: out of memory");
+}
+
+static int64_t detection_model_width(const ct_task *t) {
+  const detection *d = t->state;
+  return d->cfg.model.d_model;
 }
 
 // ---- training ------------------------------------------------------------------
@@ -233,11 +278,12 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items
     d->position = 0;
   }
   if (d->order_epoch != d->epoch) {
-    ct_rng r = ct_rng_make(d->seed, ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
+    ct_rng r = ct_rng_make(d->cfg.seed,
+                           ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
     ct_rng_permutation(&r, d->order, d->train.N);
     d->order_epoch = d->epoch;
   }
-  const int64_t B = d->batch_size;
+  const int64_t B = d->cfg.batch_size;
   const int64_t *idx = d->order + d->position * B;
   int64_t T = 0;
   for (int64_t b = 0; b < B; b++) T += ct_detection_box_count(&d->train, idx[b]);
@@ -251,7 +297,8 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items
   }
   uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)d->epoch);
   for (int64_t b = 0; b < B; b++)
-    flip[b] = d->hflip && ct_rng_uniform_at(d->seed, stream, (uint64_t)idx[b]) < 0.5f;
+    flip[b] = d->cfg.hflip &&
+              ct_rng_uniform_at(d->cfg.seed, stream, (uint64_t)idx[b]) < 0.5f;
   ct_tensor *x = make_batch(d, &d->train, idx, flip, B, counts, labels, boxes);
   d->position++;
   *items = (double)B;
@@ -259,7 +306,7 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items
   if (!x || ct_nn_detr_forward(&d->model, ctx, x, &out) != CT_OK) return NULL;
   ct_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
                         .boxes = boxes};
-  return ct_nn_detr_loss(&out, out.layers, &tg, &d->loss, NULL);
+  return ct_nn_detr_loss(&out, out.layers, &tg, &d->cfg.loss, NULL);
 }
 
 static void detection_data_position(const ct_task *t, int64_t *epoch, int64_t *position) {
@@ -305,7 +352,8 @@ static void predictions(const detection *d, const ct_tensor *probs,
 }
 
 static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
-                                    int64_t limit, ct_json_obj *out, FILE *summary) {
+                                    int64_t limit, ct_eval_metrics *out,
+                                    FILE *summary) {
   (void)beam;
   detection *d = t->state;
   if (!strcmp(split, "test"))
@@ -349,7 +397,7 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
     ct_detr_loss_parts parts;
     ct_nn_detr_out last = {.layers = 1, .logits = {o.logits[o.layers - 1]},
                            .boxes = {o.boxes[o.layers - 1]}};
-    ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->loss, &parts);
+    ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->cfg.loss, &parts);
     ct_tensor *probs = ct_softmax(last.logits[0]);
     if (!l || !probs) {
       st = ct_last_status();
@@ -376,10 +424,10 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
   if (st == CT_OK) st = ct_map_compute(&ev, &map50, &map);
   if (st == CT_OK) {
     double loss = boxes_total ? loss_sum / (double)boxes_total : 0.0;
-    ct_json_obj_num(out, "loss", loss);
-    ct_json_obj_num(out, "map50", map50);
-    ct_json_obj_num(out, "map", map);
-    ct_json_obj_int(out, "images", n);
+    ct_eval_metrics_add(out, "loss", loss);
+    ct_eval_metrics_add(out, "map50", map50);
+    ct_eval_metrics_add(out, "map", map);
+    ct_eval_metrics_add_count(out, "images", n);
     if (summary)
       fprintf(summary, "%s: %lld images, %lld boxes, loss %.4f, mAP@0.5 %.4f, "
               "mAP@[.5:.95] %.4f\n", split, (long long)n, (long long)boxes_total,
@@ -485,6 +533,7 @@ const ct_task_ops ct_task_detection = {
     .best_metric = "map",
     .defaults = detection_defaults,
     .open = detection_open,
+    .model_width = detection_model_width,
     .save = detection_save,
     .train_loss = detection_train_loss,
     .data_position = detection_data_position,

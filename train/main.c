@@ -199,18 +199,22 @@ static int cmd_eval(int argc, char **argv) {
     return rc;
   }
   ct_run_apply_precision(m.cfg);
-  int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
-  ct_json_obj metrics;
-  ct_json_obj_init(&metrics);
-  ct_json_obj_str(&metrics, "checkpoint", o.ckpt);
-  ct_json_obj_str(&metrics, "split", o.split);
-  ct_json_obj_int(&metrics, "step", m.state.step);
+  int beam = o.beam ? o.beam : m.run.final_beam;
   printf("checkpoint %s (step %lld)\n", o.ckpt, (long long)m.state.step);
-  if (m.task.ops->evaluate(&m.task, o.split, beam, 0, &metrics, stdout) != CT_OK)
+  ct_eval_metrics metrics = {0};
+  if (m.task.ops->evaluate(&m.task, o.split, beam, 0, &metrics, stdout) !=
+      CT_OK) {
     rc = runtime_error();
-  else
-    printf("%s\n", ct_json_obj_text(&metrics));
-  ct_json_obj_free(&metrics);
+  } else {
+    ct_json_obj line;
+    ct_json_obj_init(&line);
+    ct_json_obj_str(&line, "checkpoint", o.ckpt);
+    ct_json_obj_str(&line, "split", o.split);
+    ct_json_obj_int(&line, "step", m.state.step);
+    ct_eval_metrics_to_json(&metrics, &line);
+    printf("%s\n", ct_json_obj_text(&line));
+    ct_json_obj_free(&line);
+  }
   ct_run_model_close(&m);
   ct_arena_release();
   return rc;
@@ -263,7 +267,7 @@ static int cmd_translate(int argc, char **argv) {
   ct_run_model m;
   rc = open_model_of(&m, o.ckpt, &ct_task_translation, "translate");
   if (!rc) {
-    int beam = o.beam ? o.beam : (int)ct_config_int(m.cfg, "train", "final_beam");
+    int beam = o.beam ? o.beam : m.run.final_beam;
     int n = o.n_texts;
     char **stdin_lines = NULL;
     const char **lines = o.texts;
@@ -411,7 +415,7 @@ static int cmd_inspect(int argc, char **argv) {
              ct_shape_str(t->ndim, t->shape, s, sizeof s));
     }
     printf("optimizer: %s, state sections:",
-           ct_config_str(m.cfg, "optim", "optimizer"));
+           ct_optim_kind_name(m.run.optim.kind));
     for (int i = 0; i < ct_ckpt_section_count(m.ckpt); i++) {
       size_t len;
       const char *name = ct_ckpt_section_name(m.ckpt, i, &len);

@@ -58,36 +58,66 @@ ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
   return cfg;
 }
 
-char *ct_run_dir(const ct_config *cfg) {
-  const char *dir = ct_config_str(cfg, "run", "dir");
-  const char *name = ct_config_str(cfg, "run", "name");
-  size_t n = strlen(dir) + strlen(name) + 2;
+ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
+  static const char *const positive[][2] = {{"train", "accum"},
+                                            {"train", "log_every"}};
+  ct_status st = ct_config_check_min(
+      cfg, positive, sizeof positive / sizeof positive[0], 1);
+  if (st != CT_OK) return st;
+  *out = (ct_run_settings){
+      .name = ct_config_str(cfg, "run", "name"),
+      .dir = ct_config_str(cfg, "run", "dir"),
+      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
+      .init_from = ct_config_str(cfg, "model", "init_from"),
+      .clip_norm = ct_config_float(cfg, "optim", "clip_norm"),
+      .schedule = {
+          .kind = CT_SCHEMA_ENUM(cfg, "schedule", "kind", CT_SCHEDULE_KINDS,
+                                 ct_schedule_kind),
+          .lr = ct_config_float(cfg, "optim", "lr"),
+          .min_lr = ct_config_float(cfg, "schedule", "min_lr"),
+          .warmup_steps = ct_config_int(cfg, "schedule", "warmup"),
+          .step_size = ct_config_int(cfg, "schedule", "step_size"),
+          .gamma = ct_config_float(cfg, "schedule", "gamma"),
+      },
+      .steps = ct_config_int(cfg, "train", "steps"),
+      .epochs = ct_config_int(cfg, "train", "epochs"),
+      .accum = ct_config_int(cfg, "train", "accum"),
+      .log_every = ct_config_int(cfg, "train", "log_every"),
+      .eval_every = ct_config_int(cfg, "train", "eval_every"),
+      .eval_limit = ct_config_int(cfg, "train", "eval_sentences"),
+      .eval_beam = (int)ct_config_int(cfg, "train", "eval_beam"),
+      .final_beam = (int)ct_config_int(cfg, "train", "final_beam"),
+      .checkpoint_every = ct_config_int(cfg, "train", "checkpoint_every"),
+      .keep_checkpoints = ct_config_int(cfg, "train", "keep_checkpoints"),
+      .max_minutes = ct_config_float(cfg, "train", "max_minutes"),
+      .threads = ct_config_int(cfg, "train", "threads"),
+  };
+  ct_optim_kind kind = CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS,
+                                      ct_optim_kind);
+  ct_optim_config *o = &out->optim;
+  *o = kind == CT_OPTIM_SGD ? ct_sgd_defaults()
+       : kind == CT_OPTIM_ADAM ? ct_adam_defaults() : ct_adamw_defaults();
+  o->weight_decay = ct_config_float(cfg, "optim", "weight_decay");
+  if (kind == CT_OPTIM_SGD) {
+    o->momentum = ct_config_float(cfg, "optim", "momentum");
+  } else {
+    o->beta1 = ct_config_float(cfg, "optim", "beta1");
+    o->beta2 = ct_config_float(cfg, "optim", "beta2");
+    o->eps = ct_config_float(cfg, "optim", "eps");
+  }
+  return CT_OK;
+}
+
+char *ct_run_dir(const ct_run_settings *run) {
+  size_t n = strlen(run->dir) + strlen(run->name) + 2;
   char *out = malloc(n);
-  if (out) snprintf(out, n, "%s/%s", dir, name);
+  if (out) snprintf(out, n, "%s/%s", run->dir, run->name);
   return out;
 }
 
 void ct_run_apply_precision(const ct_config *cfg) {
   bool bf16 = !strcmp(ct_config_str(cfg, "train", "precision"), "bf16");
   ct_gemm_set_precision(bf16 ? CT_GEMM_BF16 : CT_GEMM_FP32);
-}
-
-ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out) {
-  ct_optim_kind kind;
-  ct_status st = ct_optim_kind_parse(ct_config_str(cfg, "optim", "optimizer"),
-                                     &kind);
-  if (st != CT_OK) return st;
-  *out = kind == CT_OPTIM_SGD ? ct_sgd_defaults()
-         : kind == CT_OPTIM_ADAM ? ct_adam_defaults() : ct_adamw_defaults();
-  out->weight_decay = ct_config_float(cfg, "optim", "weight_decay");
-  if (kind == CT_OPTIM_SGD) {
-    out->momentum = ct_config_float(cfg, "optim", "momentum");
-  } else {
-    out->beta1 = ct_config_float(cfg, "optim", "beta1");
-    out->beta2 = ct_config_float(cfg, "optim", "beta2");
-    out->eps = ct_config_float(cfg, "optim", "eps");
-  }
-  return CT_OK;
 }
 
 // ---- saving -------------------------------------------------------------------
@@ -201,6 +231,8 @@ ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
   if (st != CT_OK) return st;
   m->cfg = ct_run_config_from_ckpt(m->ckpt);
   if (!m->cfg) return ct_last_status();
+  st = ct_run_settings_read(m->cfg, &m->run);
+  if (st != CT_OK) return st;
   m->task.ops = ct_task_for(m->cfg);
   st = m->task.ops->open(&m->task, m->cfg, &m->params, m->ckpt, need);
   if (st == CT_OK) st = ct_run_load(m->ckpt, &m->params, NULL, &m->state);

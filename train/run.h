@@ -5,8 +5,30 @@
 #define CT_TRAIN_RUN_H
 
 #include "optim/optim.h"
+#include "optim/schedule.h"
 #include "data/strings.h"  // ct_make_dirs
 #include "train/task.h"
+
+// The keys of [run], [optim], [schedule] and [train] that the training loop
+// and the commands use (and [model] init_from), read once from a config by
+// ct_run_settings_read. Strings point into the config.
+typedef struct ct_run_settings {
+  const char *name, *dir;   // [run]: the run folder is dir/name
+  uint64_t seed;
+  const char *init_from;    // [model]: "" = a random init
+  ct_optim_config optim;    // [optim] optimizer and its hyperparameters
+  double clip_norm;         // 0 = no clipping
+  // [schedule] and [optim] lr; total_steps and d_model are left 0 for the
+  // trainer, which knows them once the task is open.
+  ct_schedule schedule;
+  // [train]
+  int64_t steps, epochs, accum;
+  int64_t log_every, eval_every, eval_limit;  // eval_limit: eval_sentences
+  int eval_beam, final_beam;
+  int64_t checkpoint_every, keep_checkpoints;
+  double max_minutes;
+  int64_t threads;
+} ct_run_settings;
 
 // The training state a checkpoint holds beyond parameters and moments.
 typedef struct ct_run_state {
@@ -22,6 +44,7 @@ typedef struct ct_run_state {
 // A model opened from a checkpoint, for eval/translate/inspect/export.
 typedef struct ct_run_model {
   ct_config *cfg;
+  ct_run_settings run;  // read from cfg
   ct_params params;
   ct_task task;
   ct_run_state state;
@@ -34,8 +57,11 @@ ct_config *ct_run_config_load(const char *path, const char *const *sets,
                               int n_sets);
 // A config from the text stored in a checkpoint.
 ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt);
+// Reads the settings of a config (after ct_run_config_load), checking the
+// ranges the loop relies on: CT_ERR_ARG naming the key.
+ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out);
 // "dir/name" of the run (malloc'd).
-char *ct_run_dir(const ct_config *cfg);
+char *ct_run_dir(const ct_run_settings *run);
 
 // Writes the checkpoint of the current state atomically.
 ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
@@ -49,8 +75,8 @@ ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
 // empty file for ckpt NULL: a new run).
 ct_status ct_run_restore_metrics(const ct_ckpt *ckpt, const char *path);
 
-// Opens the model of a checkpoint: config, task (need says which data),
-// parameters and state.
+// Opens the model of a checkpoint: config, settings, task (need says which
+// data), parameters and state.
 ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
                             ct_task_need need);
 void ct_run_model_close(ct_run_model *m);
@@ -60,8 +86,5 @@ void ct_run_model_close(ct_run_model *m);
 // checkpoint's model call it with the run's config (a teacher's config does
 // not change it).
 void ct_run_apply_precision(const ct_config *cfg);
-
-// Optimizer hyperparameters from [optim].
-ct_status ct_run_optim_config(const ct_config *cfg, ct_optim_config *out);
 
 #endif

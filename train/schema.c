@@ -1,5 +1,6 @@
 // The schema of training configs. Keys are grouped by section in the order
-// the resolved config.ini lists them.
+// the resolved config.ini lists them; the choices of enum keys come from
+// their value lists in schema.h.
 #include "train/schema.h"
 
 static const ct_config_key schema[] = {
@@ -7,14 +8,16 @@ static const ct_config_key schema[] = {
   {"run", "name", CT_CONFIG_STRING, "run", NULL,
    "the run folder is <dir>/<name>"},
   {"run", "dir", CT_CONFIG_STRING, "runs", NULL, "parent folder of runs"},
-  {"run", "task", CT_CONFIG_ENUM, "translation", "translation|classification|detection",
+  {"run", "task", CT_CONFIG_ENUM, "translation",
+   CT_SCHEMA_CHOICES(CT_RUN_TASKS),
    "what is trained (each task has its own recipe defaults, see README)"},
   {"run", "seed", CT_CONFIG_INT, "1", NULL,
    "seeds init, shuffling and dropout (same seed => same run)"},
   // [data]
-  {"data", "source", CT_CONFIG_ENUM, "toy", "toy|files",
+  {"data", "source", CT_CONFIG_ENUM, "toy", CT_SCHEMA_CHOICES(CT_DATA_SOURCES),
    "toy: a corpus generated in-process; files: the paths below"},
-  {"data", "toy_task", CT_CONFIG_ENUM, "grammar", "copy|reverse|grammar",
+  {"data", "toy_task", CT_CONFIG_ENUM, "grammar",
+   CT_SCHEMA_CHOICES(CT_TOY_TASKS),
    "translation: which toy corpus"},
   {"data", "toy_train", CT_CONFIG_INT, "20000", NULL, "toy training pairs"},
   {"data", "toy_val", CT_CONFIG_INT, "500", NULL, "toy validation pairs"},
@@ -25,7 +28,7 @@ static const ct_config_key schema[] = {
    "copy/reverse: longest sequence"},
   {"data", "toy_symbols", CT_CONFIG_INT, "50", NULL,
    "copy/reverse: distinct symbols"},
-  {"data", "format", CT_CONFIG_ENUM, "pair", "pair|tsv",
+  {"data", "format", CT_CONFIG_ENUM, "pair", CT_SCHEMA_CHOICES(CT_TEXT_FORMATS),
    "files: pair = line-aligned *_src/*_tgt files, tsv = source<TAB>target"},
   {"data", "train_src", CT_CONFIG_STRING, "", NULL, "pair: training source"},
   {"data", "train_tgt", CT_CONFIG_STRING, "", NULL, "pair: training target"},
@@ -48,7 +51,8 @@ static const ct_config_key schema[] = {
    "sentence pairs per batch (0 = limited by max_tokens only)"},
   {"data", "max_tokens", CT_CONFIG_INT, "0", NULL,
    "at most B * max(S, T) tokens per batch (0 = no limit)"},
-  {"data", "image_format", CT_CONFIG_ENUM, "idx", "idx|cifar10|cifar100|png",
+  {"data", "image_format", CT_CONFIG_ENUM, "idx",
+   CT_SCHEMA_CHOICES(CT_IMAGE_FORMATS),
    "classification files: IDX (MNIST layout), CIFAR binary, PNG class folders"},
   {"data", "image_dir", CT_CONFIG_STRING, "", NULL,
    "idx/cifar: the folder holding the training and test files"},
@@ -64,7 +68,8 @@ static const ct_config_key schema[] = {
    "classification toy: image side in pixels"},
   {"data", "toy_classes", CT_CONFIG_INT, "4", NULL,
    "classification toy: shape classes (2..6)"},
-  {"data", "toy_items", CT_CONFIG_ENUM, "shapes", "shapes|fmnist",
+  {"data", "toy_items", CT_CONFIG_ENUM, "shapes",
+   CT_SCHEMA_CHOICES(CT_TOY_ITEMS),
    "detection toy: objects are shapes, or Fashion-MNIST items (from "
    "image_dir)"},
   {"data", "coco_train", CT_CONFIG_STRING, "", NULL,
@@ -99,7 +104,7 @@ static const ct_config_key schema[] = {
   {"data", "prefetch", CT_CONFIG_BOOL, "true", NULL,
    "classification: build the next batch on a background thread"},
   // [model]
-  {"model", "arch", CT_CONFIG_ENUM, "vit", "vit|deit|resnet",
+  {"model", "arch", CT_CONFIG_ENUM, "vit", CT_SCHEMA_CHOICES(CT_MODEL_ARCHS),
    "classification: the model"},
   {"model", "patch", CT_CONFIG_INT, "4", NULL, "vit/deit: patch size"},
   {"model", "dim", CT_CONFIG_INT, "192", NULL, "vit/deit: token width"},
@@ -128,7 +133,8 @@ static const ct_config_key schema[] = {
   {"model", "encoder_layers", CT_CONFIG_INT, "3", NULL, "encoder layers"},
   {"model", "decoder_layers", CT_CONFIG_INT, "3", NULL, "decoder layers"},
   {"model", "dropout", CT_CONFIG_FLOAT, "0.1", NULL, "dropout everywhere"},
-  {"model", "activation", CT_CONFIG_ENUM, "relu", "relu|gelu",
+  {"model", "activation", CT_CONFIG_ENUM, "relu",
+   CT_SCHEMA_CHOICES(CT_ACTIVATIONS),
    "feed-forward activation"},
   {"model", "norm_first", CT_CONFIG_BOOL, "false", NULL,
    "pre-norm layers (false = the paper's post-norm)"},
@@ -138,7 +144,8 @@ static const ct_config_key schema[] = {
    "start from these weights (safetensors with PyTorch names, e.g. from "
    "ctrain export) instead of a random init"},
   // [optim]
-  {"optim", "optimizer", CT_CONFIG_ENUM, "adam", "adam|adamw|sgd",
+  {"optim", "optimizer", CT_CONFIG_ENUM, "adam",
+   CT_SCHEMA_CHOICES(CT_OPTIMIZERS),
    "the optimizer"},
   {"optim", "lr", CT_CONFIG_FLOAT, "1.0", NULL,
    "peak learning rate; for inverse_sqrt the factor of "
@@ -153,7 +160,7 @@ static const ct_config_key schema[] = {
    "clip the global gradient norm to this (0 = no clipping)"},
   // [schedule]
   {"schedule", "kind", CT_CONFIG_ENUM, "inverse_sqrt",
-   "constant|cosine|linear|inverse_sqrt|step", "learning-rate schedule"},
+   CT_SCHEMA_CHOICES(CT_SCHEDULE_KINDS), "learning-rate schedule"},
   {"schedule", "warmup", CT_CONFIG_INT, "4000", NULL, "warmup steps"},
   {"schedule", "min_lr", CT_CONFIG_FLOAT, "0", NULL,
    "cosine/linear: the floor reached at the last step"},
@@ -182,13 +189,15 @@ static const ct_config_key schema[] = {
    "detection: weight of the GIoU term"},
   {"train", "eos_coef", CT_CONFIG_FLOAT, "0.1", NULL,
    "detection: cross-entropy weight of the no-object class"},
-  {"train", "distillation", CT_CONFIG_ENUM, "hard", "none|hard|soft",
+  {"train", "distillation", CT_CONFIG_ENUM, "hard",
+   CT_SCHEMA_CHOICES(CT_DISTILLATIONS),
    "deit: distillation loss (needs [model] teacher unless none)"},
   {"train", "distill_alpha", CT_CONFIG_FLOAT, "0.5", NULL,
    "deit: weight of the distillation term"},
   {"train", "distill_tau", CT_CONFIG_FLOAT, "1.0", NULL,
    "deit: soft distillation temperature"},
-  {"train", "distill_kl", CT_CONFIG_ENUM, "element", "element|sample",
+  {"train", "distill_kl", CT_CONFIG_ENUM, "element",
+   CT_SCHEMA_CHOICES(CT_DISTILL_KLS),
    "deit: soft distillation's KL divided by B*K (element, DeiT's reference "
    "code) or by B (sample, the per-image KL of the paper)"},
   {"train", "eval_beam", CT_CONFIG_INT, "1", NULL,
@@ -207,7 +216,8 @@ static const ct_config_key schema[] = {
    "stop (with a checkpoint) after this much training time (0 = none)"},
   {"train", "threads", CT_CONFIG_INT, "0", NULL,
    "threads (0 = CT_THREADS, OMP_NUM_THREADS or all cores)"},
-  {"train", "precision", CT_CONFIG_ENUM, "fp32", "fp32|bf16",
+  {"train", "precision", CT_CONFIG_ENUM, "fp32",
+   CT_SCHEMA_CHOICES(CT_PRECISIONS),
    "bf16: matrix products round their inputs to bfloat16 (AMX where the "
    "CPU has it); everything else stays fp32"},
 };
@@ -226,4 +236,15 @@ const int ct_model_shape_key_count =
 
 ct_config *ct_train_config_new(void) {
   return ct_config_new(schema, (int)(sizeof schema / sizeof schema[0]));
+}
+
+const ct_config_key *ct_train_schema(int *n_keys) {
+  *n_keys = (int)(sizeof schema / sizeof schema[0]);
+  return schema;
+}
+
+int ct_schema_enum_index(const ct_config *cfg, const char *section,
+                         const char *key) {
+  int index = ct_config_enum(cfg, section, key);
+  return index < 0 ? 0 : index;
 }

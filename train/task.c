@@ -1,14 +1,16 @@
-// Picking a task by name, and its recipe defaults (see task.h).
+// Picking a task by name, its recipe defaults, and evaluation metrics (see
+// task.h).
 #include "train/task.h"
 
 #include <string.h>
 
 const ct_task_ops *ct_task_for(const ct_config *cfg) {
-  if (!strcmp(ct_config_str(cfg, "run", "task"), "classification"))
-    return &ct_task_classification;
-  if (!strcmp(ct_config_str(cfg, "run", "task"), "detection"))
-    return &ct_task_detection;
-  return &ct_task_translation;
+  static const ct_task_ops *const tasks[] = {
+      [CT_TASK_TRANSLATION] = &ct_task_translation,
+      [CT_TASK_CLASSIFICATION] = &ct_task_classification,
+      [CT_TASK_DETECTION] = &ct_task_detection,
+  };
+  return tasks[CT_SCHEMA_ENUM(cfg, "run", "task", CT_RUN_TASKS, ct_task_kind)];
 }
 
 ct_status ct_task_apply_defaults(ct_config *cfg) {
@@ -20,4 +22,42 @@ ct_status ct_task_apply_defaults(ct_config *cfg) {
     if (st != CT_OK) return st;
   }
   return CT_OK;
+}
+
+static void add_metric(ct_eval_metrics *m, const char *name, double value,
+                       bool count) {
+  if (m->n == CT_EVAL_MAX_METRICS) {
+    ct_error(CT_ERR_STATE, "evaluation: more than %d metrics (%s dropped)",
+             CT_EVAL_MAX_METRICS, name);
+    return;
+  }
+  m->items[m->n++] = (ct_eval_metric){.name = name, .value = value,
+                                      .count = count};
+}
+
+void ct_eval_metrics_add(ct_eval_metrics *m, const char *name, double value) {
+  add_metric(m, name, value, false);
+}
+
+void ct_eval_metrics_add_count(ct_eval_metrics *m, const char *name,
+                               int64_t count) {
+  add_metric(m, name, (double)count, true);
+}
+
+ct_status ct_eval_metrics_get(const ct_eval_metrics *m, const char *name,
+                              double *value) {
+  for (int i = 0; i < m->n; i++) {
+    if (strcmp(m->items[i].name, name)) continue;
+    *value = m->items[i].value;
+    return CT_OK;
+  }
+  return ct_error(CT_ERR_STATE, "evaluation: no '%s' among the metrics", name);
+}
+
+void ct_eval_metrics_to_json(const ct_eval_metrics *m, ct_json_obj *o) {
+  for (int i = 0; i < m->n; i++) {
+    const ct_eval_metric *e = &m->items[i];
+    if (e->count) ct_json_obj_int(o, e->name, (int64_t)e->value);
+    else ct_json_obj_num(o, e->name, e->value);
+  }
 }

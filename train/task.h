@@ -13,6 +13,33 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/jsonl.h"
+#include "train/schema.h"
+
+// The metrics of one evaluation, in the order they are logged: measured
+// values, and counts (written as integers).
+enum { CT_EVAL_MAX_METRICS = 8 };
+
+typedef struct ct_eval_metric {
+  const char *name;  // static text
+  double value;
+  bool count;
+} ct_eval_metric;
+
+typedef struct ct_eval_metrics {
+  ct_eval_metric items[CT_EVAL_MAX_METRICS];
+  int n;
+} ct_eval_metrics;
+
+// Appends a metric (at most CT_EVAL_MAX_METRICS: more is a bug of the
+// task, recorded as a CT_ERR_STATE error and dropped).
+void ct_eval_metrics_add(ct_eval_metrics *m, const char *name, double value);
+void ct_eval_metrics_add_count(ct_eval_metrics *m, const char *name,
+                               int64_t count);
+// The value of metric `name`; CT_ERR_STATE when the evaluation has none.
+ct_status ct_eval_metrics_get(const ct_eval_metrics *m, const char *name,
+                              double *value);
+// Adds every metric to a JSON object, in order.
+void ct_eval_metrics_to_json(const ct_eval_metrics *m, ct_json_obj *o);
 
 // What a task must load when opened.
 typedef enum ct_task_need {
@@ -33,11 +60,16 @@ typedef struct ct_task_ops {
   // replace schema defaults a config leaves alone (ct_config_set_default).
   // NULL: none.
   const char *const (*defaults)[3];
-  // Builds the data and registers the model's parameters in `p` (drawn
-  // from the seed). With `ckpt`, vocabularies and the like come from it
-  // (the caller then loads the parameters). Messages name files and lines.
+  // Reads and checks the task's keys of `cfg` (once, into its own typed
+  // config), builds the data and registers the model's parameters in `p`
+  // (drawn from the seed). With `ckpt`, vocabularies and the like come
+  // from it (the caller then loads the parameters). Messages name files,
+  // lines and keys.
   ct_status (*open)(ct_task *t, const ct_config *cfg, ct_params *p,
                     const ct_ckpt *ckpt, ct_task_need need);
+  // The model's width, the d_model of the inverse_sqrt schedule (d_model
+  // of a Transformer or DETR, a ViT's dim).
+  int64_t (*model_width)(const ct_task *t);
   // Adds the task's own checkpoint sections (vocabularies).
   ct_status (*save)(ct_task *t, ct_ckpt_writer *w);
   // The loss of the next training micro-batch, recorded on the tape;
@@ -50,10 +82,10 @@ typedef struct ct_task_ops {
   int64_t (*epoch_batches)(ct_task *t, int64_t epoch);
   // Evaluates on "val" or "test" (beam: decoding width where that applies;
   // limit: first N examples, 0 = all). Adds metrics to `out` (loss, and
-  // per task: bleu and exact_match, accuracy, ...) and prints a human
-  // summary to `summary` when not NULL.
+  // per task: bleu and exact_match, accuracy, ...; best_metric among
+  // them) and prints a human summary to `summary` when not NULL.
   ct_status (*evaluate)(ct_task *t, const char *split, int beam,
-                        int64_t limit, ct_json_obj *out, FILE *summary);
+                        int64_t limit, ct_eval_metrics *out, FILE *summary);
   // Optional: the model's raw outputs in eval mode for inputs read from a
   // file (`ctrain forward`, interop checks against PyTorch): reads named
   // tensors of `in`, registers and fills the outputs in `out` ("logits").

@@ -46,13 +46,13 @@ static void on_signal(int sig) {
 typedef struct trainer {
   const ct_train_args *args;
   ct_config *cfg;
+  ct_run_settings run;  // cfg's keys of the loop, read once
   char *run_dir;
   char path[4096];   // scratch for file names
   char metrics_path[4096];
   ct_params params;
   ct_task task;
   ct_optim opt;
-  ct_schedule sched;
   ct_run_state state;
   ct_jsonl metrics;
   bool metrics_open;
@@ -70,40 +70,23 @@ static int fail(const char *what) {
   return 1;
 }
 
-static ct_status schedule_from_config(trainer *t) {
-  ct_schedule_kind kind;
-  ct_status st = ct_schedule_kind_parse(
-      ct_config_str(t->cfg, "schedule", "kind"), &kind);
-  if (st != CT_OK) return st;
-  t->sched = (ct_schedule){
-      .kind = kind,
-      .lr = ct_config_float(t->cfg, "optim", "lr"),
-      .min_lr = ct_config_float(t->cfg, "schedule", "min_lr"),
-      .warmup_steps = ct_config_int(t->cfg, "schedule", "warmup"),
-      .total_steps = t->total_steps,
-      .d_model = ct_config_int(t->cfg, "model", "d_model"),
-      .step_size = ct_config_int(t->cfg, "schedule", "step_size"),
-      .gamma = ct_config_float(t->cfg, "schedule", "gamma"),
-  };
-  st = ct_schedule_check(&t->sched);
-  if (st != CT_OK) {
-    // ct_last_error() is the buffer ct_error writes: copy it first.
-    char why[512];
-    snprintf(why, sizeof why, "%s", ct_last_error());
-    return ct_error(st, "[schedule] %s", why);
-  }
+// The schedule of the settings, for total_steps, at the model's width.
+static ct_status check_schedule(trainer *t) {
+  ct_schedule *sched = &t->run.schedule;
+  sched->total_steps = t->total_steps;
+  sched->d_model = t->task.ops->model_width(&t->task);
+  ct_status st = ct_schedule_check(sched);
+  if (st != CT_OK) return ct_error(st, "[schedule] %s", ct_last_error());
   return CT_OK;
 }
 
 // Steps of the whole run: [train] steps, or [train] epochs of batches.
 static int64_t count_steps(trainer *t) {
-  int64_t epochs = ct_config_int(t->cfg, "train", "epochs");
-  int64_t accum = ct_config_int(t->cfg, "train", "accum");
-  if (epochs <= 0) return ct_config_int(t->cfg, "train", "steps");
+  if (t->run.epochs <= 0) return t->run.steps;
   int64_t batches = 0;
-  for (int64_t e = 0; e < epochs; e++)
+  for (int64_t e = 0; e < t->run.epochs; e++)
     batches += t->task.ops->epoch_batches(&t->task, e);
-  return batches / accum;
+  return batches / t->run.accum;
 }
 
 static ct_status write_metrics(trainer *t, ct_json_obj *o) {
@@ -120,48 +103,49 @@ static ct_status save_checkpoint(trainer *t) {
   if (st == CT_OK) {
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", t->path);
     t->last_ckpt_step = t->state.step;
-    int keep = (int)ct_config_int(t->cfg, "train", "keep_checkpoints");
+    int keep = (int)t->run.keep_checkpoints;
     st = ct_ckpt_prune(t->run_dir, keep < 1 ? 1 : keep, t->state.best_step,
                        NULL);
   }
   return st;
 }
 
-// Validation: one "eval" line in metrics.jsonl; tracks the best metric.
+// Validation: one "eval" line in metrics.jsonl (the task's metrics in
+// *metrics); tracks the best metric.
 static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
-                          ct_json_obj *metrics, bool *improved, FILE *summary) {
-  ct_json_obj_int(metrics, "step", t->state.step);
-  ct_json_obj_str(metrics, "type", "eval");
-  ct_json_obj_str(metrics, "split", "val");
+                          ct_eval_metrics *metrics, bool *improved,
+                          FILE *summary) {
+  *metrics = (ct_eval_metrics){0};
+  double value;
   ct_status st = t->task.ops->evaluate(&t->task, "val", beam, limit, metrics,
                                        summary);
+  if (st == CT_OK)
+    st = ct_eval_metrics_get(metrics, t->task.ops->best_metric, &value);
   if (st != CT_OK) return st;
-  ct_json_record rec;
-  const char *text = ct_json_obj_text(metrics);
-  double value = -INFINITY;
-  char why[128];
-  if (ct_json_parse_object(text, strlen(text), &rec, why, sizeof why) ==
-      CT_OK) {
-    ct_json_record_num(&rec, t->task.ops->best_metric, &value);
-    ct_json_record_free(&rec);
-  }
   *improved = value > t->state.best;
   if (*improved) {
     t->state.best = value;
     t->state.best_step = t->state.step;
   }
+  ct_json_obj line;
+  ct_json_obj_init(&line);
+  ct_json_obj_int(&line, "step", t->state.step);
+  ct_json_obj_str(&line, "type", "eval");
+  ct_json_obj_str(&line, "split", "val");
+  ct_eval_metrics_to_json(metrics, &line);
   if (pr) ct_progress_log(pr, "eval step %lld: %s", (long long)t->state.step,
-                          text);
-  return write_metrics(t, metrics);
+                          ct_json_obj_text(&line));
+  st = write_metrics(t, &line);
+  ct_json_obj_free(&line);
+  return st;
 }
 
 // One optimizer step at learning rate lr: accum micro-batches, clip,
 // update. *loss is the mean micro-batch loss, *items what they counted.
 static ct_status train_step(trainer *t, float lr, double *loss, double *items,
                             double *grad_norm) {
-  const int64_t accum = ct_config_int(t->cfg, "train", "accum");
-  ct_nn_ctx ctx = ct_nn_train_ctx((uint64_t)ct_config_int(t->cfg, "run", "seed"),
-                                  (uint64_t)t->state.step);
+  const int64_t accum = t->run.accum;
+  ct_nn_ctx ctx = ct_nn_train_ctx(t->run.seed, (uint64_t)t->state.step);
   ct_params_zero_grad(&t->params);
   *loss = 0.0;
   *items = 0.0;
@@ -178,8 +162,7 @@ static ct_status train_step(trainer *t, float lr, double *loss, double *items,
     *loss += value / (double)accum;
     *items += n;
   }
-  *grad_norm = ct_clip_grad_norm(&t->params,
-                                 ct_config_float(t->cfg, "optim", "clip_norm"));
+  *grad_norm = ct_clip_grad_norm(&t->params, t->run.clip_norm);
   if (!isfinite(*grad_norm))
     return ct_grads_check_finite(&t->params, t->state.step);
   ct_status st = ct_optim_step(&t->opt, &t->params, lr);
@@ -217,6 +200,24 @@ static char *final_eval_line(const ct_ckpt *ckpt, int64_t step) {
   return line;
 }
 
+// Adds the metrics of an eval line of metrics.jsonl to `out`, without the
+// line's bookkeeping fields (step, type, split).
+static void add_final_line_metrics(const char *line, ct_json_obj *out) {
+  ct_json_record rec;
+  char why[128];
+  if (ct_json_parse_object(line, strlen(line), &rec, why, sizeof why) != CT_OK)
+    return;
+  for (int i = 0; i < rec.n; i++) {
+    const ct_json_field *f = &rec.fields[i];
+    if (!strcmp(f->key, "step") || !strcmp(f->key, "type") ||
+        !strcmp(f->key, "split"))
+      continue;
+    if (f->kind == CT_JSON_STR) ct_json_obj_str(out, f->key, f->str);
+    else ct_json_obj_num(out, f->key, f->num);
+  }
+  ct_json_record_free(&rec);
+}
+
 // Removes temporary files ("NAME.tmp.PID.N") that a run killed in the middle
 // of an atomic write left in the run folder. Nothing else is touched.
 static void remove_stale_temporaries(const char *dir) {
@@ -240,7 +241,9 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   const ct_train_args *args = t->args;
   t->cfg = ct_run_config_load(args->config_path, args->sets, args->n_sets);
   if (!t->cfg) return fail(NULL);
-  int64_t cfg_threads = ct_config_int(t->cfg, "train", "threads");
+  if (ct_run_settings_read(t->cfg, &t->run) != CT_OK)
+    return fail(args->config_path);
+  int64_t cfg_threads = t->run.threads;
   if (!args->threads && cfg_threads > 4096) {
     fprintf(stderr, "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
             args->config_path, (long long)cfg_threads);
@@ -250,7 +253,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (threads > 0) ct_set_threads(threads);
   else ct_threads_from_env();
   ct_run_apply_precision(t->cfg);
-  t->run_dir = ct_run_dir(t->cfg);
+  t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
   snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl",
            t->run_dir);
@@ -307,10 +310,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (t->task.ops->open(&t->task, t->cfg, &t->params, ckpt, CT_TASK_ALL_DATA) !=
       CT_OK)
     return fail(NULL);
-  ct_optim_config oc;
-  if (ct_run_optim_config(t->cfg, &oc) != CT_OK ||
-      ct_optim_init(&t->opt, &oc) != CT_OK)
-    return fail("[optim]");
+  if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
   t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
   if (ckpt) {
     if (ct_run_load(ckpt, &t->params, &t->opt, &t->state) != CT_OK ||
@@ -321,8 +321,8 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", ct_ckpt_path(ckpt));
   } else {
     t->last_ckpt_step = -1;
-    const char *init_from = ct_config_str(t->cfg, "model", "init_from");
-    if (*init_from && ct_safetensors_load(init_from, &t->params, 0) != CT_OK)
+    if (*t->run.init_from &&
+        ct_safetensors_load(t->run.init_from, &t->params, 0) != CT_OK)
       return fail("[model] init_from");
   }
   t->total_steps = count_steps(t);
@@ -332,7 +332,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
             (long long)t->total_steps);
     return 1;
   }
-  if (schedule_from_config(t) != CT_OK) return fail(args->config_path);
+  if (check_schedule(t) != CT_OK) return fail(args->config_path);
 
   if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
   remove_stale_temporaries(t->run_dir);
@@ -363,22 +363,17 @@ static void close_run(trainer *t, ct_ckpt *ckpt) {
 // The end of a run: final validation (full split, final beam), plots, and
 // the last stdout line.
 static int finish_run(trainer *t, ct_progress *pr) {
-  ct_json_obj final;
-  ct_json_obj_init(&final);
+  ct_eval_metrics final = {0};
   bool improved = false;
-  int beam = (int)ct_config_int(t->cfg, "train", "final_beam");
   ct_status st = CT_OK;
   if (t->final_line)
     fprintf(stderr, "ctrain: the run is complete (step %lld)\n",
             (long long)t->state.step);
   else
-    st = validate(t, pr, beam, 0, &final, &improved, stderr);
+    st = validate(t, pr, t->run.final_beam, 0, &final, &improved, stderr);
   if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
     st = save_checkpoint(t);
-  if (st != CT_OK) {
-    ct_json_obj_free(&final);
-    return fail("final evaluation");
-  }
+  if (st != CT_OK) return fail("final evaluation");
   if (t->task.ops->figures &&
       t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
     fprintf(stderr, "ctrain: warning: figures: %s\n", ct_last_error());
@@ -392,25 +387,14 @@ static int finish_run(trainer *t, ct_progress *pr) {
   ct_json_obj_str(&out, "run_dir", t->run_dir);
   ct_json_obj_str(&out, "checkpoint", t->last_ckpt);
   ct_json_obj_int(&out, "step", t->state.step);
-  // The final metrics, without the bookkeeping fields of the eval line.
-  ct_json_record rec;
-  const char *text = t->final_line ? t->final_line : ct_json_obj_text(&final);
-  char why[128];
-  if (ct_json_parse_object(text, strlen(text), &rec, why, sizeof why) ==
-      CT_OK) {
-    for (int i = 0; i < rec.n; i++) {
-      const ct_json_field *f = &rec.fields[i];
-      if (!strcmp(f->key, "step") || !strcmp(f->key, "type") ||
-          !strcmp(f->key, "split"))
-        continue;
-      if (f->kind == CT_JSON_STR) ct_json_obj_str(&out, f->key, f->str);
-      else ct_json_obj_num(&out, f->key, f->num);
-    }
-    ct_json_record_free(&rec);
-  }
+  // The final metrics: of this evaluation, or of the checkpoint's final
+  // eval line without its bookkeeping fields.
+  if (t->final_line)
+    add_final_line_metrics(t->final_line, &out);
+  else
+    ct_eval_metrics_to_json(&final, &out);
   printf("%s\n", ct_json_obj_text(&out));
   ct_json_obj_free(&out);
-  ct_json_obj_free(&final);
   return 0;
 }
 
@@ -445,12 +429,10 @@ int ct_train_run(const ct_train_args *args) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  const int64_t log_every = ct_config_int(t.cfg, "train", "log_every");
-  const int64_t eval_every = ct_config_int(t.cfg, "train", "eval_every");
-  const int64_t ckpt_every = ct_config_int(t.cfg, "train", "checkpoint_every");
-  const int64_t eval_limit = ct_config_int(t.cfg, "train", "eval_sentences");
-  const int eval_beam = (int)ct_config_int(t.cfg, "train", "eval_beam");
-  const double max_seconds = 60.0 * ct_config_float(t.cfg, "train", "max_minutes");
+  const int64_t log_every = t.run.log_every;
+  const int64_t eval_every = t.run.eval_every;
+  const int64_t ckpt_every = t.run.checkpoint_every;
+  const double max_seconds = 60.0 * t.run.max_minutes;
   char products[64] = "";
   if (ct_gemm_get_precision() == CT_GEMM_BF16)
     snprintf(products, sizeof products, ", bf16 products (%s)",
@@ -467,7 +449,7 @@ int ct_train_run(const ct_train_args *args) {
   bool timed_out = false;
   while (t.state.step < t.total_steps && !stop_requested) {
     double loss = 0.0, items = 0.0, gnorm = 0.0;
-    float lr = ct_schedule_lr(&t.sched, t.state.step);
+    float lr = ct_schedule_lr(&t.run.schedule, t.state.step);
     st = train_step(&t, lr, &loss, &items, &gnorm);
     if (st != CT_OK) break;
     t.state.step++;
@@ -493,11 +475,10 @@ int ct_train_run(const ct_train_args *args) {
     }
     bool is_last = t.state.step == t.total_steps;
     if (eval_every > 0 && t.state.step % eval_every == 0 && !is_last) {
-      ct_json_obj o;
-      ct_json_obj_init(&o);
+      ct_eval_metrics metrics;
       bool improved;
-      st = validate(&t, &pr, eval_beam, eval_limit, &o, &improved, NULL);
-      ct_json_obj_free(&o);
+      st = validate(&t, &pr, t.run.eval_beam, t.run.eval_limit, &metrics,
+                    &improved, NULL);
       if (st != CT_OK) break;
     }
     if (max_seconds > 0 && t.state.train_seconds >= max_seconds) {

@@ -26,8 +26,26 @@
 #include "nn/seq2seq.h"
 #include "train/bleu.h"
 #include "train/decode.h"
+#include "train/schema.h"
 
 enum { RNG_INIT = 0x1417 };
+
+enum { TRAIN, VAL, TEST, SPLITS };
+
+// The keys this task reads, typed: read_config fills and checks them when
+// the task is opened. File names point into the config (used to open).
+typedef struct translation_config {
+  uint64_t seed;
+  ct_data_source source;
+  ct_toy_options toy;      // source = toy
+  ct_text_format format;   // source = files
+  const char *src[SPLITS], *tgt[SPLITS], *tsv[SPLITS];
+  bool lowercase;
+  int64_t min_freq, max_vocab, max_len, batch_size, max_tokens;
+  ct_seq2seq_config model;  // the vocabulary sizes come from the data
+  float label_smoothing, length_penalty;
+  int64_t max_decode_len;  // 0 = source length + 50
+} translation_config;
 
 typedef struct split_data {
   ct_parallel_text text;
@@ -36,9 +54,7 @@ typedef struct split_data {
 } split_data;
 
 typedef struct translation {
-  bool lowercase;
-  float label_smoothing, length_penalty;
-  int64_t max_decode_len;
+  translation_config cfg;
   ct_vocab src_vocab, tgt_vocab;
   ct_seq2seq model;
   bool model_ready;
@@ -49,42 +65,33 @@ typedef struct translation {
 
 // ---- data -------------------------------------------------------------------
 
-static ct_status read_split(const ct_config *cfg, const char *split,
+// [data] keys naming each split's files: pair (source, target), tsv.
+static const char *const file_keys[SPLITS][3] = {
+    {"train_src", "train_tgt", "train_tsv"},
+    {"val_src", "val_tgt", "val_tsv"},
+    {"test_src", "test_tgt", "test_tsv"}};
+
+static ct_status read_split(const translation_config *c, int split,
                             ct_parallel_text *out) {
-  char src_key[32], tgt_key[32], tsv_key[32];
-  snprintf(src_key, sizeof src_key, "%s_src", split);
-  snprintf(tgt_key, sizeof tgt_key, "%s_tgt", split);
-  snprintf(tsv_key, sizeof tsv_key, "%s_tsv", split);
-  bool tsv = !strcmp(ct_config_str(cfg, "data", "format"), "tsv");
-  if (tsv) {
-    const char *path = ct_config_str(cfg, "data", tsv_key);
-    if (!*path)
+  const char *const *keys = file_keys[split];
+  if (c->format == CT_TEXT_FORMAT_TSV) {
+    if (!*c->tsv[split])
       return ct_error(CT_ERR_ARG, "[data] %s is not set (format = tsv)",
-                      tsv_key);
-    return ct_parallel_text_read_tsv(path, 0, out);
+                      keys[2]);
+    return ct_parallel_text_read_tsv(c->tsv[split], 0, out);
   }
-  const char *src = ct_config_str(cfg, "data", src_key);
-  const char *tgt = ct_config_str(cfg, "data", tgt_key);
-  if (!*src || !*tgt)
+  if (!*c->src[split] || !*c->tgt[split])
     return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files, "
-                    "format = pair)", src_key, tgt_key);
-  return ct_parallel_text_read_pair(src, tgt, 0, out);
+                    "format = pair)", keys[0], keys[1]);
+  return ct_parallel_text_read_pair(c->src[split], c->tgt[split], 0, out);
 }
 
-static ct_status load_text(translation *tr, const ct_config *cfg,
-                           ct_task_need need) {
+static ct_status load_text(translation *tr, ct_task_need need) {
+  const translation_config *c = &tr->cfg;
   ct_status st = CT_OK;
-  if (!strcmp(ct_config_str(cfg, "data", "source"), "toy")) {
-    ct_toy_options o = {.seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
-                        .train_size = ct_config_int(cfg, "data", "toy_train"),
-                        .val_size = ct_config_int(cfg, "data", "toy_val"),
-                        .test_size = ct_config_int(cfg, "data", "toy_test"),
-                        .min_len = (int)ct_config_int(cfg, "data", "toy_min_len"),
-                        .max_len = (int)ct_config_int(cfg, "data", "toy_max_len"),
-                        .symbols = (int)ct_config_int(cfg, "data", "toy_symbols")};
-    st = ct_toy_task_parse(ct_config_str(cfg, "data", "toy_task"), &o.task);
+  if (c->source == CT_DATA_SOURCE_TOY) {
     ct_toy_corpus corpus = {0};
-    if (st == CT_OK) st = ct_toy_translation_generate(&o, &corpus);
+    st = ct_toy_translation_generate(&c->toy, &corpus);
     if (st != CT_OK) return st;
     tr->train.text = corpus.train;
     tr->val.text = corpus.val;
@@ -93,21 +100,19 @@ static ct_status load_text(translation *tr, const ct_config *cfg,
     return CT_OK;
   }
   if (need == CT_TASK_ALL_DATA) {
-    st = read_split(cfg, "train", &tr->train.text);
+    st = read_split(c, TRAIN, &tr->train.text);
     tr->train.loaded = st == CT_OK;
   }
   if (st == CT_OK) {
-    st = read_split(cfg, "val", &tr->val.text);
+    st = read_split(c, VAL, &tr->val.text);
     tr->val.loaded = st == CT_OK;
   }
   // The test split is optional for training, needed only to evaluate it.
-  if (st == CT_OK && need == CT_TASK_EVAL_DATA) {
-    const char *key = strcmp(ct_config_str(cfg, "data", "format"), "tsv")
-                          ? "test_src" : "test_tsv";
-    if (*ct_config_str(cfg, "data", key)) {
-      st = read_split(cfg, "test", &tr->test.text);
-      tr->test.loaded = st == CT_OK;
-    }
+  const char *test_file =
+      c->format == CT_TEXT_FORMAT_TSV ? c->tsv[TEST] : c->src[TEST];
+  if (st == CT_OK && need == CT_TASK_EVAL_DATA && *test_file) {
+    st = read_split(c, TEST, &tr->test.text);
+    tr->test.loaded = st == CT_OK;
   }
   return st;
 }
@@ -137,28 +142,10 @@ static ct_status encode_split(translation *tr, split_data *s) {
   if (!s->loaded) return CT_OK;
   int64_t unknown = 0;
   return ct_pair_corpus_encode(&s->ids, &s->text, &tr->src_vocab,
-                               &tr->tgt_vocab, tr->lowercase, &unknown);
+                               &tr->tgt_vocab, tr->cfg.lowercase, &unknown);
 }
 
 // ---- open / save / close ------------------------------------------------------
-
-static ct_seq2seq_config model_config(const ct_config *cfg,
-                                      const translation *tr) {
-  return (ct_seq2seq_config){
-      .src_vocab = ct_vocab_size(&tr->src_vocab),
-      .tgt_vocab = ct_vocab_size(&tr->tgt_vocab),
-      .d_model = ct_config_int(cfg, "model", "d_model"),
-      .nhead = ct_config_int(cfg, "model", "heads"),
-      .dim_feedforward = ct_config_int(cfg, "model", "ff"),
-      .encoder_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
-      .decoder_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
-      .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-      .activation = strcmp(ct_config_str(cfg, "model", "activation"), "gelu")
-                        ? CT_NN_RELU : CT_NN_GELU,
-      .norm_first = ct_config_bool(cfg, "model", "norm_first"),
-      .tie_output = ct_config_bool(cfg, "model", "tie_output"),
-  };
-}
 
 static void translation_close(ct_task *t) {
   translation *tr = t->state;
@@ -176,8 +163,9 @@ static void translation_close(ct_task *t) {
   t->state = NULL;
 }
 
-// Range checks of the keys this task reads, with messages naming them.
-static ct_status check_config(const ct_config *cfg) {
+// Reads the keys of this task into *out, with range checks whose
+// messages name the key.
+static ct_status read_config(const ct_config *cfg, translation_config *out) {
   static const char *const positive[][2] = {
       {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
       {"model", "encoder_layers"}, {"model", "decoder_layers"},
@@ -192,40 +180,101 @@ static ct_status check_config(const ct_config *cfg) {
   checked = ct_config_check_min(cfg, non_negative,
                                 sizeof non_negative / sizeof non_negative[0], 0);
   if (checked != CT_OK) return checked;
-  if (!ct_config_int(cfg, "data", "batch_size") &&
-      !ct_config_int(cfg, "data", "max_tokens"))
+  const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
+  const double dropout = ct_config_float(cfg, "model", "dropout");
+  const double smoothing = ct_config_float(cfg, "train", "label_smoothing");
+  *out = (translation_config){
+      .seed = seed,
+      .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
+                               ct_data_source),
+      .toy = {.task = CT_SCHEMA_ENUM(cfg, "data", "toy_task", CT_TOY_TASKS,
+                                     ct_toy_task),
+              .seed = seed,
+              .train_size = ct_config_int(cfg, "data", "toy_train"),
+              .val_size = ct_config_int(cfg, "data", "toy_val"),
+              .test_size = ct_config_int(cfg, "data", "toy_test"),
+              .min_len = (int)ct_config_int(cfg, "data", "toy_min_len"),
+              .max_len = (int)ct_config_int(cfg, "data", "toy_max_len"),
+              .symbols = (int)ct_config_int(cfg, "data", "toy_symbols")},
+      .format = CT_SCHEMA_ENUM(cfg, "data", "format", CT_TEXT_FORMATS,
+                               ct_text_format),
+      .lowercase = ct_config_bool(cfg, "data", "lowercase"),
+      .min_freq = ct_config_int(cfg, "data", "min_freq"),
+      .max_vocab = ct_config_int(cfg, "data", "max_vocab"),
+      .max_len = ct_config_int(cfg, "data", "max_len"),
+      .batch_size = ct_config_int(cfg, "data", "batch_size"),
+      .max_tokens = ct_config_int(cfg, "data", "max_tokens"),
+      .model = {
+          .d_model = ct_config_int(cfg, "model", "d_model"),
+          .nhead = ct_config_int(cfg, "model", "heads"),
+          .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+          .encoder_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
+          .decoder_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
+          .dropout = (float)dropout,
+          .activation = CT_SCHEMA_ENUM(cfg, "model", "activation",
+                                       CT_ACTIVATIONS, ct_nn_activation),
+          .norm_first = ct_config_bool(cfg, "model", "norm_first"),
+          .tie_output = ct_config_bool(cfg, "model", "tie_output"),
+      },
+      .label_smoothing = (float)smoothing,
+      .length_penalty = (float)ct_config_float(cfg, "train", "length_penalty"),
+      .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
+  };
+  for (int s = 0; s < SPLITS; s++) {
+    out->src[s] = ct_config_str(cfg, "data", file_keys[s][0]);
+    out->tgt[s] = ct_config_str(cfg, "data", file_keys[s][1]);
+    out->tsv[s] = ct_config_str(cfg, "data", file_keys[s][2]);
+  }
+  if (!out->batch_size && !out->max_tokens)
     return ct_error(CT_ERR_ARG, "[data] batch_size and max_tokens are both 0: "
                     "set one of them");
-  if (ct_config_int(cfg, "model", "d_model") %
-      ct_config_int(cfg, "model", "heads"))
+  if (out->model.d_model % out->model.nhead)
     return ct_error(CT_ERR_ARG, "[model] d_model = %lld is not a multiple of "
-                    "heads = %lld", (long long)ct_config_int(cfg, "model", "d_model"),
-                    (long long)ct_config_int(cfg, "model", "heads"));
-  double dropout = ct_config_float(cfg, "model", "dropout");
+                    "heads = %lld", (long long)out->model.d_model,
+                    (long long)out->model.nhead);
   if (dropout < 0.0 || dropout >= 1.0)
     return ct_error(CT_ERR_ARG, "[model] dropout = %g: must be in [0, 1)",
                     dropout);
-  double ls = ct_config_float(cfg, "train", "label_smoothing");
-  if (ls < 0.0 || ls >= 1.0)
+  if (smoothing < 0.0 || smoothing >= 1.0)
     return ct_error(CT_ERR_ARG, "[train] label_smoothing = %g: must be in "
-                    "[0, 1)", ls);
+                    "[0, 1)", smoothing);
   return CT_OK;
+}
+
+// The training batches, over the pairs within [data] max_len.
+static ct_status open_batcher(translation *tr) {
+  const translation_config *c = &tr->cfg;
+  ct_batch_options bo = {
+      .batch_size = c->batch_size,
+      .max_tokens = c->max_tokens,
+      .max_src_len = c->max_len,
+      .max_tgt_len = c->max_len,
+      .truncate = false,
+      .shuffle = true,
+      // Sort by length within pools of 100 batches: little padding, and
+      // still a different mix of lengths in every batch each epoch.
+      .pool_size = 100 * (c->batch_size ? c->batch_size : 64),
+      .seed = c->seed,
+  };
+  if (ct_batch_count_kept(&tr->train.ids, &bo) == 0)
+    return ct_error(CT_ERR_ARG, "translation: no training pair is within "
+                    "[data] max_len = %lld tokens", (long long)c->max_len);
+  ct_status st = ct_batcher_init(&tr->batcher, &tr->train.ids, &bo);
+  tr->batcher_ready = st == CT_OK;
+  return st;
 }
 
 static ct_status translation_open(ct_task *t, const ct_config *cfg,
                                   ct_params *p, const ct_ckpt *ckpt,
                                   ct_task_need need) {
-  ct_status checked = check_config(cfg);
-  if (checked != CT_OK) return checked;
+  translation_config c;
+  ct_status st = read_config(cfg, &c);
+  if (st != CT_OK) return st;
   translation *tr = calloc(1, sizeof *tr);
   if (!tr) return ct_error(CT_ERR_NOMEM, "translation: out of memory");
   t->state = tr;
-  tr->lowercase = ct_config_bool(cfg, "data", "lowercase");
-  tr->label_smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
-  tr->length_penalty = (float)ct_config_float(cfg, "train", "length_penalty");
-  tr->max_decode_len = ct_config_int(cfg, "train", "max_decode_len");
-  ct_status st = CT_OK;
-  if (need != CT_TASK_MODEL_ONLY) st = load_text(tr, cfg, need);
+  tr->cfg = c;
+  if (need != CT_TASK_MODEL_ONLY) st = load_text(tr, need);
   if (st == CT_OK && ckpt) {
     st = load_vocab(&tr->src_vocab, ckpt, "vocab.src");
     if (st == CT_OK) st = load_vocab(&tr->tgt_vocab, ckpt, "vocab.tgt");
@@ -233,49 +282,30 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
     if (!tr->train.loaded)
       return ct_error(CT_ERR_STATE, "translation: no training data to build "
                       "vocabularies from");
-    int64_t min_freq = ct_config_int(cfg, "data", "min_freq");
-    int64_t max_size = ct_config_int(cfg, "data", "max_vocab");
-    st = build_vocab(&tr->src_vocab, &tr->train.text.src, tr->lowercase,
-                     min_freq, max_size);
+    st = build_vocab(&tr->src_vocab, &tr->train.text.src, c.lowercase,
+                     c.min_freq, c.max_vocab);
     if (st == CT_OK)
-      st = build_vocab(&tr->tgt_vocab, &tr->train.text.tgt, tr->lowercase,
-                       min_freq, max_size);
+      st = build_vocab(&tr->tgt_vocab, &tr->train.text.tgt, c.lowercase,
+                       c.min_freq, c.max_vocab);
   }
   if (st == CT_OK) st = encode_split(tr, &tr->train);
   if (st == CT_OK) st = encode_split(tr, &tr->val);
   if (st == CT_OK) st = encode_split(tr, &tr->test);
   if (st != CT_OK) return st;
 
-  ct_seq2seq_config mc = model_config(cfg, tr);
-  ct_rng init = ct_rng_make((uint64_t)ct_config_int(cfg, "run", "seed"),
-                            ct_rng_stream(RNG_INIT, 0));
+  ct_seq2seq_config mc = c.model;
+  mc.src_vocab = ct_vocab_size(&tr->src_vocab);
+  mc.tgt_vocab = ct_vocab_size(&tr->tgt_vocab);
+  ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
   st = ct_seq2seq_init(&tr->model, p, &mc, &init);
   tr->model_ready = true;
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
+  return open_batcher(tr);
+}
 
-  int64_t max_len = ct_config_int(cfg, "data", "max_len");
-  ct_batch_options bo = {
-      .batch_size = ct_config_int(cfg, "data", "batch_size"),
-      .max_tokens = ct_config_int(cfg, "data", "max_tokens"),
-      .max_src_len = max_len,
-      .max_tgt_len = max_len,
-      .truncate = false,
-      .shuffle = true,
-      .pool_size = 0,
-      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
-  };
-  // Sort by length within pools of 100 batches: little padding, and still
-  // a different mix of lengths in every batch each epoch.
-  bo.pool_size = 100 * (bo.batch_size ? bo.batch_size : 64);
-  st = ct_batcher_init(&tr->batcher, &tr->train.ids, &bo);
-  tr->batcher_ready = st == CT_OK;
-  if (st == CT_OK && tr->batcher.kept_count == 0)
-    st = ct_error(CT_ERR_ARG, "translation: no training pair is within "
-                  "[data] max_len = %lld tokens", (long long)max_len);
-  else if (st != CT_OK && max_len > 0 && strstr(ct_last_error(), "no sentence pair"))
-    st = ct_error(st, "translation: no training pair is within [data] max_len "
-                  "= %lld tokens", (long long)max_len);
-  return st;
+static int64_t translation_model_width(const ct_task *t) {
+  const translation *tr = t->state;
+  return tr->cfg.model.d_model;
 }
 
 static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
@@ -316,7 +346,7 @@ static ct_tensor *translation_train_loss(ct_task *t, ct_nn_ctx *ctx,
   const ct_batch *b;
   if (ct_batcher_next(&tr->batcher, &b) != CT_OK) return NULL;
   *items = (double)b->tgt_tokens;
-  return batch_loss(tr, ctx, b, tr->label_smoothing);
+  return batch_loss(tr, ctx, b, tr->cfg.label_smoothing);
 }
 
 static void translation_data_position(const ct_task *t, int64_t *epoch,
@@ -365,12 +395,12 @@ static ct_status decode_rows(translation *tr, const ct_pair_corpus *corpus,
     if (s > max_s) max_s = s;
   }
   int32_t *src = malloc((size_t)(SENTENCES * max_s) * sizeof *src);
-  int64_t T = tr->max_decode_len > 0 ? tr->max_decode_len : max_s + 50;
+  int64_t T = tr->cfg.max_decode_len > 0 ? tr->cfg.max_decode_len : max_s + 50;
   int32_t *out = malloc((size_t)(SENTENCES * T) * sizeof *out);
   int64_t *lens = malloc(SENTENCES * sizeof *lens);
   ct_status st = src && out && lens ? CT_OK
                      : ct_error(CT_ERR_NOMEM, "decode: out of memory");
-  ct_decode_opts opts = {.beam = beam, .length_penalty = tr->length_penalty,
+  ct_decode_opts opts = {.beam = beam, .length_penalty = tr->cfg.length_penalty,
                          .max_len = T};
   for (int64_t start = 0; start < n && st == CT_OK; start += SENTENCES) {
     int64_t B = n - start < SENTENCES ? n - start : SENTENCES, S = 1;
@@ -468,7 +498,7 @@ static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
 }
 
 static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
-                                      int64_t limit, ct_json_obj *out,
+                                      int64_t limit, ct_eval_metrics *out,
                                       FILE *summary) {
   translation *tr = t->state;
   split_data *s = !strcmp(split, "test") ? &tr->test : &tr->val;
@@ -510,7 +540,7 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
     hyp_text[i] = ids_to_text(&tr->tgt_vocab, hyp[i] ? hyp[i] : (int32_t[]){0},
                               hyp_len[i]);
     const char *ref = ct_string_list_get(&s->text.tgt, i);
-    ref_text[i] = tr->lowercase ? lowercase_utf8(ref) : strdup(ref);
+    ref_text[i] = tr->cfg.lowercase ? lowercase_utf8(ref) : strdup(ref);
     if (!hyp_text[i] || !ref_text[i]) {
       st = ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
       break;
@@ -528,11 +558,11 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
                         (const char *const *)ref_text, n, 1, &bleu);
   if (st == CT_OK) {
     double em = n ? (double)exact / (double)n : 0.0;
-    ct_json_obj_num(out, "loss", loss);
-    ct_json_obj_num(out, "ppl", exp(loss));
-    ct_json_obj_num(out, "bleu", bleu.score);
-    ct_json_obj_num(out, "exact_match", em);
-    ct_json_obj_int(out, "sentences", n);
+    ct_eval_metrics_add(out, "loss", loss);
+    ct_eval_metrics_add(out, "ppl", exp(loss));
+    ct_eval_metrics_add(out, "bleu", bleu.score);
+    ct_eval_metrics_add(out, "exact_match", em);
+    ct_eval_metrics_add_count(out, "sentences", n);
     if (summary) {
       char line[256];
       fprintf(summary, "%s: %lld sentences, loss %.4f, ppl %.2f, exact match "
@@ -571,7 +601,7 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
       break;
     }
     ct_string_list tokens = {0};
-    st = ct_tokenize(lines[i], tr->lowercase, &tokens);
+    st = ct_tokenize(lines[i], tr->cfg.lowercase, &tokens);
     int32_t *ids = malloc((size_t)(tokens.count + 1) * sizeof *ids);
     if (st == CT_OK && !ids) st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
     if (st == CT_OK) {
@@ -638,6 +668,7 @@ const ct_task_ops ct_task_translation = {
     .rate_unit = "tok/s",
     .best_metric = "bleu",
     .open = translation_open,
+    .model_width = translation_model_width,
     .save = translation_save,
     .train_loss = translation_train_loss,
     .data_position = translation_data_position,
