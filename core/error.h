@@ -23,7 +23,9 @@ typedef enum ct_status {
 } ct_status;
 
 // Records an error (printf-style message). Returns `status`, so that
-// `return ct_error(CT_ERR_ARG, "...")` reads naturally.
+// `return ct_error(CT_ERR_ARG, "...")` reads naturally. The arguments may
+// include ct_last_error() itself, to put a prefix before the message of an
+// error that is passed on: ct_error(st, "%s: %s", path, ct_last_error()).
 ct_status ct_error(ct_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -91,6 +91,8 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .keep_checkpoints = ct_config_int(cfg, "train", "keep_checkpoints"),
       .max_minutes = ct_config_float(cfg, "train", "max_minutes"),
       .threads = ct_config_int(cfg, "train", "threads"),
+      .precision = CT_SCHEMA_ENUM(cfg, "train", "precision", CT_PRECISIONS,
+                                  ct_gemm_precision),
   };
   ct_optim_kind kind = CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS,
                                       ct_optim_kind);
@@ -113,11 +115,6 @@ char *ct_run_dir(const ct_run_settings *run) {
   char *out = malloc(n);
   if (out) snprintf(out, n, "%s/%s", run->dir, run->name);
   return out;
-}
-
-void ct_run_apply_precision(const ct_config *cfg) {
-  bool bf16 = !strcmp(ct_config_str(cfg, "train", "precision"), "bf16");
-  ct_gemm_set_precision(bf16 ? CT_GEMM_BF16 : CT_GEMM_FP32);
 }
 
 // ---- saving -------------------------------------------------------------------

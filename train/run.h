@@ -28,6 +28,10 @@ typedef struct ct_run_settings {
   int64_t checkpoint_every, keep_checkpoints;
   double max_minutes;
   int64_t threads;
+  // The precision of the matrix products, for the session of the thread
+  // that runs the model (ct_gemm_set_precision); a teacher's config does
+  // not change it.
+  ct_gemm_precision precision;
 } ct_run_settings;
 
 // The training state a checkpoint holds beyond parameters and moments.
@@ -81,10 +85,5 @@ ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
                             ct_task_need need);
 void ct_run_model_close(ct_run_model *m);
 
-// Sets the precision of the matrix products (core/gemm.h) from [train]
-// precision, for the whole process: the trainer and the commands that run a
-// checkpoint's model call it with the run's config (a teacher's config does
-// not change it).
-void ct_run_apply_precision(const ct_config *cfg);
 
 #endif

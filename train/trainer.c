@@ -252,7 +252,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   int threads = args->threads ? args->threads : (int)cfg_threads;
   if (threads > 0) ct_set_threads(threads);
   else ct_threads_from_env();
-  ct_run_apply_precision(t->cfg);
+  ct_gemm_set_precision(t->run.precision);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
   snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl",
