@@ -79,14 +79,14 @@ typedef struct bench_config {
 // ---- translation (nn/seq2seq) ---------------------------------------------
 
 typedef struct mt_config {
-  ct_seq2seq_config model;
+  ct_nn_seq2seq_config model;
   int64_t B, S, T;   // batch, source length, target length
   float label_smoothing;
 } mt_config;
 
 typedef struct mt_state {
   const mt_config *cfg;
-  ct_seq2seq model;
+  ct_nn_seq2seq model;
   int32_t *src;     // (B,S)
   int32_t *tgt;     // (B,T+1): tgt_in is [:, :T], tgt_out [:, 1:]
   int32_t *tgt_in, *tgt_out;  // (B,T) each
@@ -106,7 +106,7 @@ static void padded_batch(ct_rng *r, int32_t *x, int64_t B, int64_t L,
 static void mt_free(void *state) {
   mt_state *s = state;
   if (!s) return;
-  ct_seq2seq_free(&s->model);
+  ct_nn_seq2seq_free(&s->model);
   free(s->src);
   free(s->tgt);
   free(s->tgt_in);
@@ -128,7 +128,7 @@ static ct_status mt_build(void **state, ct_params *p, const void *cfg) {
   if (!s->src || !s->tgt || !s->tgt_in || !s->tgt_out)
     return ct_error(CT_ERR_NOMEM, "bench: out of memory");
   ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
-  ct_status st = ct_seq2seq_init(&s->model, p, &c->model, &init);
+  ct_status st = ct_nn_seq2seq_init(&s->model, p, &c->model, &init);
   if (st != CT_OK) return st;
   padded_batch(&data, s->src, B, S, c->model.src_vocab);
   padded_batch(&data, s->tgt, B, T + 1, c->model.tgt_vocab);
@@ -148,7 +148,7 @@ static ct_tensor *mt_loss(void *state, ct_nn_ctx *ctx) {
   ct_tensor *tgt_in = ct_tensor_from(CT_I32, s->tgt_in, CT_SHAPE(B, T));
   ct_tensor *tgt_out = ct_tensor_from(CT_I32, s->tgt_out, CT_SHAPE(B * T));
   if (!src || !tgt_in || !tgt_out) return NULL;
-  ct_tensor *logits = ct_seq2seq_forward(&s->model, ctx, src, tgt_in);
+  ct_tensor *logits = ct_nn_seq2seq_forward(&s->model, ctx, src, tgt_in);
   ct_ce_opts ce = ct_ce_defaults();
   ce.ignore_index = 0;
   ce.label_smoothing = c->label_smoothing;
@@ -243,11 +243,11 @@ static ct_tensor *vit_loss(void *state, ct_nn_ctx *ctx) {
   ct_tensor *z_dist = NULL;
   ct_tensor *z_cls = ct_nn_vit_forward(&s->model, ctx, x,
                                        m->distilled ? &z_dist : NULL, NULL);
-  ct_distill_opts d = {.kind = CT_DISTILL_NONE, .alpha = 0.5f,
+  ct_nn_distill_opts d = {.kind = CT_NN_DISTILL_NONE, .alpha = 0.5f,
                        .label_smoothing = c->label_smoothing};
   ct_tensor *teacher = NULL;
   if (m->distilled) {
-    d.kind = CT_DISTILL_HARD;
+    d.kind = CT_NN_DISTILL_HARD;
     teacher = ct_tensor_from(CT_F32, s->teacher, CT_SHAPE(B, K));
     if (!teacher) return NULL;
   }

@@ -31,7 +31,7 @@ ct_status ct_nn_conv2d_init(ct_nn_conv2d *m, ct_params *p, const char *prefix,
   // The fans of a (O, C, k, k) weight are those of nn.Conv2d, so Linear's
   // default (kaiming_uniform a = sqrt(5), bias U(+-1/sqrt(fan_in))) is
   // Conv2d's too.
-  return ct_init_linear_default(m->weight, m->bias, init_rng);
+  return ct_nn_init_linear_default(m->weight, m->bias, init_rng);
 }
 
 // x (N,C,H,W), weight (O,C,k,k), bias (O) -> (N,O,Ho,Wo)
@@ -58,8 +58,8 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
   m->running_var =
       ct_nn_param(p, prefix, "running_var", CT_SHAPE(channels), stats);
   if (!m->running_var) return ct_last_status();
-  ct_status st = ct_init_ones(m->weight);  // bias and running_mean stay 0
-  return st == CT_OK ? ct_init_ones(m->running_var) : st;
+  ct_status st = ct_nn_init_ones(m->weight);  // bias and running_mean stay 0
+  return st == CT_OK ? ct_nn_init_ones(m->running_var) : st;
 }
 
 // x (N,C,H,W) -> (N,C,H,W)

@@ -12,8 +12,8 @@
 #include "nn/init.h"
 #include "nn/mlp.h"
 
-ct_detr_loss_opts ct_detr_loss_defaults(void) {
-  return (ct_detr_loss_opts){.match = ct_detr_cost_defaults(), .ce_w = 1.0,
+ct_nn_detr_loss_opts ct_nn_detr_loss_defaults(void) {
+  return (ct_nn_detr_loss_opts){.match = ct_nn_detr_cost_defaults(), .ce_w = 1.0,
                              .bbox_w = 5.0, .giou_w = 2.0, .eos_coef = 0.1};
 }
 
@@ -134,7 +134,7 @@ static ct_status transformer_init(ct_nn_detr *m, ct_params *p,
                             true, rng);
   for (int i = first; i < p->n && st == CT_OK; i++)
     if (p->items[i].tensor->ndim > 1)
-      st = ct_init_xavier_uniform(p->items[i].tensor, rng, 1.0f);
+      st = ct_nn_init_xavier_uniform(p->items[i].tensor, rng, 1.0f);
   return st;
 }
 
@@ -162,7 +162,7 @@ ct_status ct_nn_detr_init(ct_nn_detr *m, ct_params *p, const char *prefix,
     m->query_embed = ct_nn_param(p, prefix, "query_embed.weight",
                                  CT_SHAPE(cfg->num_queries, d),
                                  CT_PARAM_NO_DECAY);
-    st = m->query_embed ? ct_init_normal(m->query_embed, init_rng, 0.0f, 1.0f)
+    st = m->query_embed ? ct_nn_init_normal(m->query_embed, init_rng, 0.0f, 1.0f)
                         : ct_last_status();
   }
   char name[CT_NN_NAME_MAX];
@@ -329,9 +329,9 @@ typedef struct target_tensors {
 // Matches each image's queries to its targets on probs (no gradient) and
 // returns the loss terms of logits (B,N,K1) and boxes (B,N,4).
 static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
-                            const ct_detr_targets *tg,
+                            const ct_nn_detr_targets *tg,
                             const target_tensors *tt,
-                            const ct_detr_loss_opts *o, ct_tensor *class_w,
+                            const ct_nn_detr_loss_opts *o, ct_tensor *class_w,
                             double num_boxes, layer_terms *terms) {
   const int64_t B = logits->shape[0], N = logits->shape[1],
                 K1 = logits->shape[2];
@@ -356,7 +356,7 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
                                     CT_SHAPE(N, K1));
     ct_tensor *box_b = ct_tensor_view(ct_tensor_slice0(boxes, b, 1),
                                       CT_SHAPE(N, 4));
-    ct_status st = ct_detr_match(p_b, box_b,
+    ct_status st = ct_nn_detr_match(p_b, box_b,
                                  ct_tensor_slice0(tt->labels, first, n),
                                  ct_tensor_slice0(tt->boxes, first, n),
                                  &o->match, NULL, query_to_target);
@@ -392,7 +392,7 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
 }
 
 static bool check_outputs(const ct_nn_detr_out *out, int layers,
-                          const ct_detr_targets *tg) {
+                          const ct_nn_detr_targets *tg) {
   if (!out || !tg || layers < 1 || layers > out->layers ||
       layers > CT_NN_DETR_MAX_LAYERS) {
     ct_error(CT_ERR_ARG, "detr_loss: need outputs, targets and layers in "
@@ -424,7 +424,7 @@ static bool check_outputs(const ct_nn_detr_out *out, int layers,
 
 // Validates the targets (counts, labels in [0, K)) and wraps them as
 // tensors. Box sides are checked by the matcher.
-static ct_status targets_as_tensors(const ct_detr_targets *tg, int64_t K,
+static ct_status targets_as_tensors(const ct_nn_detr_targets *tg, int64_t K,
                                     target_tensors *tt) {
   int64_t *first = ct_arena_alloc(sizeof(int64_t) * (size_t)(tg->batch + 1));
   if (!first) return failed("loss");
@@ -465,16 +465,16 @@ static ct_tensor *weighted(ct_tensor *acc, ct_tensor *term, double w) {
 }
 
 ct_tensor *ct_nn_detr_loss(const ct_nn_detr_out *out, int layers,
-                           const ct_detr_targets *targets,
-                           const ct_detr_loss_opts *opts,
-                           ct_detr_loss_parts *parts) {
+                           const ct_nn_detr_targets *targets,
+                           const ct_nn_detr_loss_opts *opts,
+                           ct_nn_detr_loss_parts *parts) {
   if (!check_outputs(out, layers, targets)) return NULL;
   if (targets->batch > 0 && !targets->counts) {
     ct_error(CT_ERR_ARG, "detr_loss: targets of %d images without counts",
              targets->batch);
     return NULL;
   }
-  const ct_detr_loss_opts o = opts ? *opts : ct_detr_loss_defaults();
+  const ct_nn_detr_loss_opts o = opts ? *opts : ct_nn_detr_loss_defaults();
   const int64_t K = out->logits[0]->shape[2] - 1;
   target_tensors tt = {0};
   if (targets_as_tensors(targets, K, &tt) != CT_OK) return NULL;
@@ -497,7 +497,7 @@ ct_tensor *ct_nn_detr_loss(const ct_nn_detr_out *out, int layers,
     if (!total) return NULL;
   }
   if (parts) {
-    *parts = (ct_detr_loss_parts){
+    *parts = (ct_nn_detr_loss_parts){
         .ce = ct_f32(terms.ce)[0],
         .bbox = terms.bbox ? ct_f32(terms.bbox)[0] : 0.0,
         .giou = terms.giou ? ct_f32(terms.giou)[0] : 0.0,

@@ -124,34 +124,34 @@ ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d);
 
 // Targets of a batch, concatenated image by image as a data loader gives
 // them: image b owns counts[b] objects, starting after those of images < b.
-typedef struct ct_detr_targets {
+typedef struct ct_nn_detr_targets {
   int batch;              // B
   const int *counts;      // (B) objects per image, >= 0
   const int32_t *labels;  // (T) classes in [0, K)
   const float *boxes;     // (T, 4) cxcywh normalized by the image size
-} ct_detr_targets;
+} ct_nn_detr_targets;
 
-typedef struct ct_detr_loss_opts {
-  ct_detr_cost_weights match;  // the matcher's cost weights (1, 5, 2)
+typedef struct ct_nn_detr_loss_opts {
+  ct_nn_detr_cost_weights match;  // the matcher's cost weights (1, 5, 2)
   double ce_w, bbox_w, giou_w; // the loss weights (1, 5, 2)
   double eos_coef;             // CE weight of the no-object class (0.1)
-} ct_detr_loss_opts;
+} ct_nn_detr_loss_opts;
 
 // The reference's defaults (main.py): set_cost_* 1, 5, 2; *_loss_coef 1, 5,
 // 2; eos_coef 0.1.
-ct_detr_loss_opts ct_detr_loss_defaults(void);
+ct_nn_detr_loss_opts ct_nn_detr_loss_defaults(void);
 
 // The unweighted terms of the final layer's loss.
-typedef struct ct_detr_loss_parts {
+typedef struct ct_nn_detr_loss_parts {
   double ce, bbox, giou;
   int num_boxes;          // the normalizer: max(1, T)
-} ct_detr_loss_parts;
+} ct_nn_detr_loss_parts;
 
 // The DETR loss of the first `layers` entries of out (all of them is
 // out->layers; the last one used is taken as the final output), a scalar:
 //   sum over layers l of  ce_w CE_l + bbox_w L1_l + giou_w GIoU_l,
 // with, per layer, queries matched to targets image by image by
-// ct_detr_match on softmax(logits) and the boxes (no gradient through the
+// ct_nn_detr_match on softmax(logits) and the boxes (no gradient through the
 // matching), and
 //   CE_l   = cross-entropy over all B N queries, target class the matched
 //            label or K (no object), class weights 1 except eos_coef for K,
@@ -164,8 +164,8 @@ typedef struct ct_detr_loss_parts {
 // for bad shapes, labels outside [0, K), boxes with negative sides, or
 // non-finite predictions (from the matcher).
 ct_tensor *ct_nn_detr_loss(const ct_nn_detr_out *out, int layers,
-                           const ct_detr_targets *targets,
-                           const ct_detr_loss_opts *opts,
-                           ct_detr_loss_parts *parts);
+                           const ct_nn_detr_targets *targets,
+                           const ct_nn_detr_loss_opts *opts,
+                           ct_nn_detr_loss_parts *parts);
 
 #endif

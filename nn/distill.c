@@ -35,7 +35,7 @@ static ct_tensor *argmax_rows(ct_tensor *z) {
 ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
                               ct_tensor *teacher_logits, ct_tensor *labels,
                               ct_tensor *soft_targets,
-                              const ct_distill_opts *opts) {
+                              const ct_nn_distill_opts *opts) {
   ct_tensor *base;
   if (soft_targets) {
     base = ct_nn_soft_cross_entropy(cls_logits, soft_targets);
@@ -44,7 +44,7 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
     ce.label_smoothing = opts->label_smoothing;
     base = ct_cross_entropy(cls_logits, labels, &ce);
   }
-  if (opts->kind == CT_DISTILL_NONE || !base) return base;
+  if (opts->kind == CT_NN_DISTILL_NONE || !base) return base;
   if (!dist_logits || !teacher_logits) {
     ct_error(CT_ERR_ARG, "distill_loss: distillation needs the distillation "
              "head's and the teacher's logits");
@@ -58,7 +58,7 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
     return NULL;
   }
   ct_tensor *distill;
-  if (opts->kind == CT_DISTILL_HARD) {
+  if (opts->kind == CT_NN_DISTILL_HARD) {
     distill = ct_cross_entropy(dist_logits, argmax_rows(teacher_logits), NULL);
   } else {
     const float tau = opts->tau;

@@ -22,19 +22,19 @@
 // mean over rows of -sum_k targets * log_softmax(logits).
 ct_tensor *ct_nn_soft_cross_entropy(ct_tensor *logits, ct_tensor *targets);
 
-typedef enum ct_distill_kind {
-  CT_DISTILL_NONE,  // base loss on z_cls only
-  CT_DISTILL_HARD,
-  CT_DISTILL_SOFT,
-} ct_distill_kind;
+typedef enum ct_nn_distill_kind {
+  CT_NN_DISTILL_NONE,  // base loss on z_cls only
+  CT_NN_DISTILL_HARD,
+  CT_NN_DISTILL_SOFT,
+} ct_nn_distill_kind;
 
-typedef struct ct_distill_opts {
-  ct_distill_kind kind;
+typedef struct ct_nn_distill_opts {
+  ct_nn_distill_kind kind;
   float alpha;            // weight of the distillation term
   float tau;              // soft distillation temperature
   bool kl_per_sample;     // soft: KL summed / B (else / B*K, the reference)
   float label_smoothing;  // of the true-label CE (labels only)
-} ct_distill_opts;
+} ct_nn_distill_opts;
 
 // The loss of one batch. labels i32 (B) are used when soft_targets is
 // NULL; soft_targets (B, K) otherwise. dist_logits and teacher_logits
@@ -42,6 +42,6 @@ typedef struct ct_distill_opts {
 ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
                               ct_tensor *teacher_logits, ct_tensor *labels,
                               ct_tensor *soft_targets,
-                              const ct_distill_opts *opts);
+                              const ct_nn_distill_opts *opts);
 
 #endif

@@ -23,7 +23,7 @@ ct_status ct_nn_embedding_init(ct_nn_embedding *m, ct_params *p,
                           CT_SHAPE(num_embeddings, embedding_dim),
                           CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
-  ct_status st = ct_init_normal(m->weight, init_rng, 0.0f, 1.0f);
+  ct_status st = ct_nn_init_normal(m->weight, init_rng, 0.0f, 1.0f);
   if (st == CT_OK && padding_idx >= 0) {
     float *row = ct_f32(m->weight) + padding_idx * embedding_dim;
     for (int64_t d = 0; d < embedding_dim; d++) row[d] = 0.0f;

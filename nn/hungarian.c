@@ -113,7 +113,7 @@ static void *scratch(size_t count, size_t size, bool *ok) {
   return p;
 }
 
-ct_status ct_linear_assignment(const double *cost, int rows, int cols,
+ct_status ct_nn_linear_assignment(const double *cost, int rows, int cols,
                                int *row_to_col, int *col_to_row,
                                double *total) {
   if (rows < 0 || cols < 0)
@@ -178,8 +178,8 @@ ct_status ct_linear_assignment(const double *cost, int rows, int cols,
 
 // ---- DETR's matching cost -----------------------------------------------------------
 
-ct_detr_cost_weights ct_detr_cost_defaults(void) {
-  return (ct_detr_cost_weights){.class_w = 1.0, .l1_w = 5.0, .giou_w = 2.0};
+ct_nn_detr_cost_weights ct_nn_detr_cost_defaults(void) {
+  return (ct_nn_detr_cost_weights){.class_w = 1.0, .l1_w = 5.0, .giou_w = 2.0};
 }
 
 static bool check_2d(const ct_tensor *t, ct_dtype dtype, int64_t cols,
@@ -253,7 +253,7 @@ static bool check_match_args(const ct_tensor *probs, const ct_tensor *pred,
 
 // cost (Q, T) as in hungarian.h, into arena memory.
 static double *match_cost(ct_tensor *probs, ct_tensor *pred, ct_tensor *labels,
-                          ct_tensor *target, const ct_detr_cost_weights *w) {
+                          ct_tensor *target, const ct_nn_detr_cost_weights *w) {
   const int64_t Q = pred->shape[0], T = target->shape[0], K1 = probs->shape[1];
   ct_tensor *giou = ct_generalized_box_iou(ct_box_cxcywh_to_xyxy(pred),
                                            ct_box_cxcywh_to_xyxy(target));
@@ -272,9 +272,9 @@ static double *match_cost(ct_tensor *probs, ct_tensor *pred, ct_tensor *labels,
   return cost;
 }
 
-ct_status ct_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
+ct_status ct_nn_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
                         ct_tensor *labels, ct_tensor *target_boxes,
-                        const ct_detr_cost_weights *weights,
+                        const ct_nn_detr_cost_weights *weights,
                         int *target_to_query, int *query_to_target) {
   if (!probs || !pred_boxes || !labels || !target_boxes)
     return ct_last_status() != CT_OK
@@ -282,14 +282,14 @@ ct_status ct_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
                : ct_error(CT_ERR_ARG, "detr_match: an input is NULL");
   if (!check_match_args(probs, pred_boxes, labels, target_boxes))
     return ct_last_status();
-  ct_detr_cost_weights w = weights ? *weights : ct_detr_cost_defaults();
+  ct_nn_detr_cost_weights w = weights ? *weights : ct_nn_detr_cost_defaults();
   const int Q = (int)pred_boxes->shape[0], T = (int)target_boxes->shape[0];
 
   // The matching is not differentiated: nothing here goes on the tape.
   bool was = ct_grad_set_enabled(false);
   ct_arena_mark mark = ct_arena_get_mark();
   double *cost = match_cost(probs, pred_boxes, labels, target_boxes, &w);
-  ct_status st = cost ? ct_linear_assignment(cost, Q, T, query_to_target,
+  ct_status st = cost ? ct_nn_linear_assignment(cost, Q, T, query_to_target,
                                              target_to_query, NULL)
                       : ct_last_status();
   if (st == CT_ERR_NUMERIC && cost) {

@@ -4,7 +4,7 @@
 // Dimension letters: Q predicted boxes (queries), T target boxes, K object
 // classes (K + 1 with DETR's "no object" class last).
 //
-// Not here: batching over images (call ct_detr_match once per image: targets
+// Not here: batching over images (call ct_nn_detr_match once per image: targets
 // differ in number), maximization (negate the costs), the DETR set loss that
 // uses the matches.
 #ifndef CT_NN_HUNGARIAN_H
@@ -39,18 +39,18 @@
 // column; nothing is assigned). rows or cols of 0 give an empty assignment
 // (every entry -1, total 0). Scratch memory comes from the step arena and is
 // given back before returning.
-ct_status ct_linear_assignment(const double *cost, int rows, int cols,
+ct_status ct_nn_linear_assignment(const double *cost, int rows, int cols,
                                int *row_to_col, int *col_to_row,
                                double *total);
 
 // The weights of DETR's matching cost; the paper's (and the reference
 // code's defaults for the trained models) are class 1, L1 5, GIoU 2.
-typedef struct ct_detr_cost_weights {
+typedef struct ct_nn_detr_cost_weights {
   double class_w;
   double l1_w;
   double giou_w;
-} ct_detr_cost_weights;
-ct_detr_cost_weights ct_detr_cost_defaults(void);
+} ct_nn_detr_cost_weights;
+ct_nn_detr_cost_weights ct_nn_detr_cost_defaults(void);
 
 // DETR's HungarianMatcher (Carion et al. 2020, models/matcher.py) for one
 // image: with p = probs (Q, K+1), already softmaxed, pred_boxes (Q, 4) and
@@ -72,9 +72,9 @@ ct_detr_cost_weights ct_detr_cost_defaults(void);
 // (CT_ERR_INDEX); a box with negative width or height (CT_ERR_ARG, naming the
 // tensor and the row); a non-finite cost (CT_ERR_NUMERIC, naming the query
 // and the target). T = 0 or Q = 0 give an empty matching.
-ct_status ct_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
+ct_status ct_nn_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
                         ct_tensor *labels, ct_tensor *target_boxes,
-                        const ct_detr_cost_weights *weights,
+                        const ct_nn_detr_cost_weights *weights,
                         int *target_to_query, int *query_to_target);
 
 #endif

@@ -11,7 +11,7 @@ static ct_status check_f32(const ct_tensor *t, const char *fn) {
   return CT_OK;
 }
 
-ct_status ct_init_fans(const ct_tensor *t, int64_t *fan_in,
+ct_status ct_nn_init_fans(const ct_tensor *t, int64_t *fan_in,
                        int64_t *fan_out) {
   ct_status st = check_f32(t, "init_fans");
   if (st != CT_OK) return st;
@@ -26,17 +26,17 @@ ct_status ct_init_fans(const ct_tensor *t, int64_t *fan_in,
   return CT_OK;
 }
 
-ct_status ct_init_constant(ct_tensor *t, float value) {
+ct_status ct_nn_init_constant(ct_tensor *t, float value) {
   ct_status st = check_f32(t, "init_constant");
   if (st != CT_OK) return st;
   for (int64_t i = 0; i < t->numel; i++) ct_f32(t)[i] = value;
   return CT_OK;
 }
 
-ct_status ct_init_zeros(ct_tensor *t) { return ct_init_constant(t, 0.0f); }
-ct_status ct_init_ones(ct_tensor *t) { return ct_init_constant(t, 1.0f); }
+ct_status ct_nn_init_zeros(ct_tensor *t) { return ct_nn_init_constant(t, 0.0f); }
+ct_status ct_nn_init_ones(ct_tensor *t) { return ct_nn_init_constant(t, 1.0f); }
 
-ct_status ct_init_uniform(ct_tensor *t, ct_rng *rng, float lo, float hi) {
+ct_status ct_nn_init_uniform(ct_tensor *t, ct_rng *rng, float lo, float hi) {
   ct_status st = check_f32(t, "init_uniform");
   if (st != CT_OK) return st;
   if (!(lo <= hi))
@@ -46,7 +46,7 @@ ct_status ct_init_uniform(ct_tensor *t, ct_rng *rng, float lo, float hi) {
   return CT_OK;
 }
 
-ct_status ct_init_normal(ct_tensor *t, ct_rng *rng, float mean, float std) {
+ct_status ct_nn_init_normal(ct_tensor *t, ct_rng *rng, float mean, float std) {
   ct_status st = check_f32(t, "init_normal");
   if (st != CT_OK) return st;
   if (!(std >= 0.0f))
@@ -55,7 +55,7 @@ ct_status ct_init_normal(ct_tensor *t, ct_rng *rng, float mean, float std) {
   return CT_OK;
 }
 
-ct_status ct_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
+ct_status ct_nn_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
                                float std, float a, float b) {
   // Rejection needs a window holding some mass; 6 std from the mean it holds
   // under 1e-9 and redrawing would practically never end.
@@ -64,7 +64,7 @@ ct_status ct_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
                     "init_trunc_normal: [%g, %g] holds (almost) no mass of "
                     "N(%g, %g^2)",
                     (double)a, (double)b, (double)mean, (double)std);
-  ct_status st = ct_init_normal(t, rng, mean, std);
+  ct_status st = ct_nn_init_normal(t, rng, mean, std);
   if (st != CT_OK) return st;
   // Redraw, in index order, the elements outside [a, b].
   float *x = ct_f32(t);
@@ -73,33 +73,33 @@ ct_status ct_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
   return CT_OK;
 }
 
-ct_status ct_init_trunc_normal_std(ct_tensor *t, ct_rng *rng, float std) {
-  return ct_init_trunc_normal(t, rng, 0.0f, std, -2.0f * std, 2.0f * std);
+ct_status ct_nn_init_trunc_normal_std(ct_tensor *t, ct_rng *rng, float std) {
+  return ct_nn_init_trunc_normal(t, rng, 0.0f, std, -2.0f * std, 2.0f * std);
 }
 
-ct_status ct_init_xavier_uniform(ct_tensor *t, ct_rng *rng, float gain) {
+ct_status ct_nn_init_xavier_uniform(ct_tensor *t, ct_rng *rng, float gain) {
   int64_t fan_in, fan_out;
-  ct_status st = ct_init_fans(t, &fan_in, &fan_out);
+  ct_status st = ct_nn_init_fans(t, &fan_in, &fan_out);
   if (st != CT_OK) return st;
   float bound = (float)(gain * sqrt(6.0 / (double)(fan_in + fan_out)));
-  return ct_init_uniform(t, rng, -bound, bound);
+  return ct_nn_init_uniform(t, rng, -bound, bound);
 }
 
-ct_status ct_init_kaiming_uniform(ct_tensor *t, ct_rng *rng, float a) {
+ct_status ct_nn_init_kaiming_uniform(ct_tensor *t, ct_rng *rng, float a) {
   int64_t fan_in, fan_out;
-  ct_status st = ct_init_fans(t, &fan_in, &fan_out);
+  ct_status st = ct_nn_init_fans(t, &fan_in, &fan_out);
   if (st != CT_OK) return st;
   double gain = sqrt(2.0 / (1.0 + (double)a * a));
   float bound = (float)(gain * sqrt(3.0 / (double)fan_in));
-  return ct_init_uniform(t, rng, -bound, bound);
+  return ct_nn_init_uniform(t, rng, -bound, bound);
 }
 
-ct_status ct_init_linear_default(ct_tensor *weight, ct_tensor *bias,
+ct_status ct_nn_init_linear_default(ct_tensor *weight, ct_tensor *bias,
                                  ct_rng *rng) {
-  ct_status st = ct_init_kaiming_uniform(weight, rng, sqrtf(5.0f));
+  ct_status st = ct_nn_init_kaiming_uniform(weight, rng, sqrtf(5.0f));
   if (st != CT_OK || !bias) return st;
   int64_t fan_in, fan_out;
-  ct_init_fans(weight, &fan_in, &fan_out);
+  ct_nn_init_fans(weight, &fan_in, &fan_out);
   float bound = fan_in > 0 ? (float)(1.0 / sqrt((double)fan_in)) : 0.0f;
-  return ct_init_uniform(bias, rng, -bound, bound);
+  return ct_nn_init_uniform(bias, rng, -bound, bound);
 }

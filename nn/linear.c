@@ -21,7 +21,7 @@ ct_status ct_nn_linear_init(ct_nn_linear *m, ct_params *p, const char *prefix,
                           CT_PARAM_NO_DECAY);
     if (!m->bias) return ct_last_status();
   }
-  return ct_init_linear_default(m->weight, m->bias, init_rng);
+  return ct_nn_init_linear_default(m->weight, m->bias, init_rng);
 }
 
 // x (..., IN), weight (OUT, IN), bias (OUT) -> (..., OUT)

@@ -37,8 +37,8 @@ ct_status ct_nn_mha_init(ct_nn_mha *m, ct_params *p, const char *prefix,
                            init_rng);
   // PyTorch's _reset_parameters: xavier for in_proj, zero biases.
   if (st == CT_OK)
-    st = ct_init_xavier_uniform(m->in_proj_weight, init_rng, 1.0f);
-  if (st == CT_OK && bias) st = ct_init_zeros(m->out_proj.bias);
+    st = ct_nn_init_xavier_uniform(m->in_proj_weight, init_rng, 1.0f);
+  if (st == CT_OK && bias) st = ct_nn_init_zeros(m->out_proj.bias);
   return st;
 }
 

@@ -15,7 +15,7 @@ ct_status ct_nn_layernorm_init(ct_nn_layernorm *m, ct_params *p,
   if (!m->weight) return ct_last_status();
   m->bias = ct_nn_param(p, prefix, "bias", CT_SHAPE(dim), CT_PARAM_NO_DECAY);
   if (!m->bias) return ct_last_status();
-  return ct_init_ones(m->weight);  // the bias is registered zero
+  return ct_nn_init_ones(m->weight);  // the bias is registered zero
 }
 
 // x (..., C), weight (C), bias (C) -> (..., C)

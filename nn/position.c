@@ -36,7 +36,7 @@ ct_status ct_nn_pos_embedding_init(ct_nn_pos_embedding *m, ct_params *p,
   m->weight = ct_nn_param(p, NULL, name, CT_SHAPE(1, max_len, dim),
                           CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
-  return ct_init_trunc_normal(m->weight, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
+  return ct_nn_init_trunc_normal(m->weight, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
 }
 
 // x (B,T,D), weight (1,max_len,D) -> x + weight[:, :T] (B,T,D)

@@ -12,9 +12,9 @@
 // nonlinearity='relu'): N(0, gain^2 / fan_out), gain sqrt(2).
 static ct_status init_kaiming_normal_fan_out(ct_tensor *w, ct_rng *rng) {
   int64_t fan_in, fan_out;
-  ct_status st = ct_init_fans(w, &fan_in, &fan_out);
+  ct_status st = ct_nn_init_fans(w, &fan_in, &fan_out);
   if (st != CT_OK) return st;
-  return ct_init_normal(w, rng, 0.0f, (float)sqrt(2.0 / (double)fan_out));
+  return ct_nn_init_normal(w, rng, 0.0f, (float)sqrt(2.0 / (double)fan_out));
 }
 
 // A conv without bias followed by its BatchNorm2d, named "prefix.<conv>" and

@@ -19,13 +19,13 @@ static ct_status init_embedding(ct_nn_embedding *e, ct_params *p,
                                 ct_rng *rng) {
   ct_status st = ct_nn_embedding_init(e, p, name, V, E, 0, rng);
   if (st == CT_OK)
-    st = ct_init_normal(e->weight, rng, 0.0f, (float)(1.0 / sqrt((double)E)));
+    st = ct_nn_init_normal(e->weight, rng, 0.0f, (float)(1.0 / sqrt((double)E)));
   if (st == CT_OK) memset(ct_f32(e->weight), 0, (size_t)E * sizeof(float));
   return st;
 }
 
-ct_status ct_seq2seq_init(ct_seq2seq *m, ct_params *p,
-                          const ct_seq2seq_config *cfg, ct_rng *init_rng) {
+ct_status ct_nn_seq2seq_init(ct_nn_seq2seq *m, ct_params *p,
+                          const ct_nn_seq2seq_config *cfg, ct_rng *init_rng) {
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
   if (cfg->src_vocab < 1 || cfg->tgt_vocab < 1 || cfg->d_model < 1)
@@ -53,7 +53,7 @@ ct_status ct_seq2seq_init(ct_seq2seq *m, ct_params *p,
     m->generator_weight = ct_nn_param(p, "generator", "weight",
                                       CT_SHAPE(cfg->tgt_vocab, E), 0);
     if (!m->generator_weight) return ct_last_status();
-    st = ct_init_xavier_uniform(m->generator_weight, init_rng, 1.0f);
+    st = ct_nn_init_xavier_uniform(m->generator_weight, init_rng, 1.0f);
     if (st != CT_OK) return st;
   }
   m->generator_bias = ct_nn_param(p, "generator", "bias",
@@ -61,10 +61,10 @@ ct_status ct_seq2seq_init(ct_seq2seq *m, ct_params *p,
   return m->generator_bias ? CT_OK : ct_last_status();
 }
 
-void ct_seq2seq_free(ct_seq2seq *m) { ct_nn_transformer_free(&m->transformer); }
+void ct_nn_seq2seq_free(ct_nn_seq2seq *m) { ct_nn_transformer_free(&m->transformer); }
 
 // ids (B,T) -> dropout(emb(ids) * sqrt(E) + PE) (B,T,E)
-static ct_tensor *embed(const ct_seq2seq *m, const ct_nn_embedding *e,
+static ct_tensor *embed(const ct_nn_seq2seq *m, const ct_nn_embedding *e,
                         ct_nn_ctx *ctx, ct_tensor *ids) {
   ct_tensor *x = ct_scale(ct_nn_embedding_forward(e, ids),
                           (float)sqrt((double)m->cfg.d_model));
@@ -88,7 +88,7 @@ static bool check_ids(const char *what, const ct_tensor *ids) {
   return false;
 }
 
-ct_tensor *ct_seq2seq_encode(const ct_seq2seq *m, ct_nn_ctx *ctx,
+ct_tensor *ct_nn_seq2seq_encode(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
                              ct_tensor *src, ct_tensor **src_pad) {
   if (!src || !check_ids("src", src)) return NULL;
   *src_pad = padding_mask(src);
@@ -98,11 +98,11 @@ ct_tensor *ct_seq2seq_encode(const ct_seq2seq *m, ct_nn_ctx *ctx,
                                embed(m, &m->src_emb, ctx, src), &masks);
 }
 
-ct_tensor *ct_seq2seq_forward(const ct_seq2seq *m, ct_nn_ctx *ctx,
+ct_tensor *ct_nn_seq2seq_forward(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
                               ct_tensor *src, ct_tensor *tgt_in) {
   if (!src || !tgt_in || !check_ids("tgt_in", tgt_in)) return NULL;
   ct_tensor *src_pad = NULL;
-  ct_tensor *memory = ct_seq2seq_encode(m, ctx, src, &src_pad);
+  ct_tensor *memory = ct_nn_seq2seq_encode(m, ctx, src, &src_pad);
   if (!memory) return NULL;
   if (tgt_in->shape[0] != src->shape[0]) {
     ct_error(CT_ERR_SHAPE, "seq2seq: src has %lld rows, tgt_in %lld",
@@ -121,7 +121,7 @@ ct_tensor *ct_seq2seq_forward(const ct_seq2seq *m, ct_nn_ctx *ctx,
 
 // ---- incremental decoding -----------------------------------------------------
 
-void ct_seq2seq_cache_free(ct_seq2seq_cache *c) {
+void ct_nn_seq2seq_cache_free(ct_nn_seq2seq_cache *c) {
   free(c->self_k);
   free(c->self_v);
   free(c->mem_k);
@@ -136,7 +136,7 @@ static float *alloc_floats(int64_t n) {
   return malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
-ct_status ct_seq2seq_cache_init(ct_seq2seq_cache *c, const ct_seq2seq *m,
+ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c, const ct_nn_seq2seq *m,
                                 ct_tensor *memory, ct_tensor *src_pad,
                                 int64_t repeat, int64_t max_len) {
   memset(c, 0, sizeof *c);
@@ -147,7 +147,7 @@ ct_status ct_seq2seq_cache_init(ct_seq2seq_cache *c, const ct_seq2seq *m,
   if (repeat < 1 || max_len < 1)
     return ct_error(CT_ERR_ARG, "decode: repeat %lld and max_len %lld must be "
                     ">= 1", (long long)repeat, (long long)max_len);
-  *c = (ct_seq2seq_cache){.N = N, .S = S, .E = E, .max_len = max_len,
+  *c = (ct_nn_seq2seq_cache){.N = N, .S = S, .E = E, .max_len = max_len,
                           .layers = (int)L};
   c->self_k = alloc_floats(L * N * max_len * E);
   c->self_v = alloc_floats(L * N * max_len * E);
@@ -158,7 +158,7 @@ ct_status ct_seq2seq_cache_init(ct_seq2seq_cache *c, const ct_seq2seq *m,
   c->swap = alloc_floats(N * max_len * E);
   if (!c->self_k || !c->self_v || !c->mem_k || !c->mem_v || !c->src_pad ||
       !c->positions || !c->swap) {
-    ct_seq2seq_cache_free(c);
+    ct_nn_seq2seq_cache_free(c);
     return ct_error(CT_ERR_NOMEM, "decode: out of memory for the key/value "
                     "cache (%lld rows x %lld positions)", (long long)N,
                     (long long)max_len);
@@ -189,13 +189,13 @@ ct_status ct_seq2seq_cache_init(ct_seq2seq_cache *c, const ct_seq2seq *m,
     }
   }
   ct_grad_set_enabled(was);
-  if (st != CT_OK) ct_seq2seq_cache_free(c);
+  if (st != CT_OK) ct_nn_seq2seq_cache_free(c);
   return st;
 }
 
 // Attention of one new query per row over Tk cached keys:
 // q (N,1,NH,Dh) read through ql, k/v through kl -> (N,1,E)
-static ct_tensor *attend_cached(const ct_seq2seq_cache *c, int64_t NH,
+static ct_tensor *attend_cached(const ct_nn_seq2seq_cache *c, int64_t NH,
                                 int64_t Dh, const float *q, ct_attn_layout ql,
                                 const float *k, const float *v,
                                 ct_attn_layout kl, int64_t Tk,
@@ -226,7 +226,7 @@ static ct_tensor *sublayer_in(const ct_nn_decoder_layer *l,
   return l->cfg.norm_first ? ct_nn_layernorm_forward(norm, x) : x;
 }
 
-ct_tensor *ct_seq2seq_step(const ct_seq2seq *m, ct_seq2seq_cache *c,
+ct_tensor *ct_nn_seq2seq_step(const ct_nn_seq2seq *m, ct_nn_seq2seq_cache *c,
                            const int32_t *tokens) {
   if (c->len >= c->max_len) {
     ct_error(CT_ERR_STATE, "decode: the cache holds %lld positions, all used",
@@ -289,7 +289,7 @@ ct_tensor *ct_seq2seq_step(const ct_seq2seq *m, ct_seq2seq_cache *c,
   return logits;
 }
 
-void ct_seq2seq_cache_reorder(ct_seq2seq_cache *c, const int64_t *parent) {
+void ct_nn_seq2seq_cache_reorder(ct_nn_seq2seq_cache *c, const int64_t *parent) {
   const int64_t N = c->N, T = c->max_len, E = c->E;
   const size_t used = (size_t)(c->len * E) * sizeof(float);
   float *const bufs[2] = {c->self_k, c->self_v};

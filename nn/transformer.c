@@ -283,7 +283,7 @@ ct_status ct_nn_transformer_init(ct_nn_transformer *t, ct_params *p,
                             true, init_rng);
   for (int i = first; i < p->n && st == CT_OK; i++)
     if (p->items[i].tensor->ndim > 1)
-      st = ct_init_xavier_uniform(p->items[i].tensor, init_rng, 1.0f);
+      st = ct_nn_init_xavier_uniform(p->items[i].tensor, init_rng, 1.0f);
   return st;
 }
 

@@ -41,9 +41,9 @@ static ct_status timm_linear(ct_nn_linear *l, ct_params *p, const char *prefix,
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "%s", leaf);
   if (st == CT_OK) st = ct_nn_linear_init(l, p, name, in, out, true, rng);
-  if (st == CT_OK) st = ct_init_trunc_normal(l->weight, rng, 0.0f, 0.02f,
+  if (st == CT_OK) st = ct_nn_init_trunc_normal(l->weight, rng, 0.0f, 0.02f,
                                              -2.0f, 2.0f);
-  if (st == CT_OK) st = ct_init_zeros(l->bias);
+  if (st == CT_OK) st = ct_nn_init_zeros(l->bias);
   return st;
 }
 
@@ -102,9 +102,9 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   m->patch_bias = ct_nn_param(p, prefix, "patch_embed.proj.bias",
                               CT_SHAPE(D), CT_PARAM_NO_DECAY);
   if (!m->patch_weight || !m->patch_bias) return ct_last_status();
-  st = ct_init_kaiming_uniform(m->patch_weight, init_rng, sqrtf(5.0f));
+  st = ct_nn_init_kaiming_uniform(m->patch_weight, init_rng, sqrtf(5.0f));
   float bound = 1.0f / sqrtf((float)K);
-  if (st == CT_OK) st = ct_init_uniform(m->patch_bias, init_rng, -bound, bound);
+  if (st == CT_OK) st = ct_nn_init_uniform(m->patch_bias, init_rng, -bound, bound);
   if (st != CT_OK) return st;
 
   const unsigned token_flags = CT_PARAM_NO_DECAY;
@@ -117,11 +117,11 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
                              CT_SHAPE(1, m->tokens, D), token_flags);
   if (!m->cls_token || !m->pos_embed || (cfg->distilled && !m->dist_token))
     return ct_last_status();
-  st = ct_init_trunc_normal(m->pos_embed, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
+  st = ct_nn_init_trunc_normal(m->pos_embed, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
   if (st == CT_OK)
-    st = ct_init_trunc_normal(m->cls_token, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
+    st = ct_nn_init_trunc_normal(m->cls_token, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
   if (st == CT_OK && cfg->distilled)
-    st = ct_init_trunc_normal(m->dist_token, init_rng, 0.0f, 0.02f, -2.0f,
+    st = ct_nn_init_trunc_normal(m->dist_token, init_rng, 0.0f, 0.02f, -2.0f,
                               2.0f);
 
   for (int64_t i = 0; i < cfg->depth && st == CT_OK; i++) {

@@ -1,6 +1,6 @@
 // The cached incremental decoder must compute what the full model computes:
-// feeding a target prefix one token at a time through ct_seq2seq_step gives,
-// at every position, the logits of ct_seq2seq_forward on the whole prefix
+// feeding a target prefix one token at a time through ct_nn_seq2seq_step gives,
+// at every position, the logits of ct_nn_seq2seq_forward on the whole prefix
 // (teacher forcing), for post-norm and pre-norm models, with padded
 // sources and beams (cache rows repeated and reordered). Beam search with
 // beam 1 equals greedy argmax decoding done by hand with the full model.
@@ -18,21 +18,21 @@ enum { B = 3, S = 6, T = 7, V = 23 };
 static void check_model(bool norm_first) {
   ct_params p;
   ct_params_init(&p);
-  ct_seq2seq m;
-  ct_seq2seq_config cfg = {.src_vocab = 19, .tgt_vocab = V, .d_model = 16,
+  ct_nn_seq2seq m;
+  ct_nn_seq2seq_config cfg = {.src_vocab = 19, .tgt_vocab = V, .d_model = 16,
                            .nhead = 4, .dim_feedforward = 24,
                            .encoder_layers = 2, .decoder_layers = 2,
                            .dropout = 0.1f, .activation = CT_NN_RELU,
                            .norm_first = norm_first, .tie_output = !norm_first};
   ct_rng rng = ct_rng_make(3, 4);
-  CHECK(ct_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s", ct_last_error());
+  CHECK(ct_nn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s", ct_last_error());
   // Source rows padded to different lengths.
   int32_t src[B * S] = {5, 6, 7, 8, 9, 10,   4, 11, 12, 0, 0, 0,   13, 0, 0, 0, 0, 0};
   int32_t tgt[B * T];
   for (int i = 0; i < B * T; i++) tgt[i] = 4 + (i * 7) % (V - 4);
   for (int b = 0; b < B; b++) tgt[b * T] = CT_VOCAB_BOS;
   bool was = ct_grad_set_enabled(false);
-  ct_tensor *full = ct_seq2seq_forward(
+  ct_tensor *full = ct_nn_seq2seq_forward(
       &m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)),
       ct_tensor_from(CT_I32, tgt, CT_SHAPE(B, T)));
   CHECK(full != NULL, "forward: %s", ct_last_error());
@@ -40,16 +40,16 @@ static void check_model(bool norm_first) {
   // Two beams per sentence, each row fed the same prefix; reorder with a
   // swap of the two beams halfway, which must change nothing.
   ct_tensor *pad = NULL;
-  ct_tensor *mem = ct_seq2seq_encode(
+  ct_tensor *mem = ct_nn_seq2seq_encode(
       &m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
-  ct_seq2seq_cache c;
-  CHECK(ct_seq2seq_cache_init(&c, &m, mem, pad, 2, T) == CT_OK, "cache: %s",
+  ct_nn_seq2seq_cache c;
+  CHECK(ct_nn_seq2seq_cache_init(&c, &m, mem, pad, 2, T) == CT_OK, "cache: %s",
         ct_last_error());
   double worst = 0.0;
   for (int t = 0; t < T; t++) {
     int32_t tok[2 * B];
     for (int n = 0; n < 2 * B; n++) tok[n] = tgt[(n / 2) * T + t];
-    ct_tensor *logits = ct_seq2seq_step(&m, &c, tok);
+    ct_tensor *logits = ct_nn_seq2seq_step(&m, &c, tok);
     CHECK(logits != NULL, "step %d: %s", t, ct_last_error());
     if (!logits) break;
     for (int n = 0; n < 2 * B; n++)
@@ -61,14 +61,14 @@ static void check_model(bool norm_first) {
     if (t == T / 2) {
       int64_t parent[2 * B];
       for (int n = 0; n < 2 * B; n++) parent[n] = n ^ 1;
-      ct_seq2seq_cache_reorder(&c, parent);
+      ct_nn_seq2seq_cache_reorder(&c, parent);
     }
   }
   printf("norm_first=%d: cached vs full logits max |diff| %.3g\n", norm_first,
          worst);
   CHECK(worst < 1e-4, "cached decoding differs from the full model by %g",
         worst);
-  ct_seq2seq_cache_free(&c);
+  ct_nn_seq2seq_cache_free(&c);
 
   // Greedy by hand with the full model vs beam search with beam 1.
   int32_t greedy[B * T];
@@ -78,7 +78,7 @@ static void check_model(bool norm_first) {
     int64_t len = 0;
     while (len < T) {
       ct_arena_mark mk = ct_arena_get_mark();
-      ct_tensor *lg = ct_seq2seq_forward(
+      ct_tensor *lg = ct_nn_seq2seq_forward(
           &m, NULL, ct_tensor_from(CT_I32, src + b * S, CT_SHAPE(1, S)),
           ct_tensor_from(CT_I32, prefix, CT_SHAPE(1, len + 1)));
       const float *row = ct_f32(lg) + len * V;
@@ -110,7 +110,7 @@ static void check_model(bool norm_first) {
         ct_last_error());
   for (int b = 0; b < B; b++) CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
   ct_grad_set_enabled(was);
-  ct_seq2seq_free(&m);
+  ct_nn_seq2seq_free(&m);
   ct_params_free(&p);
   ct_arena_reset();
 }

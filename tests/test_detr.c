@@ -195,7 +195,7 @@ static void test_forward(void) {
     const int counts[2] = {1, 1};
     const int32_t labels[2] = {0, 1};
     const float boxes[8] = {0.3f, 0.3f, 0.2f, 0.2f, 0.6f, 0.7f, 0.3f, 0.2f};
-    ct_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
+    ct_nn_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
                           .boxes = boxes};
     ct_tensor *loss = ct_nn_detr_loss(&out, out.layers, &tg, NULL, NULL);
     CHECK(loss && ct_backward(loss) == CT_OK, "backward: %s",
@@ -408,8 +408,8 @@ static double direct_layer_loss(const float *logits, const float *boxes,
   return terms[0] + 5.0 * terms[1] + 2.0 * terms[2];
 }
 
-static ct_detr_targets loss_batch(void) {
-  return (ct_detr_targets){.batch = LB, .counts = loss_counts,
+static ct_nn_detr_targets loss_batch(void) {
+  return (ct_nn_detr_targets){.batch = LB, .counts = loss_counts,
                            .labels = loss_labels, .boxes = loss_targets};
 }
 
@@ -421,7 +421,7 @@ static ct_tensor *loss_fn(ct_tensor *const *in, void *ctx) {
     out.logits[l] = in[2 * l];
     out.boxes[l] = in[2 * l + 1];
   }
-  ct_detr_targets tg = loss_batch();
+  ct_nn_detr_targets tg = loss_batch();
   return ct_nn_detr_loss(&out, *layers, &tg, NULL, NULL);
 }
 
@@ -445,8 +445,8 @@ static void test_loss(void) {
 
   ct_nn_detr_out out = {.layers = 2, .logits = {in[0], in[2]},
                         .boxes = {in[1], in[3]}};
-  ct_detr_targets tg = loss_batch();
-  ct_detr_loss_parts parts;
+  ct_nn_detr_targets tg = loss_batch();
+  ct_nn_detr_loss_parts parts;
   ct_tensor *loss = ct_nn_detr_loss(&out, 2, &tg, NULL, &parts);
   CHECK(loss && loss->numel == 1, "loss: %s", ct_last_error());
   if (!loss) return;
@@ -467,7 +467,7 @@ static void test_loss(void) {
   CHECK_CLOSE(parts.bbox, t0[1], 2e-6, "aux bbox");
 
   // Other weights: ce only, no-object weight 1 -> plain mean CE.
-  ct_detr_loss_opts o = ct_detr_loss_defaults();
+  ct_nn_detr_loss_opts o = ct_nn_detr_loss_defaults();
   o.bbox_w = o.giou_w = 0.0;
   o.eos_coef = 1.0;
   loss = ct_nn_detr_loss(&out, 1, &tg, &o, &parts);
@@ -475,7 +475,7 @@ static void test_loss(void) {
 
   // No targets at all: CE only (all "no object"), num_boxes 1.
   const int none[LB] = {0, 0, 0};
-  ct_detr_targets empty = {.batch = LB, .counts = none};
+  ct_nn_detr_targets empty = {.batch = LB, .counts = none};
   loss = ct_nn_detr_loss(&out, 1, &empty, NULL, &parts);
   CHECK(loss && parts.bbox == 0.0 && parts.giou == 0.0 &&
             parts.num_boxes == 1 && fabs(ct_f32(loss)[0] - parts.ce) < 1e-7,
@@ -483,7 +483,7 @@ static void test_loss(void) {
 
   // Bad targets.
   const int32_t bad_labels[LT] = {0, K, 1};
-  ct_detr_targets bad = tg;
+  ct_nn_detr_targets bad = tg;
   bad.labels = bad_labels;
   CHECK(!ct_nn_detr_loss(&out, 1, &bad, NULL, NULL) &&
             ct_last_status() == CT_ERR_INDEX,
@@ -558,7 +558,7 @@ static void test_overfit(void) {
   float boxes[2 * OBJ * 4];
   make_scene(images, labels, boxes);
   const int counts[2] = {OBJ, OBJ};
-  ct_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
+  ct_nn_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
                         .boxes = boxes};
   ct_optim opt;
   ct_optim_config oc = ct_adamw_defaults();
@@ -568,7 +568,7 @@ static void test_overfit(void) {
   enum { STEPS = 150 };
   const clock_t start = clock();
   double first = 0, last = 0;
-  ct_detr_loss_parts parts = {0};
+  ct_nn_detr_loss_parts parts = {0};
   for (int step = 0; step < STEPS; step++) {
     ct_tensor *x = ct_tensor_from(CT_F32, images, CT_SHAPE(2, 3, IMG, IMG));
     ct_nn_ctx ctx = ct_nn_train_ctx(5, (uint64_t)step);
@@ -608,7 +608,7 @@ static void test_overfit(void) {
   const int64_t N = c.num_queries;
   for (int b = 0; b < 2 && probs; b++) {
     int t2q[OBJ];
-    ct_status st = ct_detr_match(
+    ct_status st = ct_nn_detr_match(
         ct_tensor_view(ct_tensor_slice0(probs, b, 1), CT_SHAPE(N, K1)),
         ct_tensor_view(ct_tensor_slice0(pred, b, 1), CT_SHAPE(N, 4)),
         ct_tensor_from(CT_I32, labels + b * OBJ, CT_SHAPE(OBJ)),

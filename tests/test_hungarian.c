@@ -104,7 +104,7 @@ static void test_brute_force(void) {
         char what[64];
         snprintf(what, sizeof what, "%dx%d %s trial %d", rows, cols,
                  integer ? "integer" : "float", trial);
-        ct_status st = ct_linear_assignment(cost, rows, cols, r2c, c2r, &total);
+        ct_status st = ct_nn_linear_assignment(cost, rows, cols, r2c, c2r, &total);
         CHECK(st == CT_OK, "%s: %s", what, ct_last_error());
         if (st != CT_OK) continue;
         check_matching(what, cost, rows, cols, r2c, c2r, total);
@@ -127,11 +127,11 @@ static void test_ties(void) {
   double cost[4 * 6];
   int r2c[6], c2r[6];
   for (int i = 0; i < 4 * 6; i++) cost[i] = 7.0;
-  CHECK(ct_linear_assignment(cost, 4, 6, r2c, c2r, NULL) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(cost, 4, 6, r2c, c2r, NULL) == CT_OK, "%s",
         ct_last_error());
   for (int r = 0; r < 4; r++) CHECK(r2c[r] == r, "wide: row %d -> %d", r, r2c[r]);
   CHECK(c2r[4] == -1 && c2r[5] == -1, "wide: columns 4, 5 must be free");
-  CHECK(ct_linear_assignment(cost, 6, 4, r2c, c2r, NULL) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(cost, 6, 4, r2c, c2r, NULL) == CT_OK, "%s",
         ct_last_error());
   for (int c = 0; c < 4; c++) CHECK(c2r[c] == c, "tall: col %d -> %d", c, c2r[c]);
   CHECK(r2c[4] == -1 && r2c[5] == -1, "tall: rows 4, 5 must be free");
@@ -139,8 +139,8 @@ static void test_ties(void) {
   double m[5 * 5];
   random_costs(m, 25, true, false);
   int a[5], b[5];
-  ct_linear_assignment(m, 5, 5, a, NULL, NULL);
-  ct_linear_assignment(m, 5, 5, b, NULL, NULL);
+  ct_nn_linear_assignment(m, 5, 5, a, NULL, NULL);
+  ct_nn_linear_assignment(m, 5, 5, b, NULL, NULL);
   CHECK(memcmp(a, b, sizeof a) == 0, "a repeated call changed the answer");
 }
 
@@ -149,22 +149,22 @@ static void test_bad_and_empty(void) {
   int r2c[3] = {9, 9, 9}, c2r[3] = {9, 9, 9};
   double total = 5.0;
   // 0 rows or 0 cols: nothing assigned.
-  CHECK(ct_linear_assignment(NULL, 0, 3, r2c, c2r, &total) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(NULL, 0, 3, r2c, c2r, &total) == CT_OK, "%s",
         ct_last_error());
   CHECK(c2r[0] == -1 && c2r[1] == -1 && c2r[2] == -1 && total == 0.0,
         "0 rows: columns must be -1 and total 0");
-  CHECK(ct_linear_assignment(cost, 3, 0, r2c, NULL, &total) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(cost, 3, 0, r2c, NULL, &total) == CT_OK, "%s",
         ct_last_error());
   CHECK(r2c[0] == -1 && r2c[1] == -1 && r2c[2] == -1, "0 cols: rows -1");
-  CHECK(ct_linear_assignment(cost, -1, 3, NULL, NULL, NULL) == CT_ERR_ARG,
+  CHECK(ct_nn_linear_assignment(cost, -1, 3, NULL, NULL, NULL) == CT_ERR_ARG,
         "negative rows");
-  CHECK(ct_linear_assignment(NULL, 2, 3, NULL, NULL, NULL) == CT_ERR_ARG,
+  CHECK(ct_nn_linear_assignment(NULL, 2, 3, NULL, NULL, NULL) == CT_ERR_ARG,
         "NULL cost");
 
   const double bad[3] = {NAN, INFINITY, -INFINITY};
   for (int k = 0; k < 3; k++) {
     cost[5] = bad[k];  // row 1, col 2 of a 2 x 3 matrix
-    ct_status st = ct_linear_assignment(cost, 2, 3, r2c, c2r, &total);
+    ct_status st = ct_nn_linear_assignment(cost, 2, 3, r2c, c2r, &total);
     CHECK(st == CT_ERR_NUMERIC, "%g: status %d", bad[k], (int)st);
     CHECK(strstr(ct_last_error(), "cost[1][2]") != NULL,
           "%g: the message should name the entry: %s", bad[k], ct_last_error());
@@ -172,12 +172,12 @@ static void test_bad_and_empty(void) {
           bad[k]);
     // Transposed (tall) too: the entry is then row 2, col 1.
     double t[6] = {1, 4, 2, 5, 3, bad[k]};
-    CHECK(ct_linear_assignment(t, 3, 2, NULL, NULL, NULL) == CT_ERR_NUMERIC &&
+    CHECK(ct_nn_linear_assignment(t, 3, 2, NULL, NULL, NULL) == CT_ERR_NUMERIC &&
               strstr(ct_last_error(), "cost[2][1]") != NULL,
           "tall %g: %s", bad[k], ct_last_error());
   }
   cost[5] = NAN;
-  ct_linear_assignment(cost, 2, 3, NULL, NULL, NULL);
+  ct_nn_linear_assignment(cost, 2, 3, NULL, NULL, NULL);
   printf("  NaN cost: %s\n", ct_last_error());
 }
 
@@ -210,11 +210,11 @@ static void test_large(void) {
   size_t used_before = ct_arena_used_bytes();
   double total = NAN, total_t = NAN;
   clock_t t0 = clock();
-  CHECK(ct_linear_assignment(cost, R, C, r2c, c2r, &total) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(cost, R, C, r2c, c2r, &total) == CT_OK, "%s",
         ct_last_error());
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
   check_matching("200x300", cost, R, C, r2c, c2r, total);
-  CHECK(ct_linear_assignment(tr, C, R, c2r, r2c, &total_t) == CT_OK, "%s",
+  CHECK(ct_nn_linear_assignment(tr, C, R, c2r, r2c, &total_t) == CT_OK, "%s",
         ct_last_error());
   check_matching("300x200", tr, C, R, c2r, r2c, total_t);
   double greedy = greedy_total(cost, R, C);
@@ -260,7 +260,7 @@ static void test_detr_match(void) {
   ct_tensor *p = f32(probs, 4, 3), *pb = f32(pred, 4, 4), *tb = f32(tgt, 2, 4);
   ct_tensor *l = ct_tensor_from(CT_I32, lab, CT_SHAPE(2));
   int t2q[2] = {-9, -9}, q2t[4] = {-9, -9, -9, -9};
-  ct_status st = ct_detr_match(p, pb, l, tb, NULL, t2q, q2t);
+  ct_status st = ct_nn_detr_match(p, pb, l, tb, NULL, t2q, q2t);
   CHECK(st == CT_OK, "detr_match: %s", ct_last_error());
   CHECK(t2q[0] == 2 && t2q[1] == 0, "targets -> queries %d %d, want 2 0",
         t2q[0], t2q[1]);
@@ -273,8 +273,8 @@ static void test_detr_match(void) {
   float probs2[4 * 3];
   memcpy(probs2, probs, sizeof probs2);
   probs2[1] = 0.2f;
-  ct_detr_cost_weights cls_only = {.class_w = 1.0, .l1_w = 0.0, .giou_w = 0.0};
-  st = ct_detr_match(f32(probs2, 4, 3), pb, l, tb, &cls_only, t2q, NULL);
+  ct_nn_detr_cost_weights cls_only = {.class_w = 1.0, .l1_w = 0.0, .giou_w = 0.0};
+  st = ct_nn_detr_match(f32(probs2, 4, 3), pb, l, tb, &cls_only, t2q, NULL);
   CHECK(st == CT_OK && t2q[0] == 2 && t2q[1] == 3,
         "class-only matching: %d %d, want 2 3 (%s)", t2q[0], t2q[1],
         ct_last_error());
@@ -284,7 +284,7 @@ static void test_detr_match(void) {
   ct_requires_grad(pb);
   size_t used = ct_arena_used_bytes();
   int tape = ct_tape_size();
-  ct_detr_match(p, pb, l, tb, NULL, t2q, q2t);
+  ct_nn_detr_match(p, pb, l, tb, NULL, t2q, q2t);
   CHECK(ct_tape_size() == tape && ct_arena_used_bytes() == used &&
             ct_grad_enabled(),
         "detr_match must not record, must give back the arena, and must "
@@ -293,39 +293,39 @@ static void test_detr_match(void) {
   // No targets: every query is "no object".
   ct_tensor *tb0 = ct_tensor_empty(CT_F32, CT_SHAPE(0, 4));
   ct_tensor *l0 = ct_tensor_empty(CT_I32, CT_SHAPE(0));
-  CHECK(ct_detr_match(p, pb, l0, tb0, NULL, NULL, q2t) == CT_OK &&
+  CHECK(ct_nn_detr_match(p, pb, l0, tb0, NULL, NULL, q2t) == CT_OK &&
             q2t[0] == -1 && q2t[3] == -1,
         "no targets: %s", ct_last_error());
 
   // Bad input.
   const int32_t bad_lab[2] = {0, 3};
-  CHECK(ct_detr_match(p, pb, ct_tensor_from(CT_I32, bad_lab, CT_SHAPE(2)), tb,
+  CHECK(ct_nn_detr_match(p, pb, ct_tensor_from(CT_I32, bad_lab, CT_SHAPE(2)), tb,
                       NULL, t2q, q2t) == CT_ERR_INDEX,
         "label 3 of 3 classes: %s", ct_last_error());
   printf("  bad label: %s\n", ct_last_error());
   float neg[2 * 4];
   memcpy(neg, tgt, sizeof neg);
   neg[6] = -0.1f;
-  CHECK(ct_detr_match(p, pb, l, f32(neg, 2, 4), NULL, t2q, q2t) ==
+  CHECK(ct_nn_detr_match(p, pb, l, f32(neg, 2, 4), NULL, t2q, q2t) ==
                 CT_ERR_ARG &&
             strstr(ct_last_error(), "target_boxes row 1") != NULL,
         "negative width: %s", ct_last_error());
   float nan_probs[4 * 3];
   memcpy(nan_probs, probs, sizeof nan_probs);
   nan_probs[2 * 3 + 1] = NAN;  // query 2, class 1 = target 1's label
-  CHECK(ct_detr_match(f32(nan_probs, 4, 3), pb, l, tb, NULL, t2q, q2t) ==
+  CHECK(ct_nn_detr_match(f32(nan_probs, 4, 3), pb, l, tb, NULL, t2q, q2t) ==
                 CT_ERR_NUMERIC &&
             strstr(ct_last_error(), "query 2 and target 1") != NULL,
         "NaN probability: %s", ct_last_error());
   printf("  NaN probability: %s\n", ct_last_error());
-  CHECK(ct_detr_match(p, f32(pred, 2, 4), l, tb, NULL, t2q, q2t) ==
+  CHECK(ct_nn_detr_match(p, f32(pred, 2, 4), l, tb, NULL, t2q, q2t) ==
             CT_ERR_SHAPE,
         "4 probs rows, 2 boxes: %s", ct_last_error());
-  CHECK(ct_detr_match(p, ct_tensor_empty(CT_F32, CT_SHAPE(4, 3)), l, tb, NULL,
+  CHECK(ct_nn_detr_match(p, ct_tensor_empty(CT_F32, CT_SHAPE(4, 3)), l, tb, NULL,
                       t2q, q2t) == CT_ERR_SHAPE,
         "boxes (4, 3): %s", ct_last_error());
   ct_error(CT_ERR_INDEX, "an earlier error");
-  CHECK(ct_detr_match(NULL, pb, l, tb, NULL, t2q, q2t) == CT_ERR_INDEX,
+  CHECK(ct_nn_detr_match(NULL, pb, l, tb, NULL, t2q, q2t) == CT_ERR_INDEX,
         "a NULL input must pass the earlier error through");
   ct_clear_error();
   ct_arena_reset();

@@ -283,7 +283,7 @@ static void test_names_flags_init(void) {
   check_range(pos.weight, -0.12, 0.12);
   ct_tensor *t = ct_tensor_zeros(CT_F32, CT_SHAPE(4000));
   t->name = "trunc_normal_std";
-  CHECK(ct_init_trunc_normal_std(t, &rng, 0.5f) == CT_OK, "%s",
+  CHECK(ct_nn_init_trunc_normal_std(t, &rng, 0.5f) == CT_OK, "%s",
         ct_last_error());
   check_range(t, -1.0, 1.0);
   ct_nn_encoder_free(&enc);

@@ -219,7 +219,7 @@ static ct_tensor *soft_ce_fn(ct_tensor *const *in, void *c) {
 }
 
 typedef struct distill_case {
-  ct_distill_opts o;
+  ct_nn_distill_opts o;
   ct_tensor *teacher, *labels;
 } distill_case;
 
@@ -253,7 +253,7 @@ static void test_losses(void) {
   grad_check("soft cross-entropy", soft_ce_fn, NULL, soft, 2, NULL);
 
   // Hard distillation: (1-a) CE_smooth(z, y) + a CE(zd, argmax t).
-  distill_case c = {.o = {.kind = CT_DISTILL_HARD, .alpha = 0.3f,
+  distill_case c = {.o = {.kind = CT_NN_DISTILL_HARD, .alpha = 0.3f,
                           .label_smoothing = 0.1f}};
   labels = make_labels();
   ct_tensor *zc = grad_input(CT_SHAPE(N, K)), *zd = grad_input(CT_SHAPE(N, K));
@@ -278,7 +278,7 @@ static void test_losses(void) {
   grad_check("hard distillation loss", distill_fn, &c, hard, 2, NULL);
 
   // Soft distillation: tau^2 * sum KL / numel, computed by hand in double.
-  c.o = (ct_distill_opts){.kind = CT_DISTILL_SOFT, .alpha = 0.5f, .tau = 2.0f};
+  c.o = (ct_nn_distill_opts){.kind = CT_NN_DISTILL_SOFT, .alpha = 0.5f, .tau = 2.0f};
   zc = grad_input(CT_SHAPE(N, K));
   zd = grad_input(CT_SHAPE(N, K));
   c.labels = labels = make_labels();

@@ -53,7 +53,7 @@ typedef struct classification_config {
   ct_model_arch arch;
   ct_nn_vit_config vit;
   ct_nn_resnet_config resnet;
-  ct_distill_opts distill;  // kind NONE unless arch = deit
+  ct_nn_distill_opts distill;  // kind NONE unless arch = deit
   const char *teacher;
 } classification_config;
 
@@ -348,10 +348,10 @@ static ct_status read_config(const ct_config *cfg,
                     ct_config_float(cfg, "train", "distill_tau"));
   const ct_model_arch arch = CT_SCHEMA_ENUM(cfg, "model", "arch",
                                             CT_MODEL_ARCHS, ct_model_arch);
-  const ct_distill_kind distill = CT_SCHEMA_ENUM(
-      cfg, "train", "distillation", CT_DISTILLATIONS, ct_distill_kind);
+  const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
+      cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");
-  if (arch == CT_ARCH_DEIT && distill != CT_DISTILL_NONE && !*teacher)
+  if (arch == CT_ARCH_DEIT && distill != CT_NN_DISTILL_NONE && !*teacher)
     return ct_error(CT_ERR_ARG, "[model] arch = deit with [train] distillation "
                     "= %s needs [model] teacher (a classification checkpoint), "
                     "or set distillation = none",
@@ -407,7 +407,7 @@ static ct_status read_config(const ct_config *cfg,
           .blocks = (int)ct_config_int(cfg, "model", "blocks"),
       },
       .distill = {
-          .kind = arch == CT_ARCH_DEIT ? distill : CT_DISTILL_NONE,
+          .kind = arch == CT_ARCH_DEIT ? distill : CT_NN_DISTILL_NONE,
           .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
           .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
           .kl_per_sample = CT_SCHEMA_ENUM(cfg, "train", "distill_kl",
@@ -527,7 +527,7 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
   }
   st = model_build(&c->m, &cc, p);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
-  if (cc.distill.kind != CT_DISTILL_NONE) st = open_teacher(c);
+  if (cc.distill.kind != CT_NN_DISTILL_NONE) st = open_teacher(c);
   if (st != CT_OK) return st;
 
   ct_image_loader_options o = loader_options(c, true);
@@ -592,13 +592,13 @@ static ct_tensor *classification_train_loss(ct_task *t, ct_nn_ctx *ctx,
   ct_tensor *dist = NULL;
   ct_tensor *logits = model_forward(&c->m, ctx, x, &dist);
   ct_tensor *teacher = NULL;
-  const ct_distill_opts *distill = &c->cfg.distill;
-  if (distill->kind != CT_DISTILL_NONE) teacher = teacher_logits(c, x);
-  if (c->m.arch == CT_ARCH_DEIT && distill->kind == CT_DISTILL_NONE && dist) {
+  const ct_nn_distill_opts *distill = &c->cfg.distill;
+  if (distill->kind != CT_NN_DISTILL_NONE) teacher = teacher_logits(c, x);
+  if (c->m.arch == CT_ARCH_DEIT && distill->kind == CT_NN_DISTILL_NONE && dist) {
     // Without a teacher both heads learn the labels (DeiT's "none" mode
     // trains the class head only; training both keeps head_dist useful
     // for the averaged prediction).
-    ct_distill_opts plain = *distill;
+    ct_nn_distill_opts plain = *distill;
     ct_tensor *a = ct_nn_distill_loss(logits, NULL, NULL, labels, targets, &plain);
     ct_tensor *d = ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
     return ct_scale(ct_add(a, d), 0.5f);

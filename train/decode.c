@@ -58,7 +58,7 @@ static double length_penalty(int64_t len, float alpha) {
   return alpha == 0.0f ? 1.0 : pow((5.0 + (double)len) / 6.0, alpha);
 }
 
-ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
+ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
                           int64_t S, const ct_decode_opts *opts, int32_t *out,
                           int64_t *lens) {
   const int beam = opts->beam;
@@ -69,11 +69,11 @@ ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
                     (long long)B, (long long)S);
   bool was = ct_grad_set_enabled(false);
   ct_arena_mark start = ct_arena_get_mark();
-  ct_seq2seq_cache cache;
+  ct_nn_seq2seq_cache cache;
   ct_tensor *pad = NULL;
-  ct_tensor *memory = ct_seq2seq_encode(
+  ct_tensor *memory = ct_nn_seq2seq_encode(
       m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
-  ct_status st = ct_seq2seq_cache_init(&cache, m, memory, pad, beam, T);
+  ct_status st = ct_nn_seq2seq_cache_init(&cache, m, memory, pad, beam, T);
   ct_arena_rewind(start);
   if (st != CT_OK) {
     ct_grad_set_enabled(was);
@@ -109,7 +109,7 @@ ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
     for (int64_t n = 0; n < N; n++) all_done = all_done && done[n];
     if (all_done) break;
     ct_arena_mark step_mark = ct_arena_get_mark();
-    ct_tensor *logits = ct_seq2seq_step(m, &cache, tok);
+    ct_tensor *logits = ct_nn_seq2seq_step(m, &cache, tok);
     if (!logits) {
       st = ct_last_status();
       goto cleanup;
@@ -151,7 +151,7 @@ ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
       }
     }
     ct_arena_rewind(step_mark);
-    ct_seq2seq_cache_reorder(&cache, parent);
+    ct_nn_seq2seq_cache_reorder(&cache, parent);
     int32_t *th = hist; hist = hist_next; hist_next = th;
     int64_t *tl = hlen; hlen = hlen_next; hlen_next = tl;
     bool *td = done; done = done_next; done_next = td;
@@ -178,7 +178,7 @@ cleanup:
   free(score); free(done); free(tok); free(hist); free(hist_next);
   free(hlen); free(hlen_next); free(parent); free(logp); free(best);
   free(best_ids); free(cand); free(done_next);
-  ct_seq2seq_cache_free(&cache);
+  ct_nn_seq2seq_cache_free(&cache);
   ct_arena_rewind(start);
   ct_grad_set_enabled(was);
   return st;

@@ -23,7 +23,7 @@ typedef struct ct_decode_opts {
 // sentence b (without <bos>, up to and excluding <eos>), lens[b] their
 // count. out has B*max_len entries. Recording is off inside; arena memory
 // used per step is given back.
-ct_status ct_decode_batch(const ct_seq2seq *m, const int32_t *src, int64_t B,
+ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
                           int64_t S, const ct_decode_opts *opts, int32_t *out,
                           int64_t *lens);
 

@@ -39,7 +39,7 @@ typedef struct detection_config {
   const char *coco[2], *coco_images[2];
   int channels, image_size;
   ct_nn_detr_config model;  // in_channels, num_classes come from the data
-  ct_detr_loss_opts loss;
+  ct_nn_detr_loss_opts loss;
   int64_t batch_size;
   bool hflip;
 } detection_config;
@@ -196,7 +196,7 @@ static ct_status read_config(const ct_config *cfg, detection_config *out) {
           .num_queries = ct_config_int(cfg, "model", "queries"),
           .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
       },
-      .loss = ct_detr_loss_defaults(),
+      .loss = ct_nn_detr_loss_defaults(),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .hflip = ct_config_bool(cfg, "data", "hflip"),
   };
@@ -205,7 +205,7 @@ static ct_status read_config(const ct_config *cfg, detection_config *out) {
     out->coco_images[s] = ct_config_str(cfg, "data", coco_keys[s][1]);
   }
   // The same weights match predictions to targets and weigh the loss.
-  ct_detr_loss_opts *l = &out->loss;
+  ct_nn_detr_loss_opts *l = &out->loss;
   l->match.class_w = l->ce_w = w[0];
   l->match.l1_w = l->bbox_w = w[1];
   l->match.giou_w = l->giou_w = w[2];
@@ -304,7 +304,7 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items
   *items = (double)B;
   ct_nn_detr_out out;
   if (!x || ct_nn_detr_forward(&d->model, ctx, x, &out) != CT_OK) return NULL;
-  ct_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
+  ct_nn_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
                         .boxes = boxes};
   return ct_nn_detr_loss(&out, out.layers, &tg, &d->cfg.loss, NULL);
 }
@@ -391,10 +391,10 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
       ct_arena_rewind(mark);
       break;
     }
-    ct_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
+    ct_nn_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
                           .boxes = boxes};
     // The loss of the final layer, weighted by the batch's boxes.
-    ct_detr_loss_parts parts;
+    ct_nn_detr_loss_parts parts;
     ct_nn_detr_out last = {.layers = 1, .logits = {o.logits[o.layers - 1]},
                            .boxes = {o.boxes[o.layers - 1]}};
     ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->cfg.loss, &parts);

@@ -58,8 +58,8 @@ extern const int ct_model_shape_key_count;
   X(CT_SCHEDULE_LINEAR, "linear")                                          \
   X(CT_SCHEDULE_INVERSE_SQRT, "inverse_sqrt") X(CT_SCHEDULE_STEP, "step")
 #define CT_DISTILLATIONS(X)                                                \
-  X(CT_DISTILL_NONE, "none") X(CT_DISTILL_HARD, "hard")                    \
-  X(CT_DISTILL_SOFT, "soft")
+  X(CT_NN_DISTILL_NONE, "none") X(CT_NN_DISTILL_HARD, "hard")                    \
+  X(CT_NN_DISTILL_SOFT, "soft")
 #define CT_DISTILL_KLS(X)                                                  \
   X(CT_DISTILL_KL_ELEMENT, "element") X(CT_DISTILL_KL_SAMPLE, "sample")
 #define CT_PRECISIONS(X) X(CT_GEMM_FP32, "fp32") X(CT_GEMM_BF16, "bf16")

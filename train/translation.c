@@ -42,7 +42,7 @@ typedef struct translation_config {
   const char *src[SPLITS], *tgt[SPLITS], *tsv[SPLITS];
   bool lowercase;
   int64_t min_freq, max_vocab, max_len, batch_size, max_tokens;
-  ct_seq2seq_config model;  // the vocabulary sizes come from the data
+  ct_nn_seq2seq_config model;  // the vocabulary sizes come from the data
   float label_smoothing, length_penalty;
   int64_t max_decode_len;  // 0 = source length + 50
 } translation_config;
@@ -56,7 +56,7 @@ typedef struct split_data {
 typedef struct translation {
   translation_config cfg;
   ct_vocab src_vocab, tgt_vocab;
-  ct_seq2seq model;
+  ct_nn_seq2seq model;
   bool model_ready;
   split_data train, val, test;
   ct_batcher batcher;
@@ -156,7 +156,7 @@ static void translation_close(ct_task *t) {
     ct_parallel_text_free(&splits[i]->text);
     ct_pair_corpus_free(&splits[i]->ids);
   }
-  if (tr->model_ready) ct_seq2seq_free(&tr->model);
+  if (tr->model_ready) ct_nn_seq2seq_free(&tr->model);
   ct_vocab_free(&tr->src_vocab);
   ct_vocab_free(&tr->tgt_vocab);
   free(tr);
@@ -293,11 +293,11 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
   if (st == CT_OK) st = encode_split(tr, &tr->test);
   if (st != CT_OK) return st;
 
-  ct_seq2seq_config mc = c.model;
+  ct_nn_seq2seq_config mc = c.model;
   mc.src_vocab = ct_vocab_size(&tr->src_vocab);
   mc.tgt_vocab = ct_vocab_size(&tr->tgt_vocab);
   ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
-  st = ct_seq2seq_init(&tr->model, p, &mc, &init);
+  st = ct_nn_seq2seq_init(&tr->model, p, &mc, &init);
   tr->model_ready = true;
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
   return open_batcher(tr);
@@ -331,7 +331,7 @@ static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx,
   ct_tensor *src = ct_tensor_from(CT_I32, b->src, CT_SHAPE(b->B, b->S));
   ct_tensor *tgt_in = ct_tensor_from(CT_I32, b->tgt_in, CT_SHAPE(b->B, b->T));
   ct_tensor *tgt_out = ct_tensor_from(CT_I32, b->tgt_out, CT_SHAPE(b->B * b->T));
-  ct_tensor *logits = ct_seq2seq_forward(&tr->model, ctx, src, tgt_in);
+  ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, ctx, src, tgt_in);
   ct_ce_opts ce = ct_ce_defaults();
   ce.ignore_index = CT_VOCAB_PAD;
   ce.label_smoothing = smoothing;
@@ -653,7 +653,7 @@ static ct_status translation_forward(ct_task *t, const ct_params *in,
     for (int64_t i = 0; i < f->numel; i++) ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
   }
   bool was = ct_grad_set_enabled(false);
-  ct_tensor *logits = ct_seq2seq_forward(&tr->model, NULL, ids[0], ids[1]);
+  ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, NULL, ids[0], ids[1]);
   ct_grad_set_enabled(was);
   if (!logits) return ct_last_status();
   ct_tensor *dst = ct_params_add(out, "logits", logits->ndim, logits->shape,
