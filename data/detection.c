@@ -637,16 +637,9 @@ static ct_status refuse_existing(const char *path, bool overwrite) {
   return CT_OK;
 }
 
-// Writes a JSON string literal (names are escaped as JSON requires).
-static void put_json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-    else fputc(ch, f);
-  }
-  fputc('"', f);
+// A ct_json_put_fn writing to the FILE `sink`.
+static void file_put(void *sink, const void *bytes, size_t n) {
+  fwrite(bytes, 1, n, sink);
 }
 
 static ct_status write_split(const char *dir, const char *split,
@@ -702,7 +695,7 @@ static ct_status write_split(const char *dir, const char *split,
   fprintf(f, "\n],\n\"categories\": [");
   for (int k = 0; k < d->K; k++) {
     fprintf(f, "%s\n  {\"id\": %d, \"name\": ", k ? "," : "", k + 1);
-    put_json_string(f, ct_string_list_get(&d->class_names, k));
+    ct_json_write_string(ct_string_list_get(&d->class_names, k), file_put, f);
     fputc('}', f);
   }
   fprintf(f, "\n]\n}\n");

@@ -1,20 +1,25 @@
-// The strict JSON reader (see json.h): recursive descent over the bytes,
-// values appended to one array and linked to their siblings by index.
+// The JSON reader (see json.h): recursive descent over the bytes, values
+// appended to one array and linked to their siblings by index; and the
+// string escaper, its inverse. Not here: writing documents, or what a
+// document means (its callers check that).
 #include "data/json.h"
 
 #include <math.h>
-#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/image.h"
+#include "data/utf8.h"
 
 typedef struct parser {
   const char *s;
   size_t len, pos;
   size_t line_start;  // offset of the current line's first byte
   int line;
-  const char *name;
+  bool python;        // CT_JSON_PYTHON
+  ct_json_error *err;
   ct_json_doc *doc;
   char *buf;  // scratch for unescaping one string
   int64_t buf_cap;
@@ -24,9 +29,16 @@ static int column_at(const parser *p, size_t pos) {
   return (int)(pos - p->line_start) + 1;
 }
 
-static ct_status fail_at(const parser *p, size_t pos, const char *what) {
-  return ct_error(CT_ERR_FORMAT, "%s:%d:%d: %s", p->name, p->line,
-                  column_at(p, pos), what);
+static ct_status fail_at(const parser *p, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ct_status fail_at(const parser *p, size_t pos, const char *fmt, ...) {
+  p->err->line = p->line;
+  p->err->column = column_at(p, pos);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err->what, sizeof p->err->what, fmt, ap);
+  va_end(ap);
+  return CT_ERR_FORMAT;
 }
 
 static void skip_space(parser *p) {
@@ -76,29 +88,6 @@ static int32_t read_hex4(parser *p) {
   return v;
 }
 
-static int put_utf8(char *out, uint32_t cp) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 // A string at p->pos (the opening quote), unescaped and pushed to
 // doc->strings; its index in *out.
 static ct_status parse_string(parser *p, int64_t *out) {
@@ -133,21 +122,25 @@ static ct_status parse_string(parser *p, int64_t *out) {
     int32_t cp = read_hex4(p);
     if (cp < 0) return fail_at(p, esc, "invalid \\u escape (need 4 hex digits)");
     if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate: its pair follows
+      size_t after = p->pos;
       int32_t lo = -1;
       if (p->len - p->pos >= 2 && p->s[p->pos] == '\\' &&
           p->s[p->pos + 1] == 'u') {
         p->pos += 2;
         lo = read_hex4(p);
       }
-      if (lo < 0xDC00 || lo > 0xDFFF)
-        return fail_at(p, esc, "unpaired UTF-16 surrogate in a \\u escape");
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-      return fail_at(p, esc, "unpaired UTF-16 surrogate in a \\u escape");
-    } else if (cp == 0) {
-      return fail_at(p, esc, "\\u0000 in a string is not supported");
+      if (lo >= 0xDC00 && lo <= 0xDFFF)
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      else
+        p->pos = after;  // alone: what follows is read on its own
     }
-    n += put_utf8(p->buf + n, (uint32_t)cp);
+    bool lone = cp >= 0xD800 && cp <= 0xDFFF;
+    if (lone && !p->python)
+      return fail_at(p, esc, "unpaired UTF-16 surrogate in a \\u escape");
+    if (cp == 0 && !p->python)
+      return fail_at(p, esc, "\\u0000 in a string is not supported");
+    // ct_utf8_encode but for the lone surrogates CT_JSON_PYTHON lets by.
+    n += ct_wtf8_encode(cp, p->buf + n);
   }
   p->pos++;  // the closing quote
   if (ct_string_list_push(&p->doc->strings, p->buf, (size_t)n))
@@ -158,9 +151,27 @@ static ct_status parse_string(parser *p, int64_t *out) {
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+static bool match_word(parser *p, const char *word) {
+  size_t n = strlen(word);
+  if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n)) return false;
+  p->pos += n;
+  return true;
+}
+
 // A number, checked against the JSON grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converted by strtod.
-static ct_status parse_number(parser *p, double *out) {
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converted by strtod;
+// *integer says whether it had neither fraction nor exponent.
+static ct_status parse_number(parser *p, double *out, bool *integer) {
+  static const struct { const char *word; double value; } python_words[] = {
+    {"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY},
+  };
+  *integer = false;
+  for (size_t k = 0; p->python && k < sizeof python_words /
+                                          sizeof python_words[0]; k++)
+    if (match_word(p, python_words[k].word)) {
+      *out = python_words[k].value;
+      return CT_OK;
+    }
   size_t start = p->pos, i = p->pos;
   const char *s = p->s;
   if (i < p->len && s[i] == '-') i++;
@@ -173,6 +184,7 @@ static ct_status parse_number(parser *p, double *out) {
   } else {
     while (i < p->len && is_digit(s[i])) i++;
   }
+  *integer = i >= p->len || (s[i] != '.' && s[i] != 'e' && s[i] != 'E');
   if (i < p->len && s[i] == '.') {
     i++;
     if (i >= p->len || !is_digit(s[i]))
@@ -190,7 +202,7 @@ static ct_status parse_number(parser *p, double *out) {
   size_t n = i - start;
   if (n >= sizeof tmp) {  // long literals: parse a NUL-terminated copy
     char *copy = malloc(n + 1);
-    if (!copy) return ct_error(CT_ERR_NOMEM, "%s: out of memory", p->name);
+    if (!copy) return ct_error(CT_ERR_NOMEM, "JSON number: out of memory");
     memcpy(copy, s + start, n);
     copy[n] = 0;
     *out = strtod(copy, NULL);
@@ -200,17 +212,10 @@ static ct_status parse_number(parser *p, double *out) {
     tmp[n] = 0;
     *out = strtod(tmp, NULL);
   }
-  if (!isfinite(*out))
+  if (!isfinite(*out) && !p->python)
     return fail_at(p, start, "number out of range");
   p->pos = i;
   return CT_OK;
-}
-
-static bool match_word(parser *p, const char *word) {
-  size_t n = strlen(word);
-  if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n)) return false;
-  p->pos += n;
-  return true;
 }
 
 static ct_status parse_value(parser *p, int depth, int64_t *out);
@@ -236,7 +241,8 @@ static ct_status parse_container(parser *p, int depth, bool object,
       if (st) return st;
       skip_space(p);
       if (p->pos >= p->len || p->s[p->pos] != ':')
-        return fail_at(p, p->pos, "expected ':' after the key");
+        return fail_at(p, p->pos, "expected ':' after key '%s'",
+                       ct_string_list_get(&p->doc->strings, key));
       p->pos++;
       skip_space(p);
     }
@@ -303,21 +309,26 @@ static ct_status parse_value(parser *p, int depth, int64_t *out) {
       return CT_OK;
     }
     default: {
-      if (c != '-' && !is_digit(c))
+      if (c != '-' && !is_digit(c) && !(p->python && (c == 'N' || c == 'I')))
         return fail_at(p, p->pos, "expected a value");
       double num = 0;
+      bool integer;
       if ((st = new_value(p, CT_JVAL_NUMBER, out))) return st;
-      if ((st = parse_number(p, &num))) return st;
+      if ((st = parse_number(p, &num, &integer))) return st;
       p->doc->values[*out].number = num;
+      p->doc->values[*out].integer = integer;
       return CT_OK;
     }
   }
 }
 
-ct_status ct_json_doc_parse(ct_json_doc *doc, const char *text, size_t len,
-                            const char *name) {
+ct_status ct_json_doc_parse_quiet(ct_json_doc *doc, const char *text,
+                                  size_t len, unsigned flags,
+                                  ct_json_error *err) {
   *doc = (ct_json_doc){0};
-  parser p = {.s = text, .len = len, .line = 1, .name = name, .doc = doc};
+  *err = (ct_json_error){0};
+  parser p = {.s = text, .len = len, .line = 1,
+              .python = (flags & CT_JSON_PYTHON) != 0, .err = err, .doc = doc};
   if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))  // a UTF-8 BOM
     p.pos = p.line_start = 3;
   skip_space(&p);
@@ -330,6 +341,15 @@ ct_status ct_json_doc_parse(ct_json_doc *doc, const char *text, size_t len,
   }
   free(p.buf);
   if (st) ct_json_doc_free(doc);
+  return st;
+}
+
+ct_status ct_json_doc_parse(ct_json_doc *doc, const char *text, size_t len,
+                            const char *name) {
+  ct_json_error err;
+  ct_status st = ct_json_doc_parse_quiet(doc, text, len, 0, &err);
+  if (st == CT_ERR_FORMAT)
+    return ct_error(st, "%s:%d:%d: %s", name, err.line, err.column, err.what);
   return st;
 }
 
@@ -380,4 +400,24 @@ const char *ct_json_str(const ct_json_doc *doc, const ct_json_value *v) {
 
 const char *ct_json_key(const ct_json_doc *doc, const ct_json_value *v) {
   return v && v->key >= 0 ? ct_string_list_get(&doc->strings, v->key) : NULL;
+}
+
+void ct_json_write_string(const char *s, ct_json_put_fn put, void *sink) {
+  put(sink, "\"", 1);
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    static const char plain[] = "\"\\\b\f\n\r\t", escaped[] = "\"\\bfnrt";
+    const char *k = strchr(plain, *c);
+    char esc[8];
+    if (k) {
+      esc[0] = '\\';
+      esc[1] = escaped[k - plain];
+      put(sink, esc, 2);
+    } else if (*c < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", *c);
+      put(sink, esc, 6);
+    } else {
+      put(sink, c, 1);
+    }
+  }
+  put(sink, "\"", 1);
 }

@@ -30,7 +30,12 @@ int32_t ct_utf8_decode(const char *str, size_t len, size_t *pos) {
 }
 
 int ct_utf8_encode(int32_t cp, char out[4]) {
-  if (cp < 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+  return ct_wtf8_encode(cp, out);
+}
+
+int ct_wtf8_encode(int32_t cp, char out[4]) {
+  if (cp < 0 || cp > 0x10FFFF) return 0;
   if (cp < 0x80) { out[0] = (char)cp; return 1; }
   if (cp < 0x800) {
     out[0] = (char)(0xC0 | (cp >> 6));

@@ -1,9 +1,11 @@
-// UTF-8 decoding, encoding and validation (RFC 3629).
+// UTF-8 decoding, encoding and validation (RFC 3629): the one UTF-8 codec of
+// ctrain (the tokenizer, the JSON reader and the translation task use it).
 //
 // Strict: overlong forms, surrogates (U+D800..U+DFFF) and code points above
-// U+10FFFF are invalid. What this file does not do: normalization (NFC/NFD)
-// or any other Unicode property lookups; the tokenizer has its own small
-// tables.
+// U+10FFFF are invalid. The one exception is ct_wtf8_encode, for JSON text
+// whose \u escapes carry a lone surrogate. What this file does not do:
+// normalization (NFC/NFD) or any other Unicode property lookups; the
+// tokenizer has its own small tables.
 #ifndef CT_DATA_UTF8_H
 #define CT_DATA_UTF8_H
 
@@ -16,6 +18,11 @@ int32_t ct_utf8_decode(const char *s, size_t len, size_t *pos);
 // Writes the encoding of cp (at most 4 bytes) to out; returns its length,
 // or 0 for an invalid code point.
 int ct_utf8_encode(int32_t cp, char out[4]);
+// The same, except that a surrogate U+D800..U+DFFF is encoded too (3 bytes,
+// ED A0 80..ED BF BF), as WTF-8 does: for lone surrogates that JSON's \u
+// escapes (and Python's json module) allow. The result is then not valid
+// UTF-8; ct_utf8_find_invalid points at it. 0 for cp < 0 or > U+10FFFF.
+int ct_wtf8_encode(int32_t cp, char out[4]);
 // The byte offset of the first invalid byte of s[0..len), or len when all of
 // it is valid UTF-8.
 size_t ct_utf8_find_invalid(const char *s, size_t len);

@@ -3,7 +3,7 @@
 // range, overlaps bounded), with shapes and with pasted items; the COCO
 // writer and loader round-trip the boxes (also rescaled); every kind of bad
 // annotation file or image gives its error naming the file (and the entry);
-// the JSON reader's strictness and escapes.
+// the JSON reader's strictness and escapes, and its CT_JSON_PYTHON mode.
 #include "data/detection.h"
 #include "data/idx.h"
 #include "data/json.h"
@@ -305,13 +305,22 @@ static void test_coco_round_trip(void) {
   CHECK(rgb.C == 3 && !memcmp(ct_detection_image(&rgb, 1) + 2 * 64 * 64,
                               ct_detection_image(&val, 1), 64 * 64),
         "RGB load");
-  // An RGB set written and read back.
+  // An RGB set written and read back, with category names that need
+  // escaping (ct_json_write_string) in the file.
+  const char *names[] = {"qu\"ote", "back\\slash/", "ctl\n\t\x01\x1f",
+                         "caf\xC3\xA9 \xF0\x9F\x98\x80"};
+  ct_string_list_clear(&rgb.class_names);
+  for (int k = 0; k < 4; k++)
+    ct_string_list_push(&rgb.class_names, names[k], strlen(names[k]));
   CHECK(!ct_toy_detection_write(tmp_path("rgbdet"), &rgb, &rgb, false), "%s",
         ct_last_error());
   CHECK(!ct_coco_load(&back, tmp_path("rgbdet/val.json"),
                       tmp_path("rgbdet/val"), 3, 64),
         "%s", ct_last_error());
   CHECK(same_sets(&rgb, &back), "RGB round trip differs");
+  for (int k = 0; k < 4 && back.K == 4; k++)
+    CHECK(!strcmp(ct_string_list_get(&back.class_names, k), names[k]),
+          "escaped name %d: '%s'", k, ct_string_list_get(&back.class_names, k));
   ct_detection_dataset_free(&back);
   ct_detection_dataset_free(&rgb);
   ct_detection_dataset_free(&train);
@@ -573,6 +582,92 @@ static void test_json(void) {
   check_error(parse(deep), CT_ERR_FORMAT, "nesting too deep", NULL, "deep");
 }
 
+// How numbers were written, the quiet variant, and what CT_JSON_PYTHON
+// accepts beyond RFC 8259 (and strict parsing refuses).
+static void test_json_modes(void) {
+  const char *text = "[0, -12, 1.0, 1e2, 2E-1, 123456789012345678901234567890]";
+  ct_json_doc doc;
+  CHECK(!ct_json_doc_parse(&doc, text, strlen(text), "t.json"), "%s",
+        ct_last_error());
+  const bool integer[] = {true, true, false, false, false, true};
+  int i = 0;
+  for (const ct_json_value *v = ct_json_first(&doc, ct_json_root(&doc)); v;
+       v = ct_json_next(&doc, v), i++)
+    CHECK(v->integer == integer[i], "number %d: integer %d", i, v->integer);
+  CHECK(i == 6, "%d numbers", i);
+  ct_json_doc_free(&doc);
+
+  // The quiet variant: the place and the reason in err, no last error.
+  ct_error(CT_ERR_IO, "earlier");
+  ct_json_error err;
+  text = "{\"a\": 1,\n \"bee\" 2}";
+  CHECK(ct_json_doc_parse_quiet(&doc, text, strlen(text), 0, &err) ==
+                CT_ERR_FORMAT &&
+            err.line == 2 && err.column == 8 &&
+            !strcmp(err.what, "expected ':' after key 'bee'") &&
+            !strcmp(ct_last_error(), "earlier") && doc.count == 0,
+        "quiet: %d:%d %s / %s", err.line, err.column, err.what,
+        ct_last_error());
+  check_error(parse(text), CT_ERR_FORMAT,
+              "t.json:2:8: expected ':' after key 'bee'", NULL, "loud");
+
+  // Python's extensions: refused strictly, read with CT_JSON_PYTHON.
+  text = "[NaN, Infinity, -Infinity, 1e999, \"\\ud800\", \"x\\udfff\\u0041\","
+         " \"\\udbff\\udfff\", \"a\\u0000b\"]";
+  CHECK(ct_json_doc_parse_quiet(&doc, text, strlen(text), 0, &err) ==
+            CT_ERR_FORMAT && err.column == 2,
+        "strict: %d %s", err.column, err.what);
+  CHECK(!ct_json_doc_parse_quiet(&doc, text, strlen(text), CT_JSON_PYTHON,
+                                 &err),
+        "python: %s", err.what);
+  const ct_json_value *v = ct_json_first(&doc, ct_json_root(&doc));
+  CHECK(v && isnan(v->number) && !v->integer, "NaN");
+  v = ct_json_next(&doc, v);
+  CHECK(v && v->number == INFINITY, "Infinity");
+  v = ct_json_next(&doc, v);
+  CHECK(v && v->number == -INFINITY, "-Infinity");
+  v = ct_json_next(&doc, v);
+  CHECK(v && v->number == INFINITY && !v->integer, "1e999");
+  static const struct { const char *bytes; int64_t len; } strings[] = {
+      {"\xED\xA0\x80", 3},              // a lone high surrogate, WTF-8
+      {"x\xED\xBF\xBF" "A", 5},         // a lone low one
+      {"\xF4\x8F\xBF\xBF", 4},          // the last pair: U+10FFFF
+      {"a\0b", 3},                      // \u0000 kept; C callers see "a"
+  };
+  for (int k = 0; k < 4; k++) {
+    v = ct_json_next(&doc, v);
+    CHECK(v && v->type == CT_JVAL_STRING &&
+              ct_string_list_len(&doc.strings, v->str) == strings[k].len &&
+              !memcmp(ct_json_str(&doc, v), strings[k].bytes,
+                      (size_t)strings[k].len),
+          "string %d", k);
+  }
+  ct_json_doc_free(&doc);
+  const char *strict_only[][2] = {
+      {"[\"\\udfff\"]", "unpaired"},
+      {"[\"\\udbff\\udbff\"]", "unpaired"},
+      {"[\"x\\u0000\"]", "\\u0000"},
+      {"[-Infinity]", "invalid number"},
+      {"[1e400]", "out of range"},
+  };
+  for (size_t k = 0; k < sizeof strict_only / sizeof strict_only[0]; k++) {
+    const char *t = strict_only[k][0];
+    check_error(parse(t), CT_ERR_FORMAT, strict_only[k][1], "t.json:1:", t);
+    CHECK(!ct_json_doc_parse_quiet(&doc, t, strlen(t), CT_JSON_PYTHON, &err),
+          "python %s: %s", t, err.what);
+    ct_json_doc_free(&doc);
+  }
+  // Still refused with CT_JSON_PYTHON: other spellings and the usual errors.
+  const char *never[] = {"[nan]", "[inf]", "[+1]", "[-Inf]", "[NaNa]",
+                         "[\"\\u12\"]", "[01]", "[1,]"};
+  for (size_t k = 0; k < sizeof never / sizeof never[0]; k++) {
+    CHECK(ct_json_doc_parse_quiet(&doc, never[k], strlen(never[k]),
+                                  CT_JSON_PYTHON, &err) == CT_ERR_FORMAT,
+          "python accepted %s", never[k]);
+    ct_json_doc_free(&doc);
+  }
+}
+
 int main(void) {
   const char *base = getenv("TMPDIR");
   snprintf(tmp_dir, sizeof tmp_dir, "%s/ct_test_detection_XXXXXX",
@@ -586,6 +681,7 @@ int main(void) {
   test_coco_round_trip();
   test_coco_errors();
   test_json();
+  test_json_modes();
   remove_tree(tmp_dir);
   return test_summary("detection_data");
 }

@@ -66,18 +66,109 @@ static void test_json_obj(void) {
   static const struct { const char *text, *why; } bad[] = {
     {"{\"a\" 1}", "expected ':' after key 'a' (column 6)"},
     {"{\"a\": [1]}", "nested objects and arrays are not supported (key 'a') (column 7)"},
-    {"{\"a\": 01}", "expected a value (column 7)"},
-    {"{\"a\": 1,}", "expected a quoted key (column 9)"},
-    {"{\"a\": 1} x", "unexpected text after the object (column 10)"},
-    {"{\"a\": \"x", "unterminated string (column 9)"},
+    {"{\"a\": 01}", "invalid number (leading zero) (column 7)"},
+    {"{\"a\": 1,}", "trailing ',' before '}' (column 9)"},
+    {"{\"a\": 1} x", "unexpected text after the JSON value (column 10)"},
+    {"{\"a\": \"x", "unterminated string (column 7)"},
     {"[1]", "expected '{' (column 1)"},
-    {"{\"a\": tru}", "expected a value (column 7)"},
+    {"{\"a\": tru}", "invalid literal (true, false or null?) (column 7)"},
+    // Also refused with Python's extensions: other spellings, bad escapes,
+    // nesting at any depth.
+    {"{\"a\": \"\\x\"}", "invalid escape in a string (column 8)"},
+    {"{\"a\": \"\\ud800\\u12\"}", "invalid \\u escape (need 4 hex digits) (column 14)"},
+    {"{\"a\": nan}", "invalid literal (true, false or null?) (column 7)"},
+    {"{\"a\": -Inf}", "invalid number (column 7)"},
+    {"{\"a\": +1}", "expected a value (column 7)"},
+    {"{\"a\": 1, \"b\": {\"c\": [[]]}}", "nested objects and arrays are not supported (key 'b') (column 15)"},
+    {"", "unexpected end of input (column 1)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ct_status st = ct_json_parse_object(bad[i].text, strlen(bad[i].text), &r, why, sizeof why);
-    CHECK(st == CT_ERR_FORMAT && !strcmp(why, bad[i].why), "%s:\n  got  '%s'\n  want '%s'",
-          bad[i].text, why, bad[i].why);
+    CHECK(st == CT_ERR_FORMAT && !strcmp(why, bad[i].why) && r.n == 0 && !r.fields,
+          "%s:\n  got  '%s'\n  want '%s'", bad[i].text, why, bad[i].why);
   }
+}
+
+// What the metrics reader accepted before it read through data/json.h (with
+// CT_JSON_PYTHON) and must go on accepting, with the same values.
+static void test_record_reading(void) {
+  ct_json_record r;
+  char why[128];
+  double v;
+  // Lone surrogates stay as their 3-byte (WTF-8) form, a pair becomes one
+  // code point, a high surrogate before a non-surrogate escape stays alone,
+  // and \u0000 ends the C string there.
+  const char *text = "{\"hi\": \"a\\ud800b\", \"lo\": \"\\udc00\", \"pair\": \"\\uD83D\\uDE00\","
+                     " \"hi_A\": \"\\ud800\\u0041\", \"nul\": \"x\\u0000y\", \"\\u00e9\": 1}";
+  CHECK(ct_json_parse_object(text, strlen(text), &r, why, sizeof why) == CT_OK, "%s", why);
+  const char *s = ct_json_record_str(&r, "hi");
+  CHECK(s && !strcmp(s, "a\xED\xA0\x80" "b"), "lone high surrogate '%s'", s ? s : "(null)");
+  s = ct_json_record_str(&r, "lo");
+  CHECK(s && !strcmp(s, "\xED\xB0\x80"), "lone low surrogate '%s'", s ? s : "(null)");
+  s = ct_json_record_str(&r, "pair");
+  CHECK(s && !strcmp(s, "\xF0\x9F\x98\x80"), "surrogate pair '%s'", s ? s : "(null)");
+  s = ct_json_record_str(&r, "hi_A");
+  CHECK(s && !strcmp(s, "\xED\xA0\x80" "A"), "high surrogate, then A: '%s'", s ? s : "(null)");
+  s = ct_json_record_str(&r, "nul");
+  CHECK(s && !strcmp(s, "x"), "\\u0000 ends the string: '%s'", s ? s : "(null)");
+  CHECK(ct_json_record_num(&r, "\xC3\xA9", &v) && v == 1, "escaped key");
+  ct_json_record_free(&r);
+
+  // Numbers: Python's spellings, overflow to infinity, JSON's forms.
+  text = "{\"nan\": NaN, \"inf\": Infinity, \"ninf\": -Infinity, \"big\": -1e999,"
+         " \"tiny\": 1e-999, \"neg0\": -0, \"e\": 1E+2, \"f\": 2.5e-3,"
+         " \"t\": true, \"no\": false, \"null\": null, \"s\": \"1\"}";
+  CHECK(ct_json_parse_object(text, strlen(text), &r, why, sizeof why) == CT_OK, "%s", why);
+  CHECK(ct_json_record_num(&r, "nan", &v) && isnan(v), "NaN");
+  CHECK(ct_json_record_num(&r, "inf", &v) && v == INFINITY, "Infinity");
+  CHECK(ct_json_record_num(&r, "ninf", &v) && v == -INFINITY, "-Infinity");
+  CHECK(ct_json_record_num(&r, "big", &v) && v == -INFINITY, "-1e999 %g", v);
+  CHECK(ct_json_record_num(&r, "tiny", &v) && v == 0, "1e-999 %g", v);
+  CHECK(ct_json_record_num(&r, "neg0", &v) && v == 0 && signbit(v), "-0");
+  CHECK(ct_json_record_num(&r, "e", &v) && v == 100, "1E+2");
+  CHECK(ct_json_record_num(&r, "f", &v) && v == 2.5e-3, "2.5e-3");
+  const ct_json_field *f = ct_json_record_get(&r, "t");
+  CHECK(f && f->kind == CT_JSON_BOOL && f->num == 1, "true");
+  f = ct_json_record_get(&r, "no");
+  CHECK(f && f->kind == CT_JSON_BOOL && f->num == 0, "false");
+  f = ct_json_record_get(&r, "null");
+  CHECK(f && f->kind == CT_JSON_NULL && isnan(f->num) && !f->str, "null");
+  f = ct_json_record_get(&r, "s");
+  CHECK(f && f->kind == CT_JSON_STR && !ct_json_record_num(&r, "s", &v), "a string is no number");
+  CHECK(r.n == 12 && !strcmp(r.fields[11].key, "s"), "fields in order: %d", r.n);
+  ct_json_record_free(&r);
+  // A number literal may be longer than 64 bytes (no length limit).
+  text = "{\"long\": 0.100000000000000000000000000000000000000000000000000000000000000000001}";
+  CHECK(ct_json_parse_object(text, strlen(text), &r, why, sizeof why) == CT_OK &&
+            ct_json_record_num(&r, "long", &v) && v == 0.1,
+        "long literal: %s", why);
+  ct_json_record_free(&r);
+
+  // Duplicate keys: both kept, the first is found.
+  text = "{\"a\": 1, \"a\": 2}";
+  CHECK(ct_json_parse_object(text, strlen(text), &r, why, sizeof why) == CT_OK && r.n == 2 &&
+            ct_json_record_num(&r, "a", &v) && v == 1,
+        "duplicate keys");
+  ct_json_record_free(&r);
+
+
+  // Every byte from 0x01 to 0xff (control characters, quote, backslash,
+  // UTF-8 bytes) survives the writer's escaping and the reader.
+  char all[256];
+  for (int i = 1; i < 256; i++) all[i - 1] = (char)i;
+  all[255] = '\0';
+  ct_json_obj o;
+  ct_json_obj_init(&o);
+  ct_json_obj_str(&o, all, all);
+  const char *line = ct_json_obj_text(&o);
+  CHECK(line && !strchr(line, '\n') && strstr(line, "\\u001f\\u0020") == NULL &&
+            strstr(line, "\\u001f !\\\"#") != NULL,
+        "escaped: %s", line);
+  CHECK(ct_json_parse_object(line, strlen(line), &r, why, sizeof why) == CT_OK, "%s", why);
+  s = ct_json_record_str(&r, all);
+  CHECK(r.n == 1 && s && !strcmp(s, all), "all bytes round trip");
+  ct_json_record_free(&r);
+  ct_json_obj_free(&o);
 }
 
 static void write_step(ct_jsonl *log, const char *type, int64_t step, double loss) {
@@ -142,6 +233,25 @@ static void test_jsonl_file(void) {
   CHECK(d.n == 0 && d.records == NULL, "nothing returned on error");
   file_put(bad, "w", "{\"step\": 1}\n{\"step\": }\n");
   CHECK(ct_jsonl_read(bad, &d) == CT_ERR_FORMAT, "malformed complete last line accepted");
+  // Torn anywhere (inside an escape, a surrogate pair, a number or a
+  // literal), a last line is skipped; once its newline is there, it is an
+  // error naming file:line.
+  const char *full = "{\"type\": \"eval\", \"s\": \"\\ud83d\\ude00\\n\", \"loss\": -1.5e-3, \"ok\": true}";
+  for (size_t n = 1; n < strlen(full); n++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"step\": 1}\n%.*s", (int)n, full);
+    file_put(bad, "w", text);
+    bool skipped = ct_jsonl_read(bad, &d) == CT_OK && d.n == 1 &&
+                   strstr(d.warning, ":2: skipped a truncated last line") != NULL;
+    ct_jsonl_data_free(&d);
+    strcat(text, "\n");
+    file_put(bad, "w", text);
+    snprintf(want, sizeof want, "%s:2: malformed JSON: ", bad);
+    bool refused = ct_jsonl_read(bad, &d) == CT_ERR_FORMAT && strstr(ct_last_error(), want) != NULL;
+    ct_jsonl_data_free(&d);
+    CHECK(skipped && refused, "torn after %zu bytes: skipped %d, refused %d (%s)", n, skipped,
+          refused, ct_last_error());
+  }
   const char *missing = tmp_path("missing.jsonl");
   CHECK(ct_jsonl_read(missing, &d) == CT_ERR_IO, "missing file");
   snprintf(want, sizeof want, "%s: cannot open: No such file or directory", missing);
@@ -311,6 +421,7 @@ int main(void) {
   snprintf(dir, sizeof dir, "/tmp/ct_test_plot_XXXXXX");
   if (!mkdtemp(dir)) return 1;
   test_json_obj();
+  test_record_reading();
   test_jsonl_file();
   test_plot();
   test_plot_run_dir();

@@ -5,6 +5,7 @@
 // was; damaged headers never crash the parser.
 #include "core/error.h"
 #include "core/params.h"
+#include "data/json.h"
 #include "tests/harness.h"
 #include "train/fileio.h"
 #include "train/params_digest.h"
@@ -167,6 +168,43 @@ static void expect_load(const image *im, unsigned flags, ct_status want,
 
 #define W23 "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":"
 
+// Names and metadata with every character JSON escapes (and UTF-8) survive
+// a save and a load; the header holds them escaped as serde_json writes them.
+static void test_escaped_names(void) {
+  const char *names[] = {"quote\"back\\slash/", "ctl\x01\x1f\b\f\n\r\t\x7f",
+                         "caf\xc3\xa9 \xf0\x9f\x98\x80"};
+  ct_params a, b;
+  ct_params_init(&a);
+  for (int k = 0; k < 3; k++) ct_params_add(&a, names[k], CT_SHAPE(2), 0);
+  for (size_t i = 0; i < a.count; i++) a.data[i] = (float)i + 0.5f;
+  const char *meta[] = {"k\"ey", "v\\al\n\x02", NULL};
+  CHECK(ct_safetensors_save(tmp_path, &a, meta) == CT_OK, "save: %s",
+        ct_last_error());
+  unsigned char *bytes;
+  size_t len;
+  read_back(tmp_path, &bytes, &len);
+  const char *header = bytes ? (const char *)bytes + 8 : "";
+  CHECK(has(header, "\"ctl\\u0001\\u001f\\b\\f\\n\\r\\t\x7f\":") &&
+            has(header, "\"quote\\\"back\\\\slash/\":") &&
+            has(header, "\"caf\xc3\xa9 \xf0\x9f\x98\x80\":") &&
+            has(header, "{\"k\\\"ey\":\"v\\\\al\\n\\u0002\"}"),
+        "escaped header: %.300s", header);
+  free(bytes);
+  ct_params_init(&b);
+  CHECK(ct_safetensors_load(tmp_path, &b, CT_LOAD_REGISTER) == CT_OK,
+        "load: %s", ct_last_error());
+  for (int k = 0; k < 3; k++) {
+    const ct_param *pa = ct_params_find(&a, names[k]);
+    const ct_param *pb = ct_params_find(&b, names[k]);
+    CHECK(pb && !memcmp(b.data + pb->offset, a.data + pa->offset,
+                        2 * sizeof(float)),
+          "name %d read back", k);
+  }
+  CHECK(b.n == 3, "%d tensors", b.n);
+  ct_params_free(&a);
+  ct_params_free(&b);
+}
+
 static void test_hand_built(void) {
   unsigned char data[32];
   memcpy(data, b_values, 8);
@@ -290,25 +328,39 @@ static void test_hand_built(void) {
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2,3],\"data_offsets\":[0,"
        "24]}}",
        24, "a non-negative integer"},
-      {W23 "[0,24.0]}}", 24, "expected ']'"},
+      {W23 "[0,24.0]}}", 24, "data_offsets: expected a non-negative integer"},
+      {W23 "[0,2.4e1]}}", 24, "data_offsets: expected a non-negative integer"},
+      {W23 "[-0,24]}}", 24, "data_offsets: expected a non-negative integer"},
+      {W23 "[\"0\",24]}}", 24, "data_offsets: expected a non-negative integer"},
+      {W23 "[0,24,32]}}", 24, "data_offsets must be [BEGIN, END]"},
+      {W23 "{}}}", 24, "data_offsets must be [BEGIN, END]"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808,0],"
+       "\"data_offsets\":[0,0]}}",
+       0, "shape: expected an integer below 2^63"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,12]}}",
+       12, "shape that is not an array"},
+      {"{\"w\":{\"dtype\":32,\"shape\":[3],\"data_offsets\":[0,12]}}",
+       12, "dtype that is not a string"},
+      {"{\"w\":[]}", 0, "tensor 'w' must be an object"},
       {W23 "[0,"
        "99999999999999999999]}}",
        24, "below 2^64"},
       {"[1, 2]", 0, "'{' at the start"},
       {"{\"w\" {}}", 0, "expected ':'"},
-      {"{\"w\":{\"dtype\":\"F32", 0, "the end of a string"},
-      {"{\"w\\x\":{}}", 0, "a valid escape"},
-      {"{\"w\\u0000\":{}}", 0, "no NUL in a string"},
-      {"{\"w\\ud800x\":{}}", 0, "a low surrogate"},
-      {"{\"w\\udc00\":{}}", 0, "a high surrogate"},
-      {"{\"w\tx\":{}}", 0, "no control characters"},
-      {"{} x", 0, "only spaces after the header"},
+      {"{\"w\":{\"dtype\":\"F32", 0, "unterminated string (header line 1, column 15)"},
+      {"{\"w\\x\":{}}", 0, "invalid escape in a string"},
+      {"{\"w\\u0000\":{}}", 0, "\\u0000 in a string is not supported"},
+      {"{\"w\\ud800x\":{}}", 0, "unpaired UTF-16 surrogate"},
+      {"{\"w\\udc00\":{}}", 0, "unpaired UTF-16 surrogate"},
+      {"{\"w\\ud800\\u0041\":{}}", 0, "unpaired UTF-16 surrogate"},
+      {"{\"w\tx\":{}}", 0, "control character in a string"},
+      {"{} x", 0, "unexpected text after the JSON value"},
+      {"{\"w\":{\"dtype\":\"F32\",\"x\":NaN}}", 0, "expected a value"},
+      {"{\"w\":{\"dtype\":\"F32\",\"x\":1e999}}", 0, "number out of range"},
+      {"\xEF\xBB\xBF{}", 0, "'{' at the start"},
       {"{\"__metadata__\":{\"a\":1}}", 0, "must map strings to strings"},
       {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "appears twice"},
-      {"{\"w\":{\"dtype\":\"F32\",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
-       "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}",
-       0, "nesting no deeper than 64"},
+      {"{\"__metadata__\":[\"a\", \"b\"]}", 0, "must map strings to strings"},
       {"", 0, "'{' at the start"},
   };
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
@@ -321,6 +373,24 @@ static void test_hand_built(void) {
               has(ct_last_error(), bad[k].message),
           "case %zu: want \"%s\", got %s: %s", k, bad[k].message,
           ct_status_name(st), ct_last_error());
+  }
+
+  // Whitespace before the header's '{' and nesting in an ignored value up to
+  // the JSON reader's limit are fine (x's outer array is at depth 2, its
+  // innermost at depth + 1); deeper nesting is refused, not a stack overflow.
+  char deep[2 * CT_JSON_MAX_DEPTH + 200];
+  for (int depth = CT_JSON_MAX_DEPTH - 1; depth <= CT_JSON_MAX_DEPTH;
+       depth++) {
+    snprintf(deep, sizeof deep, " \r\n\t" W23 "[0,24],\"x\":");
+    for (int i = 0; i < depth; i++) strcat(deep, "[");
+    for (int i = 0; i < depth; i++) strcat(deep, "]");
+    strcat(deep, "}}");
+    im = build(deep, w_values, 24);
+    if (depth < CT_JSON_MAX_DEPTH)
+      expect_load(&im, CT_LOAD_ALLOW_MISSING, CT_OK, "");
+    else
+      expect_load(&im, CT_LOAD_ALLOW_MISSING, CT_ERR_FORMAT,
+                  "nesting too deep");
   }
 
   // The 8-byte length itself.
@@ -391,6 +461,7 @@ int main(void) {
            base && *base ? base : "/tmp", (long)getpid());
   test_reference_vectors();
   test_round_trip();
+  test_escaped_names();
   test_hand_built();
   test_damage();
   remove(tmp_path);

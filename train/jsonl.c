@@ -1,12 +1,14 @@
-// metrics.jsonl writing and a minimal reader for flat JSON objects.
+// metrics.jsonl (see jsonl.h): building objects, appending lines, and flat
+// records. Not here: JSON syntax of its own; reading and string escaping are
+// data/json.h's.
 #include "train/jsonl.h"
+#include "data/json.h"
 #include "train/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,7 +16,9 @@
 
 // ---- building ----
 
-static void obj_append(ct_json_obj *o, const char *s, size_t n) {
+// A ct_json_put_fn (data/json.h) appending to the ct_json_obj `sink`.
+static void obj_append(void *sink, const void *s, size_t n) {
+  ct_json_obj *o = sink;
   if (o->failed) return;
   if (o->len + n + 2 > o->cap) {  // room for the closing "}" and NUL
     size_t cap = o->cap ? o->cap : 128;
@@ -33,36 +37,10 @@ static void obj_append(ct_json_obj *o, const char *s, size_t n) {
 
 static void obj_puts(ct_json_obj *o, const char *s) { obj_append(o, s, strlen(s)); }
 
-// Writes a JSON string literal: quotes, backslash and control characters
-// escaped, other bytes (UTF-8) as they are.
-static void obj_string(ct_json_obj *o, const char *s) {
-  obj_puts(o, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    char esc[8];
-    switch (*p) {
-    case '"': obj_puts(o, "\\\""); break;
-    case '\\': obj_puts(o, "\\\\"); break;
-    case '\n': obj_puts(o, "\\n"); break;
-    case '\r': obj_puts(o, "\\r"); break;
-    case '\t': obj_puts(o, "\\t"); break;
-    case '\b': obj_puts(o, "\\b"); break;
-    case '\f': obj_puts(o, "\\f"); break;
-    default:
-      if (*p < 0x20) {
-        snprintf(esc, sizeof esc, "\\u%04x", *p);
-        obj_puts(o, esc);
-      } else {
-        obj_append(o, (const char *)p, 1);
-      }
-    }
-  }
-  obj_puts(o, "\"");
-}
-
 static void obj_key(ct_json_obj *o, const char *key) {
   if (o->len == 0) obj_puts(o, "{");
   if (o->len > 1) obj_puts(o, ", ");
-  obj_string(o, key);
+  ct_json_write_string(key, obj_append, o);
   obj_puts(o, ": ");
 }
 
@@ -95,7 +73,7 @@ void ct_json_obj_num(ct_json_obj *o, const char *key, double v) {
 
 void ct_json_obj_str(ct_json_obj *o, const char *key, const char *v) {
   obj_key(o, key);
-  obj_string(o, v ? v : "");
+  ct_json_write_string(v ? v : "", obj_append, o);
 }
 
 void ct_json_obj_bool(ct_json_obj *o, const char *key, bool v) {
@@ -181,180 +159,6 @@ ct_status ct_jsonl_close(ct_jsonl *j) {
 
 // ---- parsing ----
 
-typedef struct parser {
-  const char *s, *end, *start;
-  char *why;
-  size_t why_size;
-} parser;
-
-static bool fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool fail(parser *p, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(p->why, p->why_size, fmt, ap);
-  va_end(ap);
-  if (n >= 0 && (size_t)n < p->why_size)
-    snprintf(p->why + n, p->why_size - (size_t)n, " (column %d)", (int)(p->s - p->start) + 1);
-  return false;
-}
-
-static void skip_ws(parser *p) {
-  while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\r' || *p->s == '\n'))
-    p->s++;
-}
-
-static int hex4(const char *s) {
-  int v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = s[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-static size_t utf8_put(char *out, unsigned cp) {
-  if (cp < 0x80) return out[0] = (char)cp, 1;
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | cp >> 12);
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | cp >> 18);
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
-// Parses a string literal at p->s (which is '"') into a malloc'd string.
-static bool parse_string(parser *p, char **out) {
-  const char *q = ++p->s;
-  // Unescaped text is never longer than the literal.
-  char *buf = malloc((size_t)(p->end - q) + 1);
-  if (!buf) return fail(p, "out of memory");
-  size_t n = 0;
-  while (q < p->end && *q != '"') {
-    unsigned char c = (unsigned char)*q;
-    if (c < 0x20) {
-      p->s = q;
-      free(buf);
-      return fail(p, "control character in a string");
-    }
-    if (c != '\\') {
-      buf[n++] = *q++;
-      continue;
-    }
-    if (q + 1 >= p->end) break;
-    char e = q[1];
-    q += 2;
-    const char *simple = strchr("\"\\/bfnrt", e);
-    if (e && simple) {
-      buf[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-      continue;
-    }
-    int cp = e == 'u' && p->end - q >= 4 ? hex4(q) : -1;
-    if (cp < 0) {
-      p->s = q - 2;
-      free(buf);
-      return fail(p, "bad escape in a string");
-    }
-    q += 4;
-    // A UTF-16 surrogate pair encodes one code point above U+FFFF.
-    if (cp >= 0xD800 && cp < 0xDC00 && p->end - q >= 6 && q[0] == '\\' && q[1] == 'u') {
-      int lo = hex4(q + 2);
-      if (lo >= 0xDC00 && lo < 0xE000) {
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        q += 6;
-      }
-    }
-    n += utf8_put(buf + n, (unsigned)cp);
-  }
-  if (q >= p->end) {
-    p->s = q;
-    free(buf);
-    return fail(p, "unterminated string");
-  }
-  p->s = q + 1;
-  buf[n] = '\0';
-  *out = buf;
-  return true;
-}
-
-// A JSON number (plus Python's NaN/Infinity spellings, read as NaN/inf).
-static bool parse_number(parser *p, double *out) {
-  static const struct { const char *word; double value; } words[] = {
-    {"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY},
-  };
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-    size_t n = strlen(words[i].word);
-    if ((size_t)(p->end - p->s) >= n && !memcmp(p->s, words[i].word, n)) {
-      p->s += n;
-      *out = words[i].value;
-      return true;
-    }
-  }
-  const char *q = p->s;
-  if (q < p->end && *q == '-') q++;
-  const char *digits = q;
-  while (q < p->end && *q >= '0' && *q <= '9') q++;
-  bool ok = q > digits && !(q - digits > 1 && *digits == '0');
-  if (ok && q < p->end && *q == '.') {
-    const char *f = ++q;
-    while (q < p->end && *q >= '0' && *q <= '9') q++;
-    ok = q > f;
-  }
-  if (ok && q < p->end && (*q == 'e' || *q == 'E')) {
-    q++;
-    if (q < p->end && (*q == '+' || *q == '-')) q++;
-    const char *x = q;
-    while (q < p->end && *q >= '0' && *q <= '9') q++;
-    ok = q > x;
-  }
-  if (!ok) return fail(p, "expected a value");
-  char tmp[64];
-  size_t n = (size_t)(q - p->s);
-  if (n >= sizeof tmp) return fail(p, "number too long");
-  memcpy(tmp, p->s, n);
-  tmp[n] = '\0';
-  *out = strtod(tmp, NULL);
-  p->s = q;
-  return true;
-}
-
-static bool parse_value(parser *p, ct_json_field *f) {
-  static const struct { const char *word; ct_json_kind kind; double num; } lits[] = {
-    {"true", CT_JSON_BOOL, 1.0}, {"false", CT_JSON_BOOL, 0.0}, {"null", CT_JSON_NULL, NAN},
-  };
-  if (p->s >= p->end) return fail(p, "expected a value");
-  char c = *p->s;
-  if (c == '"') {
-    f->kind = CT_JSON_STR;
-    return parse_string(p, &f->str);
-  }
-  if (c == '{' || c == '[')
-    return fail(p, "nested objects and arrays are not supported (key '%s')", f->key);
-  for (size_t i = 0; i < sizeof lits / sizeof lits[0]; i++) {
-    size_t n = strlen(lits[i].word);
-    if ((size_t)(p->end - p->s) >= n && !memcmp(p->s, lits[i].word, n)) {
-      p->s += n;
-      f->kind = lits[i].kind;
-      f->num = lits[i].num;
-      return true;
-    }
-  }
-  f->kind = CT_JSON_NUM;
-  return parse_number(p, &f->num);
-}
-
 void ct_json_record_free(ct_json_record *r) {
   for (int i = 0; i < r->n; i++) {
     free(r->fields[i].key);
@@ -364,56 +168,63 @@ void ct_json_record_free(ct_json_record *r) {
   memset(r, 0, sizeof *r);
 }
 
-static bool parse_object(parser *p, ct_json_record *r) {
-  skip_ws(p);
-  if (p->s >= p->end || *p->s != '{') return fail(p, "expected '{'");
-  p->s++;
-  skip_ws(p);
-  if (p->s < p->end && *p->s == '}') {
-    p->s++;
-  } else {
-    for (int cap = 0;;) {
-      skip_ws(p);
-      if (p->s >= p->end || *p->s != '"') return fail(p, "expected a quoted key");
-      if (r->n == cap) {
-        cap = cap ? 2 * cap : 8;
-        ct_json_field *fl = realloc(r->fields, (size_t)cap * sizeof *fl);
-        if (!fl) return fail(p, "out of memory");
-        r->fields = fl;
-      }
-      ct_json_field *f = &r->fields[r->n];
-      memset(f, 0, sizeof *f);
-      if (!parse_string(p, &f->key)) return false;
-      r->n++;
-      skip_ws(p);
-      if (p->s >= p->end || *p->s != ':') return fail(p, "expected ':' after key '%s'", f->key);
-      p->s++;
-      skip_ws(p);
-      if (!parse_value(p, f)) return false;
-      skip_ws(p);
-      if (p->s < p->end && *p->s == ',') {
-        p->s++;
-        continue;
-      }
-      if (p->s < p->end && *p->s == '}') {
-        p->s++;
-        break;
-      }
-      return fail(p, "expected ',' or '}'");
+static char *copy_text(const char *s) {
+  char *copy = strdup(s);
+  if (!copy) ct_error(CT_ERR_NOMEM, "metrics: out of memory");
+  return copy;
+}
+
+// The members of the flat object `obj` as fields (kinds per jsonl.h); a
+// nested value is CT_ERR_FORMAT, described in *err.
+static ct_status record_from_object(const ct_json_doc *doc,
+                                    const ct_json_value *obj,
+                                    ct_json_record *r, ct_json_error *err) {
+  r->fields = calloc((size_t)obj->count + 1, sizeof *r->fields);
+  if (!r->fields) return ct_error(CT_ERR_NOMEM, "metrics: out of memory");
+  for (const ct_json_value *v = ct_json_first(doc, obj); v;
+       v = ct_json_next(doc, v)) {
+    ct_json_field *f = &r->fields[r->n];
+    if (!(f->key = copy_text(ct_json_key(doc, v)))) return CT_ERR_NOMEM;
+    r->n++;
+    switch (v->type) {
+    case CT_JVAL_STRING:
+      f->kind = CT_JSON_STR;
+      if (!(f->str = copy_text(ct_json_str(doc, v)))) return CT_ERR_NOMEM;
+      break;
+    case CT_JVAL_NUMBER: f->kind = CT_JSON_NUM; f->num = v->number; break;
+    case CT_JVAL_BOOL: f->kind = CT_JSON_BOOL; f->num = v->number; break;
+    case CT_JVAL_NULL: f->kind = CT_JSON_NULL; f->num = NAN; break;
+    case CT_JVAL_ARRAY:
+    case CT_JVAL_OBJECT:
+      *err = (ct_json_error){.line = v->line, .column = v->column};
+      snprintf(err->what, sizeof err->what, "nested objects and arrays are "
+               "not supported (key '%s')", f->key);
+      return CT_ERR_FORMAT;
     }
   }
-  skip_ws(p);
-  if (p->s < p->end) return fail(p, "unexpected text after the object");
-  return true;
+  return CT_OK;
 }
 
 ct_status ct_json_parse_object(const char *text, size_t len, ct_json_record *out,
                                char *why, size_t why_size) {
   memset(out, 0, sizeof *out);
-  parser p = {text, text + len, text, why, why_size};
-  if (parse_object(&p, out)) return CT_OK;
-  ct_json_record_free(out);
-  return CT_ERR_FORMAT;
+  ct_json_doc doc;
+  ct_json_error err;
+  ct_status st = ct_json_doc_parse_quiet(&doc, text, len, CT_JSON_PYTHON, &err);
+  const ct_json_value *root = ct_json_root(&doc);
+  if (st == CT_OK && root->type != CT_JVAL_OBJECT) {
+    err = (ct_json_error){.line = root->line, .column = root->column,
+                          .what = "expected '{'"};
+    st = CT_ERR_FORMAT;
+  }
+  if (st == CT_OK) st = record_from_object(&doc, root, out, &err);
+  ct_json_doc_free(&doc);
+  if (st == CT_ERR_FORMAT)
+    snprintf(why, why_size, "%s (column %d)", err.what, err.column);
+  else if (st != CT_OK)
+    snprintf(why, why_size, "%s", ct_last_error());
+  if (st != CT_OK) ct_json_record_free(out);
+  return st;
 }
 
 const ct_json_field *ct_json_record_get(const ct_json_record *r, const char *key) {
@@ -461,8 +272,11 @@ static ct_status scan_lines(const char *path, line_fn fn, void *ctx, char *warni
     if (k == n) continue;
     ct_json_record r;
     char why[256];
-    if (ct_json_parse_object(s, n, &r, why, sizeof why) != CT_OK) {
+    st = ct_json_parse_object(s, n, &r, why, sizeof why);
+    if (st == CT_ERR_NOMEM) break;
+    if (st != CT_OK) {
       if (!nl) {
+        st = CT_OK;
         snprintf(warning, warning_size,
                  "%s:%d: skipped a truncated last line (the run was interrupted while "
                  "writing it)", path, line);

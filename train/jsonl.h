@@ -15,13 +15,17 @@
 //   ct_jsonl_write(&log, &o);
 //   ct_json_obj_free(&o);
 //
-// Reading: ct_jsonl_read parses flat objects whose values are numbers,
-// strings, true/false or null; that is all metrics need. A malformed line is
-// an error naming file:line, except a malformed last line with no newline
-// (the crash case), which is skipped with a warning.
+// Reading: ct_jsonl_read turns each line into a flat record whose values are
+// numbers, strings, true/false or null; that is all metrics need. The JSON
+// itself is read by data/json.h (with CT_JSON_PYTHON, so NaN and Infinity
+// from Python scripts are read too). A malformed line is an error naming
+// file:line, except a malformed last line with no newline (the crash case),
+// which is skipped with a warning.
 //
 // Non-finite numbers are written as null (JSON has no NaN) and read back as NaN.
-// Not here: nested objects and arrays, pretty printing.
+// Strings are escaped by ct_json_write_string (data/json.h).
+// Not here: JSON syntax of its own, nested objects and arrays, pretty
+// printing.
 #ifndef CT_TRAIN_JSONL_H
 #define CT_TRAIN_JSONL_H
 
@@ -91,8 +95,9 @@ typedef struct ct_jsonl_data {
 ct_status ct_jsonl_read(const char *path, ct_jsonl_data *out);
 void ct_jsonl_data_free(ct_jsonl_data *d);
 
-// Parses one flat object from text[0..len). On error returns CT_ERR_FORMAT
-// with the reason and column in `why` (not recorded as the last error).
+// Parses one flat object from text[0..len). On malformed text returns
+// CT_ERR_FORMAT with the reason and column in `why` (not recorded as the last
+// error); CT_ERR_NOMEM when memory runs out.
 ct_status ct_json_parse_object(const char *text, size_t len, ct_json_record *out,
                                char *why, size_t why_size);
 void ct_json_record_free(ct_json_record *r);

@@ -1,5 +1,5 @@
-// .safetensors export and import: the file layout, a JSON parser just large
-// enough for its header, and validation before anything is copied.
+// .safetensors export and import: the file layout, the meaning of its JSON
+// header, and validation before anything is copied.
 //
 // Byte layout (as the reference implementation, huggingface/safetensors,
 // writes and checks it):
@@ -18,19 +18,20 @@
 //                  BEGIN = numel * dtype size. The writer orders them by name
 //                  (all F32, so the reference's dtype-then-name order).
 //
-// What this file does not do: stream (the file is read whole), or parse JSON
-// beyond what a header holds (numbers must be non-negative integers).
+// What this file does not do: stream (the file is read whole), or read and
+// escape JSON itself: data/json.h parses the header (strictly, as serde_json
+// does) and ct_json_write_string escapes its strings.
 #include "train/safetensors.h"
+#include "data/json.h"
 #include "train/fileio.h"
 #include "train/record.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { JSON_MAX_DEPTH = 64 };
 
 // ---- Dtypes -----------------------------------------------------------------
 
@@ -60,29 +61,14 @@ static const st_dtype *find_dtype(const char *name) {
 
 // ---- Writing ----------------------------------------------------------------
 
+// A ct_json_put_fn appending to the ct_rec `sink`.
+static void rec_put(void *sink, const void *bytes, size_t n) {
+  ct_rec_raw(sink, bytes, n);
+}
+
 // Appends s as a JSON string literal, escaped as serde_json does.
 static void json_put_string(ct_rec *r, const char *s) {
-  ct_rec_raw(r, "\"", 1);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    char esc[8];
-    const char *short_esc = *c == '"'    ? "\\\""
-                            : *c == '\\' ? "\\\\"
-                            : *c == '\b' ? "\\b"
-                            : *c == '\f' ? "\\f"
-                            : *c == '\n' ? "\\n"
-                            : *c == '\r' ? "\\r"
-                            : *c == '\t' ? "\\t"
-                                         : NULL;
-    if (short_esc) {
-      ct_rec_raw(r, short_esc, 2);
-    } else if (*c < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", *c);
-      ct_rec_raw(r, esc, 6);
-    } else {
-      ct_rec_raw(r, c, 1);
-    }
-  }
-  ct_rec_raw(r, "\"", 1);
+  ct_json_write_string(s, rec_put, r);
 }
 
 static void json_put_text(ct_rec *r, const char *text) {
@@ -191,340 +177,151 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
   return st;
 }
 
-// ---- A JSON parser for the header -------------------------------------------
-
-typedef struct json {
-  const char *s;
-  size_t len, pos;
-  const char *what;
-  ct_status status;  // the first error
-  int depth;
-} json;
-
-static ct_status json_fail(json *j, const char *expected) {
-  if (j->status == CT_OK)
-    j->status = ct_error(CT_ERR_FORMAT, "%s: the header is not valid JSON: "
-                         "expected %s at byte %zu of %zu", j->what, expected,
-                         j->pos, j->len);
-  return j->status;
-}
-
-static void json_ws(json *j) {
-  while (j->pos < j->len && (j->s[j->pos] == ' ' || j->s[j->pos] == '\t' ||
-                             j->s[j->pos] == '\n' || j->s[j->pos] == '\r'))
-    j->pos++;
-}
-
-// Consumes `c` (after whitespace) if it is next.
-static bool json_eat(json *j, char c) {
-  json_ws(j);
-  if (j->pos < j->len && j->s[j->pos] == c) {
-    j->pos++;
-    return true;
-  }
-  return false;
-}
-
-static ct_status json_expect(json *j, char c) {
-  char what[4] = {'\'', c, '\'', '\0'};
-  return json_eat(j, c) ? CT_OK : json_fail(j, what);
-}
-
-static void put_utf8(char *out, size_t *n, uint32_t cp) {
-  if (cp < 0x80) {
-    out[(*n)++] = (char)cp;
-  } else if (cp < 0x800) {
-    out[(*n)++] = (char)(0xc0 | (cp >> 6));
-    out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out[(*n)++] = (char)(0xe0 | (cp >> 12));
-    out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-  } else {
-    out[(*n)++] = (char)(0xf0 | (cp >> 18));
-    out[(*n)++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-  }
-}
-
-static bool json_hex4(json *j, uint32_t *v) {
-  if (j->len - j->pos < 4) return false;
-  *v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = j->s[j->pos++];
-    int d = c >= '0' && c <= '9'   ? c - '0'
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                   : -1;
-    if (d < 0) return false;
-    *v = *v * 16 + (uint32_t)d;
-  }
-  return true;
-}
-
-// A string literal, unescaped into a malloc'd buffer (NULL on error). Each
-// escape decodes to no more bytes than it occupies, so the literal's length
-// bounds the allocation.
-static char *json_string(json *j) {
-  if (json_expect(j, '"') != CT_OK) return NULL;
-  size_t start = j->pos, end = start;
-  while (end < j->len && j->s[end] != '"') end += j->s[end] == '\\' ? 2 : 1;
-  if (end >= j->len) {
-    json_fail(j, "the end of a string");
-    return NULL;
-  }
-  char *out = malloc(end - start + 1);
-  if (!out) {
-    j->status = ct_error(CT_ERR_NOMEM, "%s: out of memory", j->what);
-    return NULL;
-  }
-  size_t n = 0;
-  while (j->status == CT_OK && j->pos < end) {
-    unsigned char c = (unsigned char)j->s[j->pos++];
-    if (c < 0x20) {
-      j->pos--;
-      json_fail(j, "no control characters in a string");
-    } else if (c != '\\') {
-      out[n++] = (char)c;
-    } else {
-      char e = j->s[j->pos++];
-      const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
-      const char *k = e ? strchr(from, e) : NULL;
-      uint32_t cp = 0, lo = 0;
-      if (k) {
-        out[n++] = to[k - from];
-      } else if (e != 'u' || !json_hex4(j, &cp)) {
-        json_fail(j, "a valid escape");
-      } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-        json_fail(j, "a high surrogate before a low one");
-      } else if (cp >= 0xd800 && cp <= 0xdbff) {
-        // A pair: \ud83d\ude00 is one code point (4 UTF-8 bytes from 12).
-        if (j->pos + 2 > end || j->s[j->pos] != '\\' ||
-            j->s[j->pos + 1] != 'u' || (j->pos += 2, !json_hex4(j, &lo)) ||
-            lo < 0xdc00 || lo > 0xdfff)
-          json_fail(j, "a low surrogate after a high one");
-        else
-          put_utf8(out, &n, 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00));
-      } else {
-        put_utf8(out, &n, cp);
-      }
-    }
-  }
-  if (j->status != CT_OK || j->pos != end) {
-    json_fail(j, "a string");
-    free(out);
-    return NULL;
-  }
-  j->pos = end + 1;
-  out[n] = '\0';
-  if (strlen(out) != n) {  // a \u0000 inside
-    j->pos = start;
-    json_fail(j, "no NUL in a string");
-    free(out);
-    return NULL;
-  }
-  return out;
-}
-
-// A non-negative integer (no sign, fraction or exponent), as header numbers
-// are.
-static uint64_t json_uint(json *j) {
-  json_ws(j);
-  size_t start = j->pos;
-  uint64_t v = 0;
-  while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
-    unsigned d = (unsigned)(j->s[j->pos++] - '0');
-    if (v > (UINT64_MAX - d) / 10) {
-      j->pos = start;
-      json_fail(j, "an integer below 2^64");
-      return 0;
-    }
-    v = v * 10 + d;
-  }
-  if (j->pos == start) json_fail(j, "a non-negative integer");
-  return v;
-}
-
-// Skips any JSON value (for keys this parser does not use).
-static void json_skip(json *j) {
-  json_ws(j);
-  if (j->status != CT_OK || j->pos >= j->len) {
-    json_fail(j, "a value");
-    return;
-  }
-  char c = j->s[j->pos];
-  if (c == '"') {
-    free(json_string(j));
-  } else if (c == '{' || c == '[') {
-    if (++j->depth > JSON_MAX_DEPTH) {
-      json_fail(j, "nesting no deeper than 64");
-      return;
-    }
-    char close = c == '{' ? '}' : ']';
-    j->pos++;
-    if (!json_eat(j, close)) {
-      do {
-        if (c == '{') {
-          free(json_string(j));
-          json_expect(j, ':');
-        }
-        json_skip(j);
-      } while (j->status == CT_OK && json_eat(j, ','));
-      json_expect(j, close);
-    }
-    j->depth--;
-  } else {
-    // A number or a literal: the characters that can make one up.
-    size_t start = j->pos;
-    while (j->pos < j->len && strchr("+-.0123456789eEtruefalsn", j->s[j->pos]))
-      j->pos++;
-    if (j->pos == start) json_fail(j, "a value");
-  }
-}
+// ---- Reading the header -----------------------------------------------------
 
 // The fields of one tensor entry.
 typedef struct st_entry {
-  char *name;
+  const char *name;  // a key of the header's ct_json_doc
   const st_dtype *dtype;
   int ndim;
   int64_t shape[CT_FILE_MAX_DIMS];
   uint64_t begin, end;
 } st_entry;
 
-static ct_status parse_tensor_info(json *j, st_entry *e) {
-  bool has_dtype = false, has_shape = false, has_offsets = false;
-  json_expect(j, '{');
-  if (!json_eat(j, '}')) {
-    do {
-      char *key = json_string(j);
-      json_expect(j, ':');
-      if (j->status != CT_OK) {
-        free(key);
-        break;
-      }
-      if (strcmp(key, "dtype") == 0) {
-        char *dtype = json_string(j);
-        if (dtype && !(e->dtype = find_dtype(dtype)))
-          j->status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has unknown "
-                               "dtype '%.40s'", j->what, e->name, dtype);
-        has_dtype = true;
-        free(dtype);
-      } else if (strcmp(key, "shape") == 0) {
-        json_expect(j, '[');
-        e->ndim = 0;
-        if (!json_eat(j, ']')) {
-          do {
-            if (e->ndim == CT_FILE_MAX_DIMS) {
-              j->status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has more "
-                                   "than %d dims", j->what, e->name,
-                                   CT_FILE_MAX_DIMS);
-              break;
-            }
-            uint64_t d = json_uint(j);
-            if (d > INT64_MAX) json_fail(j, "a dimension below 2^63");
-            e->shape[e->ndim++] = (int64_t)d;
-          } while (j->status == CT_OK && json_eat(j, ','));
-          json_expect(j, ']');
-        }
-        has_shape = true;
-      } else if (strcmp(key, "data_offsets") == 0) {
-        json_expect(j, '[');
-        e->begin = json_uint(j);
-        json_expect(j, ',');
-        e->end = json_uint(j);
-        json_expect(j, ']');
-        has_offsets = true;
-      } else {
-        json_skip(j);
-      }
-      free(key);
-    } while (j->status == CT_OK && json_eat(j, ','));
-    json_expect(j, '}');
-  }
-  const char *lacking = !has_dtype     ? "a dtype"
-                        : !has_shape   ? "a shape"
-                        : !has_offsets ? "data_offsets"
-                                       : NULL;
-  if (j->status == CT_OK && lacking)
-    j->status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' lacks %s", j->what,
-                         e->name, lacking);
-  return j->status;
-}
-
-// "__metadata__" must map strings to strings; its contents are not kept.
-static ct_status parse_metadata(json *j) {
-  json_expect(j, '{');
-  if (j->status == CT_OK && !json_eat(j, '}')) {
-    do {
-      free(json_string(j));
-      json_expect(j, ':');
-      json_ws(j);
-      if (j->status == CT_OK && (j->pos >= j->len || j->s[j->pos] != '"'))
-        j->status = ct_error(CT_ERR_FORMAT, "%s: __metadata__ must map "
-                             "strings to strings", j->what);
-      free(json_string(j));
-    } while (j->status == CT_OK && json_eat(j, ','));
-    json_expect(j, '}');
-  }
-  return j->status;
-}
-
 typedef struct st_header {
+  ct_json_doc doc;  // the parsed JSON, which the entries' names point into
   st_entry *e;
-  int n, cap;
+  int n;
 } st_header;
 
 static void header_free(st_header *h) {
-  for (int i = 0; i < h->n; i++) free(h->e[i].name);
+  ct_json_doc_free(&h->doc);
   free(h->e);
   memset(h, 0, sizeof *h);
 }
 
-static ct_status parse_header(json *j, st_header *h) {
-  json_ws(j);
-  if (j->pos >= j->len || j->s[j->pos] != '{')
-    return json_fail(j, "'{' at the start of the header");
-  json_expect(j, '{');
-  bool seen_metadata = false;
-  if (!json_eat(j, '}')) {
-    do {
-      char *name = json_string(j);
-      json_expect(j, ':');
-      if (j->status == CT_OK && strcmp(name, "__metadata__") == 0) {
-        if (seen_metadata)
-          j->status = ct_error(CT_ERR_FORMAT, "%s: __metadata__ appears "
-                               "twice", j->what);
-        seen_metadata = true;
-        free(name);
-        parse_metadata(j);
-        continue;
-      }
-      if (j->status == CT_OK && h->n == h->cap) {
-        int cap = h->cap ? 2 * h->cap : 64;
-        st_entry *e = realloc(h->e, (size_t)cap * sizeof *e);
-        if (!e) {
-          j->status = ct_error(CT_ERR_NOMEM, "%s: out of memory", j->what);
-        } else {
-          h->e = e;
-          h->cap = cap;
-        }
-      }
-      if (j->status != CT_OK) {
-        free(name);
-        break;
-      }
-      st_entry *e = &h->e[h->n++];
-      memset(e, 0, sizeof *e);
-      e->name = name;
-      parse_tensor_info(j, e);
-    } while (j->status == CT_OK && json_eat(j, ','));
-    json_expect(j, '}');
+// A size or offset of entry e's `field`: a non-negative integer written
+// without fraction or exponent (as serde reads a u64), below 2^bits. JSON
+// numbers are doubles here, so exact below 2^53: more than any file holds.
+static ct_status header_uint(const ct_json_value *v, int bits,
+                             const st_entry *e, const char *field,
+                             const char *what, uint64_t *out) {
+  if (v->type != CT_JVAL_NUMBER || !v->integer || signbit(v->number))
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' %s: expected a "
+                    "non-negative integer (header line %d, column %d)", what,
+                    e->name, field, v->line, v->column);
+  if (v->number >= ldexp(1.0, bits))
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' %s: expected an integer "
+                    "below 2^%d (header line %d, column %d)", what, e->name,
+                    field, bits, v->line, v->column);
+  *out = (uint64_t)v->number;
+  return CT_OK;
+}
+
+// The dtype, shape and data_offsets of `info` into e (other keys are
+// ignored; of repeated keys the last counts).
+static ct_status parse_tensor_info(const ct_json_doc *doc,
+                                   const ct_json_value *info, st_entry *e,
+                                   const char *what) {
+  if (info->type != CT_JVAL_OBJECT)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' must be an object with "
+                    "dtype, shape and data_offsets", what, e->name);
+  const ct_json_value *dtype = NULL, *shape = NULL, *offsets = NULL;
+  for (const ct_json_value *m = ct_json_first(doc, info); m;
+       m = ct_json_next(doc, m)) {
+    const char *key = ct_json_key(doc, m);
+    if (strcmp(key, "dtype") == 0) dtype = m;
+    else if (strcmp(key, "shape") == 0) shape = m;
+    else if (strcmp(key, "data_offsets") == 0) offsets = m;
   }
-  json_ws(j);
-  if (j->status == CT_OK && j->pos != j->len)
-    json_fail(j, "only spaces after the header object");
-  return j->status;
+  const char *lacking = !dtype     ? "a dtype"
+                        : !shape   ? "a shape"
+                        : !offsets ? "data_offsets"
+                                   : NULL;
+  if (lacking)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' lacks %s", what, e->name,
+                    lacking);
+  const char *dtype_name = ct_json_str(doc, dtype);
+  if (!dtype_name)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has a dtype that is not "
+                    "a string", what, e->name);
+  if (!(e->dtype = find_dtype(dtype_name)))
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has unknown dtype "
+                    "'%.40s'", what, e->name, dtype_name);
+  if (shape->type != CT_JVAL_ARRAY)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has a shape that is not "
+                    "an array", what, e->name);
+  if (shape->count > CT_FILE_MAX_DIMS)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has more than %d dims",
+                    what, e->name, CT_FILE_MAX_DIMS);
+  ct_status st = CT_OK;
+  for (const ct_json_value *d = ct_json_first(doc, shape); d && st == CT_OK;
+       d = ct_json_next(doc, d)) {
+    uint64_t size = 0;
+    st = header_uint(d, 63, e, "shape", what, &size);
+    e->shape[e->ndim++] = (int64_t)size;
+  }
+  if (st != CT_OK) return st;
+  if (offsets->type != CT_JVAL_ARRAY || offsets->count != 2)
+    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' data_offsets must be "
+                    "[BEGIN, END]", what, e->name);
+  const ct_json_value *begin = ct_json_first(doc, offsets);
+  st = header_uint(begin, 64, e, "data_offsets", what, &e->begin);
+  if (st == CT_OK)
+    st = header_uint(ct_json_next(doc, begin), 64, e, "data_offsets", what,
+                     &e->end);
+  return st;
+}
+
+// "__metadata__" must map strings to strings; its contents are not kept.
+static ct_status check_metadata(const ct_json_doc *doc,
+                                const ct_json_value *meta, const char *what) {
+  bool ok = meta->type == CT_JVAL_OBJECT;
+  for (const ct_json_value *m = ct_json_first(doc, meta); ok && m;
+       m = ct_json_next(doc, m))
+    ok = m->type == CT_JVAL_STRING;
+  return ok ? CT_OK
+            : ct_error(CT_ERR_FORMAT, "%s: __metadata__ must map strings to "
+                       "strings", what);
+}
+
+// Parses the JSON text[0..len) into h: every entry but __metadata__.
+static ct_status parse_header(const char *text, size_t len, const char *what,
+                              st_header *h) {
+  size_t start = 0;
+  while (start < len && (text[start] == ' ' || text[start] == '\t' ||
+                         text[start] == '\n' || text[start] == '\r'))
+    start++;
+  if (start == len || text[start] != '{')
+    return ct_error(CT_ERR_FORMAT, "%s: the header must be a JSON object: "
+                    "expected '{' at the start", what);
+  ct_json_error err;
+  ct_status st = ct_json_doc_parse_quiet(&h->doc, text, len, 0, &err);
+  if (st == CT_ERR_FORMAT)
+    return ct_error(st, "%s: the header is not valid JSON: %s (header line "
+                    "%d, column %d)", what, err.what, err.line, err.column);
+  if (st != CT_OK) return st;
+  const ct_json_value *root = ct_json_root(&h->doc);
+  h->e = malloc((size_t)(root->count + 1) * sizeof *h->e);
+  if (!h->e) return ct_error(CT_ERR_NOMEM, "%s: out of memory", what);
+  bool seen_metadata = false;
+  for (const ct_json_value *m = ct_json_first(&h->doc, root); m;
+       m = ct_json_next(&h->doc, m)) {
+    const char *name = ct_json_key(&h->doc, m);
+    if (strcmp(name, "__metadata__") == 0) {
+      if (seen_metadata)
+        return ct_error(CT_ERR_FORMAT, "%s: __metadata__ appears twice",
+                        what);
+      seen_metadata = true;
+      st = check_metadata(&h->doc, m, what);
+    } else {
+      st_entry *e = &h->e[h->n++];
+      *e = (st_entry){.name = name};
+      st = parse_tensor_info(&h->doc, m, e, what);
+    }
+    if (st != CT_OK) return st;
+  }
+  return CT_OK;
 }
 
 // ---- Validation -------------------------------------------------------------
@@ -652,9 +449,8 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
     return ct_error(CT_ERR_FORMAT, "%s: truncated: the header needs %llu "
                     "bytes, the file has %zu after the length", what,
                     (unsigned long long)n, len - 8);
-  json j = {.s = (const char *)b + 8, .len = (size_t)n, .what = what};
   st_header h = {0};
-  ct_status st = parse_header(&j, &h);
+  ct_status st = parse_header((const char *)b + 8, (size_t)n, what, &h);
   if (st == CT_OK) st = check_layout(&h, len - 8 - n, what);
   ct_named_tensor *t =
       st == CT_OK ? malloc((size_t)(h.n + 1) * sizeof *t) : NULL;
