@@ -9,8 +9,8 @@
 //
 // An element passes when |analytic - numeric| <= atol + rtol * |numeric|.
 // The reported relative error is |analytic - numeric| / max(|numeric|, atol/rtol).
-#ifndef CT_GRADCHECK_H
-#define CT_GRADCHECK_H
+#ifndef CT_AUTOGRAD_GRADCHECK_H
+#define CT_AUTOGRAD_GRADCHECK_H
 
 #include <stdint.h>
 

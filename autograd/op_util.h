@@ -1,6 +1,6 @@
 // Argument checks shared by the op files (internal to autograd/).
-#ifndef CT_OP_UTIL_H
-#define CT_OP_UTIL_H
+#ifndef CT_AUTOGRAD_OP_UTIL_H
+#define CT_AUTOGRAD_OP_UTIL_H
 
 #include "autograd/tape.h"
 #include "core/arena.h"

@@ -10,8 +10,8 @@
 //   trailing dim, and each dim must match or be 1 (or be missing in the
 //   shorter operand).
 // - Determinism: no result depends on the thread count.
-#ifndef CT_OPS_H
-#define CT_OPS_H
+#ifndef CT_AUTOGRAD_OPS_H
+#define CT_AUTOGRAD_OPS_H
 
 #include <stdbool.h>
 #include <stdint.h>

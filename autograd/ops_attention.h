@@ -17,8 +17,8 @@
 // the scores. The mask semantics (bottom-right causal alignment when
 // Tq != Tk; fully masked rows give 0 and zero gradients) are documented
 // there.
-#ifndef CT_AUTOGRAD_ATTENTION_H
-#define CT_AUTOGRAD_ATTENTION_H
+#ifndef CT_AUTOGRAD_OPS_ATTENTION_H
+#define CT_AUTOGRAD_OPS_ATTENTION_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
 //
 // Not here: box IoU without the "generalized" term, NMS, boxes in formats
 // other than these two.
-#ifndef CT_BOX_H
-#define CT_BOX_H
+#ifndef CT_AUTOGRAD_OPS_BOX_H
+#define CT_AUTOGRAD_OPS_BOX_H
 
 #include "core/tensor.h"
 

@@ -11,8 +11,8 @@
 //
 // Not here: dilation, groups, asymmetric padding, ceil_mode, non-square
 // pooling windows, count_include_pad for padded average pooling.
-#ifndef CT_CONV_H
-#define CT_CONV_H
+#ifndef CT_AUTOGRAD_OPS_CONV_H
+#define CT_AUTOGRAD_OPS_CONV_H
 
 #include <stdbool.h>
 

@@ -46,8 +46,8 @@
 // across threads and nothing is accumulated atomically.
 //
 // Not here: tensors, shapes and autograd (autograd/ops_attention.h), Dv != Dh.
-#ifndef CT_ATTENTION_H
-#define CT_ATTENTION_H
+#ifndef CT_CORE_ATTENTION_KERNEL_H
+#define CT_CORE_ATTENTION_KERNEL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
 // message that says what went wrong and where. The record is per thread.
 // Functions that take tensors produced by other calls accept NULL inputs and
 // pass the earlier error through, so a chain of ops needs one check at the end.
-#ifndef CT_ERROR_H
-#define CT_ERROR_H
+#ifndef CT_CORE_ERROR_H
+#define CT_CORE_ERROR_H
 
 typedef enum ct_status {
   CT_OK = 0,

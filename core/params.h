@@ -10,8 +10,8 @@
 // Each parameter starts at a 64-byte aligned offset; the gaps between
 // parameters are zero in every buffer and stay zero under any elementwise
 // update whose zero input gives zero output.
-#ifndef CT_PARAMS_H
-#define CT_PARAMS_H
+#ifndef CT_CORE_PARAMS_H
+#define CT_CORE_PARAMS_H
 
 #include <stddef.h>
 

@@ -9,8 +9,8 @@
 //
 // Streams separate purposes: derive one with ct_rng_stream(purpose, step) so
 // that, e.g., dropout at step 7 and the shuffle of epoch 3 never overlap.
-#ifndef CT_RNG_H
-#define CT_RNG_H
+#ifndef CT_CORE_RNG_H
+#define CT_CORE_RNG_H
 
 #include <stdint.h>
 

@@ -12,8 +12,8 @@
 //
 // What this file does not do: autograd. `grad`, `requires_grad` and `node`
 // are fields the tape (autograd/) fills in.
-#ifndef CT_TENSOR_H
-#define CT_TENSOR_H
+#ifndef CT_CORE_TENSOR_H
+#define CT_CORE_TENSOR_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
 //
 // Results never depend on the thread count (see DESIGN.md, determinism), so
 // this is purely a speed setting.
-#ifndef CT_THREADS_H
-#define CT_THREADS_H
+#ifndef CT_CORE_THREADS_H
+#define CT_CORE_THREADS_H
 
 // Sets the number of threads the kernels use (n >= 1).
 void ct_set_threads(int n);

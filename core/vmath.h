@@ -12,8 +12,8 @@
 // or where a caller splits an array: tails run through the same vector code.
 // Single-threaded; callers parallelize over blocks. Not here: other
 // activations (tanh, sigmoid use libm).
-#ifndef CT_VMATH_H
-#define CT_VMATH_H
+#ifndef CT_CORE_VMATH_H
+#define CT_CORE_VMATH_H
 
 #include <stdbool.h>
 #include <stdint.h>

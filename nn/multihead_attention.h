@@ -30,8 +30,8 @@
 // Dropout on the attention weights takes one site of ctx (nn/module.h) per
 // call; both paths draw the same mask (element (b,h,i,j) of the weights at
 // the same Philox index), so they agree in training too.
-#ifndef CT_NN_ATTENTION_H
-#define CT_NN_ATTENTION_H
+#ifndef CT_NN_MULTIHEAD_ATTENTION_H
+#define CT_NN_MULTIHEAD_ATTENTION_H
 
 #include "nn/linear.h"
 

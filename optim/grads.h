@@ -12,8 +12,8 @@
 //
 // What this file does not do: norms other than L2, or per-parameter
 // clipping.
-#ifndef CT_GRADS_H
-#define CT_GRADS_H
+#ifndef CT_OPTIM_GRADS_H
+#define CT_OPTIM_GRADS_H
 
 #include <stdint.h>
 

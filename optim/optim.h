@@ -22,8 +22,8 @@
 // What this file does not do: gradient clipping or non-finite checks (see
 // optim/grads.h), AMSGrad, `maximize`, or per-group hyperparameters other than
 // the NO_DECAY flag.
-#ifndef CT_OPTIM_H
-#define CT_OPTIM_H
+#ifndef CT_OPTIM_OPTIM_H
+#define CT_OPTIM_OPTIM_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -27,8 +27,8 @@
 //
 // What this file does not do: restarts, cycles, or schedules that depend on
 // metrics (ReduceLROnPlateau).
-#ifndef CT_SCHEDULE_H
-#define CT_SCHEDULE_H
+#ifndef CT_OPTIM_SCHEDULE_H
+#define CT_OPTIM_SCHEDULE_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 // Helpers for gradient-check tests: random inputs and a checked gradcheck.
-#ifndef CT_TEST_GRAD_UTIL_H
-#define CT_TEST_GRAD_UTIL_H
+#ifndef CT_TESTS_GRAD_UTIL_H
+#define CT_TESTS_GRAD_UTIL_H
 
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"

@@ -1,8 +1,8 @@
 // A tiny test harness: CHECK records a failure with file and line and goes
 // on; each test program ends with `return test_summary("name");`, which prints
 // "name: N checks, N failed" and returns the exit status.
-#ifndef CT_TEST_HARNESS_H
-#define CT_TEST_HARNESS_H
+#ifndef CT_TESTS_HARNESS_H
+#define CT_TESTS_HARNESS_H
 
 #include <math.h>
 #include <stdio.h>

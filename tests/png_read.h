@@ -1,6 +1,6 @@
 // Reading a PNG back as RGB in tests, with libpng's simplified API.
-#ifndef CT_TEST_PNG_READ_H
-#define CT_TEST_PNG_READ_H
+#ifndef CT_TESTS_PNG_READ_H
+#define CT_TESTS_PNG_READ_H
 
 #include <png.h>
 #include <stdint.h>

@@ -14,8 +14,8 @@
 //   large_logits                             2.07e-06  2.14e-08
 //   n64_k37                                  2.74e-07  4.43e-10
 //   n64_k37_weights_smoothing_0.3_ignore     2.74e-07  3.38e-09
-#ifndef CT_TEST_CE_FIXTURES_H
-#define CT_TEST_CE_FIXTURES_H
+#ifndef CT_TESTS_REF_CE_FIXTURES_H
+#define CT_TESTS_REF_CE_FIXTURES_H
 
 #include <stddef.h>
 #include <stdint.h>

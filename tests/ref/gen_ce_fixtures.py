@@ -118,8 +118,8 @@ def main():
     for c in kept:
         lines.append("//   %-40s %.2e  %.2e" % (c["name"], c["f32_loss_diff"],
                                                 c["f32_grad_diff"]))
-    lines.append("#ifndef CT_TEST_CE_FIXTURES_H")
-    lines.append("#define CT_TEST_CE_FIXTURES_H")
+    lines.append("#ifndef CT_TESTS_REF_CE_FIXTURES_H")
+    lines.append("#define CT_TESTS_REF_CE_FIXTURES_H")
     lines.append("")
     lines.append("#include <stddef.h>")
     lines.append("#include <stdint.h>")

@@ -299,8 +299,8 @@ def main():
              "do not edit." % torch.__version__,
              "// float64 PyTorch references on float32 inputs and "
              "parameters; see the script.",
-             "#ifndef CT_TEST_NN_FIXTURES_H",
-             "#define CT_TEST_NN_FIXTURES_H",
+             "#ifndef CT_TESTS_REF_NN_FIXTURES_H",
+             "#define CT_TESTS_REF_NN_FIXTURES_H",
              "",
              "#include <math.h>",
              "#include <stddef.h>",

@@ -258,8 +258,8 @@ def optim_header(data):
     for case, _, _, rel in results:
         L.append("//   %-42s %.1e %.1e %.1e  %.1e %.1e %.1e"
                  % (case["name"], *rel))
-    L += ["#ifndef CT_TEST_OPTIM_FIXTURES_H",
-          "#define CT_TEST_OPTIM_FIXTURES_H",
+    L += ["#ifndef CT_TESTS_REF_OPTIM_FIXTURES_H",
+          "#define CT_TESTS_REF_OPTIM_FIXTURES_H",
           "", "#include <stdbool.h>", "#include <stdint.h>", ""]
     L.append("enum { OPTIM_N = %d, OPTIM_IN = %d, OPTIM_HID = %d, "
              "OPTIM_OUT = %d, OPTIM_STEPS = %d," % (N, IN, HID, OUT, STEPS))
@@ -459,8 +459,8 @@ def schedule_header():
          "// for the step numbering), and ctrain's closed-form formulas "
          "(in double) at",
          "// scattered steps.",
-         "#ifndef CT_TEST_SCHEDULE_FIXTURES_H",
-         "#define CT_TEST_SCHEDULE_FIXTURES_H", "", "#include <stdint.h>", "",
+         "#ifndef CT_TESTS_REF_SCHEDULE_FIXTURES_H",
+         "#define CT_TESTS_REF_SCHEDULE_FIXTURES_H", "", "#include <stdint.h>", "",
          "typedef struct schedule_fixture {",
          "  const char *name;",
          "  const char *kind;         // ct_schedule_kind_parse name",

@@ -9,8 +9,8 @@
 //   adam_wd                                    9.2e-07 5.6e-06 4.7e-05  8.8e-08 1.2e-07 1.2e-07
 //   adamw_wd_no_decay_biases_warmup_lr         1.1e-06 8.1e-06 1.8e-04  1.7e-07 1.7e-07 1.7e-07
 //   adam_betas_eps_frozen_fc2_bias             9.7e-07 8.4e-06 2.8e-05  9.2e-08 9.2e-08 9.2e-08
-#ifndef CT_TEST_OPTIM_FIXTURES_H
-#define CT_TEST_OPTIM_FIXTURES_H
+#ifndef CT_TESTS_REF_OPTIM_FIXTURES_H
+#define CT_TESTS_REF_OPTIM_FIXTURES_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
 // Learning rates of torch schedulers at steps 0..n_torch-1 (see optim/schedule.h
 // for the step numbering), and ctrain's closed-form formulas (in double) at
 // scattered steps.
-#ifndef CT_TEST_SCHEDULE_FIXTURES_H
-#define CT_TEST_SCHEDULE_FIXTURES_H
+#ifndef CT_TESTS_REF_SCHEDULE_FIXTURES_H
+#define CT_TESTS_REF_SCHEDULE_FIXTURES_H
 
 #include <stdint.h>
 
