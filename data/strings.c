@@ -21,11 +21,10 @@ ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
   return CT_OK;
 }
 
-ct_status ct_string_list_push(ct_string_list *list, const char *s,
-                              size_t len) {
-  ct_status st = ct_grow_array((void **)&list->chars, &list->chars_cap,
-                               list->chars_len + (int64_t)len + 1, 1,
-                               "string list");
+ct_status ct_string_list_push(ct_string_list *list, const char *s, size_t len) {
+  ct_status st =
+      ct_grow_array((void **)&list->chars, &list->chars_cap,
+                    list->chars_len + (int64_t)len + 1, 1, "string list");
   if (st) return st;
   st = ct_grow_array((void **)&list->offsets, &list->offsets_cap,
                      list->count + 1, sizeof *list->offsets, "string list");

@@ -19,9 +19,9 @@
 
 // Zero-initialize ({0}) before the first push.
 typedef struct ct_string_list {
-  char *chars;         // all strings, each followed by '\0'
-  int64_t *offsets;    // offsets[i]: start of string i in chars
-  int64_t count;       // number of strings
+  char *chars;       // all strings, each followed by '\0'
+  int64_t *offsets;  // offsets[i]: start of string i in chars
+  int64_t count;     // number of strings
   int64_t chars_len, chars_cap, offsets_cap;
 } ct_string_list;
 

@@ -2,7 +2,9 @@
 # The house rules that a reader relies on, checked on the source tree:
 #  - every header's include guard is its path (core/gemm.h: CT_CORE_GEMM_H);
 #  - each layer includes only itself and the layers before it
-#    (core < autograd < nn < optim < data < train; data may use core only).
+#    (core < autograd < nn < optim < data < train; data may use core only);
+#  - the C sources are formatted by .clang-format (checked when clang-format
+#    14, the version the layout was made with, is installed).
 # Prints each violation and fails if there is any.
 set -u
 root=${1:?usage: test_layout.sh SOURCE_ROOT}
@@ -37,5 +39,16 @@ for layer in "${!allowed[@]}"; do
     done < <(sed -n 's/^#include "\([a-z_]*\/[^"]*\)".*/\1/p' "$f")
   done
 done
-[ $bad -eq 0 ] && echo "layout: guards and layer includes ok"
+if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
+  unformatted=$(git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^tests/ref/' |
+                xargs -r clang-format --dry-run 2>&1 | grep -c 'warning:')
+  if [ "$unformatted" -gt 0 ]; then
+    echo "FAIL: $unformatted places not formatted by .clang-format" \
+         "(run: git ls-files '*.c' '*.h' | xargs clang-format -i)"
+    bad=1
+  fi
+else
+  echo "layout: clang-format 14 not installed, formatting not checked"
+fi
+[ $bad -eq 0 ] && echo "layout: guards, layer includes and formatting ok"
 exit $bad

@@ -20,9 +20,13 @@ static double lr_error(float got, double want, double peak) {
 }
 
 static ct_schedule fixture_schedule(const schedule_fixture *f) {
-  ct_schedule s = {.lr = f->lr, .min_lr = f->min_lr, .gamma = f->gamma,
-                   .warmup_steps = f->warmup, .total_steps = f->total,
-                   .d_model = f->d_model, .step_size = f->step_size};
+  ct_schedule s = {.lr = f->lr,
+                   .min_lr = f->min_lr,
+                   .gamma = f->gamma,
+                   .warmup_steps = f->warmup,
+                   .total_steps = f->total,
+                   .d_model = f->d_model,
+                   .step_size = f->step_size};
   CHECK(ct_schedule_kind_parse(f->kind, &s.kind) == CT_OK, "%s",
         ct_last_error());
   CHECK(ct_schedule_check(&s) == CT_OK, "%s: %s", f->name, ct_last_error());
@@ -57,7 +61,8 @@ static double check_fixture(const schedule_fixture *f) {
 static void check_parse(void) {
   ct_schedule_kind k;
   CHECK(ct_schedule_kind_parse("inverse_sqrt", &k) == CT_OK &&
-            k == CT_SCHEDULE_INVERSE_SQRT, "inverse_sqrt");
+            k == CT_SCHEDULE_INVERSE_SQRT,
+        "inverse_sqrt");
   CHECK(ct_schedule_kind_parse("cosin", &k) == CT_ERR_ARG, "cosin parsed");
   CHECK(strstr(ct_last_error(), "unknown LR schedule 'cosin'") &&
             strstr(ct_last_error(), "inverse_sqrt"),
@@ -75,10 +80,16 @@ static void check_bad_fields(void) {
       {{.kind = CT_SCHEDULE_CONSTANT, .lr = NAN}, "lr"},
       {{.kind = CT_SCHEDULE_CONSTANT, .lr = 1.0, .warmup_steps = -1},
        "warmup_steps"},
-      {{.kind = CT_SCHEDULE_COSINE, .lr = 1.0, .total_steps = 10,
-        .warmup_steps = 10}, "total_steps"},
-      {{.kind = CT_SCHEDULE_LINEAR, .lr = 1.0, .min_lr = 2.0,
-        .total_steps = 10}, "min_lr"},
+      {{.kind = CT_SCHEDULE_COSINE,
+        .lr = 1.0,
+        .total_steps = 10,
+        .warmup_steps = 10},
+       "total_steps"},
+      {{.kind = CT_SCHEDULE_LINEAR,
+        .lr = 1.0,
+        .min_lr = 2.0,
+        .total_steps = 10},
+       "min_lr"},
       {{.kind = CT_SCHEDULE_INVERSE_SQRT, .lr = 1.0, .warmup_steps = 10},
        "d_model"},
       {{.kind = CT_SCHEDULE_INVERSE_SQRT, .lr = 1.0, .d_model = 8},
@@ -96,8 +107,11 @@ static void check_bad_fields(void) {
 // Purity: asking again, or out of order, gives the same value; a negative
 // step counts as 0.
 static void check_pure(void) {
-  ct_schedule s = {.kind = CT_SCHEDULE_COSINE, .lr = 1e-3, .min_lr = 1e-5,
-                   .warmup_steps = 10, .total_steps = 100};
+  ct_schedule s = {.kind = CT_SCHEDULE_COSINE,
+                   .lr = 1e-3,
+                   .min_lr = 1e-5,
+                   .warmup_steps = 10,
+                   .total_steps = 100};
   float a = ct_schedule_lr(&s, 57);
   ct_schedule_lr(&s, 3);
   CHECK(ct_schedule_lr(&s, 57) == a, "not pure");

@@ -43,15 +43,20 @@ static const char *const usage =
     "usage: ctrain COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  train CONFIG [--set section.key=value]... [--resume PATH|auto] [--threads N]\n"
+    "  train CONFIG [--set section.key=value]... [--resume PATH|auto] "
+    "[--threads N]\n"
     "                             train a model described by a config file\n"
     "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
-    "                             evaluate a checkpoint (last line: JSON metrics)\n"
+    "                             evaluate a checkpoint (last line: JSON "
+    "metrics)\n"
     "  translate CKPT [--beam N] [TEXT]...\n"
     "                             translate TEXT, or stdin lines when none\n"
-    "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads N]\n"
-    "                             top classes of images; ViT/DeiT attention maps\n"
-    "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads N]\n"
+    "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads "
+    "N]\n"
+    "                             top classes of images; ViT/DeiT attention "
+    "maps\n"
+    "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads "
+    "N]\n"
     "                             objects found in images, drawn on the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
@@ -63,11 +68,13 @@ static const char *const usage =
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
     "                             write a built-in toy corpus as files\n"
-    "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes N]\n"
+    "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes "
+    "N]\n"
     "      [--train N] [--test N] [--seed N] [--force]\n"
     "                             write the generated shape images as files\n"
     "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
-    "      [--seed N] [--force]       write the generated detection set (COCO)\n"
+    "      [--seed N] [--force]       write the generated detection set "
+    "(COCO)\n"
     "  info                       version, threads, gemm kernel\n"
     "  help                       this text\n";
 
@@ -109,7 +116,9 @@ static long threads_value(const char *s) {
 // Parses a --threads value into *n; a usage error (2) when it is not one.
 static int threads_option(const char *value, int *n) {
   long v = threads_value(value);
-  if (v < 0) return usage_error("--threads wants an integer in 1..4096, not '%s'", value);
+  if (v < 0)
+    return usage_error("--threads wants an integer in 1..4096, not '%s'",
+                       value);
   *n = (int)v;
   return 0;
 }
@@ -122,14 +131,20 @@ static int cmd_train(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--set")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else sets[a.n_sets++] = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        sets[a.n_sets++] = v;
     } else if (!strcmp(argv[i], "--resume")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else a.resume = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        a.resume = v;
     } else if (!strcmp(argv[i], "--threads")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else rc = threads_option(v, &a.threads);
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        rc = threads_option(v, &a.threads);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = usage_error("train: unknown option '%s'", argv[i]);
     } else if (a.config_path) {
@@ -138,7 +153,8 @@ static int cmd_train(int argc, char **argv) {
       a.config_path = argv[i];
     }
   }
-  if (!rc && !a.config_path) rc = usage_error("%s", "train needs a CONFIG file");
+  if (!rc && !a.config_path)
+    rc = usage_error("%s", "train needs a CONFIG file");
   if (!rc) rc = ct_train_run(&a);
   free(sets);
   return rc;
@@ -308,17 +324,23 @@ static int cmd_classify(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--top")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
       else if (positive(v) < 1 || positive(v) > 1000)
         rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
-      else top = (int)positive(v);
+      else
+        top = (int)positive(v);
     } else if (!strcmp(argv[i], "--attention")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else attention = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        attention = v;
     } else if (!strcmp(argv[i], "--threads")) {
       int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
-      else ct_set_threads(t);
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
+        rc = 2;
+      else
+        ct_set_threads(t);
     } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
       rc = usage_error("unknown option '%s'", argv[i]);
     } else if (!ckpt) {
@@ -327,7 +349,8 @@ static int cmd_classify(int argc, char **argv) {
       images[n++] = argv[i];
     }
   }
-  if (!rc && !ckpt) rc = usage_error("%s", "classify: a checkpoint path is needed");
+  if (!rc && !ckpt)
+    rc = usage_error("%s", "classify: a checkpoint path is needed");
   if (!rc && n == 0) rc = usage_error("%s", "classify: no image given");
   if (rc) {
     free(images);
@@ -353,17 +376,23 @@ static int cmd_detect(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--out")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else out_png = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        out_png = v;
     } else if (!strcmp(argv[i], "--threshold")) {
       char *end;
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else if ((threshold = strtof(v, &end), *end) || !(threshold >= 0.0f && threshold <= 1.0f))
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else if ((threshold = strtof(v, &end), *end) ||
+               !(threshold >= 0.0f && threshold <= 1.0f))
         rc = usage_error("--threshold wants a number in [0, 1], not '%s'", v);
     } else if (!strcmp(argv[i], "--threads")) {
       int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
-      else ct_set_threads(t);
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
+        rc = 2;
+      else
+        ct_set_threads(t);
     } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
       rc = usage_error("unknown option '%s'", argv[i]);
     } else if (!ckpt) {
@@ -372,7 +401,8 @@ static int cmd_detect(int argc, char **argv) {
       images[n++] = argv[i];
     }
   }
-  if (!rc && !ckpt) rc = usage_error("%s", "detect: a checkpoint path is needed");
+  if (!rc && !ckpt)
+    rc = usage_error("%s", "detect: a checkpoint path is needed");
   if (!rc && n == 0) rc = usage_error("%s", "detect: no image given");
   if (rc) {
     free(images);
@@ -380,7 +410,8 @@ static int cmd_detect(int argc, char **argv) {
   }
   ct_run_model m;
   rc = open_model_of(&m, ckpt, &ct_task_detection, "detect");
-  if (!rc && ct_detection_detect(&m.task, images, n, threshold, out_png, stdout) != CT_OK)
+  if (!rc && ct_detection_detect(&m.task, images, n, threshold, out_png,
+                                 stdout) != CT_OK)
     rc = runtime_error();
   ct_run_model_close(&m);
   free(images);
@@ -468,7 +499,8 @@ static int cmd_forward(int argc, char **argv) {
       weights = v;
     } else if (!strcmp(argv[i], "--threads")) {
       int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) return 2;
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
+        return 2;
       ct_set_threads(t);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return usage_error("unknown option '%s'", argv[i]);
@@ -479,7 +511,8 @@ static int cmd_forward(int argc, char **argv) {
     }
   }
   if (n != 3)
-    return usage_error("%s", "forward takes a checkpoint, an input and an "
+    return usage_error("%s",
+                       "forward takes a checkpoint, an input and an "
                        "output .safetensors file");
   ct_run_model m;
   ct_params in, out;
@@ -535,8 +568,8 @@ static int cmd_plot(int argc, char **argv) {
     if (ct_plot_run_dir(dirs[0], warning, sizeof warning) != CT_OK)
       rc = runtime_error();
     else
-      printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0],
-             dirs[0], dirs[0]);
+      printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0], dirs[0],
+             dirs[0]);
   } else if (!rc) {
     if (ct_plot_compare_runs(out, dirs, n, warning, sizeof warning) != CT_OK)
       rc = runtime_error();
@@ -561,8 +594,9 @@ static int cmd_toy_images(int argc, char **argv) {
       force = true;
       continue;
     }
-    static const char *const known[] = {"--out", "--format", "--seed", "--size",
-                                        "--classes", "--train", "--test"};
+    static const char *const known[] = {"--out",  "--format",  "--seed",
+                                        "--size", "--classes", "--train",
+                                        "--test"};
     bool is_known = false;
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
       is_known = is_known || !strcmp(argv[i], known[k]);
@@ -570,16 +604,23 @@ static int cmd_toy_images(int argc, char **argv) {
     if (!(v = option_value(argc, argv, &i))) return 2;
     const char *opt = argv[i - 1];
     long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
+    if (!strcmp(opt, "--out"))
+      out = v;
     else if (!strcmp(opt, "--format")) {
       if (ct_toy_image_format_parse(v, &format) != CT_OK)
         return usage_error("%s", ct_last_error());
-    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) seed = n;
-    else if (!strcmp(opt, "--size")) size = n;
-    else if (!strcmp(opt, "--classes")) classes = n;
-    else if (!strcmp(opt, "--train")) train = n;
-    else test = n;  // --test
+    } else if (n < 0)
+      return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed"))
+      seed = n;
+    else if (!strcmp(opt, "--size"))
+      size = n;
+    else if (!strcmp(opt, "--classes"))
+      classes = n;
+    else if (!strcmp(opt, "--train"))
+      train = n;
+    else
+      test = n;  // --test
   }
   if (!out) return usage_error("%s", "toy images needs --out DIR");
   if (format == CT_TOY_IMAGES_CIFAR10) size = 32;
@@ -593,8 +634,10 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_image_dataset_free(&tr);
   ct_image_dataset_free(&te);
   if (st != CT_OK) return runtime_error();
-  printf("wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
-         "%s\n", train, test, size, size, classes, out);
+  printf(
+      "wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
+      "%s\n",
+      train, test, size, size, classes, out);
   return 0;
 }
 
@@ -609,8 +652,8 @@ static int cmd_toy_detection(int argc, char **argv) {
       force = true;
       continue;
     }
-    static const char *const known[] = {"--out", "--seed", "--size", "--classes",
-                                        "--train", "--val"};
+    static const char *const known[] = {"--out",     "--seed",  "--size",
+                                        "--classes", "--train", "--val"};
     bool is_known = false;
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
       is_known = is_known || !strcmp(argv[i], known[k]);
@@ -618,38 +661,53 @@ static int cmd_toy_detection(int argc, char **argv) {
     if (!(v = option_value(argc, argv, &i))) return 2;
     const char *opt = argv[i - 1];
     long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
-    else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) seed = n;
-    else if (!strcmp(opt, "--size")) size = n;
-    else if (!strcmp(opt, "--classes")) classes = n;
-    else if (!strcmp(opt, "--train")) train = n;
-    else val = n;  // --val
+    if (!strcmp(opt, "--out"))
+      out = v;
+    else if (n < 0)
+      return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed"))
+      seed = n;
+    else if (!strcmp(opt, "--size"))
+      size = n;
+    else if (!strcmp(opt, "--classes"))
+      classes = n;
+    else if (!strcmp(opt, "--train"))
+      train = n;
+    else
+      val = n;  // --val
   }
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
   ct_detection_dataset tr = {0}, va = {0};
   ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
                                            (uint64_t)seed, 0, NULL);
   if (st == CT_OK)
-    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes, (uint64_t)seed,
-                                   1, NULL);
+    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes,
+                                   (uint64_t)seed, 1, NULL);
   if (st == CT_OK) st = ct_toy_detection_write(out, &tr, &va, force);
   ct_detection_dataset_free(&tr);
   ct_detection_dataset_free(&va);
   if (st != CT_OK) return runtime_error();
-  printf("wrote %s/{train,val}.json and %s/{train,val}/*.png (%ld + %ld images, "
-         "%ldx%ld, %ld classes)\n", out, out, train, val, size, size, classes);
+  printf(
+      "wrote %s/{train,val}.json and %s/{train,val}/*.png (%ld + %ld images, "
+      "%ldx%ld, %ld classes)\n",
+      out, out, train, val, size, size, classes);
   return 0;
 }
 
 static int cmd_toy(int argc, char **argv) {
-  if (argc >= 3 && !strcmp(argv[2], "images")) return cmd_toy_images(argc, argv);
-  if (argc >= 3 && !strcmp(argv[2], "detection")) return cmd_toy_detection(argc, argv);
+  if (argc >= 3 && !strcmp(argv[2], "images"))
+    return cmd_toy_images(argc, argv);
+  if (argc >= 3 && !strcmp(argv[2], "detection"))
+    return cmd_toy_detection(argc, argv);
   if (argc < 3 || strcmp(argv[2], "translation"))
-    return usage_error("%s", "toy: the kinds are 'translation' (ctrain toy "
+    return usage_error("%s",
+                       "toy: the kinds are 'translation' (ctrain toy "
                        "translation --out DIR), 'images' and 'detection'");
-  ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 1, .train_size = 20000,
-                      .val_size = 500, .test_size = 500};
+  ct_toy_options o = {.task = CT_TOY_GRAMMAR,
+                      .seed = 1,
+                      .train_size = 20000,
+                      .val_size = 500,
+                      .test_size = 500};
   const char *out = NULL;
   bool force = false;
   for (int i = 3; i < argc; i++) {
@@ -658,8 +716,8 @@ static int cmd_toy(int argc, char **argv) {
       force = true;
       continue;
     }
-    static const char *const known[] = {"--out", "--task", "--seed", "--train",
-                                        "--val", "--test"};
+    static const char *const known[] = {"--out",   "--task", "--seed",
+                                        "--train", "--val",  "--test"};
     bool is_known = false;
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
       is_known = is_known || !strcmp(argv[i], known[k]);
@@ -667,15 +725,21 @@ static int cmd_toy(int argc, char **argv) {
     if (!(v = option_value(argc, argv, &i))) return 2;
     const char *opt = argv[i - 1];
     long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
+    if (!strcmp(opt, "--out"))
+      out = v;
     else if (!strcmp(opt, "--task")) {
       if (ct_toy_task_parse(v, &o.task) != CT_OK)
         return usage_error("%s", ct_last_error());
-    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) o.seed = (uint64_t)n;
-    else if (!strcmp(opt, "--train")) o.train_size = n;
-    else if (!strcmp(opt, "--val")) o.val_size = n;
-    else o.test_size = n;  // --test
+    } else if (n < 0)
+      return usage_error("option wants a positive integer, not '%s'", v);
+    else if (!strcmp(opt, "--seed"))
+      o.seed = (uint64_t)n;
+    else if (!strcmp(opt, "--train"))
+      o.train_size = n;
+    else if (!strcmp(opt, "--val"))
+      o.val_size = n;
+    else
+      o.test_size = n;  // --test
   }
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
   if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
