@@ -22,47 +22,51 @@
 //   }
 //   ct_params_free(&p);
 //
+// The arena, the tape and the gemm settings used above belong to the calling
+// thread's session (core/session.h); a program with one thread never names
+// one, and each thread of a program with several binds its own.
+//
 // The pieces, one header each:
-//   core/error.h      status codes and ct_last_error()
-//   core/tensor.h     f32/i32 tensors up to 5 dims, views, creation
-//   core/session.h    one session per thread: arena, tape, gemm settings
-//   core/arena.h      the per-step bump allocator
-//   core/params.h     parameters, grads and optimizer state in flat buffers
-//   core/rng.h        Philox4x32-10 keyed random numbers
-//   core/threads.h    thread count (results never depend on it)
-//   core/gemm.h       matrix multiply kernels
-//   core/gemm_bf16.h  matrix multiply with bf16 inputs (AMX, AVX512-BF16)
-//   core/attention_kernel.h  fused attention kernels
-//   autograd/tape.h   recording, backward, no-grad scopes
-//   autograd/ops.h    the differentiable ops
+//   core/error.h            status codes and ct_last_error()
+//   core/tensor.h           f32/i32 tensors up to 5 dims, views, creation
+//   core/session.h          a session per thread: arena, tape, gemm settings
+//   core/arena.h            the per-step bump allocator
+//   core/params.h           parameters, grads, optimizer state in flat buffers
+//   core/rng.h              Philox4x32-10 keyed random numbers
+//   core/threads.h          thread count (results never depend on it)
+//   core/gemm.h             matrix multiply kernels
+//   core/gemm_bf16.h        matrix multiply with bf16 inputs (AMX, AVX512-BF16)
+//   core/attention_kernel.h fused attention kernels
+//   autograd/tape.h         recording, backward, no-grad scopes
+//   autograd/ops.h          the differentiable ops
 //   autograd/ops_attention.h  the differentiable fused attention
-//   autograd/ops_conv.h   conv2d, batch norm, pooling (NCHW)
-//   autograd/gradcheck.h  finite-difference gradient checks
-//   autograd/ops_box.h    box conversions, GIoU, row gather (detection)
-//   optim/optim.h     SGD, Adam, AdamW over a whole parameter store
-//   optim/schedule.h  learning-rate schedules (pure functions of the step)
-//   optim/grads.h     gradient norm, clipping, the non-finite check
-//   nn/module.h       the module convention, forward context, dropout
-//   nn/init.h         initializers (xavier, kaiming, trunc_normal, ...)
+//   autograd/ops_conv.h     conv2d, batch norm, pooling (NCHW)
+//   autograd/ops_box.h      box conversions, GIoU, row gather (detection)
+//   autograd/gradcheck.h    finite-difference gradient checks
+//   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
+//   optim/schedule.h        learning-rate schedules (pure functions of step)
+//   optim/grads.h           gradient norm, clipping, the non-finite check
+//   nn/module.h             the module convention, forward context, dropout
+//   nn/init.h               initializers (xavier, kaiming, trunc_normal, ...)
 //   nn/linear.h nn/embedding.h nn/norm.h nn/mlp.h   basic modules
-//   nn/multihead_attention.h    MultiheadAttention with PyTorch semantics
-//   nn/transformer.h  encoder/decoder layers and stacks, nn.Transformer
-//   nn/position.h     sinusoidal and learned positional encodings
-//   nn/conv.h         Conv2d and BatchNorm2d modules
-//   nn/resnet.h       a CIFAR-style ResNet with torchvision's names
-//   nn/vit.h          ViT and DeiT (timm names), attention rollout
-//   nn/distill.h      soft-target CE and DeiT's distillation losses
-//   nn/hungarian.h    linear sum assignment, DETR's Hungarian matcher
-//   nn/detr.h         DETR: backbone, transformer, heads, the set loss
-//   data/text.h       parallel corpora (two files or TSV, gzip or plain)
-//   data/tokenizer.h  UTF-8 word/punctuation tokenizer and detokenizer
-//   data/vocab.h      vocabularies with <pad> <unk> <bos> <eos>
-//   data/batch.h      length-bucketed, padded, resumable translation batches
+//   nn/multihead_attention.h  MultiheadAttention with PyTorch semantics
+//   nn/transformer.h        encoder/decoder layers and stacks, nn.Transformer
+//   nn/position.h           sinusoidal and learned positional encodings
+//   nn/conv.h               Conv2d and BatchNorm2d modules
+//   nn/resnet.h             a CIFAR-style ResNet with torchvision's names
+//   nn/vit.h                ViT and DeiT (timm names), attention rollout
+//   nn/distill.h            soft-target CE and DeiT's distillation losses
+//   nn/hungarian.h          linear sum assignment, DETR's Hungarian matcher
+//   nn/detr.h               DETR: backbone, transformer, heads, the set loss
+//   data/text.h             parallel corpora (two files or TSV, gzip or plain)
+//   data/tokenizer.h        UTF-8 word/punctuation tokenizer and detokenizer
+//   data/vocab.h            vocabularies with <pad> <unk> <bos> <eos>
+//   data/batch.h            length-bucketed, padded, resumable text batches
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
-//   data/image.h      image datasets, normalized/augmented batches, prefetch
+//   data/image.h            image datasets, normalized/augmented batches
 //   data/idx.h data/cifar.h data/png_folder.h   image file formats
-//   data/detection.h  detection sets: boxes, generated shapes, COCO files
-//   data/json.h       a strict JSON reader
+//   data/detection.h        detection sets: boxes, generated shapes, COCO
+//   data/json.h             a strict JSON reader (and its string writer)
 #ifndef CTRAIN_H
 #define CTRAIN_H
 
