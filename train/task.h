@@ -17,7 +17,8 @@
 
 // The metrics of one evaluation, in the order they are logged: measured
 // values, and counts (written as integers).
-enum { CT_EVAL_MAX_METRICS = 8 };
+// Room for retrieval tasks (recall at several k, both directions, per split).
+enum { CT_EVAL_MAX_METRICS = 32 };
 
 typedef struct ct_eval_metric {
   const char *name;  // static text
