@@ -1,4 +1,5 @@
-// Vectorized erf, exp and exact GELU over arrays (see vmath.h).
+// Vectorized erf, exp, exact GELU, tanh and sigmoid over arrays (see
+// vmath.h).
 //
 // erf(|x|) on [0, 4): 16 intervals [k/4, (k+1)/4), on each a degree-7
 // polynomial in s = 4|x| - k (exact in float), least-squares fitted to the
@@ -11,6 +12,10 @@
 //
 // exp: Cephes expf, as core/attention_kernel.c's attn_exp: x = n ln2 + r, degree-6
 // polynomial, 2^n from the exponent bits.
+//
+// tanh: Cephes tanhf: for |x| < 0.625 the odd polynomial x + x^3 P(x^2)
+// (small x keep their relative accuracy), beyond it 1 - 2 / (exp(2|x|) + 1)
+// with the sign of x. sigmoid: 1 / (1 + exp(-x)).
 //
 // Three builds of the same formulas: AVX-512 and AVX2/FMA via target
 // attributes (chosen at run time with __builtin_cpu_supports, as
@@ -74,7 +79,22 @@ static const float EXP_P[6] = {1.9875691500e-4f, 1.3981999507e-3f,
                                8.3334519073e-3f, 4.1665795894e-2f,
                                1.6666665459e-1f, 5.0000001201e-1f};
 
-typedef enum { VM_ERF, VM_EXP, VM_GELU, VM_GELU_BWD, VM_GELU_BWD_ADD } vm_op;
+// Cephes tanhf: the polynomial's coefficients (highest first) and where the
+// exp form takes over.
+static const float TANH_P[5] = {-5.70498872745e-3f, 2.06390887954e-2f,
+                                -5.37397155531e-2f, 1.33314422036e-1f,
+                                -3.33332819422e-1f};
+static const float TANH_SMALL = 0.625f;
+
+typedef enum {
+  VM_ERF,
+  VM_EXP,
+  VM_GELU,
+  VM_GELU_BWD,
+  VM_GELU_BWD_ADD,
+  VM_TANH,
+  VM_SIGMOID
+} vm_op;
 
 // ---- plain C -------------------------------------------------------------------
 
@@ -103,6 +123,22 @@ static float exp_scalar(float x) {
   return x < EXP_LO ? 0.0f : y * pow2n;
 }
 
+static float tanh_scalar(float x) {
+  const float ax = fabsf(x);
+  float r;
+  if (ax < TANH_SMALL) {
+    const float z = x * x;
+    float p = TANH_P[0];
+    for (int j = 1; j < 5; j++) p = p * z + TANH_P[j];
+    r = p * z * ax + ax;
+  } else {
+    r = 1.0f - 2.0f / (exp_scalar(2.0f * ax) + 1.0f);
+  }
+  return copysignf(r, x);
+}
+
+static float sigmoid_scalar(float x) { return 1.0f / (1.0f + exp_scalar(-x)); }
+
 static void run_scalar(vm_op op, const float *x, const float *g, float *y,
                        int64_t n) {
   for (int64_t i = 0; i < n; i++) {
@@ -110,6 +146,8 @@ static void run_scalar(vm_op op, const float *x, const float *g, float *y,
     switch (op) {
     case VM_ERF: y[i] = erf_scalar(v); break;
     case VM_EXP: y[i] = exp_scalar(v); break;
+    case VM_TANH: y[i] = tanh_scalar(v); break;
+    case VM_SIGMOID: y[i] = sigmoid_scalar(v); break;
     case VM_GELU: y[i] = 0.5f * v * (1.0f + erf_scalar(v * SQRT_HALF)); break;
     case VM_GELU_BWD:
     case VM_GELU_BWD_ADD: {
@@ -175,6 +213,31 @@ VM_INLINE T512 __m512 exp512(__m512 x) {
   return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
 }
 
+VM_INLINE T512 __m512 tanh512(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(TANH_P[0]);
+  for (int j = 1; j < 5; j++)
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_P[j]));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), ax, ax);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = exp512(_mm512_add_ps(ax, ax));
+  __m512 r = _mm512_sub_ps(
+      one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+  const __mmask16 is_small =
+      _mm512_cmp_ps_mask(ax, _mm512_set1_ps(TANH_SMALL), _CMP_LT_OQ);
+  r = _mm512_mask_mov_ps(r, is_small, small);
+  const __m512i sign =
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+}
+
+VM_INLINE T512 __m512 sigmoid512(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
 VM_INLINE T512 __m512 gelu_deriv512(__m512 v) {
   const __m512 half = _mm512_set1_ps(0.5f);
   const __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(SQRT_HALF)));
@@ -198,6 +261,14 @@ static T512 void run_avx512(vm_op op, const float *x, const float *g, float *y,
   case VM_EXP:
     for (int64_t i = 0; i < n; i += 16)
       _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+    break;
+  case VM_TANH:
+    for (int64_t i = 0; i < n; i += 16)
+      _mm512_storeu_ps(y + i, tanh512(_mm512_loadu_ps(x + i)));
+    break;
+  case VM_SIGMOID:
+    for (int64_t i = 0; i < n; i += 16)
+      _mm512_storeu_ps(y + i, sigmoid512(_mm512_loadu_ps(x + i)));
     break;
   case VM_GELU:
     for (int64_t i = 0; i < n; i += 16) {
@@ -270,6 +341,30 @@ VM_INLINE T256 __m256 exp256(__m256 x) {
   return _mm256_andnot_ps(tiny, y);
 }
 
+VM_INLINE T256 __m256 tanh256(__m256 x) {
+  const __m256 sign_bit = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
+  const __m256 ax = _mm256_andnot_ps(sign_bit, x);
+  const __m256 z = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_set1_ps(TANH_P[0]);
+  for (int j = 1; j < 5; j++)
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_P[j]));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = exp256(_mm256_add_ps(ax, ax));
+  __m256 r = _mm256_sub_ps(
+      one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+  const __m256 is_small =
+      _mm256_cmp_ps(ax, _mm256_set1_ps(TANH_SMALL), _CMP_LT_OQ);
+  r = _mm256_blendv_ps(r, small, is_small);
+  return _mm256_or_ps(r, _mm256_and_ps(x, sign_bit));
+}
+
+VM_INLINE T256 __m256 sigmoid256(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
 VM_INLINE T256 __m256 gelu_deriv256(__m256 v) {
   const __m256 half = _mm256_set1_ps(0.5f);
   const __m256 e = erf256(_mm256_mul_ps(v, _mm256_set1_ps(SQRT_HALF)));
@@ -293,6 +388,14 @@ static T256 void run_avx2(vm_op op, const float *x, const float *g, float *y,
   case VM_EXP:
     for (int64_t i = 0; i < n; i += 8)
       _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
+    break;
+  case VM_TANH:
+    for (int64_t i = 0; i < n; i += 8)
+      _mm256_storeu_ps(y + i, tanh256(_mm256_loadu_ps(x + i)));
+    break;
+  case VM_SIGMOID:
+    for (int64_t i = 0; i < n; i += 8)
+      _mm256_storeu_ps(y + i, sigmoid256(_mm256_loadu_ps(x + i)));
     break;
   case VM_GELU:
     for (int64_t i = 0; i < n; i += 8) {
@@ -372,4 +475,12 @@ void ct_vmath_gelu(const float *x, float *y, int64_t n) {
 void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
                             int64_t n, bool accumulate) {
   run(accumulate ? VM_GELU_BWD_ADD : VM_GELU_BWD, x, g, gx, n);
+}
+
+void ct_vmath_tanh(const float *x, float *y, int64_t n) {
+  run(VM_TANH, x, NULL, y, n);
+}
+
+void ct_vmath_sigmoid(const float *x, float *y, int64_t n) {
+  run(VM_SIGMOID, x, NULL, y, n);
 }

@@ -1,17 +1,19 @@
-// Vectorized float math over arrays: erf, exp and the exact (erf) GELU with
-// its derivative, for the elementwise ops. libm's erff and expf are calls
+// Vectorized float math over arrays: erf, exp, the exact (erf) GELU with
+// its derivative, tanh and sigmoid, for the elementwise ops and the
+// recurrent cells. libm's erff and expf are calls
 // the vectorizer cannot use (without -ffast-math), and erff per element was
 // a fifth of a ViT training step.
 //
 // Accuracy: erf within 7e-8 absolute of the exact erf (piecewise degree-7
 // polynomials on 16 intervals of [0, 4), 1 beyond); exp within ~2 ulp
-// (Cephes expf), exactly 0 below -87.34.
+// (Cephes expf), exactly 0 below -87.34; tanh within a few ulp, relative
+// accuracy kept near 0 (Cephes tanhf); sigmoid 1 / (1 + exp(-x)).
 //
 // Results depend only on the element's value and the CPU's instruction set
 // (AVX-512, AVX2/FMA or plain C, chosen at run time), not on n, alignment
 // or where a caller splits an array: tails run through the same vector code.
-// Single-threaded; callers parallelize over blocks. Not here: other
-// activations (tanh, sigmoid use libm).
+// Single-threaded; callers parallelize over blocks. (ct_tanh and
+// ct_sigmoid, the generic elementwise ops, still use libm.)
 #ifndef CT_CORE_VMATH_H
 #define CT_CORE_VMATH_H
 
@@ -21,6 +23,10 @@
 // y[i] = erf(x[i]); y[i] = exp(x[i]). y may equal x.
 void ct_vmath_erf(const float *x, float *y, int64_t n);
 void ct_vmath_exp(const float *x, float *y, int64_t n);
+
+// y[i] = tanh(x[i]); y[i] = 1 / (1 + exp(-x[i])). y may equal x.
+void ct_vmath_tanh(const float *x, float *y, int64_t n);
+void ct_vmath_sigmoid(const float *x, float *y, int64_t n);
 
 // GELU, x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2:
 // y[i] = 0.5 x (1 + erf(x / sqrt 2)).

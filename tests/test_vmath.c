@@ -1,5 +1,5 @@
 // core/vmath.h against double-precision libm: erf, exp, the exact GELU and
-// its derivative, with the max errors printed; special values; and results
+// its derivative, tanh and sigmoid, with the max errors printed; special values; and results
 // that do not depend on where an array is split (tails run the vector code).
 #include "core/vmath.h"
 #include "harness.h"
@@ -123,9 +123,60 @@ static void test_gelu(void) {
   free(piece);
 }
 
+// tanh and sigmoid: relative error over a wide grid and for small |x| (tanh
+// keeps it near 0), special values, and any split giving the same bits.
+static void test_tanh_sigmoid(void) {
+  float *x = grid(-20.0f, 20.0f, N), *y = malloc(N * sizeof *y);
+  float *s = malloc(N * sizeof *s);
+  ct_vmath_tanh(x, y, N);
+  ct_vmath_sigmoid(x, s, N);
+  double wt = 0.0, ws = 0.0;
+  for (int64_t i = 0; i < N; i++) {
+    double t = tanh((double)x[i]), sg = 1.0 / (1.0 + exp(-(double)x[i]));
+    if (t != 0.0) wt = fmax(wt, fabs((double)y[i] - t) / fabs(t));
+    ws = fmax(ws, fabs((double)s[i] - sg) / sg);
+  }
+  double small = 0.0;
+  for (int i = 0; i < 200; i++) {
+    float v = ldexpf(1.0f, -i / 4) * (1.0f - (float)i / 401.0f), r;
+    ct_vmath_tanh(&v, &r, 1);
+    small = fmax(small, fabs((double)r - tanh((double)v)) / tanh((double)v));
+  }
+  printf("tanh: max relative error %.3g (small x %.3g); sigmoid %.3g\n", wt,
+         small, ws);
+  CHECK(wt <= 4e-7, "tanh relative error %.3g", wt);
+  CHECK(small <= 3e-7, "tanh small-x relative error %.3g", small);
+  CHECK(ws <= 4e-7, "sigmoid relative error %.3g", ws);
+  float sp[6] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -100.0f}, r[6], q[6];
+  ct_vmath_tanh(sp, r, 6);
+  ct_vmath_sigmoid(sp, q, 6);
+  CHECK(r[0] == 0.0f && !signbit(r[0]) && r[1] == 0.0f && signbit(r[1]),
+        "tanh(+-0) = %g %g", r[0], r[1]);
+  CHECK(r[2] == 1.0f && r[3] == -1.0f && r[5] == -1.0f,
+        "tanh(inf, -inf, -100) = %g %g %g", r[2], r[3], r[5]);
+  CHECK(isnan(r[4]) && isnan(q[4]), "tanh, sigmoid of nan: %g %g", r[4], q[4]);
+  // exp's argument is clamped at 88: sigmoid bottoms out at 1/(1+e^88).
+  CHECK(q[0] == 0.5f && q[2] == 1.0f && q[3] >= 0.0f && q[3] < 1e-37f &&
+            q[5] == q[3],
+        "sigmoid(0, inf, -inf, -100) = %g %g %g %g", q[0], q[2], q[3], q[5]);
+  float *piece = malloc(N * sizeof *piece);
+  for (int64_t i = 0; i < N;) {
+    int64_t len = 1 + (i * 7919) % 37;
+    if (len > N - i) len = N - i;
+    ct_vmath_tanh(x + i, piece + i, len);
+    i += len;
+  }
+  CHECK(memcmp(piece, y, N * sizeof *y) == 0, "split tanh differs");
+  free(x);
+  free(y);
+  free(s);
+  free(piece);
+}
+
 int main(void) {
   test_erf();
   test_exp();
   test_gelu();
+  test_tanh_sigmoid();
   return test_summary("vmath");
 }

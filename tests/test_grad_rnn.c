@@ -1,0 +1,151 @@
+// Finite-difference gradient checks of the recurrent ops
+// (autograd/ops_rnn.h): the GRU and LSTM cells, and scans forward and
+// reversed with uneven lengths (a row of length 0 and one of full length
+// among them), with and without h0, c0 and b_hh, the final states included
+// in the checked output. Also: padding positions of gx change nothing and
+// get zero gradient.
+#include "autograd/ops.h"
+#include "autograd/ops_rnn.h"
+#include "tests/grad_util.h"
+
+#include <string.h>
+
+typedef struct scan_case {
+  bool lstm, reverse, lengths, h0, bias;
+  int64_t B, T, H;
+} scan_case;
+
+static const int32_t LENGTHS[] = {3, 0, 4, 1, 2};
+
+// Inputs: gx, w_hh, [b_hh], [h0], [c0]. Output: y (B, T*H) beside h_n (and
+// c_n), so every result is checked.
+static ct_tensor *run_scan(ct_tensor *const *in, void *ctx) {
+  const scan_case *c = ctx;
+  int i = 2;
+  ct_rnn_scan_args a = {.gx = in[0], .w_hh = in[1], .reverse = c->reverse};
+  if (c->bias) a.b_hh = in[i++];
+  if (c->h0) {
+    a.h0 = in[i++];
+    if (c->lstm) a.c0 = in[i++];
+  }
+  if (c->lengths)
+    a.lengths = ct_tensor_from(CT_I32, LENGTHS, CT_SHAPE(c->B));
+  ct_tensor *h_n = NULL, *c_n = NULL;
+  ct_tensor *y = c->lstm ? ct_lstm_scan(&a, &h_n, &c_n) : ct_gru_scan(&a, &h_n);
+  ct_tensor *parts[3] = {ct_reshape(y, CT_SHAPE(c->B, c->T * c->H)), h_n, c_n};
+  return ct_concat(parts, c->lstm ? 3 : 2, 1);
+}
+
+static void check_scan(const char *what, scan_case c) {
+  const int64_t G = c.lstm ? 4 : 3, B = c.B, T = c.T, H = c.H;
+  ct_tensor *in[5];
+  int n = 0;
+  in[n++] = grad_input(CT_SHAPE(B, T, G * H));
+  in[n++] = ct_requires_grad(ct_tensor_rand(&grad_test_rng, -0.6f, 0.6f,
+                                            CT_SHAPE(G * H, H)));
+  if (c.bias) in[n++] = grad_input(CT_SHAPE(G * H));
+  if (c.h0) {
+    in[n++] = grad_input(CT_SHAPE(B, H));
+    if (c.lstm) in[n++] = grad_input(CT_SHAPE(B, H));
+  }
+  grad_check(what, run_scan, &c, in, n, NULL);
+}
+
+typedef struct cell_case {
+  bool lstm;
+} cell_case;
+
+// Inputs: gx, h, [c], w_hh, b_hh. Output: h' (beside c' for the LSTM).
+static ct_tensor *run_cell(ct_tensor *const *in, void *ctx) {
+  const cell_case *c = ctx;
+  if (!c->lstm) return ct_gru_cell(in[0], in[1], in[2], in[3]);
+  ct_tensor *c_out = NULL;
+  ct_tensor *h = ct_lstm_cell(in[0], in[1], in[2], in[3], in[4], &c_out);
+  return ct_concat((ct_tensor *[]){h, c_out}, 2, 1);
+}
+
+static void check_cell(const char *what, bool lstm) {
+  const int64_t B = 3, H = 6, G = lstm ? 4 : 3;
+  cell_case c = {.lstm = lstm};
+  ct_tensor *gx = grad_input(CT_SHAPE(B, G * H));
+  ct_tensor *h = grad_input(CT_SHAPE(B, H));
+  ct_tensor *w = ct_requires_grad(
+      ct_tensor_rand(&grad_test_rng, -0.5f, 0.5f, CT_SHAPE(G * H, H)));
+  ct_tensor *b = grad_input(CT_SHAPE(G * H));
+  if (lstm) {
+    ct_tensor *cc = grad_input(CT_SHAPE(B, H));
+    grad_check(what, run_cell, &c, (ct_tensor *[]){gx, h, cc, w, b}, 5, NULL);
+  } else {
+    grad_check(what, run_cell, &c, (ct_tensor *[]){gx, h, w, b}, 4, NULL);
+  }
+}
+
+// The padded positions of gx (t >= lengths[b]) may hold anything: the
+// outputs are the same bits, and their gradient is exactly 0.
+static void check_padding(bool lstm, bool reverse) {
+  const int64_t B = 5, T = 4, H = 8, G = lstm ? 4 : 3;
+  ct_tensor *gx = grad_input(CT_SHAPE(B, T, G * H));
+  ct_tensor *w = ct_requires_grad(
+      ct_tensor_rand(&grad_test_rng, -0.4f, 0.4f, CT_SHAPE(G * H, H)));
+  ct_tensor *lengths = ct_tensor_from(CT_I32, LENGTHS, CT_SHAPE(B));
+  ct_rnn_scan_args a = {
+      .gx = gx, .w_hh = w, .lengths = lengths, .reverse = reverse};
+  ct_tensor *h1 = NULL, *h2 = NULL, *c1 = NULL, *c2 = NULL;
+  ct_tensor *y1 = lstm ? ct_lstm_scan(&a, &h1, &c1) : ct_gru_scan(&a, &h1);
+  ct_tensor *noisy = ct_tensor_copy(gx);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = LENGTHS[b]; t < T; t++)
+      for (int64_t j = 0; j < G * H; j++)
+        ct_f32(noisy)[(b * T + t) * G * H + j] = 1e3f * (float)(j % 7 - 3);
+  ct_requires_grad(noisy);
+  a.gx = noisy;
+  ct_tensor *y2 = lstm ? ct_lstm_scan(&a, &h2, &c2) : ct_gru_scan(&a, &h2);
+  CHECK(y1 && y2 && !memcmp(ct_f32(y1), ct_f32(y2), y1->numel * 4) &&
+            !memcmp(ct_f32(h1), ct_f32(h2), h1->numel * 4) &&
+            (!lstm || !memcmp(ct_f32(c1), ct_f32(c2), c1->numel * 4)),
+        "%s%s: padding changed a result", lstm ? "lstm" : "gru",
+        reverse ? " reversed" : "");
+  bool zero_y = true;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = LENGTHS[b]; t < T; t++)
+      for (int64_t j = 0; j < H; j++)
+        zero_y = zero_y && ct_f32(y2)[(b * T + t) * H + j] == 0.0f;
+  CHECK(zero_y, "y is not 0 at padded positions");
+  ct_tensor *loss = ct_add(ct_sum(ct_mul(y2, y2)), ct_sum(h2));
+  CHECK(ct_backward(loss) == CT_OK, "backward: %s", ct_last_error());
+  bool zero_g = true;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = LENGTHS[b]; t < T; t++)
+      for (int64_t j = 0; j < G * H; j++)
+        zero_g = zero_g && noisy->grad[(b * T + t) * G * H + j] == 0.0f;
+  CHECK(zero_g, "padded positions of gx got a gradient");
+  ct_arena_reset();
+}
+
+int main(void) {
+  check_cell("gru_cell", false);
+  check_cell("lstm_cell", true);
+  for (int lstm = 0; lstm < 2; lstm++)
+    for (int reverse = 0; reverse < 2; reverse++) {
+      char what[64];
+      const char *name = lstm ? "lstm_scan" : "gru_scan";
+      const char *dir = reverse ? " reversed" : "";
+      snprintf(what, sizeof what, "%s%s, lengths, h0, bias", name, dir);
+      check_scan(what, (scan_case){.lstm = lstm,
+                                   .reverse = reverse,
+                                   .lengths = true,
+                                   .h0 = true,
+                                   .bias = true,
+                                   .B = 5,
+                                   .T = 4,
+                                   .H = 3});
+      snprintf(what, sizeof what, "%s%s, no h0, no bias", name, dir);
+      check_scan(what, (scan_case){.lstm = lstm,
+                                   .reverse = reverse,
+                                   .B = 2,
+                                   .T = 3,
+                                   .H = 4});
+      check_padding(lstm, reverse);
+    }
+  return test_summary("grad_rnn");
+}
