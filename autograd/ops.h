@@ -83,7 +83,8 @@ ct_tensor *ct_reshape(ct_tensor *x, int ndim, const int64_t *shape);
 ct_tensor *ct_permute(ct_tensor *x, const int *perm);
 // Swaps two dims (a copy). Negative dims count from the end.
 ct_tensor *ct_transpose(ct_tensor *x, int dim0, int dim1);
-// Joins n tensors along `dim`; other dims must match.
+// Joins n >= 1 tensors along `dim`; other dims must match. (More than a
+// tape node's inputs are joined in groups, then the groups.)
 ct_tensor *ct_concat(ct_tensor *const *xs, int n, int dim);
 // Elements [start, start+len) along `dim` (a copy).
 ct_tensor *ct_slice(ct_tensor *x, int dim, int64_t start, int64_t len);

@@ -190,13 +190,28 @@ static void concat_backward(ct_node *node) {
   }
 }
 
+// More tensors than a tape node holds: concatenated in groups, then the
+// groups (each element is copied once per level, log6(n) levels).
+static ct_tensor *concat_groups(ct_tensor *const *xs, int n, int dim) {
+  const int groups = (n + CT_NODE_MAX_INPUTS - 1) / CT_NODE_MAX_INPUTS;
+  ct_tensor **parts = ct_arena_alloc((size_t)groups * sizeof *parts);
+  if (!parts) return NULL;
+  for (int g = 0; g < groups; g++) {
+    const int first = g * CT_NODE_MAX_INPUTS;
+    const int len = n - first < CT_NODE_MAX_INPUTS ? n - first
+                                                   : CT_NODE_MAX_INPUTS;
+    parts[g] = ct_concat(xs + first, len, dim);
+  }
+  return ct_concat(parts, groups, dim);
+}
+
 ct_tensor *ct_concat(ct_tensor *const *xs, int n, int dim) {
   const char *op = "concat";
-  if (n < 1 || n > CT_NODE_MAX_INPUTS) {
-    ct_error(CT_ERR_ARG, "concat: %d tensors given, 1..%d supported", n,
-             CT_NODE_MAX_INPUTS);
+  if (n < 1) {
+    ct_error(CT_ERR_ARG, "concat: %d tensors given, at least 1 needed", n);
     return NULL;
   }
+  if (n > CT_NODE_MAX_INPUTS) return concat_groups(xs, n, dim);
   for (int k = 0; k < n; k++)
     if (!xs[k]) return NULL;
   const ct_tensor *x0 = xs[0];

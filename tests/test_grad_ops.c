@@ -13,6 +13,7 @@ typedef struct op_case {
   int dim;
   int64_t start, len;
   int64_t padding;
+  int n;  // concat: inputs (0 = 3)
   ct_gelu_kind gelu;
   float p;
 } op_case;
@@ -64,7 +65,7 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_RESHAPE: return ct_reshape(in[0], CT_SHAPE(-1, 3));
   case OP_PERMUTE: return ct_permute(in[0], (const int[]){2, 0, 3, 1});
   case OP_TRANSPOSE: return ct_transpose(in[0], 0, -1);
-  case OP_CONCAT: return ct_concat(in, 3, c->dim);
+  case OP_CONCAT: return ct_concat(in, c->n ? c->n : 3, c->dim);
   case OP_SLICE: return ct_slice(in[0], c->dim, c->start, c->len);
   case OP_EMBEDDING: return ct_embedding(in[0], in[1], c->padding);
   }
@@ -266,6 +267,21 @@ static void shapes(void) {
   GRAD("concat last dim", ((op_case){.op = OP_CONCAT, .dim = -1}),
        grad_input(CT_SHAPE(3, 2)), grad_input(CT_SHAPE(3, 7)),
        grad_input(CT_SHAPE(3, 1)));
+  // 14 inputs: more than a tape node holds, joined in groups.
+  ct_tensor *many[14];
+  for (int i = 0; i < 14; i++) many[i] = grad_input(CT_SHAPE(2, 1 + i % 3, 3));
+  ct_tensor *joined = ct_concat(many, 14, 1);
+  bool in_order = joined && joined->shape[1] == 27;
+  for (int64_t b = 0, col = 0; in_order && b < 2; b++, col = 0)
+    for (int i = 0; i < 14; i++)
+      for (int64_t r = 0; r < many[i]->shape[1]; r++, col++)
+        for (int64_t k = 0; k < 3; k++)
+          in_order = in_order &&
+                     ct_f32(joined)[(b * 27 + col) * 3 + k] ==
+                         ct_f32(many[i])[(b * many[i]->shape[1] + r) * 3 + k];
+  CHECK(in_order, "concat of 14 tensors: values out of order");
+  op_case c14 = {.op = OP_CONCAT, .dim = 1, .n = 14};
+  grad_check("concat of 14 tensors", run, &c14, many, 14, NULL);
   GRAD("slice dim 1",
        ((op_case){.op = OP_SLICE, .dim = 1, .start = 2, .len = 3}),
        grad_input(CT_SHAPE(2, 7, 3)));

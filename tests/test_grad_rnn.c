@@ -3,8 +3,11 @@
 // reversed with uneven lengths (a row of length 0 and one of full length
 // among them), with and without h0, c0 and b_hh, the final states included
 // in the checked output. Also: padding positions of gx change nothing and
-// get zero gradient.
+// get zero gradient. And the additive attention of the RNN translator
+// (autograd/ops_additive_attention.h), with a key padding mask: padded keys
+// get weight 0, and a fully padded row a zero context.
 #include "autograd/ops.h"
+#include "autograd/ops_additive_attention.h"
 #include "autograd/ops_rnn.h"
 #include "tests/grad_util.h"
 
@@ -122,7 +125,42 @@ static void check_padding(bool lstm, bool reverse) {
   ct_arena_reset();
 }
 
+// (B=3, S=4): row 0 sees every key, row 1 its first two, row 2 none.
+static const int32_t KEY_PAD[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+
+// Inputs: q, keys, v, values. Output: the context.
+static ct_tensor *run_additive(ct_tensor *const *in, void *ctx) {
+  (void)ctx;
+  ct_tensor *mask = ct_tensor_from(CT_I32, KEY_PAD, CT_SHAPE(3, 4));
+  return ct_additive_attention(in[0], in[1], in[2], in[3], mask, NULL);
+}
+
+static void check_additive(void) {
+  const int64_t B = 3, S = 4, A = 5, D = 6;
+  ct_tensor *in[4] = {grad_input(CT_SHAPE(B, A)), grad_input(CT_SHAPE(B, S, A)),
+                      grad_input(CT_SHAPE(A)), grad_input(CT_SHAPE(B, S, D))};
+  // The weights: a softmax over the real keys, exactly 0 on padding.
+  ct_tensor *w = NULL;
+  ct_tensor *mask = ct_tensor_from(CT_I32, KEY_PAD, CT_SHAPE(3, 4));
+  ct_tensor *c = ct_additive_attention(in[0], in[1], in[2], in[3], mask, &w);
+  CHECK(c && w, "additive_attention: %s", ct_last_error());
+  if (c && w) {
+    const float *wf = ct_f32(w);
+    CHECK(fabsf(wf[0] + wf[1] + wf[2] + wf[3] - 1.0f) < 1e-6f &&
+              fabsf(wf[4] + wf[5] - 1.0f) < 1e-6f,
+          "weights do not sum to 1");
+    CHECK(wf[6] == 0.0f && wf[7] == 0.0f && wf[8] == 0.0f && wf[11] == 0.0f,
+          "padded keys got weight");
+    bool zero = true;
+    for (int64_t d = 0; d < D; d++) zero = zero && ct_f32(c)[2 * D + d] == 0;
+    CHECK(zero, "a fully padded row has a nonzero context");
+  }
+  grad_check("additive_attention, key padding", run_additive, NULL, in, 4,
+             NULL);
+}
+
 int main(void) {
+  check_additive();
   check_cell("gru_cell", false);
   check_cell("lstm_cell", true);
   for (int lstm = 0; lstm < 2; lstm++)
