@@ -92,7 +92,7 @@ static void row_backward(const additive_saved *s, const float *q,
     energy_input(q + b * A, keys + (b * S + j) * A, u, A);
     float *dk = dkeys ? dkeys + (b * S + j) * A : NULL;
     for (int64_t a = 0; a < A; a++) {
-      const float dpre = de * v[a] * (1.0f - u[a] * u[a]);
+      const float dpre = de * v[a] * ((1.0f - u[a]) * (1.0f + u[a]));
       if (dv_row) dv_row[a] += de * u[a];
       if (dq) dq[b * A + a] += dpre;
       if (dk) dk[a] += dpre;

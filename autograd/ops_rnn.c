@@ -51,7 +51,8 @@ static bool active(const scan_saved *s, int64_t b, int64_t t) {
 // ---- the cells, forward and backward -------------------------------------------
 //
 // Per row: gx (G*H) the input projection, gh (G*H) = W_hh h + b_hh, act the
-// saved activations; primes are the new state.
+// saved activations; primes are the new state. tanh' = 1 - y^2 is taken as
+// (1 - y)(1 + y), exact where y is near +-1.
 
 // r, z = sigmoid(gx + gh); n = tanh(gx_n + r * gh_n); h' = n + z * (h - n),
 // PyTorch's (1 - z) * n + z * h in its own order of operations.
@@ -78,7 +79,7 @@ static void gru_backward(const float *act, const float *h, const float *dh,
   for (int64_t j = 0; j < H; j++) {
     const float dn = dh[j] * (1.0f - z[j]);
     const float dz = dh[j] * (h[j] - n[j]);
-    const float dan = dn * (1.0f - n[j] * n[j]);
+    const float dan = dn * ((1.0f - n[j]) * (1.0f + n[j]));
     const float dar = dan * ghn[j] * r[j] * (1.0f - r[j]);
     const float daz = dz * z[j] * (1.0f - z[j]);
     dgh[j] = dar;
@@ -116,10 +117,10 @@ static void lstm_backward(const float *act, const float *c, const float *dh,
   const float *i = act, *f = act + H, *g = act + 2 * H, *o = act + 3 * H,
               *tc = act + 4 * H;
   for (int64_t j = 0; j < H; j++) {
-    const float dcj = dc[j] + dh[j] * o[j] * (1.0f - tc[j] * tc[j]);
+    const float dcj = dc[j] + dh[j] * o[j] * ((1.0f - tc[j]) * (1.0f + tc[j]));
     const float dai = dcj * g[j] * i[j] * (1.0f - i[j]);
     const float daf = dcj * c[j] * f[j] * (1.0f - f[j]);
-    const float dag = dcj * i[j] * (1.0f - g[j] * g[j]);
+    const float dag = dcj * i[j] * ((1.0f - g[j]) * (1.0f + g[j]));
     const float dao = dh[j] * tc[j] * o[j] * (1.0f - o[j]);
     dgh[j] = dai;
     dgh[H + j] = daf;

@@ -18,6 +18,7 @@
 #include "core/arena.h"
 #include "core/params.h"
 #include "harness.h"
+#include "parity_util.h"
 #include "nn/multihead_attention.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
@@ -34,37 +35,12 @@ static const double TOL = 1e-5;
 // Copies each named array of the fixture into the store; every store entry
 // must be named by the fixture and vice versa.
 static bool load_params(ct_params *p, const nn_fixture *f) {
-  bool ok = p->n == f->n_params;
-  CHECK(ok, "%s: ctrain registers %d parameters, torch has %d", f->name, p->n,
-        f->n_params);
+  bool ok = parity_count(p, f->name, f->n_params);
   for (int i = 0; i < f->n_params; i++) {
     const nn_fixture_param *fp = &f->params[i];
-    ct_param *cp = ct_params_find(p, fp->name);
-    CHECK(cp != NULL, "%s: no parameter named '%s'", f->name, fp->name);
-    if (!cp) {
-      ok = false;
-      continue;
-    }
-    CHECK(cp->tensor->numel == fp->numel,
-          "%s: '%s' has %lld values, torch %lld", f->name, fp->name,
-          (long long)cp->tensor->numel, (long long)fp->numel);
-    if (cp->tensor->numel != fp->numel) {
-      ok = false;
-      continue;
-    }
-    memcpy(ct_f32(cp->tensor), fp->value, (size_t)fp->numel * sizeof(float));
+    ok = parity_load(p, f->name, fp->name, fp->numel, fp->value) && ok;
   }
   return ok;
-}
-
-// max |got - want| / max |want|
-static double rel_err(const float *got, const double *want, int64_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    diff = fmax(diff, fabs((double)got[i] - want[i]));
-    scale = fmax(scale, fabs(want[i]));
-  }
-  return diff / fmax(scale, 1e-30);
 }
 
 typedef struct errors {
@@ -139,12 +115,6 @@ static ct_tensor *forward(const model *m, const nn_fixture *f, ct_tensor *x,
                                    &memory);
 }
 
-// sum(y * r)
-static ct_tensor *contract(ct_tensor *y, const float *r) {
-  if (!y) return NULL;
-  return ct_sum(ct_mul(y, ct_tensor_from(CT_F32, r, y->ndim, y->shape)));
-}
-
 static void check_case(const nn_fixture *f, errors *worst) {
   ct_params p;
   ct_params_init(&p);
@@ -162,8 +132,8 @@ static void check_case(const nn_fixture *f, errors *worst) {
           : NULL;
   ct_tensor *weights = NULL;
   ct_tensor *out = forward(&m, f, x, mem, &weights);
-  ct_tensor *loss = contract(out, f->r_out);
-  if (f->need_weights) loss = ct_add(loss, contract(weights, f->r_weights));
+  ct_tensor *loss = parity_contract(out, f->r_out);
+  if (f->need_weights) loss = ct_add(loss, parity_contract(weights, f->r_weights));
   CHECK(loss != NULL, "%s: forward: %s", f->name, ct_last_error());
   if (!loss) goto done;
   ct_params_zero_grad(&p);
@@ -171,20 +141,20 @@ static void check_case(const nn_fixture *f, errors *worst) {
   CHECK(st == CT_OK, "%s: backward: %s", f->name, ct_last_error());
   if (st != CT_OK) goto done;
 
-  errors e = {.out = rel_err(ct_f32(out), f->out, out->numel)};
+  errors e = {.out = parity_rel_err(ct_f32(out), f->out, out->numel)};
   check_err(f, "output", e.out);
   if (f->need_weights) {
-    e.weights = rel_err(ct_f32(weights), f->weights, weights->numel);
+    e.weights = parity_rel_err(ct_f32(weights), f->weights, weights->numel);
     check_err(f, "weights", e.weights);
   }
-  e.grad_in = rel_err(x->grad, f->grad_x, x->numel);
+  e.grad_in = parity_rel_err(x->grad, f->grad_x, x->numel);
   if (mem)
-    e.grad_in = fmax(e.grad_in, rel_err(mem->grad, f->grad_mem, mem->numel));
+    e.grad_in = fmax(e.grad_in, parity_rel_err(mem->grad, f->grad_mem, mem->numel));
   check_err(f, "input grad", e.grad_in);
   e.worst_param = "";
   for (int i = 0; i < f->n_params; i++) {
     const ct_tensor *t = ct_params_find(&p, f->params[i].name)->tensor;
-    double err = rel_err(t->grad, f->params[i].grad, t->numel);
+    double err = parity_rel_err(t->grad, f->params[i].grad, t->numel);
     check_err(f, f->params[i].name, err);
     if (err >= e.grad_param) {
       e.grad_param = err;
@@ -212,18 +182,6 @@ static unsigned flags_of(const ct_params *p, const char *name) {
   const ct_param *cp = ct_params_find(p, name);
   CHECK(cp != NULL, "no parameter '%s'", name);
   return cp ? cp->flags : ~0u;
-}
-
-// All values of t within [lo, hi], and not all equal (they were drawn).
-static void check_range(const ct_tensor *t, double lo, double hi) {
-  float mn = INFINITY, mx = -INFINITY;
-  for (int64_t i = 0; i < t->numel; i++) {
-    mn = fminf(mn, ct_f32(t)[i]);
-    mx = fmaxf(mx, ct_f32(t)[i]);
-  }
-  CHECK(mn >= lo && mx <= hi && mn < mx,
-        "%s: values in [%g, %g], want [%g, %g]", t->name, (double)mn,
-        (double)mx, lo, hi);
 }
 
 static void check_constant(const ct_tensor *t, float v) {
@@ -274,24 +232,24 @@ static void test_names_flags_init(void) {
   // (bound 1/sqrt(fan_in), the bias too), zero attention biases, unit norms,
   // N(0,1) embeddings with the padding row zero, trunc_normal(.02) pos_embed.
   const double xavier = sqrt(6.0 / (16 + 48));  // fan_in 16, fan_out 48
-  check_range(mha.in_proj_weight, -xavier, xavier);
+  parity_check_range(mha.in_proj_weight, -xavier, xavier);
   check_constant(mha.in_proj_bias, 0.0f);
   check_constant(mha.out_proj.bias, 0.0f);
-  check_range(mha.out_proj.weight, -0.25, 0.25);
-  check_range(mlp.fc2.weight, -0.125, 0.125);
-  check_range(mlp.fc2.bias, -0.125, 0.125);
+  parity_check_range(mha.out_proj.weight, -0.25, 0.25);
+  parity_check_range(mlp.fc2.weight, -0.125, 0.125);
+  parity_check_range(mlp.fc2.bias, -0.125, 0.125);
   check_constant(enc.layers[1].norm1.weight, 1.0f);
   check_constant(enc.norm.bias, 0.0f);
-  check_range(emb.weight, -6.0, 6.0);
+  parity_check_range(emb.weight, -6.0, 6.0);
   ct_tensor *pad_row = ct_tensor_slice0(emb.weight, 1, 1);
   pad_row->name = "embed.weight[padding_idx]";
   check_constant(pad_row, 0.0f);
-  check_range(pos.weight, -0.12, 0.12);
+  parity_check_range(pos.weight, -0.12, 0.12);
   ct_tensor *t = ct_tensor_zeros(CT_F32, CT_SHAPE(4000));
   t->name = "trunc_normal_std";
   CHECK(ct_nn_init_trunc_normal_std(t, &rng, 0.5f) == CT_OK, "%s",
         ct_last_error());
-  check_range(t, -1.0, 1.0);
+  parity_check_range(t, -1.0, 1.0);
   ct_nn_encoder_free(&enc);
   ct_params_free(&p);
   ct_arena_reset();
