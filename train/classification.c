@@ -362,8 +362,13 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
   if (!(ct_config_float(cfg, "train", "distill_tau") > 0.0))
     return ct_error(CT_ERR_ARG, "[train] distill_tau = %g: must be positive",
                     ct_config_float(cfg, "train", "distill_tau"));
-  const ct_model_arch arch =
-      CT_SCHEMA_ENUM(cfg, "model", "arch", CT_MODEL_ARCHS, ct_model_arch);
+  static const ct_model_arch archs[] = {
+      CT_CLASSIFICATION_ARCHS(CT_SCHEMA_VALUE)};
+  ct_model_arch arch;
+  ct_status known = ct_schema_task_arch(
+      cfg, "classification", archs, (int)(sizeof archs / sizeof archs[0]),
+      CT_SCHEMA_CHOICES(CT_CLASSIFICATION_ARCHS), &arch);
+  if (known != CT_OK) return known;
   const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
       cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");

@@ -1,4 +1,5 @@
-// Beam search (beam 1 = greedy) on the cached decoder.
+// Beam search (beam 1 = greedy) on a cached decoder: the Transformer's or
+// the RNN translator's.
 #include "train/decode.h"
 
 #include <math.h>
@@ -58,29 +59,13 @@ static double length_penalty(int64_t len, float alpha) {
   return alpha == 0.0f ? 1.0 : pow((5.0 + (double)len) / 6.0, alpha);
 }
 
-ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
-                          int64_t S, const ct_decode_opts *opts, int32_t *out,
-                          int64_t *lens) {
+ct_status ct_decode_search(const ct_decoder *d, int64_t B,
+                           const ct_decode_opts *opts, int32_t *out,
+                           int64_t *lens, int64_t *rows) {
   const int beam = opts->beam;
-  const int64_t T = opts->max_len, V = m->cfg.tgt_vocab, N = B * beam;
-  if (beam < 1 || T < 1 || B < 1 || S < 1)
-    return ct_error(CT_ERR_ARG,
-                    "decode: beam %d, max_len %lld, batch %lld "
-                    "and source length %lld must be >= 1",
-                    beam, (long long)T, (long long)B, (long long)S);
+  const int64_t T = opts->max_len, V = d->vocab, N = B * beam;
+  ct_status st = CT_OK;
   bool was = ct_grad_set_enabled(false);
-  ct_arena_mark start = ct_arena_get_mark();
-  ct_nn_seq2seq_cache cache;
-  ct_tensor *pad = NULL;
-  ct_tensor *memory = ct_nn_seq2seq_encode(
-      m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
-  ct_status st = ct_nn_seq2seq_cache_init(&cache, m, memory, pad, beam, T);
-  ct_arena_rewind(start);
-  if (st != CT_OK) {
-    ct_grad_set_enabled(was);
-    return st;
-  }
-
   double *score = malloc((size_t)N * sizeof *score);
   bool *done = malloc((size_t)N * sizeof *done);
   int32_t *tok = malloc((size_t)N * sizeof *tok);
@@ -111,7 +96,7 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
     for (int64_t n = 0; n < N; n++) all_done = all_done && done[n];
     if (all_done) break;
     ct_arena_mark step_mark = ct_arena_get_mark();
-    ct_tensor *logits = ct_nn_seq2seq_step(m, &cache, tok);
+    ct_tensor *logits = d->step(d->state, tok);
     if (!logits) {
       st = ct_last_status();
       goto cleanup;
@@ -153,7 +138,7 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
       }
     }
     ct_arena_rewind(step_mark);
-    ct_nn_seq2seq_cache_reorder(&cache, parent);
+    d->reorder(d->state, parent);
     int32_t *th = hist;
     hist = hist_next;
     hist_next = th;
@@ -181,6 +166,7 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
     if (len > 0 && hist[pick * T + len - 1] == CT_VOCAB_EOS) len--;
     memcpy(out + b * T, hist + pick * T, (size_t)len * sizeof *out);
     lens[b] = len;
+    if (rows) rows[b] = pick;
   }
 cleanup:
   free(score);
@@ -196,7 +182,94 @@ cleanup:
   free(best_ids);
   free(cand);
   free(done_next);
-  ct_nn_seq2seq_cache_free(&cache);
+  ct_grad_set_enabled(was);
+  return st;
+}
+
+static ct_status check_opts(const ct_decode_opts *opts, int64_t B, int64_t S) {
+  if (opts->beam >= 1 && opts->max_len >= 1 && B >= 1 && S >= 1) return CT_OK;
+  return ct_error(CT_ERR_ARG,
+                  "decode: beam %d, max_len %lld, batch %lld "
+                  "and source length %lld must be >= 1",
+                  opts->beam, (long long)opts->max_len, (long long)B,
+                  (long long)S);
+}
+
+static ct_tensor *transformer_step(void *state, const int32_t *tokens) {
+  void **s = state;
+  return ct_nn_seq2seq_step(s[0], s[1], tokens);
+}
+
+static void transformer_reorder(void *state, const int64_t *parent) {
+  void **s = state;
+  ct_nn_seq2seq_cache_reorder(s[1], parent);
+}
+
+ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
+                          int64_t S, const ct_decode_opts *opts, int32_t *out,
+                          int64_t *lens) {
+  ct_status st = check_opts(opts, B, S);
+  if (st != CT_OK) return st;
+  bool was = ct_grad_set_enabled(false);
+  ct_arena_mark start = ct_arena_get_mark();
+  ct_nn_seq2seq_cache cache;
+  ct_tensor *pad = NULL;
+  ct_tensor *memory = ct_nn_seq2seq_encode(
+      m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
+  st = ct_nn_seq2seq_cache_init(&cache, m, memory, pad, opts->beam,
+                                opts->max_len);
+  ct_arena_rewind(start);
+  if (st == CT_OK) {
+    void *state[2] = {(void *)m, &cache};
+    const ct_decoder d = {.vocab = m->cfg.tgt_vocab,
+                          .state = state,
+                          .step = transformer_step,
+                          .reorder = transformer_reorder};
+    st = ct_decode_search(&d, B, opts, out, lens, NULL);
+    ct_nn_seq2seq_cache_free(&cache);
+  }
+  ct_arena_rewind(start);
+  ct_grad_set_enabled(was);
+  return st;
+}
+
+static ct_tensor *rnn_step(void *state, const int32_t *tokens) {
+  void **s = state;
+  return ct_nn_rnn_seq2seq_step(s[0], s[1], tokens);
+}
+
+static void rnn_reorder(void *state, const int64_t *parent) {
+  void **s = state;
+  ct_nn_rnn_seq2seq_cache_reorder(s[1], parent);
+}
+
+ct_status ct_decode_batch_rnn(const ct_nn_rnn_seq2seq *m, const int32_t *src,
+                              int64_t B, int64_t S, const ct_decode_opts *opts,
+                              int32_t *out, int64_t *lens, float *align) {
+  ct_status st = check_opts(opts, B, S);
+  if (st != CT_OK) return st;
+  int64_t *rows = align ? malloc((size_t)B * sizeof *rows) : NULL;
+  if (align && !rows) return ct_error(CT_ERR_NOMEM, "decode: out of memory");
+  bool was = ct_grad_set_enabled(false);
+  ct_arena_mark start = ct_arena_get_mark();
+  ct_nn_rnn_seq2seq_cache cache;
+  st = ct_nn_rnn_seq2seq_cache_init(&cache, m, src, B, S, opts->beam,
+                                    opts->max_len);
+  if (st == CT_OK) {
+    void *state[2] = {(void *)m, &cache};
+    const ct_decoder d = {.vocab = m->cfg.tgt_vocab,
+                          .state = state,
+                          .step = rnn_step,
+                          .reorder = rnn_reorder};
+    st = ct_decode_search(&d, B, opts, out, lens, rows);
+  }
+  // The attention of each sentence's chosen row: output token i over the
+  // source positions.
+  const int64_t T = opts->max_len;
+  for (int64_t b = 0; st == CT_OK && align && b < B; b++)
+    memcpy(align + b * T * S, cache.align + rows[b] * T * S,
+           (size_t)(T * S) * sizeof(float));
+  free(rows);
   ct_arena_rewind(start);
   ct_grad_set_enabled(was);
   return st;

@@ -1,5 +1,6 @@
-// Greedy and beam search over the seq2seq translator (nn/seq2seq.h), with
-// the decoder's keys and values cached so each step costs one position.
+// Greedy and beam search over a translator, the Transformer (nn/seq2seq.h)
+// or the attention GRU (nn/rnn_seq2seq.h), with the decoder's state cached
+// so each step costs one position.
 //
 // Beam search keeps `beam` rows per sentence. Each step extends every live
 // row by every token, keeps the best `beam` extensions per sentence by
@@ -11,6 +12,7 @@
 #ifndef CT_TRAIN_DECODE_H
 #define CT_TRAIN_DECODE_H
 
+#include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
 
 typedef struct ct_decode_opts {
@@ -19,12 +21,35 @@ typedef struct ct_decode_opts {
   int64_t max_len;       // tokens generated at most (<eos> included)
 } ct_decode_opts;
 
-// src (B,S) i32 (0 = padding) -> out[b*max_len .. ] the generated ids of
-// sentence b (without <bos>, up to and excluding <eos>), lens[b] their
-// count. out has B*max_len entries. Recording is off inside; arena memory
-// used per step is given back.
+// What the search needs from a model whose decoder holds N = B * beam rows
+// (sentence b's are rows b*beam ...): one step of every row, tokens (N) ->
+// logits (N, vocab) in the arena, and reordering, row i continuing from
+// old row parent[i].
+typedef struct ct_decoder {
+  int64_t vocab;
+  void *state;
+  ct_tensor *(*step)(void *state, const int32_t *tokens);
+  void (*reorder)(void *state, const int64_t *parent);
+} ct_decoder;
+
+// The search itself (recording off, arena memory of each step given back):
+// out[b*max_len ..] the ids of sentence b (without <bos>, up to and
+// excluding <eos>), lens[b] their count; rows[b], when rows is not NULL,
+// the decoder row the result was read from (its state at the end).
+ct_status ct_decode_search(const ct_decoder *d, int64_t B,
+                           const ct_decode_opts *opts, int32_t *out,
+                           int64_t *lens, int64_t *rows);
+
+// src (B,S) i32 (0 = padding) -> out and lens as ct_decode_search; out has
+// B*max_len entries. Recording is off inside; arena memory is given back.
 ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
                           int64_t S, const ct_decode_opts *opts, int32_t *out,
                           int64_t *lens);
+// The same for the RNN translator; align (B,max_len,S), when not NULL,
+// receives for each output token (row i of sentence b, <eos> included) its
+// attention weights over the source positions.
+ct_status ct_decode_batch_rnn(const ct_nn_rnn_seq2seq *m, const int32_t *src,
+                              int64_t B, int64_t S, const ct_decode_opts *opts,
+                              int32_t *out, int64_t *lens, float *align);
 
 #endif

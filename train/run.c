@@ -38,6 +38,21 @@ fail:
   return NULL;
 }
 
+// Translation checkpoints written before [model] arch chose between
+// translation models hold its schema default there (a classification
+// arch): their model is the Transformer.
+static ct_status upgrade_ckpt_config(ct_config *cfg) {
+  static const ct_model_arch archs[] = {CT_TRANSLATION_ARCHS(CT_SCHEMA_VALUE)};
+  if (CT_SCHEMA_ENUM(cfg, "run", "task", CT_RUN_TASKS, ct_task_kind) !=
+      CT_TASK_TRANSLATION)
+    return CT_OK;
+  const ct_model_arch arch =
+      CT_SCHEMA_ENUM(cfg, "model", "arch", CT_MODEL_ARCHS, ct_model_arch);
+  for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+    if (archs[i] == arch) return CT_OK;
+  return ct_config_set(cfg, "model.arch=transformer");
+}
+
 ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
   const void *text;
   size_t len;
@@ -49,7 +64,8 @@ ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
     copy[len] = '\0';
     char what[512];
     snprintf(what, sizeof what, "%s (config)", ct_ckpt_path(ckpt));
-    if (ct_config_parse(cfg, copy, what) != CT_OK) {
+    if (ct_config_parse(cfg, copy, what) != CT_OK ||
+        upgrade_ckpt_config(cfg) != CT_OK) {
       ct_config_free(cfg);
       cfg = NULL;
     }

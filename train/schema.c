@@ -106,7 +106,8 @@ static const ct_config_key schema[] = {
      "classification: build the next batch on a background thread"},
     // [model]
     {"model", "arch", CT_CONFIG_ENUM, "vit", CT_SCHEMA_CHOICES(CT_MODEL_ARCHS),
-     "classification: the model"},
+     "the model: classification vit|deit|resnet (default vit), translation "
+     "transformer|rnn (default transformer)"},
     {"model", "patch", CT_CONFIG_INT, "4", NULL, "vit/deit: patch size"},
     {"model", "dim", CT_CONFIG_INT, "192", NULL, "vit/deit: token width"},
     {"model", "depth", CT_CONFIG_INT, "6", NULL, "vit/deit: blocks"},
@@ -128,18 +129,29 @@ static const ct_config_key schema[] = {
     {"model", "teacher", CT_CONFIG_STRING, "", NULL,
      "deit: the teacher, a classification checkpoint or run folder (its newest "
      "checkpoint), for distillation"},
-    {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width"},
-    {"model", "heads", CT_CONFIG_INT, "8", NULL, "attention heads"},
-    {"model", "ff", CT_CONFIG_INT, "1024", NULL, "feed-forward width"},
-    {"model", "encoder_layers", CT_CONFIG_INT, "3", NULL, "encoder layers"},
-    {"model", "decoder_layers", CT_CONFIG_INT, "3", NULL, "decoder layers"},
-    {"model", "dropout", CT_CONFIG_FLOAT, "0.1", NULL, "dropout everywhere"},
+    {"model", "d_model", CT_CONFIG_INT, "256", NULL,
+     "model width (not rnn)"},
+    {"model", "heads", CT_CONFIG_INT, "8", NULL, "attention heads (not rnn)"},
+    {"model", "ff", CT_CONFIG_INT, "1024", NULL,
+     "feed-forward width (not rnn)"},
+    {"model", "encoder_layers", CT_CONFIG_INT, "3", NULL,
+     "encoder layers (not rnn)"},
+    {"model", "decoder_layers", CT_CONFIG_INT, "3", NULL,
+     "decoder layers (not rnn)"},
+    {"model", "dropout", CT_CONFIG_FLOAT, "0.1", NULL,
+     "dropout everywhere (rnn: on the embeddings)"},
     {"model", "activation", CT_CONFIG_ENUM, "relu",
-     CT_SCHEMA_CHOICES(CT_ACTIVATIONS), "feed-forward activation"},
+     CT_SCHEMA_CHOICES(CT_ACTIVATIONS), "feed-forward activation (not rnn)"},
     {"model", "norm_first", CT_CONFIG_BOOL, "false", NULL,
-     "pre-norm layers (false = the paper's post-norm)"},
+     "pre-norm layers (false = the paper's post-norm; not rnn)"},
     {"model", "tie_output", CT_CONFIG_BOOL, "true", NULL,
-     "share the target embedding with the output projection"},
+     "share the target embedding with the output projection (not rnn)"},
+    {"model", "emb_dim", CT_CONFIG_INT, "256", NULL,
+     "rnn: token embedding width (source and target)"},
+    {"model", "enc_hidden", CT_CONFIG_INT, "512", NULL,
+     "rnn: encoder GRU width per direction"},
+    {"model", "dec_hidden", CT_CONFIG_INT, "512", NULL,
+     "rnn: decoder GRU width (also the attention width)"},
     {"model", "init_from", CT_CONFIG_STRING, "", NULL,
      "start from these weights (safetensors with PyTorch names, e.g. from "
      "ctrain export) instead of a random init"},
@@ -199,6 +211,9 @@ static const ct_config_key schema[] = {
      CT_SCHEMA_CHOICES(CT_DISTILL_KLS),
      "deit: soft distillation's KL divided by B*K (element, DeiT's reference "
      "code) or by B (sample, the per-image KL of the paper)"},
+    {"train", "teacher_forcing", CT_CONFIG_FLOAT, "1", NULL,
+     "rnn: probability that a decoder step is fed the reference token rather "
+     "than its own previous prediction (drawn per step for the whole batch)"},
     {"train", "eval_beam", CT_CONFIG_INT, "1", NULL,
      "beam size of validations during training (1 = greedy)"},
     {"train", "final_beam", CT_CONFIG_INT, "4", NULL,
@@ -247,6 +262,9 @@ const char *const ct_model_shape_keys[] = {
     "model.stages",
     "model.blocks",
     "model.queries",
+    "model.emb_dim",
+    "model.enc_hidden",
+    "model.dec_hidden",
 };
 const int ct_model_shape_key_count =
     (int)(sizeof ct_model_shape_keys / sizeof ct_model_shape_keys[0]);
@@ -264,4 +282,14 @@ int ct_schema_enum_index(const ct_config *cfg, const char *section,
                          const char *key) {
   int index = ct_config_enum(cfg, section, key);
   return index < 0 ? 0 : index;
+}
+
+ct_status ct_schema_task_arch(const ct_config *cfg, const char *task,
+                              const ct_model_arch *archs, int n,
+                              const char *choices, ct_model_arch *out) {
+  *out = CT_SCHEMA_ENUM(cfg, "model", "arch", CT_MODEL_ARCHS, ct_model_arch);
+  for (int i = 0; i < n; i++)
+    if (archs[i] == *out) return CT_OK;
+  return ct_error(CT_ERR_ARG, "[model] arch = %s is not a %s model (%s)",
+                  ct_config_text(cfg, "model", "arch"), task, choices);
 }

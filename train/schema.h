@@ -49,8 +49,13 @@ extern const int ct_model_shape_key_count;
   X(CT_IMAGE_FORMAT_CIFAR100, "cifar100") X(CT_IMAGE_FORMAT_PNG, "png")
 #define CT_TOY_ITEMS(X) \
   X(CT_TOY_ITEMS_SHAPES, "shapes") X(CT_TOY_ITEMS_FMNIST, "fmnist")
-#define CT_MODEL_ARCHS(X) \
+// [model] arch: one list, grouped by the task whose models they are (the
+// classification list first, so that its vit stays the schema default).
+#define CT_CLASSIFICATION_ARCHS(X) \
   X(CT_ARCH_VIT, "vit") X(CT_ARCH_DEIT, "deit") X(CT_ARCH_RESNET, "resnet")
+#define CT_TRANSLATION_ARCHS(X) \
+  X(CT_ARCH_TRANSFORMER, "transformer") X(CT_ARCH_RNN, "rnn")
+#define CT_MODEL_ARCHS(X) CT_CLASSIFICATION_ARCHS(X) CT_TRANSLATION_ARCHS(X)
 #define CT_ACTIVATIONS(X) X(CT_NN_RELU, "relu") X(CT_NN_GELU, "gelu")
 #define CT_OPTIMIZERS(X) \
   X(CT_OPTIM_ADAM, "adam") X(CT_OPTIM_ADAMW, "adamw") X(CT_OPTIM_SGD, "sgd")
@@ -92,5 +97,12 @@ typedef enum ct_distill_kl { CT_DISTILL_KLS(CT_SCHEMA_VALUE) } ct_distill_kl;
       LIST(CT_SCHEMA_VALUE)}[ct_schema_enum_index((cfg), (section), (key))])
 int ct_schema_enum_index(const ct_config *cfg, const char *section,
                          const char *key);
+
+// The [model] arch of cfg when it is one of `n` archs (a task's list, e.g.
+// {CT_TRANSLATION_ARCHS(CT_SCHEMA_VALUE)}); otherwise CT_ERR_ARG
+// "[model] arch = vit is not a <task> model (<choices>)".
+ct_status ct_schema_task_arch(const ct_config *cfg, const char *task,
+                              const ct_model_arch *archs, int n,
+                              const char *choices, ct_model_arch *out);
 
 #endif

@@ -23,10 +23,9 @@
 #include "data/toy_translation.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
-#include "nn/seq2seq.h"
 #include "train/bleu.h"
-#include "train/decode.h"
 #include "train/schema.h"
+#include "train/translation_model.h"
 
 enum { RNG_INIT = 0x1417 };
 
@@ -42,7 +41,7 @@ typedef struct translation_config {
   const char *src[SPLITS], *tgt[SPLITS], *tsv[SPLITS];
   bool lowercase;
   int64_t min_freq, max_vocab, max_len, batch_size, max_tokens;
-  ct_nn_seq2seq_config model;  // the vocabulary sizes come from the data
+  ct_translation_model_config model;  // the vocabulary sizes come from the data
   float label_smoothing, length_penalty;
   int64_t max_decode_len;  // 0 = source length + 50
 } translation_config;
@@ -56,8 +55,7 @@ typedef struct split_data {
 typedef struct translation {
   translation_config cfg;
   ct_vocab src_vocab, tgt_vocab;
-  ct_nn_seq2seq model;
-  bool model_ready;
+  ct_translation_model model;
   split_data train, val, test;
   ct_batcher batcher;
   bool batcher_ready;
@@ -158,7 +156,7 @@ static void translation_close(ct_task *t) {
     ct_parallel_text_free(&splits[i]->text);
     ct_pair_corpus_free(&splits[i]->ids);
   }
-  if (tr->model_ready) ct_nn_seq2seq_free(&tr->model);
+  ct_translation_model_free(&tr->model);
   ct_vocab_free(&tr->src_vocab);
   ct_vocab_free(&tr->tgt_vocab);
   free(tr);
@@ -168,12 +166,7 @@ static void translation_close(ct_task *t) {
 // Reads the keys of this task into *out, with range checks whose
 // messages name the key.
 static ct_status read_config(const ct_config *cfg, translation_config *out) {
-  static const char *const positive[][2] = {{"model", "d_model"},
-                                            {"model", "heads"},
-                                            {"model", "ff"},
-                                            {"model", "encoder_layers"},
-                                            {"model", "decoder_layers"},
-                                            {"data", "max_len"},
+  static const char *const positive[][2] = {{"data", "max_len"},
                                             {"data", "min_freq"},
                                             {"train", "final_beam"},
                                             {"train", "eval_beam"}};
@@ -211,21 +204,6 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
       .max_len = ct_config_int(cfg, "data", "max_len"),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .max_tokens = ct_config_int(cfg, "data", "max_tokens"),
-      .model =
-          {
-              .d_model = ct_config_int(cfg, "model", "d_model"),
-              .nhead = ct_config_int(cfg, "model", "heads"),
-              .dim_feedforward = ct_config_int(cfg, "model", "ff"),
-              .encoder_layers =
-                  (int)ct_config_int(cfg, "model", "encoder_layers"),
-              .decoder_layers =
-                  (int)ct_config_int(cfg, "model", "decoder_layers"),
-              .dropout = (float)dropout,
-              .activation = CT_SCHEMA_ENUM(cfg, "model", "activation",
-                                           CT_ACTIVATIONS, ct_nn_activation),
-              .norm_first = ct_config_bool(cfg, "model", "norm_first"),
-              .tie_output = ct_config_bool(cfg, "model", "tie_output"),
-          },
       .label_smoothing = (float)smoothing,
       .length_penalty = (float)ct_config_float(cfg, "train", "length_penalty"),
       .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
@@ -235,15 +213,12 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
     out->tgt[s] = ct_config_str(cfg, "data", file_keys[s][1]);
     out->tsv[s] = ct_config_str(cfg, "data", file_keys[s][2]);
   }
+  checked = ct_translation_model_read(cfg, &out->model);
+  if (checked != CT_OK) return checked;
   if (!out->batch_size && !out->max_tokens)
     return ct_error(CT_ERR_ARG,
                     "[data] batch_size and max_tokens are both 0: "
                     "set one of them");
-  if (out->model.d_model % out->model.nhead)
-    return ct_error(CT_ERR_ARG,
-                    "[model] d_model = %lld is not a multiple of "
-                    "heads = %lld",
-                    (long long)out->model.d_model, (long long)out->model.nhead);
   if (dropout < 0.0 || dropout >= 1.0)
     return ct_error(CT_ERR_ARG, "[model] dropout = %g: must be in [0, 1)",
                     dropout);
@@ -310,19 +285,17 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
   if (st == CT_OK) st = encode_split(tr, &tr->test);
   if (st != CT_OK) return st;
 
-  ct_nn_seq2seq_config mc = c.model;
-  mc.src_vocab = ct_vocab_size(&tr->src_vocab);
-  mc.tgt_vocab = ct_vocab_size(&tr->tgt_vocab);
   ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
-  st = ct_nn_seq2seq_init(&tr->model, p, &mc, &init);
-  tr->model_ready = true;
+  st = ct_translation_model_init(&tr->model, p, &c.model,
+                                 ct_vocab_size(&tr->src_vocab),
+                                 ct_vocab_size(&tr->tgt_vocab), &init);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
   return open_batcher(tr);
 }
 
 static int64_t translation_model_width(const ct_task *t) {
   const translation *tr = t->state;
-  return tr->cfg.model.d_model;
+  return ct_translation_model_width(&tr->model);
 }
 
 static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
@@ -349,13 +322,13 @@ static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx, const ct_batch *b,
   ct_tensor *tgt_in = ct_tensor_from(CT_I32, b->tgt_in, CT_SHAPE(b->B, b->T));
   ct_tensor *tgt_out =
       ct_tensor_from(CT_I32, b->tgt_out, CT_SHAPE(b->B * b->T));
-  ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, ctx, src, tgt_in);
+  ct_tensor *logits = ct_translation_model_logits(&tr->model, ctx, src, tgt_in);
   ct_ce_opts ce = ct_ce_defaults();
   ce.ignore_index = CT_VOCAB_PAD;
   ce.label_smoothing = smoothing;
-  return ct_cross_entropy(
-      ct_reshape(logits, CT_SHAPE(b->B * b->T, tr->model.cfg.tgt_vocab)),
-      tgt_out, &ce);
+  const int64_t V = ct_translation_model_tgt_vocab(&tr->model);
+  return ct_cross_entropy(ct_reshape(logits, CT_SHAPE(b->B * b->T, V)),
+                          tgt_out, &ce);
 }
 
 static ct_tensor *translation_train_loss(ct_task *t, ct_nn_ctx *ctx,
@@ -433,7 +406,8 @@ static ct_status decode_rows(translation *tr, const ct_pair_corpus *corpus,
       memcpy(src + i * S, corpus->ids + corpus->starts[2 * r],
              (size_t)ct_pair_corpus_src_len(corpus, r) * sizeof *src);
     }
-    st = ct_decode_batch(&tr->model, src, B, S, &opts, out, lens);
+    st = ct_translation_model_decode(&tr->model, src, B, S, &opts, out, lens,
+                                     NULL);
     for (int64_t i = 0; i < B && st == CT_OK; i++) {
       hyp[start + i] = malloc((size_t)(lens[i] ? lens[i] : 1) * sizeof **hyp);
       if (!hyp[start + i]) {
@@ -680,7 +654,8 @@ static ct_status translation_forward(ct_task *t, const ct_params *in,
       ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
   }
   bool was = ct_grad_set_enabled(false);
-  ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, NULL, ids[0], ids[1]);
+  ct_tensor *logits =
+      ct_translation_model_logits(&tr->model, NULL, ids[0], ids[1]);
   ct_grad_set_enabled(was);
   if (!logits) return ct_last_status();
   ct_tensor *dst = ct_params_add(out, "logits", logits->ndim, logits->shape,
@@ -690,10 +665,16 @@ static ct_status translation_forward(ct_task *t, const ct_params *in,
   return CT_OK;
 }
 
+// The recipe defaults of translation, where a config leaves the key at its
+// schema default.
+static const char *const translation_defaults[][3] = {
+    {"model", "arch", "transformer"}, {NULL, NULL, NULL}};
+
 const ct_task_ops ct_task_translation = {
     .name = "translation",
     .rate_unit = "tok/s",
     .best_metric = "bleu",
+    .defaults = translation_defaults,
     .open = translation_open,
     .model_width = translation_model_width,
     .save = translation_save,
