@@ -68,10 +68,9 @@ static void row_forward(const additive_saved *s, const float *q,
 // Row b's gradients: dq, dkeys and dvalues (each NULL when not wanted) are
 // added to; dv_row (A) receives this row's part of dv. u is scratch.
 static void row_backward(const additive_saved *s, const float *q,
-                         const float *keys, const float *v,
-                         const float *values, const float *dctx, int64_t b,
-                         float *dq, float *dkeys, float *dvalues, float *dv_row,
-                         float *u, float *dw) {
+                         const float *keys, const float *v, const float *values,
+                         const float *dctx, int64_t b, float *dq, float *dkeys,
+                         float *dvalues, float *dv_row, float *u, float *dw) {
   const int64_t S = s->S, A = s->A, D = s->D;
   const float *w = s->w + b * S;
   if (dv_row) memset(dv_row, 0, (size_t)A * sizeof(float));

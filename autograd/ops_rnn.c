@@ -368,16 +368,17 @@ static bool check_args(const char *op, cell_kind kind,
     }
     for (int64_t b = 0; b < *B; b++)
       if (ct_i32(l)[b] < 0 || ct_i32(l)[b] > *T) {
-        ct_error(CT_ERR_INDEX, "%s: lengths[%lld] = %d outside [0, T=%lld]",
-                 op, (long long)b, (int)ct_i32(l)[b], (long long)*T);
+        ct_error(CT_ERR_INDEX, "%s: lengths[%lld] = %d outside [0, T=%lld]", op,
+                 (long long)b, (int)ct_i32(l)[b], (long long)*T);
         return false;
       }
   }
   return true;
 }
 
-static ct_tensor *scan(const char *op, cell_kind kind, const ct_rnn_scan_args *a,
-                       ct_tensor **h_n, ct_tensor **c_n) {
+static ct_tensor *scan(const char *op, cell_kind kind,
+                       const ct_rnn_scan_args *a, ct_tensor **h_n,
+                       ct_tensor **c_n) {
   if (h_n) *h_n = NULL;
   if (c_n) *c_n = NULL;
   if (!a->gx || !a->w_hh) return NULL;
@@ -387,7 +388,8 @@ static ct_tensor *scan(const char *op, cell_kind kind, const ct_rnn_scan_args *a
   ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(B, T, H));
   scan_saved *s = ct_arena_calloc(sizeof *s);
   if (!y || !s) return NULL;
-  *s = (scan_saved){.kind = kind, .B = B, .T = T, .H = H, .reverse = a->reverse};
+  *s =
+      (scan_saved){.kind = kind, .B = B, .T = T, .H = H, .reverse = a->reverse};
   const size_t states = (size_t)((T + 1) * B * H) * sizeof(float);
   s->hs = ct_arena_alloc(states);
   s->cs = kind == CELL_LSTM ? ct_arena_alloc(states) : NULL;
@@ -402,8 +404,7 @@ static ct_tensor *scan(const char *op, cell_kind kind, const ct_rnn_scan_args *a
   ct_arena_mark mark = ct_arena_get_mark();
   float *gh = ct_arena_alloc((size_t)(B * GH) * sizeof(float));
   if (!gh) return NULL;
-  scan_forward(s, ct_f32(a->gx), a->h0, a->c0, a->w_hh, a->b_hh, gh,
-               ct_f32(y));
+  scan_forward(s, ct_f32(a->gx), a->h0, a->c0, a->w_hh, a->b_hh, gh, ct_f32(y));
   ct_arena_rewind(mark);
   if (CT_RECORD(op, scan_backward, y, s, a->gx, a->h0, a->c0, a->w_hh,
                 a->b_hh) != CT_OK)

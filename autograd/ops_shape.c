@@ -198,8 +198,8 @@ static ct_tensor *concat_groups(ct_tensor *const *xs, int n, int dim) {
   if (!parts) return NULL;
   for (int g = 0; g < groups; g++) {
     const int first = g * CT_NODE_MAX_INPUTS;
-    const int len = n - first < CT_NODE_MAX_INPUTS ? n - first
-                                                   : CT_NODE_MAX_INPUTS;
+    const int len =
+        n - first < CT_NODE_MAX_INPUTS ? n - first : CT_NODE_MAX_INPUTS;
     parts[g] = ct_concat(xs + first, len, dim);
   }
   return ct_concat(parts, groups, dim);

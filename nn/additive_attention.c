@@ -34,12 +34,13 @@ ct_status ct_nn_additive_attention_prepare(const ct_nn_additive_attention *m,
   const int64_t Dq = m->query_dim, Dk = m->key_dim;
   *out = (ct_nn_additive_memory){
       .w_query = ct_slice(m->attn.weight, 1, 0, Dq),
-      .keys = ct_linear(keys, ct_slice(m->attn.weight, 1, Dq, Dk), m->attn.bias),
+      .keys =
+          ct_linear(keys, ct_slice(m->attn.weight, 1, Dq, Dk), m->attn.bias),
       .v = ct_reshape(m->v.weight, CT_SHAPE(m->attn_dim)),
       .values = values,
       .mask = mask};
   return out->w_query && out->keys && out->v && values ? CT_OK
-                                                        : ct_last_status();
+                                                       : ct_last_status();
 }
 
 ct_tensor *ct_nn_additive_attention_forward(const ct_nn_additive_memory *mem,

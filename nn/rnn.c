@@ -70,10 +70,10 @@ static ct_status rnn_init(ct_nn_rnn *m, ct_nn_rnn_kind kind, ct_params *p,
       if (!cfg->bias) continue;
       c->b_ih = uniform_param(p, prefix, "bias_ih", l, sfx, CT_SHAPE(G * H),
                               CT_PARAM_NO_DECAY, bound, rng);
-      c->b_hh = c->b_ih ? uniform_param(p, prefix, "bias_hh", l, sfx,
-                                        CT_SHAPE(G * H), CT_PARAM_NO_DECAY,
-                                        bound, rng)
-                        : NULL;
+      c->b_hh =
+          c->b_ih ? uniform_param(p, prefix, "bias_hh", l, sfx, CT_SHAPE(G * H),
+                                  CT_PARAM_NO_DECAY, bound, rng)
+                  : NULL;
       if (!c->b_hh) return ct_last_status();
     }
   }
@@ -102,7 +102,8 @@ static bool check_states(const ct_nn_rnn *m, const ct_tensor *s,
       s->shape[1] == B && s->shape[2] == H)
     return true;
   char got[64];
-  ct_error(CT_ERR_SHAPE, "%s: %s must be f32 (L*D, B, H) = [%lld, %lld, %lld], got %s",
+  ct_error(CT_ERR_SHAPE,
+           "%s: %s must be f32 (L*D, B, H) = [%lld, %lld, %lld], got %s",
            kind_name(m->kind), what, (long long)LD, (long long)B, (long long)H,
            ct_shape_str(s->ndim, s->shape, got, sizeof got));
   return false;
@@ -119,8 +120,8 @@ static ct_tensor *state_row(ct_tensor *states, int64_t index) {
 static ct_tensor *stack_states(ct_tensor **finals, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     if (finals[i])
-      finals[i] = ct_reshape(finals[i],
-                             CT_SHAPE(1, finals[i]->shape[0], finals[i]->shape[1]));
+      finals[i] = ct_reshape(
+          finals[i], CT_SHAPE(1, finals[i]->shape[0], finals[i]->shape[1]));
   for (int64_t i = 0; i < n; i++)
     if (!finals[i]) return NULL;
   return ct_concat(finals, (int)n, 0);
@@ -190,9 +191,9 @@ ct_tensor *ct_nn_gru_forward(const ct_nn_gru *m, ct_nn_ctx *ctx, ct_tensor *x,
   return rnn_forward(m, ctx, x, lengths, h0, NULL, h_n, NULL);
 }
 
-ct_tensor *ct_nn_lstm_forward(const ct_nn_lstm *m, ct_nn_ctx *ctx,
-                              ct_tensor *x, ct_tensor *lengths, ct_tensor *h0,
-                              ct_tensor *c0, ct_tensor **h_n, ct_tensor **c_n) {
+ct_tensor *ct_nn_lstm_forward(const ct_nn_lstm *m, ct_nn_ctx *ctx, ct_tensor *x,
+                              ct_tensor *lengths, ct_tensor *h0, ct_tensor *c0,
+                              ct_tensor **h_n, ct_tensor **c_n) {
   if (m->kind != CT_NN_RNN_LSTM) {
     ct_error(CT_ERR_ARG, "lstm_forward: the module is a GRU");
     return NULL;

@@ -71,8 +71,8 @@ void ct_nn_rnn_free(ct_nn_rnn *m);
 ct_tensor *ct_nn_gru_forward(const ct_nn_gru *m, ct_nn_ctx *ctx, ct_tensor *x,
                              ct_tensor *lengths, ct_tensor *h0,
                              ct_tensor **h_n);
-ct_tensor *ct_nn_lstm_forward(const ct_nn_lstm *m, ct_nn_ctx *ctx,
-                              ct_tensor *x, ct_tensor *lengths, ct_tensor *h0,
-                              ct_tensor *c0, ct_tensor **h_n, ct_tensor **c_n);
+ct_tensor *ct_nn_lstm_forward(const ct_nn_lstm *m, ct_nn_ctx *ctx, ct_tensor *x,
+                              ct_tensor *lengths, ct_tensor *h0, ct_tensor *c0,
+                              ct_tensor **h_n, ct_tensor **c_n);
 
 #endif

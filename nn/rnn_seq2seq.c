@@ -56,8 +56,9 @@ static bool check_ids(const char *what, const ct_tensor *ids) {
       ids->shape[1] >= 1)
     return true;
   char s[64];
-  ct_error(CT_ERR_SHAPE, "rnn_seq2seq: %s must be i32 (B,T) with B, T >= 1, got %s %s",
-           what, ct_dtype_name(ids->dtype),
+  ct_error(CT_ERR_SHAPE,
+           "rnn_seq2seq: %s must be i32 (B,T) with B, T >= 1, got %s %s", what,
+           ct_dtype_name(ids->dtype),
            ct_shape_str(ids->ndim, ids->shape, s, sizeof s));
   return false;
 }
@@ -86,8 +87,8 @@ static ct_tensor *encode(const ct_nn_rnn_seq2seq *m, ct_nn_ctx *ctx,
   ct_tensor *h_n = NULL;
   ct_tensor *out = ct_nn_gru_forward(&m->enc_rnn, ctx, e, lengths, NULL, &h_n);
   // h_n (2,B,He) -> [h_fwd; h_bwd] per row (B,2He)
-  ct_tensor *both = ct_reshape(ct_transpose(h_n, 0, 1),
-                               CT_SHAPE(B, 2 * m->cfg.enc_hidden));
+  ct_tensor *both =
+      ct_reshape(ct_transpose(h_n, 0, 1), CT_SHAPE(B, 2 * m->cfg.enc_hidden));
   *s0 = ct_tanh(ct_nn_linear_forward(&m->enc_fc, both));
   return *s0 ? out : NULL;
 }
@@ -133,10 +134,9 @@ static ct_tensor *predicted(const ct_nn_rnn_seq2seq *m, ct_tensor *feat) {
   return ids;
 }
 
-ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m,
-                                     ct_nn_ctx *ctx, ct_tensor *src,
-                                     ct_tensor *tgt_in, float teacher_forcing,
-                                     ct_tensor **align) {
+ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m, ct_nn_ctx *ctx,
+                                     ct_tensor *src, ct_tensor *tgt_in,
+                                     float teacher_forcing, ct_tensor **align) {
   if (align) *align = NULL;
   if (!src || !tgt_in || !check_ids("tgt_in", tgt_in)) return NULL;
   if (tgt_in->shape[0] != src->shape[0]) {
@@ -147,14 +147,13 @@ ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m,
   ct_tensor *s = NULL, *mask = NULL;
   ct_tensor *enc = encode(m, ctx, src, &s, &mask);
   ct_nn_additive_memory mem;
-  if (!enc ||
-      ct_nn_additive_attention_prepare(&m->attention, enc, enc, mask, &mem) !=
-          CT_OK)
+  if (!enc || ct_nn_additive_attention_prepare(&m->attention, enc, enc, mask,
+                                               &mem) != CT_OK)
     return NULL;
   const int64_t B = tgt_in->shape[0], T = tgt_in->shape[1], S = src->shape[1];
   const float p = m->cfg.dropout;
-  ct_tensor *forced = ct_nn_dropout(
-      ctx, ct_nn_embedding_forward(&m->dec_embedding, tgt_in), p);
+  ct_tensor *forced =
+      ct_nn_dropout(ctx, ct_nn_embedding_forward(&m->dec_embedding, tgt_in), p);
   ct_tensor **feats = ct_arena_alloc((size_t)T * sizeof *feats);
   if (align) *align = ct_tensor_empty(CT_F32, CT_SHAPE(B, T, S));
   if (!forced || !feats || (align && !*align)) return NULL;
@@ -203,9 +202,8 @@ static ct_tensor *repeat_rows(const ct_tensor *t, int64_t repeat) {
 
 ct_status ct_nn_rnn_seq2seq_cache_init(ct_nn_rnn_seq2seq_cache *c,
                                        const ct_nn_rnn_seq2seq *m,
-                                       const int32_t *src, int64_t B,
-                                       int64_t S, int64_t repeat,
-                                       int64_t max_len) {
+                                       const int32_t *src, int64_t B, int64_t S,
+                                       int64_t repeat, int64_t max_len) {
   memset(c, 0, sizeof *c);
   if (repeat < 1 || max_len < 1 || B < 1 || S < 1)
     return ct_error(CT_ERR_ARG,
@@ -216,12 +214,12 @@ ct_status ct_nn_rnn_seq2seq_cache_init(ct_nn_rnn_seq2seq_cache *c,
   const int64_t N = B * repeat, Hd = m->cfg.dec_hidden;
   bool was = ct_grad_set_enabled(false);
   ct_tensor *s0 = NULL, *mask = NULL;
-  ct_tensor *enc = encode(m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)),
-                          &s0, &mask);
+  ct_tensor *enc =
+      encode(m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &s0, &mask);
   ct_nn_additive_memory mem;
-  ct_status st =
-      enc ? ct_nn_additive_attention_prepare(&m->attention, enc, enc, mask, &mem)
-          : ct_last_status();
+  ct_status st = enc ? ct_nn_additive_attention_prepare(&m->attention, enc, enc,
+                                                        mask, &mem)
+                     : ct_last_status();
   ct_grad_set_enabled(was);
   if (st != CT_OK) return st;
   *c = (ct_nn_rnn_seq2seq_cache){.N = N, .S = S, .max_len = max_len};

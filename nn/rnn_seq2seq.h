@@ -52,9 +52,9 @@ typedef struct ct_nn_rnn_seq2seq_config {
 
 typedef struct ct_nn_rnn_seq2seq {
   ct_nn_rnn_seq2seq_config cfg;
-  ct_nn_embedding enc_embedding;  // encoder.embedding
-  ct_nn_gru enc_rnn;              // encoder.rnn
-  ct_nn_linear enc_fc;            // encoder.fc
+  ct_nn_embedding enc_embedding;       // encoder.embedding
+  ct_nn_gru enc_rnn;                   // encoder.rnn
+  ct_nn_linear enc_fc;                 // encoder.fc
   ct_nn_additive_attention attention;  // decoder.attention
   ct_nn_embedding dec_embedding;       // decoder.embedding
   ct_nn_gru dec_rnn;                   // decoder.rnn
@@ -77,10 +77,9 @@ void ct_nn_rnn_seq2seq_free(ct_nn_rnn_seq2seq *m);
 // (one decision per step for the whole batch, as the tutorial); outside
 // training every step is teacher-forced. *align (B,T,S), when align is not
 // NULL, receives the attention weights of every step.
-ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m,
-                                     ct_nn_ctx *ctx, ct_tensor *src,
-                                     ct_tensor *tgt_in, float teacher_forcing,
-                                     ct_tensor **align);
+ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m, ct_nn_ctx *ctx,
+                                     ct_tensor *src, ct_tensor *tgt_in,
+                                     float teacher_forcing, ct_tensor **align);
 
 // ---- cached decoding (recording off) -----------------------------------
 
@@ -98,9 +97,8 @@ typedef struct ct_nn_rnn_seq2seq_cache {
 // Encodes src (B,S) and gives each sentence `repeat` consecutive rows.
 ct_status ct_nn_rnn_seq2seq_cache_init(ct_nn_rnn_seq2seq_cache *c,
                                        const ct_nn_rnn_seq2seq *m,
-                                       const int32_t *src, int64_t B,
-                                       int64_t S, int64_t repeat,
-                                       int64_t max_len);
+                                       const int32_t *src, int64_t B, int64_t S,
+                                       int64_t repeat, int64_t max_len);
 // One step: tokens (N) -> logits (N,V) in the arena; the rows' states and
 // attention weights move on.
 ct_tensor *ct_nn_rnn_seq2seq_step(const ct_nn_rnn_seq2seq *m,

@@ -20,9 +20,8 @@ static inline bool parity_count(const ct_params *p, const char *what, int n) {
 }
 
 // Copies a fixture's values of parameter `name` into the store.
-static inline bool parity_load(ct_params *p, const char *what,
-                               const char *name, int64_t numel,
-                               const float *value) {
+static inline bool parity_load(ct_params *p, const char *what, const char *name,
+                               int64_t numel, const float *value) {
   ct_param *cp = ct_params_find(p, name);
   CHECK(cp != NULL, "%s: no parameter named '%s'", what, name);
   if (!cp) return false;

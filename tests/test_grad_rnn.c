@@ -31,8 +31,7 @@ static ct_tensor *run_scan(ct_tensor *const *in, void *ctx) {
     a.h0 = in[i++];
     if (c->lstm) a.c0 = in[i++];
   }
-  if (c->lengths)
-    a.lengths = ct_tensor_from(CT_I32, LENGTHS, CT_SHAPE(c->B));
+  if (c->lengths) a.lengths = ct_tensor_from(CT_I32, LENGTHS, CT_SHAPE(c->B));
   ct_tensor *h_n = NULL, *c_n = NULL;
   ct_tensor *y = c->lstm ? ct_lstm_scan(&a, &h_n, &c_n) : ct_gru_scan(&a, &h_n);
   ct_tensor *parts[3] = {ct_reshape(y, CT_SHAPE(c->B, c->T * c->H)), h_n, c_n};
@@ -44,8 +43,8 @@ static void check_scan(const char *what, scan_case c) {
   ct_tensor *in[5];
   int n = 0;
   in[n++] = grad_input(CT_SHAPE(B, T, G * H));
-  in[n++] = ct_requires_grad(ct_tensor_rand(&grad_test_rng, -0.6f, 0.6f,
-                                            CT_SHAPE(G * H, H)));
+  in[n++] = ct_requires_grad(
+      ct_tensor_rand(&grad_test_rng, -0.6f, 0.6f, CT_SHAPE(G * H, H)));
   if (c.bias) in[n++] = grad_input(CT_SHAPE(G * H));
   if (c.h0) {
     in[n++] = grad_input(CT_SHAPE(B, H));
@@ -178,11 +177,9 @@ int main(void) {
                                    .T = 4,
                                    .H = 3});
       snprintf(what, sizeof what, "%s%s, no h0, no bias", name, dir);
-      check_scan(what, (scan_case){.lstm = lstm,
-                                   .reverse = reverse,
-                                   .B = 2,
-                                   .T = 3,
-                                   .H = 4});
+      check_scan(what,
+                 (scan_case){
+                     .lstm = lstm, .reverse = reverse, .B = 2, .T = 3, .H = 4});
       check_padding(lstm, reverse);
     }
   return test_summary("grad_rnn");

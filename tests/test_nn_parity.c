@@ -133,7 +133,8 @@ static void check_case(const nn_fixture *f, errors *worst) {
   ct_tensor *weights = NULL;
   ct_tensor *out = forward(&m, f, x, mem, &weights);
   ct_tensor *loss = parity_contract(out, f->r_out);
-  if (f->need_weights) loss = ct_add(loss, parity_contract(weights, f->r_weights));
+  if (f->need_weights)
+    loss = ct_add(loss, parity_contract(weights, f->r_weights));
   CHECK(loss != NULL, "%s: forward: %s", f->name, ct_last_error());
   if (!loss) goto done;
   ct_params_zero_grad(&p);
@@ -149,7 +150,8 @@ static void check_case(const nn_fixture *f, errors *worst) {
   }
   e.grad_in = parity_rel_err(x->grad, f->grad_x, x->numel);
   if (mem)
-    e.grad_in = fmax(e.grad_in, parity_rel_err(mem->grad, f->grad_mem, mem->numel));
+    e.grad_in =
+        fmax(e.grad_in, parity_rel_err(mem->grad, f->grad_mem, mem->numel));
   check_err(f, "input grad", e.grad_in);
   e.worst_param = "";
   for (int i = 0; i < f->n_params; i++) {

@@ -175,7 +175,8 @@ static void check_translator(const rnn_translator_fixture *f) {
   ct_tensor *tgt = ct_tensor_from(CT_I32, f->tgt_in, CT_SHAPE(f->B, f->T));
   ct_nn_ctx ctx = ct_nn_train_ctx(4, 0);
   ct_tensor *align = NULL;
-  ct_tensor *logits = ct_nn_rnn_seq2seq_forward(&m, &ctx, src, tgt, 1.0f, &align);
+  ct_tensor *logits =
+      ct_nn_rnn_seq2seq_forward(&m, &ctx, src, tgt, 1.0f, &align);
   ct_tensor *loss = parity_contract(logits, f->r);
   st = loss ? ct_backward(loss) : ct_last_status();
   CHECK(st == CT_OK, "%s: %s", what, ct_last_error());
@@ -269,8 +270,10 @@ static void test_teacher_forcing(const rnn_translator_fixture *f) {
   ct_tensor *a = ct_nn_rnn_seq2seq_forward(&m, &t1, src, tgt, 0.5f, NULL);
   ct_tensor *b = ct_nn_rnn_seq2seq_forward(&m, &t2, src, tgt, 0.5f, NULL);
   ct_tensor *e = ct_nn_rnn_seq2seq_forward(&m, &ev, src, tgt, 0.5f, NULL);
-  ct_tensor *forced = ct_nn_rnn_seq2seq_forward(&m, &full, src, tgt, 1.0f, NULL);
-  ct_tensor *free_run = ct_nn_rnn_seq2seq_forward(&m, &t0, src, tgt, 0.0f, NULL);
+  ct_tensor *forced =
+      ct_nn_rnn_seq2seq_forward(&m, &full, src, tgt, 1.0f, NULL);
+  ct_tensor *free_run =
+      ct_nn_rnn_seq2seq_forward(&m, &t0, src, tgt, 0.0f, NULL);
   CHECK(same_bits(a, b), "teacher forcing 0.5 repeats for the same step");
   CHECK(same_bits(e, forced), "eval is teacher-forced");
   CHECK(!same_bits(free_run, forced), "ratio 0 feeds the model's own tokens");

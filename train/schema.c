@@ -129,8 +129,7 @@ static const ct_config_key schema[] = {
     {"model", "teacher", CT_CONFIG_STRING, "", NULL,
      "deit: the teacher, a classification checkpoint or run folder (its newest "
      "checkpoint), for distillation"},
-    {"model", "d_model", CT_CONFIG_INT, "256", NULL,
-     "model width (not rnn)"},
+    {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width (not rnn)"},
     {"model", "heads", CT_CONFIG_INT, "8", NULL, "attention heads (not rnn)"},
     {"model", "ff", CT_CONFIG_INT, "1024", NULL,
      "feed-forward width (not rnn)"},

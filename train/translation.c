@@ -327,8 +327,8 @@ static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx, const ct_batch *b,
   ce.ignore_index = CT_VOCAB_PAD;
   ce.label_smoothing = smoothing;
   const int64_t V = ct_translation_model_tgt_vocab(&tr->model);
-  return ct_cross_entropy(ct_reshape(logits, CT_SHAPE(b->B * b->T, V)),
-                          tgt_out, &ce);
+  return ct_cross_entropy(ct_reshape(logits, CT_SHAPE(b->B * b->T, V)), tgt_out,
+                          &ce);
 }
 
 static ct_tensor *translation_train_loss(ct_task *t, ct_nn_ctx *ctx,

@@ -6,7 +6,7 @@
 
 // The keys only one arch reads.
 static const char *const transformer_keys[] = {
-    "model.d_model",        "model.heads",      "model.ff",
+    "model.d_model",        "model.heads",          "model.ff",
     "model.encoder_layers", "model.decoder_layers", "model.activation",
     "model.norm_first",     "model.tie_output"};
 static const char *const rnn_keys[] = {"model.emb_dim", "model.enc_hidden",
@@ -97,10 +97,9 @@ ct_status ct_translation_model_read(const ct_config *cfg,
                                     ct_translation_model_config *out) {
   static const ct_model_arch archs[] = {CT_TRANSLATION_ARCHS(CT_SCHEMA_VALUE)};
   memset(out, 0, sizeof *out);
-  ct_status st = ct_schema_task_arch(cfg, "translation", archs,
-                                     (int)(sizeof archs / sizeof archs[0]),
-                                     CT_SCHEMA_CHOICES(CT_TRANSLATION_ARCHS),
-                                     &out->arch);
+  ct_status st = ct_schema_task_arch(
+      cfg, "translation", archs, (int)(sizeof archs / sizeof archs[0]),
+      CT_SCHEMA_CHOICES(CT_TRANSLATION_ARCHS), &out->arch);
   if (st != CT_OK) return st;
   if (out->arch == CT_ARCH_RNN)
     return read_rnn(cfg, &out->rnn, &out->teacher_forcing);

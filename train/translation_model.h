@@ -18,7 +18,7 @@
 #include "train/schema.h"
 
 typedef struct ct_translation_model_config {
-  ct_model_arch arch;            // CT_ARCH_TRANSFORMER or CT_ARCH_RNN
+  ct_model_arch arch;                // CT_ARCH_TRANSFORMER or CT_ARCH_RNN
   ct_nn_seq2seq_config transformer;  // vocabularies set at init
   ct_nn_rnn_seq2seq_config rnn;      // vocabularies set at init
   float teacher_forcing;             // rnn, in [0, 1]
