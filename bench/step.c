@@ -37,6 +37,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/distill.h"
+#include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
 #include "nn/vit.h"
 #include "optim/grads.h"
@@ -76,17 +77,21 @@ typedef struct bench_config {
   float lr;
 } bench_config;
 
-// ---- translation (nn/seq2seq) ---------------------------------------------
+// ---- translation (nn/seq2seq, nn/rnn_seq2seq) ------------------------------
 
 typedef struct mt_config {
-  ct_nn_seq2seq_config model;
-  int64_t B, S, T;  // batch, source length, target length
+  bool rnn;                    // the attention GRU, else the Transformer
+  ct_nn_seq2seq_config model;  // Transformer
+  ct_nn_rnn_seq2seq_config rnn_model;
+  float teacher_forcing;  // rnn
+  int64_t B, S, T;        // batch, source length, target length
   float label_smoothing;
 } mt_config;
 
 typedef struct mt_state {
   const mt_config *cfg;
   ct_nn_seq2seq model;
+  ct_nn_rnn_seq2seq rnn;
   int32_t *src;               // (B,S)
   int32_t *tgt;               // (B,T+1): tgt_in is [:, :T], tgt_out [:, 1:]
   int32_t *tgt_in, *tgt_out;  // (B,T) each
@@ -106,7 +111,10 @@ static void padded_batch(ct_rng *r, int32_t *x, int64_t B, int64_t L,
 static void mt_free(void *state) {
   mt_state *s = state;
   if (!s) return;
-  ct_nn_seq2seq_free(&s->model);
+  if (s->cfg->rnn)
+    ct_nn_rnn_seq2seq_free(&s->rnn);
+  else
+    ct_nn_seq2seq_free(&s->model);
   free(s->src);
   free(s->tgt);
   free(s->tgt_in);
@@ -128,10 +136,14 @@ static ct_status mt_build(void **state, ct_params *p, const void *cfg) {
   if (!s->src || !s->tgt || !s->tgt_in || !s->tgt_out)
     return ct_error(CT_ERR_NOMEM, "bench: out of memory");
   ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
-  ct_status st = ct_nn_seq2seq_init(&s->model, p, &c->model, &init);
+  ct_status st = c->rnn
+                     ? ct_nn_rnn_seq2seq_init(&s->rnn, p, &c->rnn_model, &init)
+                     : ct_nn_seq2seq_init(&s->model, p, &c->model, &init);
   if (st != CT_OK) return st;
-  padded_batch(&data, s->src, B, S, c->model.src_vocab);
-  padded_batch(&data, s->tgt, B, T + 1, c->model.tgt_vocab);
+  const int64_t Vs = c->rnn ? c->rnn_model.src_vocab : c->model.src_vocab;
+  const int64_t Vt = c->rnn ? c->rnn_model.tgt_vocab : c->model.tgt_vocab;
+  padded_batch(&data, s->src, B, S, Vs);
+  padded_batch(&data, s->tgt, B, T + 1, Vt);
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < T; t++) {
       s->tgt_in[b * T + t] = s->tgt[b * (T + 1) + t];
@@ -148,12 +160,15 @@ static ct_tensor *mt_loss(void *state, ct_nn_ctx *ctx) {
   ct_tensor *tgt_in = ct_tensor_from(CT_I32, s->tgt_in, CT_SHAPE(B, T));
   ct_tensor *tgt_out = ct_tensor_from(CT_I32, s->tgt_out, CT_SHAPE(B * T));
   if (!src || !tgt_in || !tgt_out) return NULL;
-  ct_tensor *logits = ct_nn_seq2seq_forward(&s->model, ctx, src, tgt_in);
+  ct_tensor *logits = c->rnn
+                          ? ct_nn_rnn_seq2seq_forward(&s->rnn, ctx, src, tgt_in,
+                                                      c->teacher_forcing, NULL)
+                          : ct_nn_seq2seq_forward(&s->model, ctx, src, tgt_in);
   ct_ce_opts ce = ct_ce_defaults();
   ce.ignore_index = 0;
   ce.label_smoothing = c->label_smoothing;
-  return ct_cross_entropy(
-      ct_reshape(logits, CT_SHAPE(B * T, c->model.tgt_vocab)), tgt_out, &ce);
+  const int64_t V = c->rnn ? c->rnn_model.tgt_vocab : c->model.tgt_vocab;
+  return ct_cross_entropy(ct_reshape(logits, CT_SHAPE(B * T, V)), tgt_out, &ce);
 }
 
 static const workload mt_workload = {mt_build, mt_loss, mt_free};
@@ -169,6 +184,23 @@ static const mt_config mt_toy_b64 = {.model = {.src_vocab = 1000,
                                                .activation = CT_NN_RELU,
                                                .norm_first = false,
                                                .tie_output = true},
+                                     .B = 64,
+                                     .S = 24,
+                                     .T = 25,
+                                     .label_smoothing = 0.1f};
+
+// The attention GRU of the PyTorch tutorial's sizes (embeddings 256,
+// bidirectional encoder GRU 512, decoder GRU 512) on mt_toy_b64's vocabulary
+// and batch; teacher forcing 1 so that both sides run the same steps (a
+// non-forced step adds a no-grad output layer on both).
+static const mt_config rnn_mt_b64 = {.rnn = true,
+                                     .rnn_model = {.src_vocab = 1000,
+                                                   .tgt_vocab = 1000,
+                                                   .emb_dim = 256,
+                                                   .enc_hidden = 512,
+                                                   .dec_hidden = 512,
+                                                   .dropout = 0.5f},
+                                     .teacher_forcing = 1.0f,
                                      .B = 64,
                                      .S = 24,
                                      .T = 25,
@@ -317,6 +349,8 @@ static const vit_config deit_cifar_b64 = {.model = {.image_h = 32,
 
 static const bench_config configs[] = {
     {"mt_toy_b64", "bench/ref/mt_step.py", &mt_workload, &mt_toy_b64,
+     mt_optimizer, 1e-4f},
+    {"rnn_mt_b64", "bench/ref/rnn_step.py", &mt_workload, &rnn_mt_b64,
      mt_optimizer, 1e-4f},
     {"vit_fmnist_b128", "bench/ref/vit_step.py", &vit_workload,
      &vit_fmnist_b128, vit_optimizer, 5e-4f},

@@ -1,8 +1,9 @@
 // PNG images other than line charts, read back with libpng: raw RGB
 // (exact bytes), confusion matrices (cell colors by row fraction, counts
 // drawn, K = 1..1000) and attention overlays (only the attended region is
-// tinted, nearest-neighbour upscaling, panel layout for 64 images). Bad
-// arguments and unwritable paths return an error and write nothing.
+// tinted, nearest-neighbour upscaling, panel layout for 64 images) and
+// alignment matrices (cells gray by weight, words in and out of ASCII).
+// Bad arguments and unwritable paths return an error and write nothing.
 #include "core/error.h"
 #include "tests/harness.h"
 #include "tests/png_read.h"
@@ -407,6 +408,45 @@ static void test_attention_errors(void) {
   CHECK(dir_entries() == before, "nothing written on error");
 }
 
+// Three output words over four source words: weight 1 is a white cell,
+// 0 a black one, 0.5 mid-gray; labels may be any UTF-8.
+static void test_alignment(void) {
+  const char *src[4] = {"ein", "groäßer", "Hund", "\xf0\x9f\x90\x95"};
+  const char *out[3] = {"a", "big", "dog"};
+  const float w[12] = {1, 0, 0, 0, 0, 0.5f, 0.5f, 0, 0, 0, 0, 1};
+  const char *path = tmp_path("align.png");
+  CHECK(ct_plot_alignment_png(path, 3, out, 4, src, w, "ein Hund") == CT_OK,
+        "alignment: %s", ct_last_error());
+  image im = image_load(path);
+  if (!im.px) return;
+  // 20 px cells: two mid-gray cells, two white ones (found as 20x20 white
+  // squares right of the labels), six black ones.
+  CHECK(count_color(&im, 0, 0, im.w, im.h, 128, 128, 128) == 2 * 400,
+        "mid-gray pixels: %ld",
+        count_color(&im, 0, 0, im.w, im.h, 128, 128, 128));
+  int x, y;
+  CHECK(find_color(&im, 128, 128, 128, &x, &y), "no gray cell");
+  // The first gray cell is row 1, column 1: column 0 of row 0 is white,
+  // column 0 of row 1 black, the last cell of row 2 white.
+  CHECK(is(at(&im, x - 10, y - 10), 255, 255, 255) &&
+            is(at(&im, x - 10, y + 10), 0, 0, 0) &&
+            is(at(&im, x + 50, y + 30), 255, 255, 255) &&
+            is(at(&im, x + 30, y + 30), 0, 0, 0),
+        "cells in the wrong places");
+  CHECK(im.h > 3 * 20 && im.w > 4 * 20, "size %dx%d", im.w, im.h);
+  free(im.px);
+  int before = dir_entries();
+  const char *bad = tmp_path("bad_align.png");
+  CHECK(ct_plot_alignment_png(bad, 0, out, 4, src, w, NULL) == CT_ERR_ARG,
+        "no output words");
+  CHECK(ct_plot_alignment_png(bad, 3, out, 4, src, NULL, NULL) == CT_ERR_ARG,
+        "no weights");
+  CHECK(ct_plot_alignment_png("/nonexistent/a.png", 3, out, 4, src, w, NULL) ==
+            CT_ERR_IO,
+        "unwritable path");
+  CHECK(dir_entries() == before, "nothing written on error");
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/ct_test_plot_images_XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -419,6 +459,7 @@ int main(void) {
   test_attention_rgb();
   test_attention_many();
   test_attention_errors();
+  test_alignment();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (getenv("CT_KEEP_TMP"))

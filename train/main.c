@@ -49,8 +49,9 @@ static const char *const usage =
     "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
     "                             evaluate a checkpoint (last line: JSON "
     "metrics)\n"
-    "  translate CKPT [--beam N] [TEXT]...\n"
-    "                             translate TEXT, or stdin lines when none\n"
+    "  translate CKPT [--beam N] [--attention OUT.png] [TEXT]...\n"
+    "                             translate TEXT, or stdin lines when none;\n"
+    "                             RNN alignment of one TEXT\n"
     "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads "
     "N]\n"
     "                             top classes of images; ViT/DeiT attention "
@@ -167,6 +168,7 @@ typedef struct model_opts {
   const char *split;
   const char **texts;
   int n_texts;
+  const char *attention;  // translate: the alignment PNG, or NULL
 } model_opts;
 
 static int parse_model_opts(int argc, char **argv, bool texts, bool split,
@@ -189,6 +191,8 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       if (strcmp(v, "val") && strcmp(v, "test"))
         return usage_error("--split is val or test, not '%s'", v);
       o->split = v;
+    } else if (texts && !strcmp(argv[i], "--attention")) {
+      if (!(o->attention = option_value(argc, argv, &i))) return 2;
     } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
       return usage_error("unknown option '%s'", argv[i]);
     } else if (!o->ckpt) {
@@ -276,13 +280,27 @@ static int open_model_of(ct_run_model *m, const char *ckpt,
 static int cmd_translate(int argc, char **argv) {
   model_opts o = {0};
   int rc = parse_model_opts(argc, argv, true, false, &o);
+  if (!rc && o.attention && o.n_texts != 1)
+    rc = usage_error(
+        "%s draws the alignment of one sentence: give exactly "
+        "one TEXT",
+        "translate --attention");
   if (rc) {
     free(o.texts);
     return rc;
   }
   ct_run_model m;
   rc = open_model_of(&m, o.ckpt, &ct_task_translation, "translate");
-  if (!rc) {
+  if (!rc && o.attention) {
+    int beam = o.beam ? o.beam : m.run.final_beam;
+    char *out = NULL;
+    if (ct_translation_attention(&m.task, o.texts[0], beam, o.attention,
+                                 &out) != CT_OK)
+      rc = runtime_error();
+    else
+      printf("%s\n", out);
+    free(out);
+  } else if (!rc) {
     int beam = o.beam ? o.beam : m.run.final_beam;
     int n = o.n_texts;
     char **stdin_lines = NULL;

@@ -5,6 +5,8 @@
 // framed in the middle, y tick labels on its left, x tick labels and the x
 // label below it, the legend in its top-right corner.
 #include "train/plot.h"
+
+#include "data/utf8.h"
 #include "train/fileio.h"
 #include "train/jsonl.h"
 
@@ -675,6 +677,92 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes,
     }
   }
   rect_frame(&c, gx - 1, gy - 1, gx + side, gy + side, gray);
+  return canvas_save(&c, path);
+}
+
+// ---- alignment matrices ----
+
+// The label of a word in the font's ASCII: Latin-1 letters lose their
+// accents (a-umlaut -> a, sharp s -> ss), other characters outside ASCII
+// become '?'.
+static void ascii_label(char *buf, size_t size, const char *word) {
+  // U+00C0..U+00FF without their diacritics ('?' for the two signs).
+  static const char latin1[] =
+      "AAAAAAACEEEEIIIIDNOOOOO?OUUUUYTsaaaaaaaceeeeiiiidnooooo?ouuuuyty";
+  size_t n = 0, pos = 0, len = strlen(word);
+  while (pos < len && n + 3 < size) {
+    const int32_t cp = ct_utf8_decode(word, len, &pos);
+    if (cp >= 32 && cp < 127) {
+      buf[n++] = (char)cp;
+    } else if (cp == 0xDF) {  // sharp s
+      buf[n++] = 's';
+      buf[n++] = 's';
+    } else {
+      buf[n++] = cp >= 0xC0 && cp <= 0xFF ? latin1[cp - 0xC0] : '?';
+    }
+  }
+  buf[n] = '\0';
+}
+
+ct_status ct_plot_alignment_png(const char *path, int n_rows,
+                                const char *const *row_words, int n_cols,
+                                const char *const *col_words,
+                                const float *weights, const char *title) {
+  enum { M = 10, WORD_CHARS = 24 };
+  if (!path) return ct_error(CT_ERR_ARG, "alignment plot: no path");
+  if (n_rows < 1 || n_cols < 1 || n_rows > CT_PLOT_MAX_WORDS ||
+      n_cols > CT_PLOT_MAX_WORDS)
+    return ct_error(CT_ERR_ARG,
+                    "%s: need 1..%d output and source words, got %d and %d",
+                    path, CT_PLOT_MAX_WORDS, n_rows, n_cols);
+  if (!weights || !row_words || !col_words)
+    return ct_error(CT_ERR_ARG, "%s: no weights or words", path);
+  const int most = n_rows > n_cols ? n_rows : n_cols;
+  const int cell = most <= 40 ? 20 : most <= 100 ? 12 : 6;
+  char label[4 * WORD_CHARS + 4], fit[WORD_CHARS + 1];
+  int row_w = 0, col_h = 0;
+  for (int i = 0; i < n_rows; i++) {
+    ascii_label(label, sizeof label, row_words[i] ? row_words[i] : "");
+    text_fit(fit, sizeof fit, label, WORD_CHARS * GLYPH_ADVANCE, 1);
+    if (text_width(fit, 1) > row_w) row_w = text_width(fit, 1);
+  }
+  for (int j = 0; j < n_cols; j++) {
+    ascii_label(label, sizeof label, col_words[j] ? col_words[j] : "");
+    text_fit(fit, sizeof fit, label, WORD_CHARS * GLYPH_ADVANCE, 1);
+    if (text_width(fit, 1) > col_h) col_h = text_width(fit, 1);
+  }
+  // From the top: the title, the source words (turned, reading upwards),
+  // the grid; from the left: the output words, the grid.
+  const int title_h = title ? 24 : 0;
+  const int gx = M + row_w + 6, gy = M + title_h + col_h + 6;
+  int W = gx + n_cols * cell + M, H = gy + n_rows * cell + M;
+  if (title && text_width(title, 1) + 2 * M > W)
+    W = text_width(title, 1) + 2 * M;
+  canvas c;
+  if (!canvas_alloc(&c, W, H))
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path,
+                    W, H);
+  if (title) text_draw(&c, M, M, title, 1, black);
+  for (int i = 0; i < n_rows; i++)
+    for (int j = 0; j < n_cols; j++) {
+      float v = weights[(size_t)i * (size_t)n_cols + (size_t)j];
+      const double a = v > 0 ? fmin(v, 1.0) : 0.0;  // NaN reads as 0
+      const int x = gx + j * cell, y = gy + i * cell;
+      rect_fill(&c, x, y, x + cell - 1, y + cell - 1, rgb_mix(black, white, a));
+    }
+  for (int i = 0; i < n_rows; i++) {
+    ascii_label(label, sizeof label, row_words[i] ? row_words[i] : "");
+    text_fit(fit, sizeof fit, label, WORD_CHARS * GLYPH_ADVANCE, 1);
+    text_draw(&c, gx - 6 - text_width(fit, 1), gy + i * cell + (cell - 7) / 2,
+              fit, 1, black);
+  }
+  for (int j = 0; j < n_cols; j++) {
+    ascii_label(label, sizeof label, col_words[j] ? col_words[j] : "");
+    text_fit(fit, sizeof fit, label, WORD_CHARS * GLYPH_ADVANCE, 1);
+    text_draw_up(&c, gx + j * cell + (cell - GLYPH_H) / 2, gy - 6, fit, 1,
+                 black);
+  }
+  rect_frame(&c, gx - 1, gy - 1, gx + n_cols * cell, gy + n_rows * cell, gray);
   return canvas_save(&c, path);
 }
 

@@ -20,7 +20,8 @@
 //                per "split"
 //
 // ct_plot_confusion_png and ct_plot_attention_png draw a classifier's
-// evaluation: a confusion heat map, and images with the attention they got.
+// evaluation: a confusion heat map, and images with the attention they got;
+// ct_plot_alignment_png a translator's attention over the source words.
 //
 // Not here: anti-aliasing, scatter/bar plots, y-axis titles, fonts.
 #ifndef CT_TRAIN_PLOT_H
@@ -53,6 +54,7 @@ enum {
   CT_PLOT_MAX_CLASSES = 1000,    // of a confusion matrix
   CT_PLOT_MAX_PANELS = 64,       // images in one attention figure
   CT_PLOT_MAX_IMAGE_SIDE = 512,  // of each of those images and of its map
+  CT_PLOT_MAX_WORDS = 1000,      // of an alignment matrix, each way
 };
 
 // Draws the charts stacked vertically (each width x height pixels, 64..8192)
@@ -115,6 +117,20 @@ ct_status ct_plot_attention_png(const char *path, int n,
                                 int height, int width, const float *const *maps,
                                 int grid_h, int grid_w,
                                 const char *const *captions);
+
+// Draws an alignment matrix as Bahdanau, Cho & Bengio (2015) figure 3 do:
+// weights (n_rows, n_cols), row-major, row i the attention of output word
+// row_words[i] over the source words col_words[j]; each cell gray from
+// black (0) to white (1) (clamped, NaN as 0). Source words stand on top,
+// turned to read upwards, output words on the left; words are cut to 24
+// characters, and non-ASCII letters lose their accents (the font is ASCII).
+// Cells are 20 px up to 40 words each way, 12 up to 100, then 6. title may
+// be NULL. 1..CT_PLOT_MAX_WORDS words each way. Errors name the path;
+// nothing is written then.
+ct_status ct_plot_alignment_png(const char *path, int n_rows,
+                                const char *const *row_words, int n_cols,
+                                const char *const *col_words,
+                                const float *weights, const char *title);
 
 // Draws one image (u8 channel-first, C = 1 or 3), upscaled to about 448
 // pixels, with n boxes (pixel corners x0, y0, x1, y1 of the original image)

@@ -24,6 +24,7 @@
 #include "data/utf8.h"
 #include "data/vocab.h"
 #include "train/bleu.h"
+#include "train/plot.h"
 #include "train/schema.h"
 #include "train/translation_model.h"
 
@@ -583,35 +584,41 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
   return st;
 }
 
+// Tokenizes input line i (0-based, for messages) and adds its ids to c as
+// a source (no target); *tokens, when not NULL, receives the tokens.
+static ct_status add_source_line(translation *tr, const char *line, int64_t i,
+                                 ct_pair_corpus *c, ct_string_list *tokens) {
+  size_t len = strlen(line), bad = ct_utf8_find_invalid(line, len);
+  if (bad < len)
+    return ct_error(CT_ERR_FORMAT,
+                    "translate: input line %lld: invalid UTF-8 "
+                    "byte 0x%02x at column %zu",
+                    (long long)(i + 1), (unsigned char)line[bad], bad + 1);
+  ct_string_list own = {0};
+  ct_string_list *tok = tokens ? tokens : &own;
+  ct_status st = ct_tokenize(line, tr->cfg.lowercase, tok);
+  int32_t *ids = malloc((size_t)(tok->count + 1) * sizeof *ids);
+  if (st == CT_OK && !ids)
+    st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+  if (st == CT_OK) {
+    int64_t unknown = 0;
+    ct_vocab_encode(&tr->src_vocab, tok, ids, &unknown);
+    int64_t n = tok->count;
+    if (n == 0) ids[n++] = CT_VOCAB_UNK;  // decode something for ""
+    st = ct_pair_corpus_add(c, ids, n, ids, 0);
+  }
+  free(ids);
+  ct_string_list_free(&own);
+  return st;
+}
+
 ct_status ct_translation_translate(ct_task *t, const char *const *lines,
                                    int64_t n, int beam, char **out) {
   translation *tr = t->state;
   ct_pair_corpus c = {0};
   ct_status st = CT_OK;
-  for (int64_t i = 0; i < n && st == CT_OK; i++) {
-    size_t len = strlen(lines[i]), bad = ct_utf8_find_invalid(lines[i], len);
-    if (bad < len) {
-      st = ct_error(CT_ERR_FORMAT,
-                    "translate: input line %lld: invalid UTF-8 "
-                    "byte 0x%02x at column %zu",
-                    (long long)(i + 1), (unsigned char)lines[i][bad], bad + 1);
-      break;
-    }
-    ct_string_list tokens = {0};
-    st = ct_tokenize(lines[i], tr->cfg.lowercase, &tokens);
-    int32_t *ids = malloc((size_t)(tokens.count + 1) * sizeof *ids);
-    if (st == CT_OK && !ids)
-      st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
-    if (st == CT_OK) {
-      int64_t unknown = 0;
-      ct_vocab_encode(&tr->src_vocab, &tokens, ids, &unknown);
-      int64_t len = tokens.count;
-      if (len == 0) ids[len++] = CT_VOCAB_UNK;  // decode something for ""
-      st = ct_pair_corpus_add(&c, ids, len, ids, 0);
-    }
-    free(ids);
-    ct_string_list_free(&tokens);
-  }
+  for (int64_t i = 0; i < n && st == CT_OK; i++)
+    st = add_source_line(tr, lines[i], i, &c, NULL);
   int64_t *rows = malloc((size_t)(n ? n : 1) * sizeof *rows);
   int32_t **hyp = calloc((size_t)(n ? n : 1), sizeof *hyp);
   int64_t *hyp_len = calloc((size_t)(n ? n : 1), sizeof *hyp_len);
@@ -629,6 +636,58 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   free(rows);
   free(hyp);
   free(hyp_len);
+  ct_pair_corpus_free(&c);
+  return st;
+}
+
+ct_status ct_translation_attention(ct_task *t, const char *line, int beam,
+                                   const char *png_path, char **out) {
+  translation *tr = t->state;
+  *out = NULL;
+  if (tr->cfg.model.arch != CT_ARCH_RNN)
+    return ct_error(CT_ERR_ARG,
+                    "translate --attention: the checkpoint's model is a "
+                    "Transformer; alignments are drawn for [model] arch = rnn "
+                    "(one attention, not several heads per layer)");
+  ct_pair_corpus c = {0};
+  ct_string_list src_tokens = {0};
+  ct_status st = add_source_line(tr, line, 0, &c, &src_tokens);
+  const int64_t S = st == CT_OK ? ct_pair_corpus_src_len(&c, 0) : 1;
+  const int64_t T =
+      tr->cfg.max_decode_len > 0 ? tr->cfg.max_decode_len : S + 50;
+  int32_t *ids = malloc((size_t)T * sizeof *ids);
+  float *align = malloc((size_t)(T * S) * sizeof *align);
+  const char **rows = malloc((size_t)(T + 1) * sizeof *rows);
+  const char **cols = malloc((size_t)S * sizeof *cols);
+  if (st == CT_OK && (!ids || !align || !rows || !cols))
+    st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+  int64_t len = 0;
+  const ct_decode_opts opts = {
+      .beam = beam, .length_penalty = tr->cfg.length_penalty, .max_len = T};
+  if (st == CT_OK)
+    st = ct_translation_model_decode(&tr->model, c.ids, 1, S, &opts, ids, &len,
+                                     align);
+  if (st == CT_OK) {
+    // Rows: the output tokens, and <eos> when the search emitted it.
+    int64_t n_rows = 0;
+    for (int64_t i = 0; i < len && st == CT_OK; i++)
+      if (!(rows[n_rows++] = ct_vocab_token(&tr->tgt_vocab, ids[i])))
+        st = ct_last_status();
+    if (len < T) rows[n_rows++] = ct_vocab_token(&tr->tgt_vocab, CT_VOCAB_EOS);
+    // Columns: the source as tokenized ("" stands for an empty line).
+    for (int64_t j = 0; j < S; j++)
+      cols[j] = src_tokens.count ? ct_string_list_get(&src_tokens, j) : "";
+    if (st == CT_OK)
+      st = ct_plot_alignment_png(png_path, (int)n_rows, rows, (int)S, cols,
+                                 align, NULL);
+  }
+  if (st == CT_OK && !(*out = ids_to_text(&tr->tgt_vocab, ids, len)))
+    st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+  free(ids);
+  free(align);
+  free(rows);
+  free(cols);
+  ct_string_list_free(&src_tokens);
   ct_pair_corpus_free(&c);
   return st;
 }

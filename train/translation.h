@@ -1,6 +1,7 @@
 // The translation task (train/task.h): parallel text, vocabularies, the
-// seq2seq Transformer, label-smoothed training, BLEU and exact-match
-// evaluation, and translating new text.
+// translator (a Transformer or the attention GRU, [model] arch),
+// label-smoothed training, BLEU and exact-match evaluation, and translating
+// new text.
 #ifndef CT_TRAIN_TRANSLATION_H
 #define CT_TRAIN_TRANSLATION_H
 
@@ -10,5 +11,11 @@
 // beam search; out[i] is a malloc'd detokenized line.
 ct_status ct_translation_translate(ct_task *t, const char *const *lines,
                                    int64_t n, int beam, char **out);
+// Translates one line and draws its alignment, the attention weights of
+// every output token (and <eos>) over the source tokens
+// (ct_plot_alignment_png), into png_path; arch = rnn only. *out receives
+// the translation (malloc'd), as ct_translation_translate's.
+ct_status ct_translation_attention(ct_task *t, const char *line, int beam,
+                                   const char *png_path, char **out);
 
 #endif
