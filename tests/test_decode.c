@@ -1,21 +1,161 @@
 // The cached incremental decoder must compute what the full model computes:
-// feeding a target prefix one token at a time through ct_nn_seq2seq_step gives,
-// at every position, the logits of ct_nn_seq2seq_forward on the whole prefix
-// (teacher forcing), for post-norm and pre-norm models, with padded
-// sources and beams (cache rows repeated and reordered). Beam search with
-// beam 1 equals greedy argmax decoding done by hand with the full model.
+// feeding a target prefix one token at a time through the step function
+// gives, at every position, the logits of the teacher-forced forward pass on
+// the whole prefix, for post-norm and pre-norm Transformers and the
+// attention GRU, with padded sources and beams (cache rows repeated and
+// reordered). Beam search with beam 1 equals greedy argmax decoding done by
+// hand with the full model. The RNN's alignments are distributions over the
+// real source tokens.
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "data/vocab.h"
+#include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
 #include "tests/harness.h"
 #include "train/decode.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { B = 3, S = 6, T = 7, V = 23 };
 
-static void check_model(bool norm_first) {
+// What the checks need from a translator, the Transformer or the RNN.
+typedef struct translator {
+  const char *name;
+  void *model;
+  // src (B,S), tgt (B,T) -> teacher-forced logits (B,T,V)
+  ct_tensor *(*full)(void *m, ct_tensor *src, ct_tensor *tgt);
+  // A cache of `repeat` rows per sentence, step, reorder, free.
+  ct_status (*cache_init)(void *m, void *cache, const int32_t *src,
+                          int64_t repeat);
+  ct_tensor *(*step)(void *m, void *cache, const int32_t *tokens);
+  void (*reorder)(void *cache, const int64_t *parent);
+  void (*cache_free)(void *cache);
+  ct_status (*decode)(void *m, const int32_t *src, const ct_decode_opts *o,
+                      int32_t *out, int64_t *lens);
+} translator;
+
+// Source rows padded to different lengths.
+static const int32_t SRC[B * S] = {5, 6, 7, 8,  9, 10, 4, 11, 12,
+                                   0, 0, 0, 13, 0, 0,  0, 0,  0};
+
+static void check_decoding(const translator *tr, void *cache) {
+  int32_t tgt[B * T];
+  for (int i = 0; i < B * T; i++) tgt[i] = 4 + (i * 7) % (V - 4);
+  for (int b = 0; b < B; b++) tgt[b * T] = CT_VOCAB_BOS;
+  bool was = ct_grad_set_enabled(false);
+  ct_tensor *full =
+      tr->full(tr->model, ct_tensor_from(CT_I32, SRC, CT_SHAPE(B, S)),
+               ct_tensor_from(CT_I32, tgt, CT_SHAPE(B, T)));
+  CHECK(full != NULL, "%s: forward: %s", tr->name, ct_last_error());
+
+  // Two beams per sentence, each row fed the same prefix; reorder with a
+  // swap of the two beams halfway, which must change nothing.
+  CHECK(tr->cache_init(tr->model, cache, SRC, 2) == CT_OK, "%s: cache: %s",
+        tr->name, ct_last_error());
+  double worst = 0.0;
+  for (int t = 0; t < T; t++) {
+    int32_t tok[2 * B];
+    for (int n = 0; n < 2 * B; n++) tok[n] = tgt[(n / 2) * T + t];
+    ct_tensor *logits = tr->step(tr->model, cache, tok);
+    CHECK(logits != NULL, "%s: step %d: %s", tr->name, t, ct_last_error());
+    if (!logits) break;
+    for (int n = 0; n < 2 * B; n++)
+      for (int v = 0; v < V; v++) {
+        double d = fabs(ct_f32(logits)[n * V + v] -
+                        ct_f32(full)[((n / 2) * T + t) * V + v]);
+        if (d > worst) worst = d;
+      }
+    if (t == T / 2) {
+      int64_t parent[2 * B];
+      for (int n = 0; n < 2 * B; n++) parent[n] = n ^ 1;
+      tr->reorder(cache, parent);
+    }
+  }
+  printf("%s: cached vs full logits max |diff| %.3g\n", tr->name, worst);
+  CHECK(worst < 1e-4, "%s: cached decoding differs from the full model by %g",
+        tr->name, worst);
+  tr->cache_free(cache);
+
+  // Greedy by hand with the full model vs beam search with beam 1.
+  int32_t greedy[B * T];
+  int64_t greedy_len[B];
+  for (int b = 0; b < B; b++) {
+    int32_t prefix[T + 1] = {CT_VOCAB_BOS};
+    int64_t len = 0;
+    while (len < T) {
+      ct_arena_mark mk = ct_arena_get_mark();
+      ct_tensor *lg = tr->full(
+          tr->model, ct_tensor_from(CT_I32, SRC + b * S, CT_SHAPE(1, S)),
+          ct_tensor_from(CT_I32, prefix, CT_SHAPE(1, len + 1)));
+      const float *row = ct_f32(lg) + len * V;
+      int32_t best = CT_VOCAB_EOS;
+      for (int v = 0; v < V; v++)
+        if (v != CT_VOCAB_PAD && v != CT_VOCAB_BOS && row[v] > row[best])
+          best = v;
+      ct_arena_rewind(mk);
+      if (best == CT_VOCAB_EOS) break;
+      greedy[b * T + len] = best;
+      prefix[++len] = best;
+    }
+    greedy_len[b] = len;
+  }
+  int32_t out[B * T];
+  int64_t lens[B];
+  ct_decode_opts o = {.beam = 1, .length_penalty = 0.6f, .max_len = T};
+  CHECK(tr->decode(tr->model, SRC, &o, out, lens) == CT_OK, "%s: decode: %s",
+        tr->name, ct_last_error());
+  for (int b = 0; b < B; b++) {
+    bool same = lens[b] == greedy_len[b] &&
+                !memcmp(out + b * T, greedy + b * T, (size_t)lens[b] * 4);
+    CHECK(same,
+          "%s: sentence %d: beam-1 search differs from greedy (len %lld vs "
+          "%lld)",
+          tr->name, b, (long long)lens[b], (long long)greedy_len[b]);
+  }
+  // A wider beam never scores worse than greedy under the model: check it
+  // runs and returns lengths in range.
+  o.beam = 4;
+  CHECK(tr->decode(tr->model, SRC, &o, out, lens) == CT_OK, "%s: beam 4: %s",
+        tr->name, ct_last_error());
+  for (int b = 0; b < B; b++)
+    CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
+  ct_grad_set_enabled(was);
+}
+
+// ---- the Transformer ---------------------------------------------------------
+
+static ct_tensor *transformer_full(void *m, ct_tensor *src, ct_tensor *tgt) {
+  return ct_nn_seq2seq_forward(m, NULL, src, tgt);
+}
+
+static ct_status transformer_cache_init(void *m, void *cache,
+                                        const int32_t *src, int64_t repeat) {
+  ct_tensor *pad = NULL;
+  ct_tensor *mem = ct_nn_seq2seq_encode(
+      m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
+  return ct_nn_seq2seq_cache_init(cache, m, mem, pad, repeat, T);
+}
+
+static ct_tensor *transformer_step(void *m, void *cache, const int32_t *tok) {
+  return ct_nn_seq2seq_step(m, cache, tok);
+}
+
+static void transformer_reorder(void *cache, const int64_t *parent) {
+  ct_nn_seq2seq_cache_reorder(cache, parent);
+}
+
+static void transformer_cache_free(void *cache) {
+  ct_nn_seq2seq_cache_free(cache);
+}
+
+static ct_status transformer_decode(void *m, const int32_t *src,
+                                    const ct_decode_opts *o, int32_t *out,
+                                    int64_t *lens) {
+  return ct_decode_batch(m, src, B, S, o, out, lens);
+}
+
+static void check_transformer(bool norm_first) {
   ct_params p;
   ct_params_init(&p);
   ct_nn_seq2seq m;
@@ -33,103 +173,99 @@ static void check_model(bool norm_first) {
   ct_rng rng = ct_rng_make(3, 4);
   CHECK(ct_nn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s",
         ct_last_error());
-  // Source rows padded to different lengths.
-  int32_t src[B * S] = {5, 6, 7, 8,  9, 10, 4, 11, 12,
-                        0, 0, 0, 13, 0, 0,  0, 0,  0};
-  int32_t tgt[B * T];
-  for (int i = 0; i < B * T; i++) tgt[i] = 4 + (i * 7) % (V - 4);
-  for (int b = 0; b < B; b++) tgt[b * T] = CT_VOCAB_BOS;
-  bool was = ct_grad_set_enabled(false);
-  ct_tensor *full = ct_nn_seq2seq_forward(
-      &m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)),
-      ct_tensor_from(CT_I32, tgt, CT_SHAPE(B, T)));
-  CHECK(full != NULL, "forward: %s", ct_last_error());
-
-  // Two beams per sentence, each row fed the same prefix; reorder with a
-  // swap of the two beams halfway, which must change nothing.
-  ct_tensor *pad = NULL;
-  ct_tensor *mem = ct_nn_seq2seq_encode(
-      &m, NULL, ct_tensor_from(CT_I32, src, CT_SHAPE(B, S)), &pad);
+  const translator tr = {
+      norm_first ? "transformer, norm_first" : "transformer, post-norm",
+      &m,
+      transformer_full,
+      transformer_cache_init,
+      transformer_step,
+      transformer_reorder,
+      transformer_cache_free,
+      transformer_decode};
   ct_nn_seq2seq_cache c;
-  CHECK(ct_nn_seq2seq_cache_init(&c, &m, mem, pad, 2, T) == CT_OK, "cache: %s",
-        ct_last_error());
-  double worst = 0.0;
-  for (int t = 0; t < T; t++) {
-    int32_t tok[2 * B];
-    for (int n = 0; n < 2 * B; n++) tok[n] = tgt[(n / 2) * T + t];
-    ct_tensor *logits = ct_nn_seq2seq_step(&m, &c, tok);
-    CHECK(logits != NULL, "step %d: %s", t, ct_last_error());
-    if (!logits) break;
-    for (int n = 0; n < 2 * B; n++)
-      for (int v = 0; v < V; v++) {
-        double d = fabs(ct_f32(logits)[n * V + v] -
-                        ct_f32(full)[((n / 2) * T + t) * V + v]);
-        if (d > worst) worst = d;
-      }
-    if (t == T / 2) {
-      int64_t parent[2 * B];
-      for (int n = 0; n < 2 * B; n++) parent[n] = n ^ 1;
-      ct_nn_seq2seq_cache_reorder(&c, parent);
-    }
-  }
-  printf("norm_first=%d: cached vs full logits max |diff| %.3g\n", norm_first,
-         worst);
-  CHECK(worst < 1e-4, "cached decoding differs from the full model by %g",
-        worst);
-  ct_nn_seq2seq_cache_free(&c);
-
-  // Greedy by hand with the full model vs beam search with beam 1.
-  int32_t greedy[B * T];
-  int64_t greedy_len[B];
-  for (int b = 0; b < B; b++) {
-    int32_t prefix[T + 1] = {CT_VOCAB_BOS};
-    int64_t len = 0;
-    while (len < T) {
-      ct_arena_mark mk = ct_arena_get_mark();
-      ct_tensor *lg = ct_nn_seq2seq_forward(
-          &m, NULL, ct_tensor_from(CT_I32, src + b * S, CT_SHAPE(1, S)),
-          ct_tensor_from(CT_I32, prefix, CT_SHAPE(1, len + 1)));
-      const float *row = ct_f32(lg) + len * V;
-      int32_t best = CT_VOCAB_EOS;
-      for (int v = 0; v < V; v++)
-        if (v != CT_VOCAB_PAD && v != CT_VOCAB_BOS && row[v] > row[best])
-          best = v;
-      ct_arena_rewind(mk);
-      if (best == CT_VOCAB_EOS) break;
-      greedy[b * T + len] = best;
-      prefix[++len] = best;
-    }
-    greedy_len[b] = len;
-  }
-  int32_t out[B * T];
-  int64_t lens[B];
-  ct_decode_opts o = {.beam = 1, .length_penalty = 0.6f, .max_len = T};
-  CHECK(ct_decode_batch(&m, src, B, S, &o, out, lens) == CT_OK, "decode: %s",
-        ct_last_error());
-  for (int b = 0; b < B; b++) {
-    bool same = lens[b] == greedy_len[b] &&
-                !memcmp(out + b * T, greedy + b * T, (size_t)lens[b] * 4);
-    CHECK(same,
-          "sentence %d: beam-1 search differs from greedy (len %lld vs "
-          "%lld)",
-          b, (long long)lens[b], (long long)greedy_len[b]);
-  }
-  // A wider beam never scores worse than greedy under the model: check it
-  // runs and returns lengths in range.
-  o.beam = 4;
-  CHECK(ct_decode_batch(&m, src, B, S, &o, out, lens) == CT_OK, "beam 4: %s",
-        ct_last_error());
-  for (int b = 0; b < B; b++)
-    CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
-  ct_grad_set_enabled(was);
+  check_decoding(&tr, &c);
   ct_nn_seq2seq_free(&m);
   ct_params_free(&p);
   ct_arena_reset();
 }
 
+// ---- the attention GRU ------------------------------------------------------------
+
+static ct_tensor *rnn_full(void *m, ct_tensor *src, ct_tensor *tgt) {
+  return ct_nn_rnn_seq2seq_forward(m, NULL, src, tgt, 1.0f, NULL);
+}
+
+static ct_status rnn_cache_init(void *m, void *cache, const int32_t *src,
+                                int64_t repeat) {
+  return ct_nn_rnn_seq2seq_cache_init(cache, m, src, B, S, repeat, T);
+}
+
+static ct_tensor *rnn_step(void *m, void *cache, const int32_t *tok) {
+  return ct_nn_rnn_seq2seq_step(m, cache, tok);
+}
+
+static void rnn_reorder(void *cache, const int64_t *parent) {
+  ct_nn_rnn_seq2seq_cache_reorder(cache, parent);
+}
+
+static void rnn_cache_free(void *cache) { (void)cache; }  // arena memory
+
+static ct_status rnn_decode(void *m, const int32_t *src,
+                            const ct_decode_opts *o, int32_t *out,
+                            int64_t *lens) {
+  return ct_decode_batch_rnn(m, src, B, S, o, out, lens, NULL);
+}
+
+static void check_rnn(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_nn_rnn_seq2seq m;
+  ct_nn_rnn_seq2seq_config cfg = {.src_vocab = 19,
+                                  .tgt_vocab = V,
+                                  .emb_dim = 8,
+                                  .enc_hidden = 10,
+                                  .dec_hidden = 12,
+                                  .dropout = 0.2f};
+  ct_rng rng = ct_rng_make(5, 4);
+  CHECK(ct_nn_rnn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s",
+        ct_last_error());
+  const translator tr = {"rnn",    &m,          rnn_full,       rnn_cache_init,
+                         rnn_step, rnn_reorder, rnn_cache_free, rnn_decode};
+  ct_nn_rnn_seq2seq_cache c;
+  check_decoding(&tr, &c);
+  // The alignment of every output token: a distribution over the real
+  // source tokens, 0 on padding.
+  int32_t out[B * T];
+  int64_t lens[B];
+  float align[B * T * S];
+  ct_decode_opts o = {.beam = 3, .length_penalty = 0.6f, .max_len = T};
+  CHECK(ct_decode_batch_rnn(&m, SRC, B, S, &o, out, lens, align) == CT_OK,
+        "decode with alignment: %s", ct_last_error());
+  const int src_len[B] = {6, 3, 1};
+  double worst = 0.0;
+  bool padding_zero = true;
+  for (int b = 0; b < B; b++)
+    for (int64_t i = 0; i <= lens[b] && i < T; i++) {
+      double sum = 0.0;
+      for (int j = 0; j < S; j++) {
+        const float w = align[(b * T + i) * S + j];
+        sum += w;
+        if (j >= src_len[b]) padding_zero = padding_zero && w == 0.0f;
+      }
+      worst = fmax(worst, fabs(sum - 1.0));
+    }
+  CHECK(worst < 1e-5 && padding_zero,
+        "alignment rows sum to 1 within %g, padding weight 0: %d", worst,
+        padding_zero);
+  ct_nn_rnn_seq2seq_free(&m);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
 int main(void) {
-  check_model(false);
-  check_model(true);
+  check_transformer(false);
+  check_transformer(true);
+  check_rnn();
   ct_arena_release();
   return test_summary("decode");
 }

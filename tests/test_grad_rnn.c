@@ -2,13 +2,16 @@
 // (autograd/ops_rnn.h): the GRU and LSTM cells, and scans forward and
 // reversed with uneven lengths (a row of length 0 and one of full length
 // among them), with and without h0, c0 and b_hh, the final states included
-// in the checked output. Also: padding positions of gx change nothing and
+// in the checked output; and nn.GRU / nn.LSTM layers (2 layers,
+// bidirectional) with uneven lengths, through their inputs and initial
+// states. Also: padding positions of gx change nothing and
 // get zero gradient. And the additive attention of the RNN translator
 // (autograd/ops_additive_attention.h), with a key padding mask: padded keys
 // get weight 0, and a fully padded row a zero context.
 #include "autograd/ops.h"
 #include "autograd/ops_additive_attention.h"
 #include "autograd/ops_rnn.h"
+#include "nn/rnn.h"
 #include "tests/grad_util.h"
 
 #include <string.h>
@@ -124,6 +127,55 @@ static void check_padding(bool lstm, bool reverse) {
   ct_arena_reset();
 }
 
+// nn/rnn.h layers: 2 bidirectional layers, lengths {3, 1, 4} of T = 4.
+typedef struct layer_case {
+  const ct_nn_rnn *m;
+  bool lstm;
+} layer_case;
+
+static const int32_t LAYER_LENGTHS[] = {3, 1, 4};
+
+// Inputs: x (B,T,I), h0 (L*D,B,H) [, c0]. Output: out beside h_n [, c_n].
+static ct_tensor *run_layer(ct_tensor *const *in, void *ctx) {
+  const layer_case *c = ctx;
+  ct_tensor *lengths = ct_tensor_from(CT_I32, LAYER_LENGTHS, CT_SHAPE(3));
+  ct_nn_ctx eval = ct_nn_eval_ctx();
+  ct_tensor *h_n = NULL, *c_n = NULL;
+  ct_tensor *out =
+      c->lstm ? ct_nn_lstm_forward(c->m, &eval, in[0], lengths, in[1], in[2],
+                                   &h_n, &c_n)
+              : ct_nn_gru_forward(c->m, &eval, in[0], lengths, in[1], &h_n);
+  if (!out) return NULL;
+  ct_tensor *parts[3] = {ct_reshape(out, CT_SHAPE(-1)),
+                         ct_reshape(h_n, CT_SHAPE(-1)),
+                         c_n ? ct_reshape(c_n, CT_SHAPE(-1)) : NULL};
+  return ct_concat(parts, c->lstm ? 3 : 2, 0);
+}
+
+static void check_layer(bool lstm) {
+  const int64_t B = 3, T = 4, I = 3, H = 4, LD = 4;
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(8, 0);
+  ct_nn_rnn_config cfg = ct_nn_rnn_defaults(I, H);
+  cfg.num_layers = 2;
+  cfg.bidirectional = true;
+  cfg.batch_first = true;
+  ct_nn_rnn m;
+  ct_status st = lstm ? ct_nn_lstm_init(&m, &p, "rnn", &cfg, &rng)
+                      : ct_nn_gru_init(&m, &p, "rnn", &cfg, &rng);
+  CHECK(st == CT_OK, "init: %s", ct_last_error());
+  layer_case c = {.m = &m, .lstm = lstm};
+  ct_tensor *in[3] = {grad_input(CT_SHAPE(B, T, I)),
+                      grad_input(CT_SHAPE(LD, B, H)),
+                      grad_input(CT_SHAPE(LD, B, H))};
+  grad_check(lstm ? "nn lstm, 2 bidirectional layers, lengths"
+                  : "nn gru, 2 bidirectional layers, lengths",
+             run_layer, &c, in, lstm ? 3 : 2, NULL);
+  ct_nn_rnn_free(&m);
+  ct_params_free(&p);
+}
+
 // (B=3, S=4): row 0 sees every key, row 1 its first two, row 2 none.
 static const int32_t KEY_PAD[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1};
 
@@ -182,5 +234,7 @@ int main(void) {
                      .lstm = lstm, .reverse = reverse, .B = 2, .T = 3, .H = 4});
       check_padding(lstm, reverse);
     }
+  check_layer(false);
+  check_layer(true);
   return test_summary("grad_rnn");
 }
