@@ -6,11 +6,13 @@
 # (params_digest) and a byte-identical metrics.jsonl as the run that was
 # never stopped. Dropout is on, so the RNG counters matter too. Resuming a
 # finished run changes nothing. KIND picks the run: translation (the copy
-# task), vision (a ViT on generated images with dropout, drop path,
-# random crops, flips, mixup/cutmix and the prefetch thread) or detection
-# (a tiny DETR with dropout and flips).
+# task), rnn (the copy task with the attention GRU, dropout and teacher
+# forcing 0.5, whose coins are drawn from the step), vision (a ViT on
+# generated images with dropout, drop path, random crops, flips,
+# mixup/cutmix and the prefetch thread) or detection (a tiny DETR with
+# dropout and flips).
 #
-# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|vision|detection]
+# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|rnn|vision|detection]
 # RESUME_SEED=N repeats the random kill times of an earlier run.
 set -u
 ctrain=$1
@@ -46,6 +48,18 @@ if [ "$kind" = detection ]; then
         model.d_model=32 model.heads=2 model.ff=64 model.encoder_layers=1
         model.decoder_layers=2 model.width=8 model.stages=2 model.blocks=1
         model.queries=8 model.dropout=0.1 optim.lr=1e-3 schedule.warmup=30
+        "${common[@]}")
+elif [ "$kind" = rnn ]; then
+  name=rnn
+  config=$tmp/empty.ini
+  : >"$config"
+  sets=(run.name=$name run.seed=7 data.source=toy data.toy_task=copy
+        data.toy_train=2000 data.toy_val=50 data.toy_test=50
+        data.toy_min_len=3 data.toy_max_len=8 data.toy_symbols=20
+        data.batch_size=32 model.arch=rnn model.emb_dim=16
+        model.enc_hidden=24 model.dec_hidden=32 model.dropout=0.1
+        train.teacher_forcing=0.5 optim.lr=5e-3 schedule.kind=cosine
+        schedule.warmup=30 train.eval_beam=1 train.final_beam=2
         "${common[@]}")
 elif [ "$kind" = vision ]; then
   name=vit
