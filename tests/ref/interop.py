@@ -4,8 +4,9 @@ then compute the same logits (max |diff| <= 1e-4).
 
   interop.py CTRAIN WORKDIR
 
-For each model (a ViT, a DeiT, and two translators: the paper's post-norm
-with a tied generator, and pre-norm GELU with its own generator):
+For each model (a ViT, a DeiT, and three translators: the paper's post-norm
+Transformer with a tied generator, a pre-norm GELU one with its own
+generator, and the attention GRU, [model] arch = rnn):
   1. ctrain -> PyTorch: `ctrain train` a tiny model for 2 steps, `ctrain
      export` it, load the file into the PyTorch twin with
      load_state_dict(strict=True) (names and shapes must match exactly),
@@ -14,8 +15,9 @@ with a tied generator, and pre-norm GELU with its own generator):
      save its state_dict as safetensors, run `ctrain forward --weights` on
      the same inputs and compare again; then the same with unit-gain
      weights (unit_gain: O(1) logits, so small convention slips show).
-The twins are bench/ref/vit_model.py (timm's ViT/DeiT layout) and
-bench/ref/mt_model.py (nn/seq2seq.c's layout). Inputs are random: images
+The twins are bench/ref/vit_model.py (timm's ViT/DeiT layout),
+bench/ref/mt_model.py (nn/seq2seq.c's layout) and bench/ref/rnn_model.py
+(nn/rnn_seq2seq.c's, the PyTorch tutorial's names). Inputs are random: images
 N(0,1) (already normalized model input), token ids in [1, V) with padding
 (0) at the end of some rows, passed to ctrain as float32.
 Prints the max |diff| of every comparison; exits 1 if any exceeds 1e-4 or
@@ -37,6 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "ref"))
 
 from check_safetensors import load, save  # noqa: E402
 from mt_model import Translator  # noqa: E402
+from rnn_model import Seq2Seq  # noqa: E402
 from vit_model import VisionTransformer  # noqa: E402
 
 TOL = 1e-4
@@ -53,13 +56,20 @@ VISION = COMMON + [
     "model.patch=4", "model.dim=32", "model.depth=2", "model.heads=2",
     "model.mlp_dim=64", "optim.lr=1e-3",
 ]
-TRANSLATION = COMMON + [
+TRANSLATION_DATA = COMMON + [
     "run.task=translation", "data.toy_task=copy", "data.toy_train=64",
     "data.toy_val=8", "data.toy_test=8", "data.toy_min_len=3",
     "data.toy_max_len=8", "data.toy_symbols=20", "data.max_tokens=0",
+    "model.dropout=0.1", "optim.lr=1e-3", "train.final_beam=1",
+    "train.eval_beam=1",
+]
+TRANSLATION = TRANSLATION_DATA + [
     "model.d_model=32", "model.heads=2", "model.ff=64",
-    "model.encoder_layers=2", "model.decoder_layers=1", "model.dropout=0.1",
-    "optim.lr=1e-3", "train.final_beam=1", "train.eval_beam=1",
+    "model.encoder_layers=2", "model.decoder_layers=1",
+]
+RNN = TRANSLATION_DATA + [
+    "model.arch=rnn", "model.emb_dim=16", "model.enc_hidden=24",
+    "model.dec_hidden=32", "train.teacher_forcing=0.5",
 ]
 # name: (task, extra --set options)
 MODELS = {
@@ -70,6 +80,7 @@ MODELS = {
     "mt_prenorm_gelu_untied": ("translation", TRANSLATION + [
         "model.norm_first=true", "model.activation=gelu",
         "model.tie_output=false"]),
+    "rnn_attention_gru": ("translation", RNN),
 }
 
 
@@ -116,6 +127,13 @@ def build_twin(task, sets, shapes):
             num_heads=int(setting(sets, "model.heads")),
             mlp_dim=int(setting(sets, "model.mlp_dim")),
             distilled=setting(sets, "model.arch") == "deit")
+    if setting(sets, "model.arch") == "rnn":
+        return Seq2Seq(shapes["encoder.embedding.weight"][0],
+                       shapes["decoder.embedding.weight"][0],
+                       int(setting(sets, "model.emb_dim")),
+                       int(setting(sets, "model.enc_hidden")),
+                       int(setting(sets, "model.dec_hidden")),
+                       float(setting(sets, "model.dropout")))
     return Translator(
         shapes["src_emb.weight"][0], int(setting(sets, "model.d_model")),
         int(setting(sets, "model.encoder_layers")),
@@ -148,7 +166,11 @@ def make_inputs(task, twin, g):
     if task == "classification":
         C = twin.patch_embed.proj.in_channels
         return {"images": torch.randn(4, C, IMAGE, IMAGE, generator=g)}
-    Vs, Vt = twin.src_emb.num_embeddings, twin.tgt_emb.num_embeddings
+    if isinstance(twin, Seq2Seq):
+        Vs = twin.encoder.embedding.num_embeddings
+        Vt = twin.decoder.embedding.num_embeddings
+    else:
+        Vs, Vt = twin.src_emb.num_embeddings, twin.tgt_emb.num_embeddings
     src = torch.randint(1, Vs, (4, 7), generator=g)
     tgt = torch.randint(1, Vt, (4, 6), generator=g)
     src[1, 5:] = 0  # padding at the end of some rows, never a whole row
