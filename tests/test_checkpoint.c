@@ -1,7 +1,9 @@
 // Checkpoints: records, sections and parameter stores round-trip; reads of
 // damaged files fail with messages naming the file and the problem; a failed
 // write leaves the old file in place; --resume auto picks the newest valid
-// checkpoint; retention keeps the newest N and the best.
+// checkpoint; retention keeps the newest N and the best. A translation
+// checkpoint from before [model] arch chose translation models reads as a
+// Transformer.
 #include "core/error.h"
 #include "core/params.h"
 #include "tests/harness.h"
@@ -10,6 +12,7 @@
 #include "train/checkpoint_params.h"
 #include "train/fileio.h"
 #include "train/params_digest.h"
+#include "train/run.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -573,6 +576,47 @@ static void test_latest_and_prune(void) {
   ct_ckpt_latest_free(&l);
 }
 
+// The config of a checkpoint whose [model] arch is `arch` and [run] task
+// `task`, read back through ct_run_config_from_ckpt; its arch text.
+static const char *arch_read_back(const char *task, const char *arch,
+                                  char *buf, size_t size) {
+  char path[600], set[64];
+  snprintf(path, sizeof path, "%s/legacy.ct", tmp_dir);
+  ct_config *cfg = ct_train_config_new();
+  snprintf(set, sizeof set, "run.task=%s", task);
+  CHECK(ct_config_set(cfg, set) == CT_OK, "%s", ct_last_error());
+  snprintf(set, sizeof set, "model.arch=%s", arch);
+  CHECK(ct_config_set(cfg, set) == CT_OK, "%s", ct_last_error());
+  char *text = ct_config_to_string(cfg);
+  ct_ckpt_writer *w = ct_ckpt_writer_new();
+  CHECK(ct_ckpt_writer_add(w, "config", text, strlen(text)) == CT_OK &&
+            ct_ckpt_write(w, path) == CT_OK,
+        "write: %s", ct_last_error());
+  ct_ckpt_writer_free(w);
+  free(text);
+  ct_config_free(cfg);
+  ct_ckpt *c = NULL;
+  snprintf(buf, size, "(unreadable)");
+  if (ct_ckpt_read(path, &c) != CT_OK) return buf;
+  ct_config *back = ct_run_config_from_ckpt(c);
+  if (back) snprintf(buf, size, "%s", ct_config_text(back, "model", "arch"));
+  ct_config_free(back);
+  ct_ckpt_free(c);
+  return buf;
+}
+
+static void test_legacy_arch(void) {
+  char buf[64];
+  CHECK(!strcmp(arch_read_back("translation", "vit", buf, sizeof buf),
+                "transformer"),
+        "an old translation checkpoint (arch = vit) reads as %s", buf);
+  CHECK(!strcmp(arch_read_back("translation", "rnn", buf, sizeof buf), "rnn"),
+        "a translation arch stays: %s", buf);
+  CHECK(!strcmp(arch_read_back("classification", "deit", buf, sizeof buf),
+                "deit"),
+        "classification keeps its arch: %s", buf);
+}
+
 int main(void) {
   make_tmp_dir();
   test_records();
@@ -581,6 +625,7 @@ int main(void) {
   test_damaged_files();
   test_atomic_write();
   test_latest_and_prune();
+  test_legacy_arch();
   remove_tree(tmp_dir);
   return test_summary("checkpoint");
 }
