@@ -5,6 +5,9 @@
 #             held-out validation sentences.
 #   multi30k: configs/multi30k_de_en.ini (60 minutes of training on 2 cores)
 #             reaches corpus BLEU >= 35 on test_2016_flickr.
+#   multi30k_rnn: configs/multi30k_rnn_de_en.ini (the attention GRU, at most
+#             60 minutes of training on 2 cores) reaches corpus BLEU >= 28.3
+#             on test_2016_flickr (the PyTorch tutorial's figure).
 #   fmnist:   (needs dataset-fashion-mnist) configs/resnet_fmnist.ini reaches
 #             >= 92% test accuracy; over the seeds in CT_FMNIST_SEEDS
 #             (default "1 2 3 4 5 6 7", the seeds the README reports),
@@ -46,6 +49,13 @@ case "$which" in
     bleu=$(field bleu "$test_out")
     echo "multi30k: $test_out"
     at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
+    ;;
+  multi30k_rnn)
+    [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
+    test_out=$(test_eval configs/multi30k_rnn_de_en.ini) || exit 1
+    bleu=$(field bleu "$test_out")
+    echo "multi30k_rnn: $test_out"
+    at_least "$bleu" 28.3 || { echo "FAIL: test BLEU $bleu < 28.3"; exit 1; }
     ;;
   fmnist)
     [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
