@@ -578,8 +578,8 @@ static void test_latest_and_prune(void) {
 
 // The config of a checkpoint whose [model] arch is `arch` and [run] task
 // `task`, read back through ct_run_config_from_ckpt; its arch text.
-static const char *arch_read_back(const char *task, const char *arch,
-                                  char *buf, size_t size) {
+static const char *arch_read_back(const char *task, const char *arch, char *buf,
+                                  size_t size) {
   char path[600], set[64];
   snprintf(path, sizeof path, "%s/legacy.ct", tmp_dir);
   ct_config *cfg = ct_train_config_new();
