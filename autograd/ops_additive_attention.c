@@ -65,12 +65,25 @@ static void row_forward(const additive_saved *s, const float *q,
   }
 }
 
+// y[i] += x[i]
+static void add_to(float *restrict y, const float *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+// y[i] += s * x[i]
+static void add_scaled(float *restrict y, float s, const float *restrict x,
+                       int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += s * x[i];
+}
+
 // Row b's gradients: dq, dkeys and dvalues (each NULL when not wanted) are
-// added to; dv_row (A) receives this row's part of dv. u is scratch.
+// added to; dv_row (A) receives this row's part of dv. Scratch: u and g (A
+// floats each), dw (S).
 static void row_backward(const additive_saved *s, const float *q,
                          const float *keys, const float *v, const float *values,
                          const float *dctx, int64_t b, float *dq, float *dkeys,
-                         float *dvalues, float *dv_row, float *u, float *dw) {
+                         float *dvalues, float *dv_row, float *restrict u,
+                         float *restrict g, float *dw) {
   const int64_t S = s->S, A = s->A, D = s->D;
   const float *w = s->w + b * S;
   if (dv_row) memset(dv_row, 0, (size_t)A * sizeof(float));
@@ -80,22 +93,19 @@ static void row_backward(const additive_saved *s, const float *q,
     const float *val = values + (b * S + j) * D;
     dw[j] = w[j] == 0.0f ? 0.0f : dot(dctx, val, D);
     wdw += w[j] * dw[j];
-    if (dvalues && w[j] != 0.0f) {
-      float *dval = dvalues + (b * S + j) * D;
-      for (int64_t d = 0; d < D; d++) dval[d] += w[j] * dctx[d];
-    }
+    if (dvalues && w[j] != 0.0f)
+      add_scaled(dvalues + (b * S + j) * D, w[j], dctx, D);
   }
   for (int64_t j = 0; j < S; j++) {
-    const float de = w[j] * (dw[j] - wdw);
     if (w[j] == 0.0f) continue;  // padding, or underflowed to 0
+    const float de = w[j] * (dw[j] - wdw);
     energy_input(q + b * A, keys + (b * S + j) * A, u, A);
-    float *dk = dkeys ? dkeys + (b * S + j) * A : NULL;
-    for (int64_t a = 0; a < A; a++) {
-      const float dpre = de * v[a] * ((1.0f - u[a]) * (1.0f + u[a]));
-      if (dv_row) dv_row[a] += de * u[a];
-      if (dq) dq[b * A + a] += dpre;
-      if (dk) dk[a] += dpre;
-    }
+    // The gradient of q + k_j: de v (1 - u^2), as (1 - u)(1 + u).
+    for (int64_t a = 0; a < A; a++)
+      g[a] = de * v[a] * ((1.0f - u[a]) * (1.0f + u[a]));
+    if (dv_row) add_scaled(dv_row, de, u, A);
+    if (dq) add_to(dq + b * A, g, A);
+    if (dkeys) add_to(dkeys + (b * S + j) * A, g, A);
   }
 }
 
@@ -106,7 +116,8 @@ static void additive_backward(ct_node *n) {
   const int64_t B = s->B, S = s->S, A = s->A, D = s->D;
   float *dv_rows =
       v->requires_grad ? ct_arena_alloc((size_t)(B * A) * sizeof(float)) : NULL;
-  float *scratch = ct_arena_alloc((size_t)(B * (A + S)) * sizeof(float));
+  const int64_t row = 2 * A + S;  // u, g, dw
+  float *scratch = ct_arena_alloc((size_t)(B * row) * sizeof(float));
   if ((v->requires_grad && !dv_rows) || !scratch) return;
   float *dq = q->requires_grad ? q->grad : NULL;
   float *dk = keys->requires_grad ? keys->grad : NULL;
@@ -116,8 +127,8 @@ static void additive_backward(ct_node *n) {
   for (int64_t b = 0; b < B; b++)
     row_backward(s, ct_f32(q), ct_f32(keys), ct_f32(v), ct_f32(values),
                  dctx + b * D, b, dq, dk, dval,
-                 dv_rows ? dv_rows + b * A : NULL, scratch + b * (A + S),
-                 scratch + b * (A + S) + A);
+                 dv_rows ? dv_rows + b * A : NULL, scratch + b * row,
+                 scratch + b * row + A, scratch + b * row + 2 * A);
   if (dv_rows)
     for (int64_t b = 0; b < B; b++)
       for (int64_t a = 0; a < A; a++) v->grad[a] += dv_rows[b * A + a];
