@@ -75,6 +75,9 @@ ct_tensor *ct_mean(ct_tensor *x);
 // Over the last dim: (..., C) -> (...), or (..., 1) with keepdim.
 ct_tensor *ct_sum_last(ct_tensor *x, bool keepdim);
 ct_tensor *ct_mean_last(ct_tensor *x, bool keepdim);
+// (..., K) -> i32 (...): the index of each row's largest value (the first
+// one on ties). Not differentiable (nothing is recorded).
+ct_tensor *ct_argmax_last(const ct_tensor *x);
 
 // ---- shape (ops_shape.c) ----------------------------------------------------
 // Same data, another shape; one dim may be -1 (inferred). A view: no copy.

@@ -1,4 +1,5 @@
-// Reductions: sum and mean over everything, or over the last dim.
+// Reductions: sum and mean over everything, or over the last dim; argmax
+// over the last dim (not differentiable).
 //
 // The sum over everything is split into fixed chunks of CHUNK elements
 // (independent of the thread count), summed in double, and the chunk sums are
@@ -113,4 +114,21 @@ ct_tensor *ct_sum_last(ct_tensor *x, bool keepdim) {
 }
 ct_tensor *ct_mean_last(ct_tensor *x, bool keepdim) {
   return reduce_last("mean_last", x, keepdim, true);
+}
+
+ct_tensor *ct_argmax_last(const ct_tensor *x) {
+  if (!x || !ct_check_f32("argmax_last", x, "input") ||
+      !ct_check_min_dims("argmax_last", x, 1, "input"))
+    return NULL;
+  const int64_t K = ct_last_dim(x), rows = ct_rows(x);
+  ct_tensor *out = ct_tensor_empty(CT_I32, x->ndim - 1, x->shape);
+  if (!out) return NULL;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *row = ct_f32(x) + r * K;
+    int64_t best = 0;
+    for (int64_t k = 1; k < K; k++)
+      if (row[k] > row[best]) best = k;
+    ct_i32(out)[r] = (int32_t)best;
+  }
+  return out;
 }

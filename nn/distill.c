@@ -18,21 +18,6 @@ ct_tensor *ct_nn_soft_cross_entropy(ct_tensor *logits, ct_tensor *targets) {
   return ct_scale(ct_sum(nll), -1.0f / (float)logits->shape[0]);
 }
 
-// The teacher's predicted class per row, as i32 (B).
-static ct_tensor *argmax_rows(ct_tensor *z) {
-  const int64_t B = z->shape[0], K = z->shape[1];
-  ct_tensor *out = ct_tensor_empty(CT_I32, CT_SHAPE(B));
-  if (!out) return NULL;
-  for (int64_t b = 0; b < B; b++) {
-    const float *row = ct_f32(z) + b * K;
-    int64_t best = 0;
-    for (int64_t k = 1; k < K; k++)
-      if (row[k] > row[best]) best = k;
-    ct_i32(out)[b] = (int32_t)best;
-  }
-  return out;
-}
-
 ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
                               ct_tensor *teacher_logits, ct_tensor *labels,
                               ct_tensor *soft_targets,
@@ -62,7 +47,8 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
   }
   ct_tensor *distill;
   if (opts->kind == CT_NN_DISTILL_HARD) {
-    distill = ct_cross_entropy(dist_logits, argmax_rows(teacher_logits), NULL);
+    distill =
+        ct_cross_entropy(dist_logits, ct_argmax_last(teacher_logits), NULL);
   } else {
     const float tau = opts->tau;
     ct_tensor *student = ct_log_softmax(ct_scale(dist_logits, 1.0f / tau));

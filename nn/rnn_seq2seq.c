@@ -120,18 +120,7 @@ static ct_tensor *predicted(const ct_nn_rnn_seq2seq *m, ct_tensor *feat) {
   bool was = ct_grad_set_enabled(false);
   ct_tensor *logits = ct_nn_linear_forward(&m->fc_out, feat);
   ct_grad_set_enabled(was);
-  if (!logits) return NULL;
-  const int64_t B = logits->shape[0], V = logits->shape[1];
-  ct_tensor *ids = ct_tensor_empty(CT_I32, CT_SHAPE(B));
-  if (!ids) return NULL;
-  for (int64_t b = 0; b < B; b++) {
-    const float *row = ct_f32(logits) + b * V;
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-      if (row[v] > row[best]) best = v;
-    ct_i32(ids)[b] = (int32_t)best;
-  }
-  return ids;
+  return ct_argmax_last(logits);
 }
 
 ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m, ct_nn_ctx *ctx,

@@ -267,6 +267,12 @@ static void shapes(void) {
   GRAD("concat last dim", ((op_case){.op = OP_CONCAT, .dim = -1}),
        grad_input(CT_SHAPE(3, 2)), grad_input(CT_SHAPE(3, 7)),
        grad_input(CT_SHAPE(3, 1)));
+  // argmax over the last dim: i32 of the leading shape, first on ties.
+  const float xs[8] = {1, 5, 5, 2, -3, -1, -7, -1};
+  ct_tensor *am = ct_argmax_last(ct_tensor_from(CT_F32, xs, CT_SHAPE(2, 1, 4)));
+  CHECK(am && am->dtype == CT_I32 && am->ndim == 2 && am->shape[0] == 2 &&
+            am->shape[1] == 1 && ct_i32(am)[0] == 1 && ct_i32(am)[1] == 1,
+        "argmax_last: %s", am ? "wrong values" : ct_last_error());
   // 14 inputs: more than a tape node holds, joined in groups.
   ct_tensor *many[14];
   for (int i = 0; i < 14; i++) many[i] = grad_input(CT_SHAPE(2, 1 + i % 3, 3));

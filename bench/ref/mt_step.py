@@ -39,18 +39,14 @@ def padded_batch(B, L, V, g):
     return x
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    add_args(ap, "mt_toy_b64")
-    args = ap.parse_args()
-    if args.config not in CONFIGS:
-        ap.error(f"unknown config {args.config}")
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    V, d, layers, heads, ff, S, T, B = CONFIGS[args.config]
-    model = Translator(V, d, layers, heads, ff)
+def time_translator(args, model, V, S, T, B):
+    """Times training steps of `model` (src (B,S), tgt_in (B,T) -> logits
+    (B,T,V)) on a fixed padded batch with the translation recipe: Adam
+    betas (0.9, 0.98) eps 1e-9, label smoothing 0.1, clipping at norm 1.
+    bench/ref/rnn_step.py uses it too."""
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98),
+                           eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
     g = torch.Generator().manual_seed(1)
     src = padded_batch(B, S, V, g)
@@ -66,6 +62,18 @@ def main():
         opt.step()
 
     report(args, step)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_args(ap, "mt_toy_b64")
+    args = ap.parse_args()
+    if args.config not in CONFIGS:
+        ap.error(f"unknown config {args.config}")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    V, d, layers, heads, ff, S, T, B = CONFIGS[args.config]
+    time_translator(args, Translator(V, d, layers, heads, ff), V, S, T, B)
 
 
 if __name__ == "__main__":

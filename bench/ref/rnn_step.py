@@ -21,11 +21,10 @@ Run with Debian's python3-torch:
 import argparse
 
 import torch
-import torch.nn as nn
 
-from mt_step import padded_batch
+from mt_step import time_translator
 from rnn_model import Seq2Seq
-from step_timer import add_args, autocast, report
+from step_timer import add_args
 
 CONFIGS = {
     # name: (vocab, emb, enc_hidden, dec_hidden, src_len, tgt_len, batch)
@@ -42,25 +41,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     V, E, He, Hd, S, T, B = CONFIGS[args.config]
-    model = Seq2Seq(V, V, E, He, Hd, dropout=0.5)
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98),
-                           eps=1e-9)
-    loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
-    g = torch.Generator().manual_seed(1)
-    src = padded_batch(B, S, V, g)
-    tgt = padded_batch(B, T + 1, V, g)
-
-    def step():
-        opt.zero_grad(set_to_none=False)
-        with autocast(args.precision):
-            logits = model(src, tgt[:, :-1])
-            loss = loss_fn(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    report(args, step)
+    time_translator(args, Seq2Seq(V, V, E, He, Hd, dropout=0.5), V, S, T, B)
 
 
 if __name__ == "__main__":
