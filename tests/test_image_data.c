@@ -384,6 +384,9 @@ static void test_png(void) {
   write_bytes(path, bytes, n - 20, false);
   check_error(ct_png_folder_load(&d, root, 3, 8, 8), CT_ERR_FORMAT,
               "g_cut.png: cannot decode PNG", "png truncated");
+  const char *why = strstr(ct_last_error(), "cannot decode PNG: ");
+  CHECK(why && why[strlen("cannot decode PNG: ")], "libpng's reason: %s",
+        ct_last_error());
   snprintf(path, sizeof path, "%s/dog/g_cut.png", root);
   write_text(path, "this is text");
   check_error(ct_png_folder_load(&d, root, 3, 8, 8), CT_ERR_FORMAT,

@@ -5,6 +5,7 @@
 // framed in the middle, y tick labels on its left, x tick labels and the x
 // label below it, the legend in its top-right corner.
 #include "train/plot.h"
+#include "data/png_error.h"
 #include "train/fileio.h"
 #include "train/jsonl.h"
 
@@ -438,24 +439,13 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
 typedef struct png_job {
   const uint8_t *rgb;  // w * h * 3
   int w, h;
-  char message[256];
+  ct_png_failure failure;
 } png_job;
-
-static void png_on_error(png_structp png, png_const_charp msg) {
-  png_job *job = png_get_error_ptr(png);
-  snprintf(job->message, sizeof job->message, "%s", msg);
-  png_longjmp(png, 1);
-}
-
-static void png_on_warning(png_structp png, png_const_charp msg) {
-  (void)png;
-  (void)msg;
-}
 
 static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   png_job *job = ctx;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, job, png_on_error,
-                                            png_on_warning);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &job->failure,
+                                            ct_png_on_error, ct_png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!png || !info) {
     png_destroy_write_struct(&png, NULL);
@@ -463,7 +453,7 @@ static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   }
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
-    return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path, job->message);
+    return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path, job->failure.message);
   }
   png_init_io(png, f);
   png_set_IHDR(png, info, (png_uint_32)job->w, (png_uint_32)job->h, 8, PNG_COLOR_TYPE_RGB,
@@ -481,7 +471,7 @@ ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_
   if (width < 1 || width > CT_PNG_MAX_SIDE || height < 1 || height > CT_PNG_MAX_SIDE)
     return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, width, height,
                     CT_PNG_MAX_SIDE);
-  png_job job = {rgb, width, height, ""};
+  png_job job = {rgb, width, height, {""}};
   return ct_file_write_atomic(path, rgb_png_write, &job);
 }
 
