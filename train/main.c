@@ -144,18 +144,59 @@ static int cmd_train(int argc, char **argv) {
   return rc;
 }
 
-// Shared by eval and translate: --beam N, --threads N, --split S.
-typedef struct model_opts {
+// What the commands that open a checkpoint take besides their own options:
+// --threads N anywhere, CKPT, then (translate, classify, detect) more
+// positionals: texts or images.
+typedef struct model_args {
   const char *ckpt;
+  const char **rest;  // argc slots for the positionals after CKPT; NULL when
+                      // the command takes none
+  int n_rest;
+} model_args;
+
+// Takes argv[*i], which is none of the command's own options: --threads N,
+// an unknown option, CKPT or one more positional. 0, or 2 after a usage
+// error.
+static int model_arg(model_args *a, int argc, char **argv, int *i) {
+  const char *arg = argv[*i], *v;
+  int threads;
+  if (!strcmp(arg, "--threads")) {
+    if (!(v = option_value(argc, argv, i)) || threads_option(v, &threads))
+      return 2;
+    ct_set_threads(threads);
+  } else if (arg[0] == '-' && arg[1] && strcmp(arg, "--")) {
+    return usage_error("unknown option '%s'", arg);
+  } else if (!a->ckpt) {
+    a->ckpt = arg;
+  } else if (a->rest) {
+    a->rest[a->n_rest++] = arg;
+  } else {
+    return usage_error("unexpected argument '%s'", arg);
+  }
+  return 0;
+}
+
+// After the arguments of command `cmd`: a usage error (2) without CKPT or,
+// when `images` are needed, without any; else 0.
+static int model_args_check(const model_args *a, const char *cmd,
+                            bool images) {
+  if (!a->ckpt) return usage_error("%s: a checkpoint path is needed", cmd);
+  if (images && a->n_rest == 0) return usage_error("%s: no image given", cmd);
+  return 0;
+}
+
+// Shared by eval and translate: --beam N, --split S (eval), texts
+// (translate).
+typedef struct model_opts {
+  model_args args;
   int beam;  // 0: the config's final_beam
   const char *split;
-  const char **texts;
-  int n_texts;
 } model_opts;
 
 static int parse_model_opts(int argc, char **argv, bool texts, bool split,
                             model_opts *o) {
-  o->texts = calloc((size_t)argc, sizeof *o->texts);
+  if (texts && !(o->args.rest = calloc((size_t)argc, sizeof *o->args.rest)))
+    return 1;
   for (int i = 2; i < argc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--beam")) {
@@ -163,44 +204,33 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       if (positive(v) < 0 || positive(v) > 64)
         return usage_error("--beam wants an integer in 1..64, not '%s'", v);
       o->beam = (int)positive(v);
-    } else if (!strcmp(argv[i], "--threads")) {
-      if (!(v = option_value(argc, argv, &i))) return 2;
-      int n;
-      if (threads_option(v, &n)) return 2;
-      ct_set_threads(n);
     } else if (split && !strcmp(argv[i], "--split")) {
       if (!(v = option_value(argc, argv, &i))) return 2;
       if (strcmp(v, "val") && strcmp(v, "test"))
         return usage_error("--split is val or test, not '%s'", v);
       o->split = v;
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      return usage_error("unknown option '%s'", argv[i]);
-    } else if (!o->ckpt) {
-      o->ckpt = argv[i];
-    } else if (texts) {
-      o->texts[o->n_texts++] = argv[i];
     } else {
-      return usage_error("unexpected argument '%s'", argv[i]);
+      int rc = model_arg(&o->args, argc, argv, &i);
+      if (rc) return rc;
     }
   }
-  if (!o->ckpt) return usage_error("%s: a checkpoint path is needed", argv[1]);
-  return 0;
+  return model_args_check(&o->args, argv[1], false);
 }
 
 static int cmd_eval(int argc, char **argv) {
   model_opts o = {.split = "val"};
   int rc = parse_model_opts(argc, argv, false, true, &o);
-  free(o.texts);
   if (rc) return rc;
+  const char *ckpt = o.args.ckpt;
   ct_run_model m;
-  if (ct_run_model_open(&m, o.ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
+  if (ct_run_model_open(&m, ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
     rc = runtime_error();
     ct_run_model_close(&m);
     return rc;
   }
   ct_gemm_set_precision(m.run.precision);
   int beam = o.beam ? o.beam : m.run.final_beam;
-  printf("checkpoint %s (step %lld)\n", o.ckpt, (long long)m.state.step);
+  printf("checkpoint %s (step %lld)\n", ckpt, (long long)m.state.step);
   ct_eval_metrics metrics = {0};
   if (m.task.ops->evaluate(&m.task, o.split, beam, 0, &metrics, stdout) !=
       CT_OK) {
@@ -208,7 +238,7 @@ static int cmd_eval(int argc, char **argv) {
   } else {
     ct_json_obj line;
     ct_json_obj_init(&line);
-    ct_json_obj_str(&line, "checkpoint", o.ckpt);
+    ct_json_obj_str(&line, "checkpoint", ckpt);
     ct_json_obj_str(&line, "split", o.split);
     ct_json_obj_int(&line, "step", m.state.step);
     ct_eval_metrics_to_json(&metrics, &line);
@@ -261,16 +291,16 @@ static int cmd_translate(int argc, char **argv) {
   model_opts o = {0};
   int rc = parse_model_opts(argc, argv, true, false, &o);
   if (rc) {
-    free(o.texts);
+    free(o.args.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, o.ckpt, &ct_task_translation, "translate");
+  rc = open_model_of(&m, o.args.ckpt, &ct_task_translation, "translate");
   if (!rc) {
     int beam = o.beam ? o.beam : m.run.final_beam;
-    int n = o.n_texts;
+    int n = o.args.n_rest;
     char **stdin_lines = NULL;
-    const char **lines = o.texts;
+    const char **lines = o.args.rest;
     if (n == 0) {
       stdin_lines = read_lines(stdin, &n);
       lines = (const char **)stdin_lines;
@@ -295,16 +325,16 @@ static int cmd_translate(int argc, char **argv) {
     free(stdin_lines);
   }
   ct_run_model_close(&m);
-  free(o.texts);
+  free(o.args.rest);
   ct_arena_release();
   return rc;
 }
 
 static int cmd_classify(int argc, char **argv) {
-  const char *ckpt = NULL, *attention = NULL;
-  int top = 5, n = 0;
-  const char **images = calloc((size_t)argc, sizeof *images);
-  int rc = images ? 0 : 1;
+  const char *attention = NULL;
+  int top = 5;
+  model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
+  int rc = a.rest ? 0 : 1;
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--top")) {
@@ -315,41 +345,32 @@ static int cmd_classify(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--attention")) {
       if (!(v = option_value(argc, argv, &i))) rc = 2;
       else attention = v;
-    } else if (!strcmp(argv[i], "--threads")) {
-      int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
-      else ct_set_threads(t);
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      rc = usage_error("unknown option '%s'", argv[i]);
-    } else if (!ckpt) {
-      ckpt = argv[i];
     } else {
-      images[n++] = argv[i];
+      rc = model_arg(&a, argc, argv, &i);
     }
   }
-  if (!rc && !ckpt) rc = usage_error("%s", "classify: a checkpoint path is needed");
-  if (!rc && n == 0) rc = usage_error("%s", "classify: no image given");
+  if (!rc) rc = model_args_check(&a, "classify", true);
   if (rc) {
-    free(images);
+    free(a.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, ckpt, &ct_task_classification, "classify");
-  if (!rc && ct_classification_classify(&m.task, images, n, top, attention,
-                                        stdout) != CT_OK)
+  rc = open_model_of(&m, a.ckpt, &ct_task_classification, "classify");
+  if (!rc && ct_classification_classify(&m.task, a.rest, a.n_rest, top,
+                                        attention, stdout) != CT_OK)
     rc = runtime_error();
   ct_run_model_close(&m);
-  free(images);
+  free(a.rest);
   ct_arena_release();
   return rc;
 }
 
 static int cmd_detect(int argc, char **argv) {
-  const char *ckpt = NULL, *out_png = NULL;
+  const char *out_png = NULL;
   float threshold = 0.5f;
-  int n = 0, rc = 0;
-  const char **images = calloc((size_t)argc, sizeof *images);
-  if (!images) return 1;
+  model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
+  if (!a.rest) return 1;
+  int rc = 0;
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--out")) {
@@ -360,30 +381,22 @@ static int cmd_detect(int argc, char **argv) {
       if (!(v = option_value(argc, argv, &i))) rc = 2;
       else if ((threshold = strtof(v, &end), *end) || !(threshold >= 0.0f && threshold <= 1.0f))
         rc = usage_error("--threshold wants a number in [0, 1], not '%s'", v);
-    } else if (!strcmp(argv[i], "--threads")) {
-      int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) rc = 2;
-      else ct_set_threads(t);
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      rc = usage_error("unknown option '%s'", argv[i]);
-    } else if (!ckpt) {
-      ckpt = argv[i];
     } else {
-      images[n++] = argv[i];
+      rc = model_arg(&a, argc, argv, &i);
     }
   }
-  if (!rc && !ckpt) rc = usage_error("%s", "detect: a checkpoint path is needed");
-  if (!rc && n == 0) rc = usage_error("%s", "detect: no image given");
+  if (!rc) rc = model_args_check(&a, "detect", true);
   if (rc) {
-    free(images);
+    free(a.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, ckpt, &ct_task_detection, "detect");
-  if (!rc && ct_detection_detect(&m.task, images, n, threshold, out_png, stdout) != CT_OK)
+  rc = open_model_of(&m, a.ckpt, &ct_task_detection, "detect");
+  if (!rc && ct_detection_detect(&m.task, a.rest, a.n_rest, threshold, out_png,
+                                 stdout) != CT_OK)
     rc = runtime_error();
   ct_run_model_close(&m);
-  free(images);
+  free(a.rest);
   ct_arena_release();
   return rc;
 }
@@ -548,6 +561,24 @@ static int cmd_plot(int argc, char **argv) {
   return rc;
 }
 
+// The toy commands' options: --force, or one of `known` (NULL-terminated)
+// followed by its value. 0 with *opt the option (NULL for --force) and
+// *value its value; else the exit code after a usage error.
+static int toy_option(int argc, char **argv, int *i, const char *const *known,
+                      bool *force, const char **opt, const char **value) {
+  *opt = NULL;
+  if (!strcmp(argv[*i], "--force")) {
+    *force = true;
+    return 0;
+  }
+  bool is_known = false;
+  for (const char *const *k = known; *k; k++)
+    is_known = is_known || !strcmp(argv[*i], *k);
+  if (!is_known) return usage_error("toy: unknown option '%s'", argv[*i]);
+  *opt = argv[*i];
+  return (*value = option_value(argc, argv, i)) ? 0 : 2;
+}
+
 // ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or
 // IDX files.
 static int cmd_toy_images(int argc, char **argv) {
@@ -555,20 +586,13 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_toy_image_format format = CT_TOY_IMAGES_PNG;
   long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
   bool force = false;
+  static const char *const known[] = {"--out", "--format", "--seed", "--size",
+                                      "--classes", "--train", "--test", NULL};
   for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out", "--format", "--seed", "--size",
-                                        "--classes", "--train", "--test"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
+    const char *opt, *v;
+    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
+    if (rc) return rc;
+    if (!opt) continue;  // --force
     long n = positive(v);
     if (!strcmp(opt, "--out")) out = v;
     else if (!strcmp(opt, "--format")) {
@@ -603,20 +627,13 @@ static int cmd_toy_detection(int argc, char **argv) {
   const char *out = NULL;
   long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
   bool force = false;
+  static const char *const known[] = {"--out", "--seed", "--size", "--classes",
+                                      "--train", "--val", NULL};
   for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out", "--seed", "--size", "--classes",
-                                        "--train", "--val"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
+    const char *opt, *v;
+    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
+    if (rc) return rc;
+    if (!opt) continue;  // --force
     long n = positive(v);
     if (!strcmp(opt, "--out")) out = v;
     else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
@@ -652,20 +669,13 @@ static int cmd_toy(int argc, char **argv) {
                       .val_size = 500, .test_size = 500};
   const char *out = NULL;
   bool force = false;
+  static const char *const known[] = {"--out", "--task", "--seed", "--train",
+                                      "--val", "--test", NULL};
   for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out", "--task", "--seed", "--train",
-                                        "--val", "--test"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
+    const char *opt, *v;
+    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
+    if (rc) return rc;
+    if (!opt) continue;  // --force
     long n = positive(v);
     if (!strcmp(opt, "--out")) out = v;
     else if (!strcmp(opt, "--task")) {
