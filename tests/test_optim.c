@@ -90,18 +90,14 @@ static param_error params_compare(ct_tensor *const *t, int n,
   return e;
 }
 
-// The kind that ct_optim_kind_name calls `name` (the fixtures name
-// optimizers as configs do).
-static ct_optim_kind kind_named(const char *name) {
-  for (int k = 0; k < CT_OPTIM_KIND_COUNT; k++)
-    if (!strcmp(ct_optim_kind_name((ct_optim_kind)k), name))
-      return (ct_optim_kind)k;
-  CHECK(false, "no optimizer is named '%s'", name);
-  return CT_OPTIM_SGD;
-}
-
 static ct_optim make_optim(const optim_fixture *f) {
-  ct_optim_kind kind = kind_named(f->optimizer);
+  // The fixtures name optimizers as configs do: by ct_optim_kind_name.
+  int named = 0;
+  ct_optim_kind kind = CT_OPTIM_SGD;
+  for (int k = 0; k < CT_OPTIM_KIND_COUNT; k++)
+    if (!strcmp(ct_optim_kind_name((ct_optim_kind)k), f->optimizer))
+      kind = (ct_optim_kind)k, named++;
+  CHECK(named == 1, "%d optimizers named '%s'", named, f->optimizer);
   ct_optim_config c = kind == CT_OPTIM_SGD    ? ct_sgd_defaults()
                       : kind == CT_OPTIM_ADAM ? ct_adam_defaults()
                                               : ct_adamw_defaults();
