@@ -561,22 +561,56 @@ static int cmd_plot(int argc, char **argv) {
   return rc;
 }
 
-// The toy commands' options: --force, or one of `known` (NULL-terminated)
-// followed by its value. 0 with *opt the option (NULL for --force) and
-// *value its value; else the exit code after a usage error.
-static int toy_option(int argc, char **argv, int *i, const char *const *known,
-                      bool *force, const char **opt, const char **value) {
-  *opt = NULL;
-  if (!strcmp(argv[*i], "--force")) {
-    *force = true;
-    return 0;
+// A toy command's integer option (--seed N, --train N, ...) and where its
+// value goes.
+typedef struct toy_number {
+  const char *name;
+  long *value;
+} toy_number;
+
+// Reads a word option's value into *out (a ct_toy_task, ...).
+typedef ct_status (*toy_word_fn)(const char *text, void *out);
+
+static ct_status toy_task_word(const char *text, void *task) {
+  return ct_toy_task_parse(text, task);
+}
+
+static ct_status toy_format_word(const char *text, void *format) {
+  return ct_toy_image_format_parse(text, format);
+}
+
+// Reads the options of `ctrain toy KIND` (from argv[3]): --force, --out DIR,
+// the word option `word_name` read by `read_word` into *word (NULL: none),
+// and the positive integers of `numbers` (ended by a NULL name). 0, or the
+// exit code after a usage error.
+static int toy_options(int argc, char **argv, const char **out, bool *force,
+                       const char *word_name, toy_word_fn read_word,
+                       void *word, const toy_number *numbers) {
+  for (int i = 3; i < argc; i++) {
+    const char *opt = argv[i], *v;
+    if (!strcmp(opt, "--force")) {
+      *force = true;
+      continue;
+    }
+    const toy_number *number = NULL;
+    for (const toy_number *n = numbers; n->name; n++)
+      if (!strcmp(opt, n->name)) number = n;
+    bool is_out = !strcmp(opt, "--out");
+    bool is_word = word_name && !strcmp(opt, word_name);
+    if (!number && !is_out && !is_word)
+      return usage_error("toy: unknown option '%s'", opt);
+    if (!(v = option_value(argc, argv, &i))) return 2;
+    if (is_out) {
+      *out = v;
+    } else if (is_word) {
+      if (read_word(v, word) != CT_OK) return usage_error("%s", ct_last_error());
+    } else if (positive(v) < 0) {
+      return usage_error("option wants a positive integer, not '%s'", v);
+    } else {
+      *number->value = positive(v);
+    }
   }
-  bool is_known = false;
-  for (const char *const *k = known; *k; k++)
-    is_known = is_known || !strcmp(argv[*i], *k);
-  if (!is_known) return usage_error("toy: unknown option '%s'", argv[*i]);
-  *opt = argv[*i];
-  return (*value = option_value(argc, argv, i)) ? 0 : 2;
+  return 0;
 }
 
 // ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or
@@ -586,25 +620,12 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_toy_image_format format = CT_TOY_IMAGES_PNG;
   long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
   bool force = false;
-  static const char *const known[] = {"--out", "--format", "--seed", "--size",
-                                      "--classes", "--train", "--test", NULL};
-  for (int i = 3; i < argc; i++) {
-    const char *opt, *v;
-    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
-    if (rc) return rc;
-    if (!opt) continue;  // --force
-    long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
-    else if (!strcmp(opt, "--format")) {
-      if (ct_toy_image_format_parse(v, &format) != CT_OK)
-        return usage_error("%s", ct_last_error());
-    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) seed = n;
-    else if (!strcmp(opt, "--size")) size = n;
-    else if (!strcmp(opt, "--classes")) classes = n;
-    else if (!strcmp(opt, "--train")) train = n;
-    else test = n;  // --test
-  }
+  const toy_number numbers[] = {
+      {"--seed", &seed},   {"--size", &size}, {"--classes", &classes},
+      {"--train", &train}, {"--test", &test}, {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--format", toy_format_word,
+                       &format, numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy images needs --out DIR");
   if (format == CT_TOY_IMAGES_CIFAR10) size = 32;
   ct_image_dataset tr = {0}, te = {0};
@@ -627,22 +648,11 @@ static int cmd_toy_detection(int argc, char **argv) {
   const char *out = NULL;
   long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
   bool force = false;
-  static const char *const known[] = {"--out", "--seed", "--size", "--classes",
-                                      "--train", "--val", NULL};
-  for (int i = 3; i < argc; i++) {
-    const char *opt, *v;
-    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
-    if (rc) return rc;
-    if (!opt) continue;  // --force
-    long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
-    else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) seed = n;
-    else if (!strcmp(opt, "--size")) size = n;
-    else if (!strcmp(opt, "--classes")) classes = n;
-    else if (!strcmp(opt, "--train")) train = n;
-    else val = n;  // --val
-  }
+  const toy_number numbers[] = {
+      {"--seed", &seed},   {"--size", &size}, {"--classes", &classes},
+      {"--train", &train}, {"--val", &val},   {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, NULL, NULL, NULL, numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
   ct_detection_dataset tr = {0}, va = {0};
   ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
@@ -665,29 +675,19 @@ static int cmd_toy(int argc, char **argv) {
   if (argc < 3 || strcmp(argv[2], "translation"))
     return usage_error("%s", "toy: the kinds are 'translation' (ctrain toy "
                        "translation --out DIR), 'images' and 'detection'");
-  ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 1, .train_size = 20000,
-                      .val_size = 500, .test_size = 500};
+  ct_toy_task task = CT_TOY_GRAMMAR;
+  long seed = 1, train = 20000, val = 500, test = 500;
   const char *out = NULL;
   bool force = false;
-  static const char *const known[] = {"--out", "--task", "--seed", "--train",
-                                      "--val", "--test", NULL};
-  for (int i = 3; i < argc; i++) {
-    const char *opt, *v;
-    int rc = toy_option(argc, argv, &i, known, &force, &opt, &v);
-    if (rc) return rc;
-    if (!opt) continue;  // --force
-    long n = positive(v);
-    if (!strcmp(opt, "--out")) out = v;
-    else if (!strcmp(opt, "--task")) {
-      if (ct_toy_task_parse(v, &o.task) != CT_OK)
-        return usage_error("%s", ct_last_error());
-    } else if (n < 0) return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed")) o.seed = (uint64_t)n;
-    else if (!strcmp(opt, "--train")) o.train_size = n;
-    else if (!strcmp(opt, "--val")) o.val_size = n;
-    else o.test_size = n;  // --test
-  }
+  const toy_number numbers[] = {
+      {"--seed", &seed}, {"--train", &train}, {"--val", &val},
+      {"--test", &test}, {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--task", toy_task_word,
+                       &task, numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
+  ct_toy_options o = {.task = task, .seed = (uint64_t)seed,
+                      .train_size = train, .val_size = val, .test_size = test};
   if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
   printf("wrote %s/{train,val,test}.{src,tgt} (%s, seed %llu)\n", out,
          ct_toy_task_name(o.task), (unsigned long long)o.seed);
