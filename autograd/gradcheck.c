@@ -9,8 +9,8 @@
 #include <string.h>
 
 ct_gradcheck_opts ct_gradcheck_defaults(void) {
-  return (ct_gradcheck_opts){.eps = 1e-3, .rtol = 1e-2, .atol = 1e-3,
-                             .seed = 1234};
+  return (ct_gradcheck_opts){
+      .eps = 1e-3, .rtol = 1e-2, .atol = 1e-3, .seed = 1234};
 }
 
 static double contract(const ct_tensor *y, const float *r) {

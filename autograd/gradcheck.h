@@ -20,23 +20,23 @@
 typedef ct_tensor *(*ct_gradcheck_fn)(ct_tensor *const *inputs, void *ctx);
 
 typedef struct ct_gradcheck_opts {
-  double eps;   // finite-difference step (1e-3)
-  double rtol;  // (1e-2)
-  double atol;  // (1e-3)
+  double eps;     // finite-difference step (1e-3)
+  double rtol;    // (1e-2)
+  double atol;    // (1e-3)
   uint64_t seed;  // for r
 } ct_gradcheck_opts;
 
 ct_gradcheck_opts ct_gradcheck_defaults(void);
 
 typedef struct ct_gradcheck_result {
-  ct_status status;       // CT_OK when the function ran (pass or fail)
-  bool ok;                // every element passed
+  ct_status status;  // CT_OK when the function ran (pass or fail)
+  bool ok;           // every element passed
   double max_abs_err;
   double max_rel_err;
-  int worst_input;        // where the worst relative error is
+  int worst_input;  // where the worst relative error is
   int64_t worst_index;
   double worst_analytic, worst_numeric;
-  int64_t checked;        // elements compared
+  int64_t checked;  // elements compared
 } ct_gradcheck_result;
 
 // Inputs that are f32 and require grad are checked; others (targets, masks)

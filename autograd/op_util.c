@@ -58,9 +58,9 @@ enum { COLUMN_BLOCK = 64, COLUMN_SUMS_PAR_MIN = 1 << 15 };
 // One block of columns [c0, c0 + COLUMN_BLOCK) (cut at cols). Compiled per
 // ISA by target_clones (wider vectors across the block's columns; each
 // column still sums its rows in order, so every build gives the same bits).
-CT_TARGET_CLONES static void
-column_sums_block(float *out, const float *x, int64_t rows, int64_t cols,
-                  float sign, int64_t c0) {
+CT_TARGET_CLONES static void column_sums_block(float *out, const float *x,
+                                               int64_t rows, int64_t cols,
+                                               float sign, int64_t c0) {
   const int64_t w = cols - c0 < COLUMN_BLOCK ? cols - c0 : COLUMN_BLOCK;
   float acc[COLUMN_BLOCK] = {0};
   for (int64_t r = 0; r < rows; r++) {
@@ -70,11 +70,11 @@ column_sums_block(float *out, const float *x, int64_t rows, int64_t cols,
   for (int64_t c = 0; c < w; c++) out[c0 + c] += sign * acc[c];
 }
 
-void ct_add_column_sums(float *out, const float *x, int64_t rows,
-                        int64_t cols, float sign) {
+void ct_add_column_sums(float *out, const float *x, int64_t rows, int64_t cols,
+                        float sign) {
   const int64_t blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
-  #pragma omp parallel for schedule(static) \
-      if (rows * cols >= COLUMN_SUMS_PAR_MIN && blocks > 1)
+#pragma omp parallel for schedule( \
+    static) if (rows * cols >= COLUMN_SUMS_PAR_MIN && blocks > 1)
   for (int64_t blk = 0; blk < blocks; blk++)
     column_sums_block(out, x, rows, cols, sign, blk * COLUMN_BLOCK);
 }
@@ -84,11 +84,13 @@ enum { GELU_BLOCK = 4096 };
 void ct_gelu_erf_blocks(const float *x, float *y, const float *g, float *gx,
                         int64_t n, bool accumulate) {
   const int64_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
-  #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t b = 0; b < blocks; b++) {
     const int64_t lo = b * GELU_BLOCK;
     const int64_t len = n - lo < GELU_BLOCK ? n - lo : GELU_BLOCK;
-    if (gx) ct_vmath_gelu_backward(x + lo, g + lo, gx + lo, len, accumulate);
-    else ct_vmath_gelu(x + lo, y + lo, len);
+    if (gx)
+      ct_vmath_gelu_backward(x + lo, g + lo, gx + lo, len, accumulate);
+    else
+      ct_vmath_gelu(x + lo, y + lo, len);
   }
 }

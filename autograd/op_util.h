@@ -35,8 +35,8 @@ static inline int64_t ct_rows(const ct_tensor *t) {
 // gradient of a row broadcast (a bias). Each column is summed in row order
 // in float, whatever the thread count; threads take blocks of columns and
 // walk the rows contiguously.
-void ct_add_column_sums(float *out, const float *x, int64_t rows,
-                        int64_t cols, float sign);
+void ct_add_column_sums(float *out, const float *x, int64_t rows, int64_t cols,
+                        float sign);
 
 // The exact GELU over n floats on all threads (core/vmath.h, in fixed
 // blocks): y = gelu(x) when gx is NULL, else gx = g gelu'(x), or += when
@@ -45,10 +45,10 @@ void ct_gelu_erf_blocks(const float *x, float *y, const float *g, float *gx,
                         int64_t n, bool accumulate);
 
 // Records a node with inputs given inline: CT_RECORD("relu", bw, y, NULL, x).
-#define CT_RECORD(op, bw, out, saved, ...)                                    \
-  ct_tape_record((op), (bw), (out),                                           \
-                 (int)(sizeof((ct_tensor *[]){__VA_ARGS__}) /                 \
-                       sizeof(ct_tensor *)),                                  \
-                 (ct_tensor *[]){__VA_ARGS__}, (saved))
+#define CT_RECORD(op, bw, out, saved, ...)                               \
+  ct_tape_record(                                                        \
+      (op), (bw), (out),                                                 \
+      (int)(sizeof((ct_tensor *[]){__VA_ARGS__}) / sizeof(ct_tensor *)), \
+      (ct_tensor *[]){__VA_ARGS__}, (saved))
 
 #endif

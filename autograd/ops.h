@@ -102,9 +102,9 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
 
 // ---- losses (ops_loss.c) ------------------------------------------------------
 typedef struct ct_ce_opts {
-  int32_t ignore_index;    // targets equal to it count for nothing (-100)
-  float label_smoothing;   // in [0, 1]
-  ct_tensor *weight;       // (K) class weights, or NULL; no gradient
+  int32_t ignore_index;   // targets equal to it count for nothing (-100)
+  float label_smoothing;  // in [0, 1]
+  ct_tensor *weight;      // (K) class weights, or NULL; no gradient
 } ct_ce_opts;
 // PyTorch's defaults: ignore_index -100, no smoothing, no weights.
 ct_ce_opts ct_ce_defaults(void);
@@ -115,7 +115,7 @@ ct_ce_opts ct_ce_defaults(void);
 ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *targets,
                             const ct_ce_opts *opts);
 typedef enum ct_reduction {
-  CT_REDUCE_MEAN,       // over all elements
+  CT_REDUCE_MEAN,  // over all elements
   CT_REDUCE_SUM,
   CT_REDUCE_BATCHMEAN,  // sum / size of the first dim (KL's proper mean)
 } ct_reduction;

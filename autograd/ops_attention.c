@@ -11,7 +11,6 @@
 #include "core/arena.h"
 #include "core/attention_kernel.h"
 
-
 typedef struct attn_saved {
   ct_attn_params p;
   float *lse;
@@ -49,8 +48,9 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
     for (int64_t b = 0; b < B; b++) {
       int32_t len = ct_i32(t)[b];
       if (len < 0 || len > Tk) {
-        ct_error(CT_ERR_INDEX, "%s: key_lengths[%lld] = %d outside [0, Tk=%lld]",
-                 op, (long long)b, (int)len, (long long)Tk);
+        ct_error(CT_ERR_INDEX,
+                 "%s: key_lengths[%lld] = %d outside [0, Tk=%lld]", op,
+                 (long long)b, (int)len, (long long)Tk);
         return false;
       }
     }
@@ -114,27 +114,25 @@ static void attention_backward(ct_node *n) {
   float *dbias = bias && bias->requires_grad ? bias->grad : NULL;
   // Fresh (uninitialized) gradients are assigned by the kernel.
   ct_attn_params pa = *p;
-  const unsigned all = CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK |
-                       CT_ATTN_ASSIGN_DV;
+  const unsigned all =
+      CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK | CT_ATTN_ASSIGN_DV;
   pa.assign_grads = s->fused ? (n->fresh & 1u ? all : 0u) : n->fresh & all;
-  ct_attention_backward(&pa, q, k, v, ct_f32(n->out), s->lse, n->out->grad,
-                        dq, dk, dv, dbias);
+  ct_attention_backward(&pa, q, k, v, ct_f32(n->out), s->lse, n->out->grad, dq,
+                        dk, dv, dbias);
 }
 
 // Runs the kernel into a new (B,Tq,NH,Dh) output and records the node.
 static ct_tensor *attention_run(const char *op, ct_attn_params *p,
-                                const float *q, const float *k,
-                                const float *v, int n_in, ct_tensor **in,
-                                bool fused) {
-  ct_tensor *out =
-      ct_tensor_empty(CT_F32, CT_SHAPE(p->B, p->Tq, p->NH, p->Dh));
+                                const float *q, const float *k, const float *v,
+                                int n_in, ct_tensor **in, bool fused) {
+  ct_tensor *out = ct_tensor_empty(CT_F32, CT_SHAPE(p->B, p->Tq, p->NH, p->Dh));
   if (!out) return NULL;
   const bool wants = ct_tape_wants(n_in, in);
   // lse is kept only for a recorded node; the kernel's scratch never is.
   ct_arena_mark mark = ct_arena_get_mark();
   attn_saved *s = ct_arena_alloc(sizeof *s);
-  float *lse = s ? ct_arena_alloc((size_t)(p->B * p->NH * p->Tq) * sizeof(float))
-                 : NULL;
+  float *lse =
+      s ? ct_arena_alloc((size_t)(p->B * p->NH * p->Tq) * sizeof(float)) : NULL;
   if (!lse) return NULL;
   if (wants) mark = ct_arena_get_mark();
   ct_status st = ct_attention_forward(p, q, k, v, ct_f32(out), lse);
@@ -173,8 +171,8 @@ ct_tensor *ct_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
              op, ct_shape_of(q), ct_shape_of(k), ct_shape_of(v));
     return NULL;
   }
-  ct_attn_params p = ct_attn_params_make(q->shape[0], q->shape[1],
-                                         k->shape[1], q->shape[2], q->shape[3]);
+  ct_attn_params p = ct_attn_params_make(q->shape[0], q->shape[1], k->shape[1],
+                                         q->shape[2], q->shape[3]);
   if (!params_from_opts(op, &o, &p)) return NULL;
   ct_tensor *in[4] = {q, k, v, o.bias};
   return attention_run(op, &p, ct_f32(q), ct_f32(k), ct_f32(v), 4, in, false);

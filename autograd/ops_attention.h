@@ -33,7 +33,8 @@ typedef struct ct_attention_opts {
                            // gets a gradient when it requires grad
   float scale;             // 0 = 1/sqrt(Dh)
   float dropout_p;         // on the attention weights, in [0, 1); 0 = none
-  uint64_t dropout_seed, dropout_stream;  // the keyed mask (core/attention_kernel.h)
+  uint64_t dropout_seed,
+      dropout_stream;  // the keyed mask (core/attention_kernel.h)
 } ct_attention_opts;
 
 // No masks, no bias, default scale, no dropout.

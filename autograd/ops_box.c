@@ -37,13 +37,17 @@ typedef struct box_term {
 
 // (cx - w/2, cy - h/2, cx + w/2, cy + h/2)
 static const box_term to_xyxy[4] = {
-  {0, 2, 1.0f, -0.5f}, {1, 3, 1.0f, -0.5f},
-  {0, 2, 1.0f, 0.5f},  {1, 3, 1.0f, 0.5f},
+    {0, 2, 1.0f, -0.5f},
+    {1, 3, 1.0f, -0.5f},
+    {0, 2, 1.0f, 0.5f},
+    {1, 3, 1.0f, 0.5f},
 };
 // ((x0 + x1)/2, (y0 + y1)/2, x1 - x0, y1 - y0)
 static const box_term to_cxcywh[4] = {
-  {0, 2, 0.5f, 0.5f},  {1, 3, 0.5f, 0.5f},
-  {2, 0, 1.0f, -1.0f}, {3, 1, 1.0f, -1.0f},
+    {0, 2, 0.5f, 0.5f},
+    {1, 3, 0.5f, 0.5f},
+    {2, 0, 1.0f, -1.0f},
+    {3, 1, 1.0f, -1.0f},
 };
 
 static void convert_backward(ct_node *node, const box_term *m) {
@@ -51,7 +55,7 @@ static void convert_backward(ct_node *node, const box_term *m) {
   const float *gy = node->out->grad;
   float *gx = x->grad;
   const int64_t n = x->numel / 4;
-  #pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
   for (int64_t b = 0; b < n; b++) {
     float *g = gx + 4 * b;
     const float *d = gy + 4 * b;
@@ -76,11 +80,11 @@ static ct_tensor *convert(const char *op, ct_tensor *x, const box_term *m,
   const float *xd = ct_f32(x);
   float *yd = ct_f32(y);
   const int64_t n = x->numel / 4;
-  #pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
   for (int64_t b = 0; b < n; b++)
     for (int k = 0; k < 4; k++)
-      yd[4 * b + k] = m[k].c0 * xd[4 * b + m[k].i0] +
-                      m[k].c1 * xd[4 * b + m[k].i1];
+      yd[4 * b + k] =
+          m[k].c0 * xd[4 * b + m[k].i0] + m[k].c1 * xd[4 * b + m[k].i1];
   if (CT_RECORD(op, backward, y, NULL, x) != CT_OK) return NULL;
   return y;
 }
@@ -160,8 +164,14 @@ static void giou_backward_pair(const float *a, const float *b, double g,
   // Areas: A = (ax1 - ax0)(ay1 - ay0), B likewise, both with dG/dA = g_u.
   double aw = (double)a[2] - a[0], ah = (double)a[3] - a[1];
   double bw = (double)b[2] - b[0], bh = (double)b[3] - b[1];
-  da[0] -= g_u * ah; da[2] += g_u * ah; da[1] -= g_u * aw; da[3] += g_u * aw;
-  db[0] -= g_u * bh; db[2] += g_u * bh; db[1] -= g_u * bw; db[3] += g_u * bw;
+  da[0] -= g_u * ah;
+  da[2] += g_u * ah;
+  da[1] -= g_u * aw;
+  da[3] += g_u * aw;
+  db[0] -= g_u * bh;
+  db[2] += g_u * bh;
+  db[1] -= g_u * bw;
+  db[3] += g_u * bw;
   // Intersection sides: iw = min(ax1, bx1) - max(ax0, bx0), ih likewise.
   double g_iw = t.iw_raw >= 0.0 ? g_i * t.ih : 0.0;
   double g_ih = t.ih_raw >= 0.0 ? g_i * t.iw : 0.0;
@@ -193,8 +203,8 @@ static bool check_xyxy(const char *op, const ct_tensor *x, const char *what) {
                "%s: box %lld of %s is (%g, %g, %g, %g): xyxy boxes need "
                "x0 <= x1 and y0 <= y1 (converted from cxcywh with a negative "
                "width or height?)",
-               op, (long long)n, what, (double)r[0], (double)r[1],
-               (double)r[2], (double)r[3]);
+               op, (long long)n, what, (double)r[0], (double)r[1], (double)r[2],
+               (double)r[3]);
       return false;
     }
   }
@@ -207,7 +217,7 @@ static void giou_pairs_backward(ct_node *node) {
   float *ga = a->requires_grad ? a->grad : NULL;
   float *gb = b->requires_grad ? b->grad : NULL;
   const int64_t n = a->shape[0];
-  #pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
   for (int64_t i = 0; i < n; i++) {
     double da[4] = {0}, db[4] = {0};
     giou_backward_pair(ad + 4 * i, bd + 4 * i, gy[i], da, db);
@@ -223,8 +233,10 @@ ct_tensor *ct_generalized_box_iou_pairs(ct_tensor *a, ct_tensor *b) {
   if (!a || !b) return NULL;
   if (!check_xyxy(op, a, "a") || !check_xyxy(op, b, "b")) return NULL;
   if (a->shape[0] != b->shape[0]) {
-    ct_error(CT_ERR_SHAPE, "%s: a %s and b %s must hold the same number of "
-             "boxes (matched pairs)", op, ct_shape_of(a), ct_shape_of(b));
+    ct_error(CT_ERR_SHAPE,
+             "%s: a %s and b %s must hold the same number of "
+             "boxes (matched pairs)",
+             op, ct_shape_of(a), ct_shape_of(b));
     return NULL;
   }
   const int64_t n = a->shape[0];
@@ -232,7 +244,7 @@ ct_tensor *ct_generalized_box_iou_pairs(ct_tensor *a, ct_tensor *b) {
   if (!y) return NULL;
   const float *ad = ct_f32(a), *bd = ct_f32(b);
   float *yd = ct_f32(y);
-  #pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_BOXES)
   for (int64_t i = 0; i < n; i++)
     yd[i] = (float)ct_box_giou(ad + 4 * i, bd + 4 * i);
   if (CT_RECORD(op, giou_pairs_backward, y, NULL, a, b) != CT_OK) return NULL;
@@ -248,7 +260,7 @@ ct_tensor *ct_generalized_box_iou(ct_tensor *a, ct_tensor *b) {
   if (!y) return NULL;
   const float *ad = ct_f32(a), *bd = ct_f32(b);
   float *yd = ct_f32(y);
-  #pragma omp parallel for schedule(static) if (n * m >= PAR_MIN_BOXES)
+#pragma omp parallel for schedule(static) if (n * m >= PAR_MIN_BOXES)
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < m; j++)
       yd[i * m + j] = (float)ct_box_giou(ad + 4 * i, bd + 4 * j);
@@ -265,15 +277,19 @@ ct_tensor *ct_gather_rows(ct_tensor *x, ct_tensor *idx) {
   if (!x || !idx) return NULL;
   if (!ct_check_f32(op, x, "x") || !ct_check_i32(op, idx, "idx")) return NULL;
   if (x->ndim != 2 || idx->ndim != 1) {
-    ct_error(CT_ERR_SHAPE, "%s: needs x (N, D) and idx (M), got x %s and idx "
-             "%s", op, ct_shape_of(x), ct_shape_of(idx));
+    ct_error(CT_ERR_SHAPE,
+             "%s: needs x (N, D) and idx (M), got x %s and idx "
+             "%s",
+             op, ct_shape_of(x), ct_shape_of(idx));
     return NULL;
   }
   const int32_t *id = ct_i32(idx);
   for (int64_t m = 0; m < idx->numel; m++) {
     if (id[m] < 0 || id[m] >= x->shape[0]) {
-      ct_error(CT_ERR_INDEX, "%s: idx[%lld] = %d is outside the %lld rows of "
-               "x %s", op, (long long)m, (int)id[m], (long long)x->shape[0],
+      ct_error(CT_ERR_INDEX,
+               "%s: idx[%lld] = %d is outside the %lld rows of "
+               "x %s",
+               op, (long long)m, (int)id[m], (long long)x->shape[0],
                ct_shape_of(x));
       return NULL;
     }

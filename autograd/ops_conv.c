@@ -103,19 +103,19 @@ static bool check_channel_param(const char *op, const ct_tensor *p,
                                 const char *what) {
   if (!ct_check_f32(op, p, what)) return false;
   if (p->ndim == 1 && p->shape[0] == C) return true;
-  ct_error(CT_ERR_SHAPE, "%s: %s must be (%lld) for input %s, got %s", op,
-           what, (long long)C, ct_shape_of(x), ct_shape_of(p));
+  ct_error(CT_ERR_SHAPE, "%s: %s must be (%lld) for input %s, got %s", op, what,
+           (long long)C, ct_shape_of(x), ct_shape_of(p));
   return false;
 }
 
 // ---- conv2d -------------------------------------------------------------------
 
 typedef struct conv_geom {
-  int64_t N, C, H, W;    // input
-  int64_t O, kh, kw;     // weight (O, C, kh, kw)
-  int64_t Ho, Wo;        // output
+  int64_t N, C, H, W;  // input
+  int64_t O, kh, kw;   // weight (O, C, kh, kw)
+  int64_t Ho, Wo;      // output
   int64_t stride, pad;
-  int64_t K, P;          // C*kh*kw column rows, Ho*Wo columns per image
+  int64_t K, P;  // C*kh*kw column rows, Ho*Wo columns per image
 } conv_geom;
 
 // The column buffers of one chunk hold at most this many floats (2 MB)
@@ -198,12 +198,12 @@ static col_layout side_by_side_layout(const conv_geom *g, int64_t nb) {
 
 // x: nb images (C,H,W) -> their columns: row k = (c, ki, kj), column
 // oh*Wo + ow holds x_i[c][oh*s - pad + ki][ow*s - pad + kj] (0 outside).
-static void im2col(const conv_geom *g, const float *x, int64_t nb,
-                   col_layout l, float *cols) {
+static void im2col(const conv_geom *g, const float *x, int64_t nb, col_layout l,
+                   float *cols) {
   const int64_t khw = g->kh * g->kw, HW = g->H * g->W;
   const int64_t Ho = g->Ho, Wo = g->Wo, s = g->stride, pad = g->pad;
-#pragma omp parallel for collapse(2) schedule(static) \
-    if (g->K * nb * g->P >= PAR_MIN_WORK)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (g->K * nb * g->P >= PAR_MIN_WORK)
   for (int64_t i = 0; i < nb; i++) {
     for (int64_t k = 0; k < g->K; k++) {
       const int64_t c = k / khw, ki = k % khw / g->kw, kj = k % g->kw;
@@ -215,7 +215,8 @@ static void im2col(const conv_geom *g, const float *x, int64_t nb,
       memset(dst, 0, (size_t)(oh0 * Wo) * sizeof(float));
       for (int64_t oh = oh0; oh < oh1; oh++) {
         float *d = dst + oh * Wo;
-        const float *src = plane + (oh * s - pad + ki) * g->W + ow0 * s - pad + kj;
+        const float *src =
+            plane + (oh * s - pad + ki) * g->W + ow0 * s - pad + kj;
         for (int64_t ow = 0; ow < ow0; ow++) d[ow] = 0.0f;
         if (s == 1) {  // a plain loop: rows are too short for memcpy calls
           for (int64_t ow = ow0; ow < ow1; ow++) d[ow] = src[ow - ow0];
@@ -236,8 +237,8 @@ static void col2im_add(const conv_geom *g, const float *cols, int64_t nb,
                        float *dx) {
   const int64_t HW = g->H * g->W, KP = g->K * g->P;
   const int64_t Wo = g->Wo, s = g->stride, pad = g->pad;
-#pragma omp parallel for collapse(2) schedule(static) \
-    if (nb * KP >= PAR_MIN_WORK)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (nb * KP >= PAR_MIN_WORK)
   for (int64_t i = 0; i < nb; i++) {
     for (int64_t c = 0; c < g->C; c++) {
       float *plane = dx + (i * g->C + c) * HW;
@@ -267,8 +268,8 @@ static void col2im_add(const conv_geom *g, const float *cols, int64_t nb,
 // dy: nb images (O,P) -> dyT (O, nb*P), the side-by-side layout.
 static void gather_rows(const float *dy, int64_t nb, int64_t O, int64_t P,
                         float *dyT) {
-#pragma omp parallel for collapse(2) schedule(static) \
-    if (nb * O * P >= PAR_MIN_WORK)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (nb * O * P >= PAR_MIN_WORK)
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < nb; i++)
       memcpy(dyT + o * nb * P + i * P, dy + (i * O + o) * P,
@@ -290,8 +291,8 @@ static void conv2d_backward(ct_node *node) {
   float *buf = dwT + K * O;
   if (x->requires_grad) {
     if (conv_is_pointwise(g)) {  // dx_i (C,P) += w^T (C,O) dy_i (O,P)
-      ct_gemm_batched(true, false, g->C, P, O, 1.0f, wd, g->C, 0, dy, P,
-                      O * P, 1.0f, x->grad, P, CHW, g->N);
+      ct_gemm_batched(true, false, g->C, P, O, 1.0f, wd, g->C, 0, dy, P, O * P,
+                      1.0f, x->grad, P, CHW, g->N);
     } else {
       for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
         const int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb;
@@ -325,9 +326,10 @@ static bool conv_geometry(const ct_tensor *x, const ct_tensor *w,
   const char *op = "conv2d";
   if (!check_nchw(op, x) || !ct_check_f32(op, w, "weight")) return false;
   if (w->ndim != 4 || w->shape[1] != x->shape[1] || w->numel == 0) {
-    ct_error(CT_ERR_SHAPE, "conv2d: weight %s does not fit input %s (want "
-             "[out, %lld, kh, kw], all >= 1)", ct_shape_of(w), ct_shape_of(x),
-             (long long)x->shape[1]);
+    ct_error(CT_ERR_SHAPE,
+             "conv2d: weight %s does not fit input %s (want "
+             "[out, %lld, kh, kw], all >= 1)",
+             ct_shape_of(w), ct_shape_of(x), (long long)x->shape[1]);
     return false;
   }
   if (stride < 1 || padding < 0) {
@@ -335,14 +337,21 @@ static bool conv_geometry(const ct_tensor *x, const ct_tensor *w,
              stride, padding);
     return false;
   }
-  *g = (conv_geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2],
-                   .W = x->shape[3], .O = w->shape[0], .kh = w->shape[2],
-                   .kw = w->shape[3], .stride = stride, .pad = padding};
+  *g = (conv_geom){.N = x->shape[0],
+                   .C = x->shape[1],
+                   .H = x->shape[2],
+                   .W = x->shape[3],
+                   .O = w->shape[0],
+                   .kh = w->shape[2],
+                   .kw = w->shape[3],
+                   .stride = stride,
+                   .pad = padding};
   const int64_t hp = g->H + 2 * g->pad - g->kh, wp = g->W + 2 * g->pad - g->kw;
   if (hp < 0 || wp < 0) {
-    ct_error(CT_ERR_SHAPE, "conv2d: kernel %lldx%lld is larger than input %s "
-             "padded by %d", (long long)g->kh, (long long)g->kw,
-             ct_shape_of(x), padding);
+    ct_error(CT_ERR_SHAPE,
+             "conv2d: kernel %lldx%lld is larger than input %s "
+             "padded by %d",
+             (long long)g->kh, (long long)g->kw, ct_shape_of(x), padding);
     return false;
   }
   g->Ho = hp / g->stride + 1;
@@ -352,8 +361,10 @@ static bool conv_geometry(const ct_tensor *x, const ct_tensor *w,
   if (bias) {
     if (!ct_check_f32(op, bias, "bias")) return false;
     if (bias->ndim != 1 || bias->shape[0] != g->O) {
-      ct_error(CT_ERR_SHAPE, "conv2d: bias %s does not fit weight %s (want "
-               "[%lld])", ct_shape_of(bias), ct_shape_of(w), (long long)g->O);
+      ct_error(CT_ERR_SHAPE,
+               "conv2d: bias %s does not fit weight %s (want "
+               "[%lld])",
+               ct_shape_of(bias), ct_shape_of(w), (long long)g->O);
       return false;
     }
   }
@@ -481,18 +492,24 @@ ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
        !check_channel_param(op, running_var, x, C, "running_var")))
     return NULL;
   if (!training && (!running_mean || !running_var)) {
-    ct_error(CT_ERR_ARG, "batchnorm2d: eval mode needs running_mean and "
-             "running_var (input %s)", ct_shape_of(x));
+    ct_error(CT_ERR_ARG,
+             "batchnorm2d: eval mode needs running_mean and "
+             "running_var (input %s)",
+             ct_shape_of(x));
     return NULL;
   }
   if (training && M <= 1) {
-    ct_error(CT_ERR_SHAPE, "batchnorm2d: training needs more than 1 value per "
-             "channel, got input %s", ct_shape_of(x));
+    ct_error(CT_ERR_SHAPE,
+             "batchnorm2d: training needs more than 1 value per "
+             "channel, got input %s",
+             ct_shape_of(x));
     return NULL;
   }
   if (!(eps >= 0.0f) || isinf(eps) || !(momentum >= 0.0f && momentum <= 1.0f)) {
-    ct_error(CT_ERR_ARG, "batchnorm2d: eps %g must be finite and >= 0, "
-             "momentum %g in [0, 1]", (double)eps, (double)momentum);
+    ct_error(CT_ERR_ARG,
+             "batchnorm2d: eps %g must be finite and >= 0, "
+             "momentum %g in [0, 1]",
+             (double)eps, (double)momentum);
     return NULL;
   }
   ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
@@ -520,8 +537,8 @@ ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
       var = lanes_total(acc2) / M;
       if (rm) rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mean);
       if (rv)
-        rv[c] = (float)((1.0 - momentum) * rv[c] +
-                        momentum * var * M / (M - 1));
+        rv[c] =
+            (float)((1.0 - momentum) * rv[c] + momentum * var * M / (M - 1));
     } else {
       mean = rm[c];
       var = rv[c];
@@ -554,15 +571,19 @@ static ct_tensor *pooled_output(const char *op, const ct_tensor *x, int kernel,
                                 int stride, int padding, int64_t *Ho,
                                 int64_t *Wo) {
   if (kernel < 1 || stride < 1 || padding < 0 || padding > kernel / 2) {
-    ct_error(CT_ERR_ARG, "%s: kernel %d and stride %d must be >= 1, padding "
-             "%d in [0, kernel/2]", op, kernel, stride, padding);
+    ct_error(CT_ERR_ARG,
+             "%s: kernel %d and stride %d must be >= 1, padding "
+             "%d in [0, kernel/2]",
+             op, kernel, stride, padding);
     return NULL;
   }
   *Ho = pooled_size(x->shape[2], kernel, stride, padding);
   *Wo = pooled_size(x->shape[3], kernel, stride, padding);
   if (*Ho < 1 || *Wo < 1) {
-    ct_error(CT_ERR_SHAPE, "%s: window %dx%d (padding %d) does not fit input "
-             "%s", op, kernel, kernel, padding, ct_shape_of(x));
+    ct_error(CT_ERR_SHAPE,
+             "%s: window %dx%d (padding %d) does not fit input "
+             "%s",
+             op, kernel, kernel, padding, ct_shape_of(x));
     return NULL;
   }
   return ct_tensor_empty(CT_F32, CT_SHAPE(x->shape[0], x->shape[1], *Ho, *Wo));
@@ -604,8 +625,8 @@ ct_tensor *ct_max_pool2d(ct_tensor *x, int kernel, int stride, int padding) {
   }
   const float *xd = ct_f32(x);
   float *yd = ct_f32(y);
-#pragma omp parallel for schedule(static) \
-    if (planes * PO * kernel * kernel >= PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (planes * PO * kernel * kernel >= \
+                                              PAR_MIN_WORK)
   for (int64_t pl = 0; pl < planes; pl++) {
     const float *plane = xd + pl * H * W;
     for (int64_t oh = 0; oh < Ho; oh++) {
@@ -651,8 +672,8 @@ static void avg_pool_backward(ct_node *node) {
   const int64_t Ho = y->shape[2], Wo = y->shape[3];
   const float *dy = y->grad;
   const float inv = 1.0f / (float)(k * k);
-#pragma omp parallel for schedule(static) \
-    if (planes * Ho * Wo * k * k >= PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (planes * Ho * Wo * k * k >= \
+                                              PAR_MIN_WORK)
   for (int64_t pl = 0; pl < planes; pl++) {
     float *dx = x->grad + pl * HW;
     for (int64_t oh = 0; oh < Ho; oh++)
@@ -682,8 +703,8 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, int kernel, int stride) {
   const int64_t k = kernel, st = stride;
   const float *xd = ct_f32(x);
   float *yd = ct_f32(y);
-#pragma omp parallel for schedule(static) \
-    if (planes * Ho * Wo * k * k >= PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (planes * Ho * Wo * k * k >= \
+                                              PAR_MIN_WORK)
   for (int64_t pl = 0; pl < planes; pl++) {
     const float *plane = xd + pl * HW;
     for (int64_t oh = 0; oh < Ho; oh++)
@@ -733,7 +754,6 @@ ct_tensor *ct_global_avg_pool2d(ct_tensor *x) {
     lanes_add(acc, xd + pl * S, S);
     yd[pl] = (float)(lanes_total(acc) / (double)S);
   }
-  if (CT_RECORD(op, global_avg_pool_backward, y, NULL, x) != CT_OK)
-    return NULL;
+  if (CT_RECORD(op, global_avg_pool_backward, y, NULL, x) != CT_OK) return NULL;
   return y;
 }

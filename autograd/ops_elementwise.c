@@ -18,11 +18,11 @@ typedef enum { MAP_SAME, MAP_SUFFIX, MAP_BLOCK, MAP_GENERAL } map_kind;
 
 typedef struct bmap {
   map_kind kind;
-  int64_t n;                       // operand numel
-  int64_t inner;                   // MAP_BLOCK: output elements per operand one
-  int ndim;                        // output dims
-  int64_t shape[CT_MAX_DIMS];      // output shape
-  int64_t stride[CT_MAX_DIMS];     // operand stride per output dim
+  int64_t n;                    // operand numel
+  int64_t inner;                // MAP_BLOCK: output elements per operand one
+  int ndim;                     // output dims
+  int64_t shape[CT_MAX_DIMS];   // output shape
+  int64_t stride[CT_MAX_DIMS];  // operand stride per output dim
 } bmap;
 
 static inline int64_t bmap_index(const bmap *m, int64_t i) {
@@ -45,9 +45,11 @@ static bool broadcast_shape(const char *op, const ct_tensor *a,
     int ia = d - (nd - a->ndim), ib = d - (nd - b->ndim);
     int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
     if (da != db && da != 1 && db != 1) {
-      ct_error(CT_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (dim %d: "
-               "%lld vs %lld)", op, ct_shape_of(a), ct_shape_of(b), d,
-               (long long)da, (long long)db);
+      ct_error(CT_ERR_SHAPE,
+               "%s: shapes %s and %s do not broadcast (dim %d: "
+               "%lld vs %lld)",
+               op, ct_shape_of(a), ct_shape_of(b), d, (long long)da,
+               (long long)db);
       return false;
     }
     shape[d] = da == 1 ? db : da;
@@ -115,7 +117,7 @@ static void reduce_grad(float *grad_in, const bmap *m, const float *g,
   if (m->kind == MAP_SAME && other && mo->kind == MAP_BLOCK) {
     // One factor per row of `inner` elements (a per-sample scale).
     const int64_t inner = mo->inner, rows = inner ? n / inner : 0;
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t r = 0; r < rows; r++) {
       const float o = other[r % mo->n];
       const float *gr = g + r * inner;
@@ -126,17 +128,17 @@ static void reduce_grad(float *grad_in, const bmap *m, const float *g,
         for (int64_t j = 0; j < inner; j++) dr[j] += sign * gr[j] * o;
     }
   } else if (fresh && !other) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) grad_in[i] = sign * g[i];
   } else if (fresh) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       grad_in[i] = sign * g[i] * other[bmap_index(mo, i)];
   } else if (m->kind == MAP_SAME && !other) {  // add, sub: a plain vector loop
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) grad_in[i] += sign * g[i];
   } else if (m->kind == MAP_SAME) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       grad_in[i] += sign * g[i] * (other ? other[bmap_index(mo, i)] : 1.0f);
   } else if (m->kind == MAP_SUFFIX && !other) {
@@ -144,7 +146,7 @@ static void reduce_grad(float *grad_in, const bmap *m, const float *g,
   } else if (m->kind == MAP_SUFFIX) {
     // Each operand element sums its rows in order: thread-count independent.
     int64_t rows = m->n ? n / m->n : 0;
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t j = 0; j < m->n; j++) {
       float acc = 0.0f;
       for (int64_t r = 0; r < rows; r++) {
@@ -188,14 +190,13 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
   const float *pa = ct_f32(a), *pb = ct_f32(b);
   float *py = ct_f32(y);
   const int64_t n = y->numel;
-  if (ma.kind == MAP_SAME &&
-      (mb.kind == MAP_SAME || mb.kind == MAP_SUFFIX)) {
+  if (ma.kind == MAP_SAME && (mb.kind == MAP_SAME || mb.kind == MAP_SUFFIX)) {
     // The common cases (same shapes, a bias-like suffix) as plain loops
     // over rows of b's length (fixed 4096-element rows for same shapes).
     const int64_t nb = mb.kind == MAP_SAME ? 4096 : mb.n;
     const int64_t rows = nb ? (n + nb - 1) / nb : 0;
     const bool same = mb.kind == MAP_SAME;
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t r = 0; r < rows; r++) {
       const int64_t len = r * nb + nb <= n ? nb : n - r * nb;
       const float *ar = pa + r * nb;
@@ -214,7 +215,7 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
     const bool a_block = ma.kind == MAP_BLOCK;
     const bmap *blk = a_block ? &ma : &mb;
     const int64_t inner = blk->inner, rows = inner ? n / inner : 0;
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t r = 0; r < rows; r++) {
       const float v = (a_block ? pa : pb)[r % blk->n];
       const float *full = (a_block ? pb : pa) + r * inner;
@@ -229,7 +230,7 @@ static ct_tensor *binary(const char *op, bin_kind kind, ct_tensor *a,
         for (int64_t j = 0; j < inner; j++) yr[j] = full[j] - v;
     }
   } else {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) {
       float x = pa[bmap_index(&ma, i)], z = pb[bmap_index(&mb, i)];
       py[i] = kind == BIN_ADD ? x + z : kind == BIN_SUB ? x - z : x * z;
@@ -263,7 +264,12 @@ ct_tensor *ct_mul(ct_tensor *a, ct_tensor *b) {
 // Each unary op is a forward map y = f(x) and a derivative dy/dx written in
 // terms of x and y; one driver runs both.
 typedef enum {
-  UN_SCALE, UN_RELU, UN_GELU_ERF, UN_GELU_TANH, UN_SIGMOID, UN_TANH
+  UN_SCALE,
+  UN_RELU,
+  UN_GELU_ERF,
+  UN_GELU_TANH,
+  UN_SIGMOID,
+  UN_TANH
 } un_kind;
 
 typedef struct un_saved {
@@ -328,21 +334,24 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
 
 // The loops are spelled once per kind, so each compiles to straight-line
 // (vectorizable) code instead of a switch per element.
-#define UNARY_LOOP(n, KIND, STMT)                                             \
-  case KIND: {                                                                \
-    _Pragma("omp parallel for schedule(static) if (n > 32768)")              \
-    for (int64_t i = 0; i < (n); i++) STMT;                                   \
-    break;                                                                    \
+#define UNARY_LOOP(n, KIND, STMT)                                              \
+  case KIND: {                                                                 \
+    _Pragma(                                                                   \
+        "omp parallel for schedule(static) if (n > 32768)") for (int64_t i =   \
+                                                                     0;        \
+                                                                 i < (n); i++) \
+        STMT;                                                                  \
+    break;                                                                     \
   }
 // The exact GELU is not among them: libm's erff does not vectorize, so it
 // runs through core/vmath.h in fixed blocks (any thread count splits the
 // same way; vmath's results do not depend on the split anyway).
-#define UNARY_KINDS(n, STMT_OF)                                               \
-  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))                                  \
-  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))                                    \
-  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH))                          \
-  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))                              \
-  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))                                    \
+#define UNARY_KINDS(n, STMT_OF)                      \
+  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))         \
+  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))           \
+  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH)) \
+  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))     \
+  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))           \
   case UN_GELU_ERF: break;
 
 static void unary_backward(ct_node *node) {
@@ -378,8 +387,10 @@ static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
   float *restrict py = ct_f32(y);
   const int64_t n = x->numel;
 #define FORWARD_STMT(K) py[i] = unary_fwd(K, px[i], s)
-  if (kind == UN_GELU_ERF) ct_gelu_erf_blocks(px, py, NULL, NULL, n, false);
-  else switch (kind) { UNARY_KINDS(n, FORWARD_STMT) }
+  if (kind == UN_GELU_ERF)
+    ct_gelu_erf_blocks(px, py, NULL, NULL, n, false);
+  else
+    switch (kind) { UNARY_KINDS(n, FORWARD_STMT) }
 #undef FORWARD_STMT
   un_saved *sv = NULL;
   if (ct_tape_wants(1, &x)) {
@@ -413,7 +424,7 @@ ct_tensor *ct_tanh(ct_tensor *x) { return unary("tanh", UN_TANH, x, 0.0f); }
 // byte per element, for the backward pass.
 
 typedef struct dropout_saved {
-  float scale;      // 1/(1-p), or 0 when p = 1
+  float scale;  // 1/(1-p), or 0 when p = 1
   uint8_t *dropped;
 } dropout_saved;
 
@@ -426,12 +437,12 @@ static void dropout_backward(ct_node *node) {
   const float scale = d->scale;
   const int64_t n = y->numel;
   if (node->fresh & 1u) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       gx[i] = keep_or_zero(!dropped[i], g[i] * scale);
     return;
   }
-  #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++)
     gx[i] += keep_or_zero(!dropped[i], g[i] * scale);
 }
@@ -449,13 +460,13 @@ static void relu_dropout_backward(ct_node *node) {
   const float scale = d->scale;
   const int64_t n = y->numel;
   if (node->fresh & 1u) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       gx[i] = keep_or_zero(!dropped[i], g[i] * scale) *
               unary_deriv(UN_RELU, px[i], 0.0f, 0.0f);
     return;
   }
-  #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++)
     gx[i] += keep_or_zero(!dropped[i], g[i] * scale) *
              unary_deriv(UN_RELU, px[i], 0.0f, 0.0f);
@@ -474,21 +485,21 @@ static void add_dropout_backward(ct_node *node) {
   if (x->requires_grad) {
     float *restrict gx = x->grad;
     if (node->fresh & 1u) {
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++) gx[i] = 1.0f * g[i];
     } else {
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++) gx[i] += 1.0f * g[i];
     }
   }
   if (y->requires_grad) {
     float *restrict gy = y->grad;
     if (node->fresh & 2u) {
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++)
         gy[i] = keep_or_zero(!dropped[i], g[i] * scale);
     } else {
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++)
         gy[i] += keep_or_zero(!dropped[i], g[i] * scale);
     }
@@ -516,16 +527,16 @@ static ct_tensor *dropout_run(const char *op, drop_kind kind, ct_tensor *x,
   const uint8_t *restrict drop = dropped;
   const int64_t n = y->numel;
   if (kind == DROP_RELU) {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       po[i] = keep_or_zero(!drop[i], unary_fwd(UN_RELU, py[i], 0.0f) * scale);
   } else if (kind == DROP_ADD) {
     const float *restrict px = ct_f32(x);
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       po[i] = px[i] + keep_or_zero(!drop[i], py[i] * scale);
   } else {
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++)
       po[i] = keep_or_zero(!drop[i], py[i] * scale);
   }
@@ -539,9 +550,9 @@ static ct_tensor *dropout_run(const char *op, drop_kind kind, ct_tensor *x,
     *sv = (dropout_saved){.scale = scale, .dropped = dropped};
   }
   if (ct_tape_record(op, backward, out, n_in, ins, sv) != CT_OK) return NULL;
-  ct_node_set_flags(out, kind == DROP_ADD ? CT_NODE_FRESH_INPUT(0) |
-                                                CT_NODE_FRESH_INPUT(1)
-                                          : CT_NODE_FRESH_INPUT(0));
+  ct_node_set_flags(out, kind == DROP_ADD
+                             ? CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1)
+                             : CT_NODE_FRESH_INPUT(0));
   return out;
 }
 

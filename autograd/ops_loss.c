@@ -41,15 +41,15 @@ static ct_tensor *scalar_out(void) { return ct_tensor_empty(CT_F32, 0, NULL); }
 // label_smoothing may be 1, as PyTorch allows.
 
 ct_ce_opts ct_ce_defaults(void) {
-  return (ct_ce_opts){.ignore_index = -100, .label_smoothing = 0.0f,
-                      .weight = NULL};
+  return (ct_ce_opts){
+      .ignore_index = -100, .label_smoothing = 0.0f, .weight = NULL};
 }
 
 typedef struct ce_saved {
-  double *lse;          // (N) log-sum-exp of each row
-  double denom;         // D
-  double weight_sum;    // W
-  double smoothing;     // eps
+  double *lse;        // (N) log-sum-exp of each row
+  double denom;       // D
+  double weight_sum;  // W
+  double smoothing;   // eps
   int32_t ignore_index;
   const float *weight;  // (K) or NULL
 } ce_saved;
@@ -215,7 +215,12 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *targets,
 // ---- pointwise losses: KL divergence, MSE, L1 --------------------------------
 // a, b of the same shape -> scalar sum_i f(a_i, b_i) / divisor.
 
-typedef enum pointwise_kind { PW_KL, PW_KL_LOG_TARGET, PW_MSE, PW_L1 } pointwise_kind;
+typedef enum pointwise_kind {
+  PW_KL,
+  PW_KL_LOG_TARGET,
+  PW_MSE,
+  PW_L1
+} pointwise_kind;
 
 // Fixed chunk size for the ordered sum: the split never depends on threads.
 enum { SUM_CHUNK = 4096 };
@@ -226,10 +231,8 @@ static inline double pointwise(pointwise_kind kind, double a, double b) {
     return (b == 0.0 ? 0.0 : b * log(b)) - b * a;
   case PW_KL_LOG_TARGET:  // b = log target: exp(b) (b - a)
     return exp(b) * (b - a);
-  case PW_MSE:
-    return (a - b) * (a - b);
-  case PW_L1:
-    return fabs(a - b);
+  case PW_MSE: return (a - b) * (a - b);
+  case PW_L1: return fabs(a - b);
   }
   return 0.0;
 }
@@ -296,7 +299,9 @@ static ct_tensor *pointwise_loss(const char *op, pointwise_kind kind,
   switch (reduction) {
   case CT_REDUCE_MEAN: divisor = (double)a->numel; break;
   case CT_REDUCE_SUM: divisor = 1.0; break;
-  case CT_REDUCE_BATCHMEAN: divisor = a->ndim ? (double)a->shape[0] : 1.0; break;
+  case CT_REDUCE_BATCHMEAN:
+    divisor = a->ndim ? (double)a->shape[0] : 1.0;
+    break;
   default:
     ct_error(CT_ERR_ARG, "%s: unknown reduction %d", op, (int)reduction);
     return NULL;

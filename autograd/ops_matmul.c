@@ -24,9 +24,9 @@ static void matmul_backward(ct_node *node) {
 
   if (a->requires_grad) {
     if (!s->ta)  // dA (M,K) += dC (M,N) op(B)^T
-      ct_gemm_batched(false, !s->tb, M, K, N, 1.0f, dC, N, sc, B, ldb, sb,
-                      1.0f, a->grad, K, sa, batch);
-    else         // dA stored (K,M) += op(B) (K,N) dC^T
+      ct_gemm_batched(false, !s->tb, M, K, N, 1.0f, dC, N, sc, B, ldb, sb, 1.0f,
+                      a->grad, K, sa, batch);
+    else  // dA stored (K,M) += op(B) (K,N) dC^T
       ct_gemm_batched(s->tb, true, K, M, N, 1.0f, B, ldb, sb, dC, N, sc, 1.0f,
                       a->grad, M, sa, batch);
   }
@@ -46,9 +46,9 @@ static void matmul_backward(ct_node *node) {
       for (int64_t i = 0; i < steps; i++) {
         const float *Ai = A + i * sa, *dCi = dC + i * sc;
         if (!s->tb)  // dB (K,N) += op(A)^T dC
-          ct_gemm_batched(!s->ta, false, K, N, M, 1.0f, Ai, lda, sa, dCi, N,
-                          sc, 1.0f, b->grad, N, sb, inner);
-        else         // dB stored (N,K) += dC^T op(A)
+          ct_gemm_batched(!s->ta, false, K, N, M, 1.0f, Ai, lda, sa, dCi, N, sc,
+                          1.0f, b->grad, N, sb, inner);
+        else  // dB stored (N,K) += dC^T op(A)
           ct_gemm_batched(true, s->ta, N, K, M, 1.0f, dCi, N, sc, Ai, lda, sa,
                           1.0f, b->grad, K, sb, inner);
       }
@@ -67,10 +67,11 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b) {
   int64_t Kb = b->shape[b->ndim - (trans_b ? 1 : 2)];
   int64_t N = b->shape[b->ndim - (trans_b ? 2 : 1)];
   if (K != Kb) {
-    ct_error(CT_ERR_SHAPE, "matmul: inner dims differ: a %s%s has K=%lld, "
-             "b %s%s has K=%lld", ct_shape_of(a), trans_a ? " (transposed)" : "",
-             (long long)K, ct_shape_of(b), trans_b ? " (transposed)" : "",
-             (long long)Kb);
+    ct_error(CT_ERR_SHAPE,
+             "matmul: inner dims differ: a %s%s has K=%lld, "
+             "b %s%s has K=%lld",
+             ct_shape_of(a), trans_a ? " (transposed)" : "", (long long)K,
+             ct_shape_of(b), trans_b ? " (transposed)" : "", (long long)Kb);
     return NULL;
   }
   bool shared = b->ndim == 2;
@@ -79,8 +80,10 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b) {
     for (int d = 0; same && d < a->ndim - 2; d++)
       same = a->shape[d] == b->shape[d];
     if (!same) {
-      ct_error(CT_ERR_SHAPE, "matmul: batch dims of a %s and b %s differ (b "
-               "may also be 2-D)", ct_shape_of(a), ct_shape_of(b));
+      ct_error(CT_ERR_SHAPE,
+               "matmul: batch dims of a %s and b %s differ (b "
+               "may also be 2-D)",
+               ct_shape_of(a), ct_shape_of(b));
       return NULL;
     }
   }
@@ -94,15 +97,20 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b) {
   shape[a->ndim - 1] = N;
   ct_tensor *c = ct_tensor_empty(CT_F32, a->ndim, shape);
   if (!c) return NULL;
-  ct_gemm_batched(trans_a, trans_b, M, N, K, 1.0f, ct_f32(a),
-                  trans_a ? M : K, M * K, ct_f32(b), trans_b ? K : N,
-                  shared ? 0 : K * N, 0.0f, ct_f32(c), N, M * N, batch);
+  ct_gemm_batched(trans_a, trans_b, M, N, K, 1.0f, ct_f32(a), trans_a ? M : K,
+                  M * K, ct_f32(b), trans_b ? K : N, shared ? 0 : K * N, 0.0f,
+                  ct_f32(c), N, M * N, batch);
   matmul_saved *s = NULL;
   if (ct_tape_wants(2, (ct_tensor *[]){a, b})) {
     s = ct_arena_alloc(sizeof *s);
     if (!s) return NULL;
-    *s = (matmul_saved){.ta = trans_a, .tb = trans_b, .batch = batch, .M = M,
-                        .N = N, .K = K, .b_shared = shared};
+    *s = (matmul_saved){.ta = trans_a,
+                        .tb = trans_b,
+                        .batch = batch,
+                        .M = M,
+                        .N = N,
+                        .K = K,
+                        .b_shared = shared};
   }
   if (CT_RECORD(op, matmul_backward, c, s, a, b) != CT_OK) return NULL;
   return c;
@@ -132,9 +140,9 @@ static void linear_backward(ct_node *node) {
   ct_tensor *x = node->in[0], *w = node->in[1], *y = node->out;
   const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
   const float beta_x = node->fresh & 1u ? 0.0f : 1.0f;
-  if (x->requires_grad)   // dx (N,IN) += dy (N,OUT) w (OUT,IN)
-    ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN,
-            beta_x, x->grad, IN);
+  if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
+    ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN, beta_x,
+            x->grad, IN);
   linear_param_grads(node, ct_f32(x), N, IN);
 }
 
@@ -147,18 +155,20 @@ static ct_tensor *linear_output(const char *op, ct_tensor *x, ct_tensor *w,
     return NULL;
   if (!ct_check_min_dims(op, x, 1, "input")) return NULL;
   if (w->ndim != 2 || w->shape[1] != ct_last_dim(x)) {
-    ct_error(CT_ERR_SHAPE, "%s: weight %s does not fit input %s (want "
-             "[out, %lld])", op, ct_shape_of(w), ct_shape_of(x),
-             (long long)ct_last_dim(x));
+    ct_error(CT_ERR_SHAPE,
+             "%s: weight %s does not fit input %s (want "
+             "[out, %lld])",
+             op, ct_shape_of(w), ct_shape_of(x), (long long)ct_last_dim(x));
     return NULL;
   }
   const int64_t OUT = w->shape[0];
   if (bias) {
     if (!ct_check_f32(op, bias, "bias")) return NULL;
     if (bias->ndim != 1 || bias->shape[0] != OUT) {
-      ct_error(CT_ERR_SHAPE, "%s: bias %s does not fit weight %s (want "
-               "[%lld])", op, ct_shape_of(bias), ct_shape_of(w),
-               (long long)OUT);
+      ct_error(CT_ERR_SHAPE,
+               "%s: bias %s does not fit weight %s (want "
+               "[%lld])",
+               op, ct_shape_of(bias), ct_shape_of(w), (long long)OUT);
       return NULL;
     }
   }
@@ -174,11 +184,10 @@ static void linear_into(const float *h, int64_t N, int64_t IN,
                         const ct_tensor *w, const ct_tensor *bias, float *y) {
   const int64_t OUT = w->shape[0];
   if (bias)
-    ct_gemm_bias(false, true, N, OUT, IN, h, IN, ct_f32(w), IN, ct_f32(bias),
-                 y, OUT);
+    ct_gemm_bias(false, true, N, OUT, IN, h, IN, ct_f32(w), IN, ct_f32(bias), y,
+                 OUT);
   else
-    ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN, 0.0f, y,
-            OUT);
+    ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN, 0.0f, y, OUT);
 }
 
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
@@ -186,8 +195,7 @@ ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
   ct_tensor *y = linear_output(op, x, w, bias);
   if (!y) return NULL;
   linear_into(ct_f32(x), ct_rows(x), ct_last_dim(x), w, bias, ct_f32(y));
-  if (CT_RECORD(op, linear_backward, y, NULL, x, w, bias) != CT_OK)
-    return NULL;
+  if (CT_RECORD(op, linear_backward, y, NULL, x, w, bias) != CT_OK) return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1));
   return y;
 }
@@ -227,10 +235,10 @@ static void linear_fused_backward(ct_node *node) {
     float *dr = r->grad;
     const int64_t n = y->numel;
     if (node->fresh & (1u << 3)) {  // in[3] = r fresh: assign
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++) dr[i] = dy[i];
     } else {
-      #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; i++) dr[i] += dy[i];
     }
   }
@@ -254,8 +262,8 @@ static void linear_fused_backward(ct_node *node) {
     const int64_t chunk = gelu_chunk_rows(IN);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT,
-              ct_f32(w), IN, 0.0f, h, IN);
+      ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT, ct_f32(w),
+              IN, 0.0f, h, IN);
       ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, NULL, h, x->grad + r0 * IN,
                          rows * IN, !fresh);
     }
@@ -271,8 +279,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   ct_tensor *y = linear_output(op, x, w, bias);
   if (!y) return NULL;
   ct_tensor *r = f->residual;
-  if (r && (!ct_check_f32(op, r, "residual") ||
-            !ct_check_same_shape(op, r, y)))
+  if (r && (!ct_check_f32(op, r, "residual") || !ct_check_same_shape(op, r, y)))
     return NULL;
   float *py = ct_f32(y);
   const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
@@ -281,13 +288,12 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   } else {  // by row chunks: gelu(x) into scratch, then its product
     const int64_t chunk = gelu_chunk_rows(IN);
     ct_arena_mark mark = ct_arena_get_mark();
-    float *h = ct_arena_alloc((size_t)((N < chunk ? N : chunk) * IN) *
-                              sizeof(float));
+    float *h =
+        ct_arena_alloc((size_t)((N < chunk ? N : chunk) * IN) * sizeof(float));
     if (!h) return NULL;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, h, NULL, NULL, rows * IN,
-                         false);
+      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, h, NULL, NULL, rows * IN, false);
       linear_into(h, rows, IN, w, bias, py + r0 * OUT);
     }
     ct_arena_rewind(mark);
@@ -295,7 +301,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   if (r) {
     const float *pr = ct_f32(r);
     const int64_t n = y->numel;
-    #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) py[i] = pr[i] + py[i];
   }
   fused_saved *s = NULL;

@@ -250,12 +250,12 @@ LN_INLINE void ln_bwd_group(const ln_bwd_args *a, int64_t n0) {
   const float *xd = a->x, *dy = a->dy, *wd = a->w;
   double mean_g[LN_ROWS], mean_gx[LN_ROWS];
   if (n0 + LN_ROWS <= N) {
-    row_grad_means(xd + n0 * C, dy + n0 * C, wd, C, a->mean + n0,
-                   a->rstd + n0, LN_ROWS, mean_g, mean_gx);
+    row_grad_means(xd + n0 * C, dy + n0 * C, wd, C, a->mean + n0, a->rstd + n0,
+                   LN_ROWS, mean_g, mean_gx);
   } else {
     for (int64_t n = n0; n < N; n++)
-      row_grad_means(xd + n * C, dy + n * C, wd, C, a->mean + n,
-                     a->rstd + n, 1, mean_g + (n - n0), mean_gx + (n - n0));
+      row_grad_means(xd + n * C, dy + n * C, wd, C, a->mean + n, a->rstd + n, 1,
+                     mean_g + (n - n0), mean_gx + (n - n0));
   }
   for (int64_t n = n0; n < N && n < n0 + LN_ROWS; n++) {
     const float *xr = xd + n * C, *gr = dy + n * C;
@@ -266,8 +266,10 @@ LN_INLINE void ln_bwd_group(const ln_bwd_args *a, int64_t n0) {
       double g = wd ? (double)gr[c] * wd[c] : gr[c];
       double xhat = (xr[c] - mu) * rs;
       const float d = (float)(rs * (g - mg - xhat * mgx));
-      if (a->fresh) dxr[c] = d;
-      else dxr[c] += d;
+      if (a->fresh)
+        dxr[c] = d;
+      else
+        dxr[c] += d;
     }
   }
 }
@@ -319,28 +321,28 @@ static void ln_param_base(const ln_param_args *a, int64_t c0) {
 }
 #if defined(__x86_64__) || defined(__i386__)
 #define LN_X86 1
-__attribute__((target("avx2"))) static void
-ln_fwd_avx2(const ln_fwd_args *a, int64_t n0) {
+__attribute__((target("avx2"))) static void ln_fwd_avx2(const ln_fwd_args *a,
+                                                        int64_t n0) {
   ln_fwd_group(a, n0);
 }
-__attribute__((target("avx2"))) static void
-ln_bwd_avx2(const ln_bwd_args *a, int64_t n0) {
+__attribute__((target("avx2"))) static void ln_bwd_avx2(const ln_bwd_args *a,
+                                                        int64_t n0) {
   ln_bwd_group(a, n0);
 }
-__attribute__((target("avx2"))) static void
-ln_param_avx2(const ln_param_args *a, int64_t c0) {
+__attribute__((target("avx2"))) static void ln_param_avx2(
+    const ln_param_args *a, int64_t c0) {
   ln_param_block(a, c0);
 }
-__attribute__((target("avx512f"))) static void
-ln_param_avx512(const ln_param_args *a, int64_t c0) {
+__attribute__((target("avx512f"))) static void ln_param_avx512(
+    const ln_param_args *a, int64_t c0) {
   ln_param_block(a, c0);
 }
-__attribute__((target("avx512f"))) static void
-ln_fwd_avx512(const ln_fwd_args *a, int64_t n0) {
+__attribute__((target("avx512f"))) static void ln_fwd_avx512(
+    const ln_fwd_args *a, int64_t n0) {
   ln_fwd_group(a, n0);
 }
-__attribute__((target("avx512f"))) static void
-ln_bwd_avx512(const ln_bwd_args *a, int64_t n0) {
+__attribute__((target("avx512f"))) static void ln_bwd_avx512(
+    const ln_bwd_args *a, int64_t n0) {
   ln_bwd_group(a, n0);
 }
 #endif
@@ -368,8 +370,8 @@ static void layernorm_backward(ct_node *node) {
   if (x->requires_grad) {
     const ln_isa isa = ln_pick_isa();
     const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
-    const ln_bwd_args a = {xd, dy, wd, s->mean, s->rstd, x->grad, N, C,
-                           node->fresh & 1u};
+    const ln_bwd_args a = {xd,      dy, wd, s->mean,         s->rstd,
+                           x->grad, N,  C,  node->fresh & 1u};
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
     for (int64_t grp = 0; grp < groups; grp++) isa.bwd(&a, grp * LN_ROWS);
   }
@@ -377,8 +379,8 @@ static void layernorm_backward(ct_node *node) {
   bool dw = w && w->requires_grad, db = b && b->requires_grad;
   if (!dw && !db) return;
   const ln_isa isa = ln_pick_isa();
-  const ln_param_args a = {xd, dy, s->mean, s->rstd, dw ? w->grad : NULL,
-                           db ? b->grad : NULL, N, C};
+  const ln_param_args a = {
+      xd, dy, s->mean, s->rstd, dw ? w->grad : NULL, db ? b->grad : NULL, N, C};
   int64_t blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t blk = 0; blk < blocks; blk++) isa.params(&a, blk * LN_COL_BLOCK);
@@ -421,10 +423,15 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     saved->rstd = buf + N;
   }
 
-  const ln_fwd_args a = {ct_f32(x), weight ? ct_f32(weight) : NULL,
-                         bias ? ct_f32(bias) : NULL, ct_f32(y),
+  const ln_fwd_args a = {ct_f32(x),
+                         weight ? ct_f32(weight) : NULL,
+                         bias ? ct_f32(bias) : NULL,
+                         ct_f32(y),
                          saved ? saved->mean : NULL,
-                         saved ? saved->rstd : NULL, N, C, eps};
+                         saved ? saved->rstd : NULL,
+                         N,
+                         C,
+                         eps};
   const ln_isa isa = ln_pick_isa();
   const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)

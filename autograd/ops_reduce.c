@@ -10,9 +10,10 @@ enum { CHUNK = 4096 };
 
 static double sum_all(const float *x, int64_t n) {
   int64_t chunks = (n + CHUNK - 1) / CHUNK;
-  double *partial = ct_arena_alloc((size_t)(chunks ? chunks : 1) * sizeof *partial);
+  double *partial =
+      ct_arena_alloc((size_t)(chunks ? chunks : 1) * sizeof *partial);
   if (!partial) return 0.0;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; c++) {
     int64_t end = (c + 1) * CHUNK < n ? (c + 1) * CHUNK : n;
     double s = 0.0;
@@ -32,7 +33,7 @@ static void reduce_all_backward(ct_node *node) {
   const reduce_saved *s = node->saved;
   ct_tensor *x = node->in[0];
   float g = node->out->grad[0] * s->scale;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < x->numel; i++) x->grad[i] += g;
 }
 
@@ -41,13 +42,13 @@ static void reduce_last_backward(ct_node *node) {
   ct_tensor *x = node->in[0];
   const int64_t C = ct_last_dim(x), rows = ct_rows(x);
   const float *g = node->out->grad;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < C; c++) x->grad[r * C + c] += g[r] * s->scale;
 }
 
-static ct_tensor *record_reduce(const char *op, ct_backward_fn bw,
-                                ct_tensor *x, ct_tensor *y, float scale) {
+static ct_tensor *record_reduce(const char *op, ct_backward_fn bw, ct_tensor *x,
+                                ct_tensor *y, float scale) {
   reduce_saved *s = NULL;
   if (ct_tape_wants(1, &x)) {
     s = ct_arena_alloc(sizeof *s);
@@ -91,12 +92,13 @@ static ct_tensor *reduce_last(const char *op, ct_tensor *x, bool keepdim,
   int64_t shape[CT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = 1;
-  ct_tensor *y = ct_tensor_empty(CT_F32, keepdim ? x->ndim : x->ndim - 1, shape);
+  ct_tensor *y =
+      ct_tensor_empty(CT_F32, keepdim ? x->ndim : x->ndim - 1, shape);
   if (!y) return NULL;
   const float *px = ct_f32(x);
   float *py = ct_f32(y);
   const int64_t rows = y->numel;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; r++) {
     double s = 0.0;
     for (int64_t c = 0; c < C; c++) s += px[r * C + c];

@@ -18,7 +18,7 @@ static void reshape_backward(ct_node *node) {
     memcpy(gx, gy, (size_t)n * sizeof(float));
     return;
   }
-  #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
 }
 
@@ -34,8 +34,10 @@ ct_tensor *ct_reshape(ct_tensor *x, int ndim, const int64_t *shape) {
   int64_t known = 1;
   for (int d = 0; d < ndim; d++) {
     s[d] = shape[d];
-    if (shape[d] == -1 && infer < 0) infer = d;
-    else known *= shape[d] < 0 ? 0 : shape[d];
+    if (shape[d] == -1 && infer < 0)
+      infer = d;
+    else
+      known *= shape[d] < 0 ? 0 : shape[d];
     if (shape[d] < -1 || (shape[d] == -1 && infer != d)) {
       char b[128];
       ct_error(CT_ERR_SHAPE, "reshape: invalid target shape %s for %s",
@@ -87,7 +89,7 @@ static inline int64_t permuted_offset(const ct_tensor *x, const int *perm,
 static void permute_backward(ct_node *node) {
   const permute_saved *s = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < y->numel; i++)
     x->grad[permuted_offset(x, s->perm, y->shape, y->ndim, i)] += y->grad[i];
 }
@@ -97,8 +99,10 @@ ct_tensor *ct_permute(ct_tensor *x, const int *perm) {
   bool seen[CT_MAX_DIMS] = {false};
   for (int d = 0; d < x->ndim; d++) {
     if (perm[d] < 0 || perm[d] >= x->ndim || seen[perm[d]]) {
-      ct_error(CT_ERR_ARG, "permute: not a permutation of the %d dims of %s "
-               "(entry %d is %d)", x->ndim, ct_shape_of(x), d, perm[d]);
+      ct_error(CT_ERR_ARG,
+               "permute: not a permutation of the %d dims of %s "
+               "(entry %d is %d)",
+               x->ndim, ct_shape_of(x), d, perm[d]);
       return NULL;
     }
     seen[perm[d]] = true;
@@ -110,7 +114,7 @@ ct_tensor *ct_permute(ct_tensor *x, const int *perm) {
   const size_t es = ct_dtype_size(x->dtype);
   const char *src = x->data;
   char *dst = y->data;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < y->numel; i++)
     memcpy(dst + (size_t)i * es,
            src + (size_t)permuted_offset(x, perm, shape, x->ndim, i) * es, es);
@@ -154,7 +158,7 @@ static void outer_inner(const ct_tensor *t, int dim, int64_t *outer,
 static void block_copy(float *dst, int64_t dst_row, const float *src,
                        int64_t src_row, int64_t outer, int64_t width,
                        bool accumulate) {
-  #pragma omp parallel for schedule(static) if (outer * width > 32768)
+#pragma omp parallel for schedule(static) if (outer * width > 32768)
   for (int64_t o = 0; o < outer; o++) {
     float *d = dst + o * dst_row;
     const float *s = src + o * src_row;
@@ -208,8 +212,10 @@ ct_tensor *ct_concat(ct_tensor *const *xs, int n, int dim) {
     for (int e = 0; fits && e < x0->ndim; e++)
       fits = e == d || x->shape[e] == x0->shape[e];
     if (!fits) {
-      ct_error(CT_ERR_SHAPE, "concat: input %d %s does not match input 0 %s "
-               "outside dim %d", k, ct_shape_of(x), ct_shape_of(x0), d);
+      ct_error(CT_ERR_SHAPE,
+               "concat: input %d %s does not match input 0 %s "
+               "outside dim %d",
+               k, ct_shape_of(x), ct_shape_of(x0), d);
       return NULL;
     }
     shape[d] += x->shape[d];
@@ -293,7 +299,7 @@ static void embedding_backward(ct_node *node) {
   float *gt = table->grad;
   enum { COLS = 64 };
   const int64_t blocks = (D + COLS - 1) / COLS;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; b++) {
     int64_t c0 = b * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
     for (int64_t r = 0; r < ids->numel; r++) {
@@ -314,15 +320,19 @@ ct_tensor *ct_embedding(ct_tensor *table, ct_tensor *ids, int64_t padding_idx) {
   const int64_t V = table->shape[0];
   const int extra = table->ndim - 1;
   if (ids->ndim + extra > CT_MAX_DIMS) {
-    ct_error(CT_ERR_SHAPE, "embedding: ids %s and table %s make more than %d "
-             "dims", ct_shape_of(ids), ct_shape_of(table), CT_MAX_DIMS);
+    ct_error(CT_ERR_SHAPE,
+             "embedding: ids %s and table %s make more than %d "
+             "dims",
+             ct_shape_of(ids), ct_shape_of(table), CT_MAX_DIMS);
     return NULL;
   }
   const int32_t *id = ct_i32(ids);
   for (int64_t r = 0; r < ids->numel; r++) {
     if (id[r] < 0 || id[r] >= V) {
-      ct_error(CT_ERR_INDEX, "embedding: id %d at position %lld is outside "
-               "the table's %lld rows", id[r], (long long)r, (long long)V);
+      ct_error(CT_ERR_INDEX,
+               "embedding: id %d at position %lld is outside "
+               "the table's %lld rows",
+               id[r], (long long)r, (long long)V);
       return NULL;
     }
   }
@@ -332,7 +342,7 @@ ct_tensor *ct_embedding(ct_tensor *table, ct_tensor *ids, int64_t padding_idx) {
   ct_tensor *y = ct_tensor_empty(CT_F32, ids->ndim + extra, shape);
   if (!y) return NULL;
   const int64_t D = V ? table->numel / V : 0;
-  #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < ids->numel; r++)
     memcpy(ct_f32(y) + r * D, ct_f32(table) + (int64_t)id[r] * D,
            (size_t)D * sizeof(float));

@@ -19,8 +19,10 @@ bool ct_grad_set_enabled(bool on) {
 ct_tensor *ct_requires_grad(ct_tensor *t) {
   if (!t) return NULL;
   if (t->dtype != CT_F32) {
-    ct_error(CT_ERR_DTYPE, "requires_grad: only f32 tensors have gradients "
-                           "(got %s)", ct_dtype_name(t->dtype));
+    ct_error(CT_ERR_DTYPE,
+             "requires_grad: only f32 tensors have gradients "
+             "(got %s)",
+             ct_dtype_name(t->dtype));
     return NULL;
   }
   t->requires_grad = true;
@@ -34,8 +36,9 @@ bool ct_tape_wants(int n_in, ct_tensor *const *in) {
   return false;
 }
 
-ct_status ct_tape_record(const char *op, ct_backward_fn backward, ct_tensor *out,
-                         int n_in, ct_tensor *const *in, void *saved) {
+ct_status ct_tape_record(const char *op, ct_backward_fn backward,
+                         ct_tensor *out, int n_in, ct_tensor *const *in,
+                         void *saved) {
   out->requires_grad = false;
   if (!ct_tape_wants(n_in, in)) return CT_OK;
   if (n_in > CT_NODE_MAX_INPUTS)
@@ -83,7 +86,7 @@ void ct_tape_clear(void) {
 enum { ZERO_PAR_MIN = 1 << 16, ZERO_CHUNK = 1 << 14 };
 static void zero_floats(float *buf, int64_t n) {
   const int64_t chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
-  #pragma omp parallel for schedule(static) if (n >= ZERO_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= ZERO_PAR_MIN)
   for (int64_t c = 0; c < chunks; c++) {
     const int64_t lo = c * ZERO_CHUNK;
     const int64_t len = n - lo < ZERO_CHUNK ? n - lo : ZERO_CHUNK;
@@ -157,9 +160,8 @@ static bool grads_for_inputs(ct_node *n) {
 // tensor backward started from, which keeps its gradient.
 static bool grad_handed_over(ct_node *n, const ct_tensor *root) {
   ct_tensor *x = n->in[0], *y = n->out;
-  if (!(n->flags & CT_NODE_GRAD_IDENTITY) || n->n_in != 1 || y == root ||
-      !x || !x->requires_grad || x->grad || y->persistent ||
-      x->numel != y->numel)
+  if (!(n->flags & CT_NODE_GRAD_IDENTITY) || n->n_in != 1 || y == root || !x ||
+      !x->requires_grad || x->grad || y->persistent || x->numel != y->numel)
     return false;
   x->grad = y->grad;
   y->grad = NULL;

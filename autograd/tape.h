@@ -33,14 +33,14 @@ struct ct_node;
 typedef void (*ct_backward_fn)(struct ct_node *node);
 
 typedef struct ct_node {
-  const char *op;                       // op name, for messages
+  const char *op;  // op name, for messages
   ct_backward_fn backward;
   ct_tensor *out;
-  ct_tensor *in[CT_NODE_MAX_INPUTS];    // unused slots are NULL
+  ct_tensor *in[CT_NODE_MAX_INPUTS];  // unused slots are NULL
   int n_in;
-  void *saved;                          // op-specific state (arena memory)
-  struct ct_node *prev;                 // the node recorded before this one
-  unsigned flags;                       // CT_NODE_* below, set by the op
+  void *saved;           // op-specific state (arena memory)
+  struct ct_node *prev;  // the node recorded before this one
+  unsigned flags;        // CT_NODE_* below, set by the op
   // During backward only: bit i is set when in[i]'s gradient buffer was
   // just handed out uninitialized, so this backward must overwrite every
   // element of it instead of adding. Only inputs marked with
@@ -83,8 +83,9 @@ bool ct_tape_wants(int n_in, ct_tensor *const *in);
 // Appends a node for `out`, if ct_tape_wants; sets out->requires_grad. NULL
 // inputs are allowed (optional inputs such as a missing bias). Returns CT_OK,
 // or CT_ERR_NOMEM.
-ct_status ct_tape_record(const char *op, ct_backward_fn backward, ct_tensor *out,
-                         int n_in, ct_tensor *const *in, void *saved);
+ct_status ct_tape_record(const char *op, ct_backward_fn backward,
+                         ct_tensor *out, int n_in, ct_tensor *const *in,
+                         void *saved);
 // Nodes recorded and not yet consumed.
 int ct_tape_size(void);
 // Forgets all recorded nodes.

@@ -43,7 +43,7 @@ enum { B = 64, NH = 4, DH = 32 };
 typedef struct problem {
   int64_t T;
   bool causal;
-  float *q, *k, *v, *dout;  // (B,T,NH,Dh) for fused; permuted copies below
+  float *q, *k, *v, *dout;      // (B,T,NH,Dh) for fused; permuted copies below
   float *qh, *kh, *vh, *douth;  // (B,NH,T,Dh) for composed
 } problem;
 
@@ -78,8 +78,7 @@ static void problem_free(problem *p) {
 }
 
 static ct_tensor *leaf(const float *src, int64_t d1, int64_t d2) {
-  return ct_requires_grad(
-      ct_tensor_from(CT_F32, src, CT_SHAPE(B, d1, d2, DH)));
+  return ct_requires_grad(ct_tensor_from(CT_F32, src, CT_SHAPE(B, d1, d2, DH)));
 }
 
 typedef enum mode { FUSED_FWD, FUSED_FWDBWD, COMPOSED_FWDBWD } mode;
@@ -100,7 +99,8 @@ static pass_inputs pass_setup(const problem *p, mode m) {
     if (p->causal) {
       in.mask = ct_tensor_zeros(CT_F32, CT_SHAPE(T, T));
       for (int64_t i = 0; i < T; i++)
-        for (int64_t j = i + 1; j < T; j++) ct_f32(in.mask)[i * T + j] = -INFINITY;
+        for (int64_t j = i + 1; j < T; j++)
+          ct_f32(in.mask)[i * T + j] = -INFINITY;
     }
   } else {
     in.q = leaf(p->q, T, NH);
@@ -118,7 +118,7 @@ static bool pass_run(const problem *p, mode m, const pass_inputs *in) {
     ct_tensor *s = ct_matmul(in->q, in->k, false, true);  // (B,NH,T,T)
     s = ct_scale(s, 1.0f / sqrtf((float)DH));
     if (in->mask) s = ct_add(s, in->mask);
-    y = ct_matmul(ct_softmax(s), in->v, false, false);   // (B,NH,T,Dh)
+    y = ct_matmul(ct_softmax(s), in->v, false, false);  // (B,NH,T,Dh)
   } else {
     ct_attention_opts o = ct_attention_defaults();
     o.causal = p->causal;
@@ -191,17 +191,19 @@ int main(int argc, char **argv) {
         tfb[r] = time_pass(&p, FUSED_FWDBWD);
         tc[r] = time_pass(&p, COMPOSED_FWDBWD);
       }
-      double mf = bench_median(tf, reps) * 1e3, mfb = bench_median(tfb, reps) * 1e3,
+      double mf = bench_median(tf, reps) * 1e3,
+             mfb = bench_median(tfb, reps) * 1e3,
              mc = bench_median(tc, reps) * 1e3;
       double ef = extra_mb(&p, FUSED_FWDBWD);
       double ec = extra_mb(&p, COMPOSED_FWDBWD);
       double must = 5.0 * (double)(B * T * NH * DH) * 4.0 / 1048576.0;
-      printf("attention T=%lld causal=%d threads=%d fused_fwd_ms=%.2f "
-             "fused_fwdbwd_ms=%.2f composed_fwdbwd_ms=%.2f speedup=%.2f "
-             "fused_extra_mb=%.1f composed_extra_mb=%.1f mem_ratio=%.1f "
-             "fused_ws_mb=%.2f composed_ws_mb=%.1f ws_ratio=%.0f\n",
-             (long long)T, causal, threads, mf, mfb, mc, mc / mfb, ef, ec,
-             ec / ef, ef - must, ec - must, (ec - must) / (ef - must));
+      printf(
+          "attention T=%lld causal=%d threads=%d fused_fwd_ms=%.2f "
+          "fused_fwdbwd_ms=%.2f composed_fwdbwd_ms=%.2f speedup=%.2f "
+          "fused_extra_mb=%.1f composed_extra_mb=%.1f mem_ratio=%.1f "
+          "fused_ws_mb=%.2f composed_ws_mb=%.1f ws_ratio=%.0f\n",
+          (long long)T, causal, threads, mf, mfb, mc, mc / mfb, ef, ec, ec / ef,
+          ef - must, ec - must, (ec - must) / (ef - must));
       fflush(stdout);
       problem_free(&p);
     }

@@ -85,8 +85,7 @@ static void settle(bool quick) {
 }
 
 // Seconds per call of fn, timing `iters` calls per sample.
-static double sample(void (*fn)(const problem *), const problem *p,
-                     int iters) {
+static double sample(void (*fn)(const problem *), const problem *p, int iters) {
   double t0 = bench_now_s();
   for (int i = 0; i < iters; i++) fn(p);
   return (bench_now_s() - t0) / iters;
@@ -94,15 +93,14 @@ static double sample(void (*fn)(const problem *), const problem *p,
 
 // Median GFLOP/s of ctrain (`run`: fp32 or bf16) and, for fp32 and if built
 // with it, BLAS, interleaved.
-static void measure(const problem *p, bool quick,
-                    void (*run)(const problem *), double *ct_gflops,
-                    double *blas_gflops) {
+static void measure(const problem *p, bool quick, void (*run)(const problem *),
+                    double *ct_gflops, double *blas_gflops) {
   const shape *s = &p->s;
   double flops = 2.0 * (double)s->M * s->N * s->K * s->batch;
   double min_sample = quick ? 0.02 : 0.05;
   int nsamples = quick ? 3 : 5;
 
-  run(p); // warm up: packing buffers, threads, caches
+  run(p);  // warm up: packing buffers, threads, caches
   double t = sample(run, p, 1);
   int iters = t >= min_sample ? 1 : (int)(min_sample / t) + 1;
 
@@ -193,10 +191,11 @@ static void bench_shape(shape s, int threads, bool quick) {
     double g16, unused;
     ct_gemm_bf16_force_path(bf16_paths[i]);
     measure(&p, quick, run_bf16, &g16, &unused);
-    printf("gemm_bf16 M=%lld N=%lld K=%lld ta=%d tb=%d threads=%d path=%s "
-           "gflops=%.1f ratio=%.2f",
-           (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb,
-           threads, ct_gemm_bf16_path_name(bf16_paths[i]), g16, g16 / g);
+    printf(
+        "gemm_bf16 M=%lld N=%lld K=%lld ta=%d tb=%d threads=%d path=%s "
+        "gflops=%.1f ratio=%.2f",
+        (long long)s.M, (long long)s.N, (long long)s.K, s.ta, s.tb, threads,
+        ct_gemm_bf16_path_name(bf16_paths[i]), g16, g16 / g);
     if (s.batch > 1) printf(" batch=%lld", (long long)s.batch);
     printf("\n");
     fflush(stdout);
@@ -228,8 +227,13 @@ static void bench_scaling(shape s, int threads, bool quick) {
 
 static void warm_up(int threads, double seconds) {
   shape s = {128, 128, 128, 0, 0, 4};
-  problem p = {.s = s, .lda = 128, .ldb = 128, .ldc = 128,
-               .sa = 128 * 128, .sb = 128 * 128, .sc = 128 * 128};
+  problem p = {.s = s,
+               .lda = 128,
+               .ldb = 128,
+               .ldc = 128,
+               .sa = 128 * 128,
+               .sb = 128 * 128,
+               .sc = 128 * 128};
   size_t n = (size_t)(4 * 128 * 128);
   p.A = calloc(n, sizeof(float));
   p.B = calloc(n, sizeof(float));
@@ -271,8 +275,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--bf16") && i + 1 < argc) {
       bf16 = argv[++i];
     } else {
-      fprintf(stderr, "usage: bench_gemm [--threads N] [--quick] "
-                      "[--bf16 all|none|amx|avx512bf16|emulated]\n");
+      fprintf(stderr,
+              "usage: bench_gemm [--threads N] [--quick] "
+              "[--bf16 all|none|amx|avx512bf16|emulated]\n");
       return 2;
     }
   }

@@ -71,7 +71,7 @@ typedef struct bench_config {
   const char *name;
   const char *torch_script;  // relative to the source root
   const workload *work;
-  const void *cfg;           // the workload's own config struct
+  const void *cfg;  // the workload's own config struct
   ct_optim_config (*optimizer)(void);
   float lr;
 } bench_config;
@@ -80,15 +80,15 @@ typedef struct bench_config {
 
 typedef struct mt_config {
   ct_nn_seq2seq_config model;
-  int64_t B, S, T;   // batch, source length, target length
+  int64_t B, S, T;  // batch, source length, target length
   float label_smoothing;
 } mt_config;
 
 typedef struct mt_state {
   const mt_config *cfg;
   ct_nn_seq2seq model;
-  int32_t *src;     // (B,S)
-  int32_t *tgt;     // (B,T+1): tgt_in is [:, :T], tgt_out [:, 1:]
+  int32_t *src;               // (B,S)
+  int32_t *tgt;               // (B,T+1): tgt_in is [:, :T], tgt_out [:, 1:]
   int32_t *tgt_in, *tgt_out;  // (B,T) each
 } mt_state;
 
@@ -158,12 +158,21 @@ static ct_tensor *mt_loss(void *state, ct_nn_ctx *ctx) {
 
 static const workload mt_workload = {mt_build, mt_loss, mt_free};
 
-static const mt_config mt_toy_b64 = {
-    .model = {.src_vocab = 1000, .tgt_vocab = 1000, .d_model = 256,
-              .nhead = 4, .dim_feedforward = 1024, .encoder_layers = 3,
-              .decoder_layers = 3, .dropout = 0.1f, .activation = CT_NN_RELU,
-              .norm_first = false, .tie_output = true},
-    .B = 64, .S = 24, .T = 25, .label_smoothing = 0.1f};
+static const mt_config mt_toy_b64 = {.model = {.src_vocab = 1000,
+                                               .tgt_vocab = 1000,
+                                               .d_model = 256,
+                                               .nhead = 4,
+                                               .dim_feedforward = 1024,
+                                               .encoder_layers = 3,
+                                               .decoder_layers = 3,
+                                               .dropout = 0.1f,
+                                               .activation = CT_NN_RELU,
+                                               .norm_first = false,
+                                               .tie_output = true},
+                                     .B = 64,
+                                     .S = 24,
+                                     .T = 25,
+                                     .label_smoothing = 0.1f};
 
 // The translation recipe's optimizer: Adam, betas (0.9, 0.98), eps 1e-9.
 static ct_optim_config mt_optimizer(void) {
@@ -236,15 +245,15 @@ static ct_tensor *vit_loss(void *state, ct_nn_ctx *ctx) {
   const ct_nn_vit_config *m = &c->model;
   const int64_t B = c->B, K = m->num_classes;
   ct_tensor *x = ct_tensor_from(
-      CT_F32, s->images,
-      CT_SHAPE(B, m->in_channels, m->image_h, m->image_w));
+      CT_F32, s->images, CT_SHAPE(B, m->in_channels, m->image_h, m->image_w));
   ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(B));
   if (!x || !y) return NULL;
   ct_tensor *z_dist = NULL;
-  ct_tensor *z_cls = ct_nn_vit_forward(&s->model, ctx, x,
-                                       m->distilled ? &z_dist : NULL, NULL);
-  ct_nn_distill_opts d = {.kind = CT_NN_DISTILL_NONE, .alpha = 0.5f,
-                       .label_smoothing = c->label_smoothing};
+  ct_tensor *z_cls =
+      ct_nn_vit_forward(&s->model, ctx, x, m->distilled ? &z_dist : NULL, NULL);
+  ct_nn_distill_opts d = {.kind = CT_NN_DISTILL_NONE,
+                          .alpha = 0.5f,
+                          .label_smoothing = c->label_smoothing};
   ct_tensor *teacher = NULL;
   if (m->distilled) {
     d.kind = CT_NN_DISTILL_HARD;
@@ -265,23 +274,44 @@ static ct_optim_config vit_optimizer(void) {
 }
 
 // Dropout and drop path are 0, so both sides compute the same thing.
-static const vit_config vit_fmnist_b128 = {
-    .model = {.image_h = 28, .image_w = 28, .in_channels = 1, .patch = 4,
-              .dim = 128, .depth = 6, .heads = 4, .mlp_dim = 512,
-              .num_classes = 10, .distilled = false},
-    .B = 128, .label_smoothing = 0.1f};
+static const vit_config vit_fmnist_b128 = {.model = {.image_h = 28,
+                                                     .image_w = 28,
+                                                     .in_channels = 1,
+                                                     .patch = 4,
+                                                     .dim = 128,
+                                                     .depth = 6,
+                                                     .heads = 4,
+                                                     .mlp_dim = 512,
+                                                     .num_classes = 10,
+                                                     .distilled = false},
+                                           .B = 128,
+                                           .label_smoothing = 0.1f};
 
-static const vit_config vit_cifar_b64 = {
-    .model = {.image_h = 32, .image_w = 32, .in_channels = 3, .patch = 4,
-              .dim = 192, .depth = 6, .heads = 3, .mlp_dim = 768,
-              .num_classes = 10, .distilled = false},
-    .B = 64, .label_smoothing = 0.1f};
+static const vit_config vit_cifar_b64 = {.model = {.image_h = 32,
+                                                   .image_w = 32,
+                                                   .in_channels = 3,
+                                                   .patch = 4,
+                                                   .dim = 192,
+                                                   .depth = 6,
+                                                   .heads = 3,
+                                                   .mlp_dim = 768,
+                                                   .num_classes = 10,
+                                                   .distilled = false},
+                                         .B = 64,
+                                         .label_smoothing = 0.1f};
 
-static const vit_config deit_cifar_b64 = {
-    .model = {.image_h = 32, .image_w = 32, .in_channels = 3, .patch = 4,
-              .dim = 192, .depth = 6, .heads = 3, .mlp_dim = 768,
-              .num_classes = 10, .distilled = true},
-    .B = 64, .label_smoothing = 0.1f};
+static const vit_config deit_cifar_b64 = {.model = {.image_h = 32,
+                                                    .image_w = 32,
+                                                    .in_channels = 3,
+                                                    .patch = 4,
+                                                    .dim = 192,
+                                                    .depth = 6,
+                                                    .heads = 3,
+                                                    .mlp_dim = 768,
+                                                    .num_classes = 10,
+                                                    .distilled = true},
+                                          .B = 64,
+                                          .label_smoothing = 0.1f};
 
 // ---- the table ----------------------------------------------------------------
 
@@ -292,8 +322,8 @@ static const bench_config configs[] = {
      &vit_fmnist_b128, vit_optimizer, 5e-4f},
     {"vit_cifar_b64", "bench/ref/vit_step.py", &vit_workload, &vit_cifar_b64,
      vit_optimizer, 5e-4f},
-    {"deit_cifar_b64", "bench/ref/vit_step.py", &vit_workload,
-     &deit_cifar_b64, vit_optimizer, 5e-4f},
+    {"deit_cifar_b64", "bench/ref/vit_step.py", &vit_workload, &deit_cifar_b64,
+     vit_optimizer, 5e-4f},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -349,8 +379,9 @@ static double torch_ms(const bench_config *bc, const char *precision,
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "%s '%s/%s' --config %s --precision %s --threads %d --steps %d "
-           "2>&1", PYTHON, CT_SOURCE_ROOT, bc->torch_script, bc->name,
-           precision, threads, steps);
+           "2>&1",
+           PYTHON, CT_SOURCE_ROOT, bc->torch_script, bc->name, precision,
+           threads, steps);
   FILE *f = popen(cmd, "r");
   if (!f) return -1.0;
   char line[1024];
@@ -395,12 +426,13 @@ static int run_config(const bench_config *bc, const char *precision,
       snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
-    printf("step config=%s precision=%s threads=%d ctrain_ms=%.1f "
-           "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
-           "params_mb=%.1f\n",
-           bc->name, precision, threads, cms, torch_s, ratio_s,
-           (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
-           (double)ct_params_bytes(&tr.params) / (1 << 20));
+    printf(
+        "step config=%s precision=%s threads=%d ctrain_ms=%.1f "
+        "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
+        "params_mb=%.1f\n",
+        bc->name, precision, threads, cms, torch_s, ratio_s,
+        (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
+        (double)ct_params_bytes(&tr.params) / (1 << 20));
     fflush(stdout);
   } else {
     fprintf(stderr, "bench_step: %s: %s\n", bc->name,
@@ -414,9 +446,10 @@ static int run_config(const bench_config *bc, const char *precision,
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: bench_step [--threads N] [--steps N] "
-                  "[--config NAME] [--precision fp32|bf16|both] "
-                  "[--no-torch]\nconfigs:");
+  fprintf(stderr,
+          "usage: bench_step [--threads N] [--steps N] "
+          "[--config NAME] [--precision fp32|bf16|both] "
+          "[--no-torch]\nconfigs:");
   for (int i = 0; i < N_CONFIGS; i++) fprintf(stderr, " %s", configs[i].name);
   fprintf(stderr, "\n");
   return 2;
@@ -474,8 +507,8 @@ int main(int argc, char **argv) {
       fflush(NULL);
       pid_t pid = fork();
       if (pid == 0)
-        _exit(run_config(&configs[i], precisions[p], threads, steps,
-                         with_torch));
+        _exit(
+            run_config(&configs[i], precisions[p], threads, steps, with_torch));
       int status = 0;
       if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
           WEXITSTATUS(status) != 0) {

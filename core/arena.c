@@ -29,7 +29,10 @@ static block *block_new(size_t size, block *prev) {
   block *b = malloc(sizeof *b);
   if (!b) return NULL;
   b->mem = aligned_alloc(ARENA_ALIGN, size);
-  if (!b->mem) { free(b); return NULL; }
+  if (!b->mem) {
+    free(b);
+    return NULL;
+  }
   b->prev = prev;
   b->size = size;
   b->used = 0;

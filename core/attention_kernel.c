@@ -50,10 +50,10 @@ ct_status ct_attention_check(const ct_attn_params *p) {
   if (p->key_lengths)
     for (int64_t b = 0; b < p->B; b++)
       if (p->key_lengths[b] < 0 || p->key_lengths[b] > p->Tk)
-        return ct_error(CT_ERR_INDEX,
-                        "attention: key_lengths[%lld] = %d outside [0, Tk=%lld]",
-                        (long long)b, (int)p->key_lengths[b],
-                        (long long)p->Tk);
+        return ct_error(
+            CT_ERR_INDEX,
+            "attention: key_lengths[%lld] = %d outside [0, Tk=%lld]",
+            (long long)b, (int)p->key_lengths[b], (long long)p->Tk);
   return CT_OK;
 }
 
@@ -93,10 +93,10 @@ ATTN_INLINE float attn_exp(float x) {
 
 typedef struct tile {
   int mq, nk;
-  const int *lim;        // (mq) visible columns per row
-  const float *bias;     // row r at bias + r * bias_ld, or NULL
+  const int *lim;     // (mq) visible columns per row
+  const float *bias;  // row r at bias + r * bias_ld, or NULL
   int64_t bias_ld;
-  const float *kadd;     // (nk) 0 / -inf, or NULL
+  const float *kadd;  // (nk) 0 / -inf, or NULL
 } tile;
 
 // Scores -> masked logits in place: x = s + bias + kadd, -inf past lim.
@@ -199,8 +199,7 @@ ATTN_INLINE void bwd_tile_impl(const tile *t, float *restrict s,
 // scratch words.
 ATTN_INLINE void keep_row_impl(uint64_t seed, uint64_t stream, uint64_t first,
                                int n, float thr, float inv,
-                               uint32_t *restrict words,
-                               float *restrict keep) {
+                               uint32_t *restrict words, float *restrict keep) {
   const uint64_t g0 = first >> 2;
   const int ng = (int)(((first + (uint64_t)n - 1) >> 2) - g0 + 1);
   ct_philox_blocks(seed, stream, g0, ng, words);
@@ -217,50 +216,47 @@ typedef void (*fwd_tile_fn)(const tile *, float *, float *, float *, float *,
 typedef void (*bwd_tile_fn)(const tile *, float *, float *, const float *,
                             const float *, const float *);
 
-static void fwd_tile_base(const tile *t, float *s, float *m, float *l,
-                          float *o, int64_t dh) {
+static void fwd_tile_base(const tile *t, float *s, float *m, float *l, float *o,
+                          int64_t dh) {
   fwd_tile_impl(t, s, m, l, o, dh);
 }
 static void bwd_tile_base(const tile *t, float *s, float *dp, const float *lse,
                           const float *delta, const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
 }
-static void keep_row_base(uint64_t seed, uint64_t stream, uint64_t first,
-                          int n, float thr, float inv, uint32_t *words,
-                          float *keep) {
+static void keep_row_base(uint64_t seed, uint64_t stream, uint64_t first, int n,
+                          float thr, float inv, uint32_t *words, float *keep) {
   keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 #define ATTN_X86 1
-__attribute__((target("avx2,fma"))) static void
-fwd_tile_avx2(const tile *t, float *s, float *m, float *l, float *o,
-              int64_t dh) {
+__attribute__((target("avx2,fma"))) static void fwd_tile_avx2(
+    const tile *t, float *s, float *m, float *l, float *o, int64_t dh) {
   fwd_tile_impl(t, s, m, l, o, dh);
 }
-__attribute__((target("avx2,fma"))) static void
-bwd_tile_avx2(const tile *t, float *s, float *dp, const float *lse,
-              const float *delta, const float *keep) {
+__attribute__((target("avx2,fma"))) static void bwd_tile_avx2(
+    const tile *t, float *s, float *dp, const float *lse, const float *delta,
+    const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
 }
-__attribute__((target("avx2,fma"))) static void
-keep_row_avx2(uint64_t seed, uint64_t stream, uint64_t first, int n, float thr,
-              float inv, uint32_t *words, float *keep) {
+__attribute__((target("avx2,fma"))) static void keep_row_avx2(
+    uint64_t seed, uint64_t stream, uint64_t first, int n, float thr, float inv,
+    uint32_t *words, float *keep) {
   keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
 }
-__attribute__((target("avx512f"))) static void
-fwd_tile_avx512(const tile *t, float *s, float *m, float *l, float *o,
-                int64_t dh) {
+__attribute__((target("avx512f"))) static void fwd_tile_avx512(
+    const tile *t, float *s, float *m, float *l, float *o, int64_t dh) {
   fwd_tile_impl(t, s, m, l, o, dh);
 }
-__attribute__((target("avx512f"))) static void
-bwd_tile_avx512(const tile *t, float *s, float *dp, const float *lse,
-                const float *delta, const float *keep) {
+__attribute__((target("avx512f"))) static void bwd_tile_avx512(
+    const tile *t, float *s, float *dp, const float *lse, const float *delta,
+    const float *keep) {
   bwd_tile_impl(t, s, dp, lse, delta, keep);
 }
-__attribute__((target("avx512f"))) static void
-keep_row_avx512(uint64_t seed, uint64_t stream, uint64_t first, int n,
-                float thr, float inv, uint32_t *words, float *keep) {
+__attribute__((target("avx512f"))) static void keep_row_avx512(
+    uint64_t seed, uint64_t stream, uint64_t first, int n, float thr, float inv,
+    uint32_t *words, float *keep) {
   keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
 }
 #endif
@@ -342,7 +338,8 @@ static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
   const float inv = 1.0f / (1.0f - p->dropout_p);
   const float thr = p->dropout_p * 16777216.0f;
   for (int r = 0; r < mq; r++) {
-    uint64_t first = (uint64_t)(((b * p->NH + h) * p->Tq + i0 + r) * p->Tk + j0);
+    uint64_t first =
+        (uint64_t)(((b * p->NH + h) * p->Tq + i0 + r) * p->Tk + j0);
     isa->keep(p->dropout_seed, p->dropout_stream, first, nk, thr, inv, words,
               keep + (int64_t)r * BK);
   }
@@ -354,8 +351,8 @@ static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 // transposed, so that q K^T and dO V^T become products with a row-major
 // right operand, which ct_gemm reads in place instead of transposing it on
 // every call. Bands of 16 rows keep the strided reads in a few cache lines.
-static void transpose_rows(const float *src, int64_t rs, int64_t n,
-                           int64_t dh, float *restrict dst, int64_t ld) {
+static void transpose_rows(const float *src, int64_t rs, int64_t n, int64_t dh,
+                           float *restrict dst, int64_t ld) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nj = n - j0 < 16 ? n - j0 : 16;
     for (int64_t d = 0; d < dh; d++) {
@@ -420,12 +417,15 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
 
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb, p->q.row, kt + j0, ldkt,
-            0.0f, w->s, BK);
+    ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb,
+                    p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
-    tile t = {.mq = mq, .nk = nk, .lim = w->lim,
+    tile t = {.mq = mq,
+              .nk = nk,
+              .lim = w->lim,
               .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
-              .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
+              .bias_ld = p->Tk,
+              .kadd = kadd ? kadd + j0 : NULL};
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
     if (p->dropout_p > 0.0f) {
       // l sums the undropped weights; the 1/(1-p) is applied at the end.
@@ -437,8 +437,8 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, 1.0f, w->s, BK, vb + j0 * p->v.row,
-            p->v.row, 1.0f, w->o, Dh);
+    ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, 1.0f, w->s, BK,
+                    vb + j0 * p->v.row, p->v.row, 1.0f, w->o, Dh);
   }
 
   const float drop_scale =
@@ -461,9 +461,9 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
 
 // Query blocks [qb0, qb1) of (b, h): transposes the keys they see once.
 static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
-                     const float *q, const float *k, const float *v,
-                     float *out, float *lse, int64_t b, int64_t h,
-                     int64_t qb0, int64_t qb1, fwd_ws *w) {
+                     const float *q, const float *k, const float *v, float *out,
+                     float *lse, int64_t b, int64_t h, int64_t qb0, int64_t qb1,
+                     fwd_ws *w) {
   const int64_t i_last = qb1 * BQ < p->Tq ? qb1 * BQ : p->Tq;
   const int64_t last0 = (qb1 - 1) * BQ;
   int64_t kend = block_key_end(p, b, last0, i_last - last0);
@@ -473,8 +473,7 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
                  w->kt, ldkt);
   const float *kadd = key_add(p, b, w->kadd);
   for (int64_t qb = qb0; qb < qb1; qb++)
-    fwd_qblock(p, isa, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd,
-               w);
+    fwd_qblock(p, isa, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd, w);
 }
 
 // Threads for a problem: one for tiny ones (gradient checks, decoding steps),
@@ -540,8 +539,8 @@ typedef struct bwd_ws {
 } bwd_ws;
 
 static size_t bwd_ws_floats(const ct_attn_params *p) {
-  return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p) +
-                  BK + 16);
+  return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p) + BK +
+                  16);
 }
 
 static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
@@ -592,12 +591,12 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const int64_t ldt = kt_ld(p);
   transpose_rows(kh, p->k.row, len, Dh, w->kt, ldt);
   transpose_rows(vh, p->v.row, len, Dh, w->vt, ldt);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DQ ? dqh : NULL, p->q.row,
-            p->Tq, Dh);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DK ? dkh : NULL, p->k.row,
-            p->Tk, Dh);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DV ? dvh : NULL, p->v.row,
-            p->Tk, Dh);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DQ ? dqh : NULL, p->q.row, p->Tq,
+            Dh);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DK ? dkh : NULL, p->k.row, p->Tk,
+            Dh);
+  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DV ? dvh : NULL, p->v.row, p->Tk,
+            Dh);
 
   for (int64_t i0 = 0; i0 < p->Tq; i0 += BQ) {
     const int mq = imin64(BQ, p->Tq - i0);
@@ -615,28 +614,31 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb, p->q.row, w->kt + j0,
-              ldt, 0.0f, w->s, BK);
-      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, 1.0f, dob, p->out.row, w->vt + j0,
-              ldt, 0.0f, w->dp, BK);
+      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb,
+                      p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
+      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, 1.0f, dob,
+                      p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
-      tile t = {.mq = mq, .nk = nk, .lim = w->lim,
-                .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0
-                                : NULL,
-                .bias_ld = p->Tk, .kadd = kadd ? kadd + j0 : NULL};
+      tile t = {
+          .mq = mq,
+          .nk = nk,
+          .lim = w->lim,
+          .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
+          .bias_ld = p->Tk,
+          .kadd = kadd ? kadd + j0 : NULL};
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
-        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, 1.0f, w->s, BK, dob, p->out.row,
-                1.0f, dvh + j0 * p->v.row, p->v.row);
+        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, 1.0f, w->s, BK,
+                        dob, p->out.row, 1.0f, dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, p->scale, w->dp, BK,
-                kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
-                p->q.row);
+        ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, p->scale, w->dp,
+                        BK, kh + j0 * p->k.row, p->k.row, 1.0f,
+                        dqh + i0 * p->q.row, p->q.row);
       if (dkh)
-        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, p->scale, w->dp, BK, qb, p->q.row,
-                1.0f, dkh + j0 * p->k.row, p->k.row);
+        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, p->scale, w->dp,
+                        BK, qb, p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
         for (int r = 0; r < mq; r++) {

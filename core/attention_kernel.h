@@ -68,8 +68,8 @@ static inline ct_attn_layout ct_attn_layout_bthd(int64_t T, int64_t NH,
 // by 0, NH*Dh or 2*NH*Dh).
 static inline ct_attn_layout ct_attn_layout_qkv(int64_t T, int64_t NH,
                                                 int64_t Dh) {
-  return (ct_attn_layout){.batch = 3 * T * NH * Dh, .row = 3 * NH * Dh,
-                          .head = Dh};
+  return (ct_attn_layout){
+      .batch = 3 * T * NH * Dh, .row = 3 * NH * Dh, .head = Dh};
 }
 
 typedef struct ct_attn_params {

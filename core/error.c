@@ -9,16 +9,16 @@ static _Thread_local ct_status last_status = CT_OK;
 static _Thread_local char last_message[1024];
 
 static const char *const status_names[] = {
-  [CT_OK] = "ok",
-  [CT_ERR_ARG] = "invalid argument",
-  [CT_ERR_SHAPE] = "shape mismatch",
-  [CT_ERR_DTYPE] = "wrong dtype",
-  [CT_ERR_INDEX] = "index out of range",
-  [CT_ERR_NOMEM] = "out of memory",
-  [CT_ERR_IO] = "i/o error",
-  [CT_ERR_FORMAT] = "malformed input",
-  [CT_ERR_STATE] = "invalid state",
-  [CT_ERR_NUMERIC] = "non-finite value",
+    [CT_OK] = "ok",
+    [CT_ERR_ARG] = "invalid argument",
+    [CT_ERR_SHAPE] = "shape mismatch",
+    [CT_ERR_DTYPE] = "wrong dtype",
+    [CT_ERR_INDEX] = "index out of range",
+    [CT_ERR_NOMEM] = "out of memory",
+    [CT_ERR_IO] = "i/o error",
+    [CT_ERR_FORMAT] = "malformed input",
+    [CT_ERR_STATE] = "invalid state",
+    [CT_ERR_NUMERIC] = "non-finite value",
 };
 _Static_assert(sizeof status_names / sizeof status_names[0] == CT_STATUS_COUNT,
                "status_names must have one entry per ct_status");

@@ -10,15 +10,15 @@
 
 typedef enum ct_status {
   CT_OK = 0,
-  CT_ERR_ARG,     // an argument is out of its allowed range or inconsistent
-  CT_ERR_SHAPE,   // tensor shapes do not fit together
-  CT_ERR_DTYPE,   // a tensor has the wrong element type
-  CT_ERR_INDEX,   // an index (token id, label, slice bound) is out of range
-  CT_ERR_NOMEM,   // an allocation failed
-  CT_ERR_IO,      // a file could not be opened, read or written
-  CT_ERR_FORMAT,  // a file's contents are malformed
-  CT_ERR_STATE,   // the call is not valid in the current state (e.g. no tape)
-  CT_ERR_NUMERIC, // a non-finite value where a finite one is required
+  CT_ERR_ARG,      // an argument is out of its allowed range or inconsistent
+  CT_ERR_SHAPE,    // tensor shapes do not fit together
+  CT_ERR_DTYPE,    // a tensor has the wrong element type
+  CT_ERR_INDEX,    // an index (token id, label, slice bound) is out of range
+  CT_ERR_NOMEM,    // an allocation failed
+  CT_ERR_IO,       // a file could not be opened, read or written
+  CT_ERR_FORMAT,   // a file's contents are malformed
+  CT_ERR_STATE,    // the call is not valid in the current state (e.g. no tape)
+  CT_ERR_NUMERIC,  // a non-finite value where a finite one is required
   CT_STATUS_COUNT
 } ct_status;
 

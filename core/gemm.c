@@ -143,43 +143,42 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
                      int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
-                                 lda, stride_a, B, ldb, stride_b, C, ldc,
-                                 stride_c, batch, NULL, NULL});
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
+                                 stride_a, B, ldb, stride_b, C, ldc, stride_c,
+                                 batch, NULL, NULL});
 }
 
 void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
                      int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb,
                      float beta, float *C, int64_t ldc) {
-  dispatch(mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
-                                lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+  dispatch(mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
+                                0, B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
 }
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B,
              int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
-                  beta, C, ldc);
+  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                  C, ldc);
 }
 
-void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                  int64_t K, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, const float *bias, float *C, int64_t ldc) {
+void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A,
-                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda,
+                                 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
 }
 
-void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                   int64_t K, float alpha, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, float beta, float *C,
-                   int64_t ldc, float *a_sums) {
+void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B,
+                   int64_t ldb, float beta, float *C, int64_t ldc,
+                   float *a_sums) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
-                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL,
-                                 a_sums});
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
+                                 0, B, ldb, 0, C, ldc, 0, 1, NULL, a_sums});
 }
 
 // The bf16 entry points: bf16 whatever the session's precision, on its
@@ -196,23 +195,23 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A,
-                                 lda, stride_a, B, ldb, stride_b, C, ldc,
-                                 stride_c, batch, NULL, NULL});
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
+                                 stride_a, B, ldb, stride_b, C, ldc, stride_c,
+                                 batch, NULL, NULL});
 }
 
 void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B,
                        int64_t ldb, const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A,
-                                 lda, 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
+  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda,
+                                 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
-                  beta, C, ldc);
+  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                  C, ldc);
 }

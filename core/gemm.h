@@ -36,19 +36,19 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
 // as filling C with the bias rows and calling ct_gemm with alpha 1, beta 1
 // (each element is bias + its first K block, then the later blocks), but C
 // is never read: the micro-kernel takes the bias where it would load C.
-void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                  int64_t K, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, const float *bias, float *C, int64_t ldc);
+void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  const float *bias, float *C, int64_t ldc);
 
 // ct_gemm, and a_sums (M) += the row sums of op(A): a_sums[i] += the sum
 // over k of op(A)[i][k], taken in float from 0 with k in order (so for A
 // stored transposed, the column sums of A (K,M) as the bias gradient of a
 // linear wants them). A stored transposed is summed from the panels the
 // product packs anyway, instead of being read again.
-void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N,
-                   int64_t K, float alpha, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, float beta, float *C,
-                   int64_t ldc, float *a_sums);
+void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B,
+                   int64_t ldb, float beta, float *C, int64_t ldc,
+                   float *a_sums);
 
 // Micro-kernel selection. AUTO picks the best the CPU supports at run time;
 // the others force a path (tests use this to cover the fallbacks). Forcing a

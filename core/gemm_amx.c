@@ -17,7 +17,7 @@
 //
 // Compiled with function target attributes (no global -march).
 #ifndef _DEFAULT_SOURCE
-#define _DEFAULT_SOURCE // syscall()
+#define _DEFAULT_SOURCE  // syscall()
 #endif
 #include "core/gemm_bf16_kernels.h"
 
@@ -53,7 +53,7 @@ static void amx_probe(void) {
   if (!__builtin_cpu_supports("avx512f") || __get_cpuid_max(0, NULL) < 7)
     return;
   __cpuid(1, a, b, c, d);
-  if (!((c >> 27) & 1u)) return; // OSXSAVE
+  if (!((c >> 27) & 1u)) return;  // OSXSAVE
   __cpuid_count(7, 0, a, b, c, d);
   if (!((d >> 22) & 1u) || !((d >> 24) & 1u)) return;
   uint64_t xcr0 = xgetbv0();
@@ -91,10 +91,10 @@ static TARGET void amx_end(void) { _tile_release(); }
 // The whole tile; `two` (a compile-time constant at each call) says whether
 // rows 16..31 of A are used. Blocks of at most 16 rows skip them; the other
 // rows' arithmetic is the same either way.
-static inline __attribute__((always_inline)) TARGET void
-tile(int64_t kp, const uint16_t *pa, int64_t lda_p, const uint16_t *pb,
-     float *acc, int two) {
-  const int64_t sa = lda_p * 2, sb = NR * 4; // bytes between rows
+static inline __attribute__((always_inline)) TARGET void tile(
+    int64_t kp, const uint16_t *pa, int64_t lda_p, const uint16_t *pb,
+    float *acc, int two) {
+  const int64_t sa = lda_p * 2, sb = NR * 4;  // bytes between rows
   // gcc's _tile_loadd does not tell the compiler that it reads memory: the
   // barrier keeps every store to the panels before the loads.
   __asm__ volatile("" ::: "memory");
@@ -162,8 +162,15 @@ static TARGET void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 // block (KC x NC bf16, 1 MiB) in L2: NC 1024 covers the widest linears of
 // the models here (N 576..1024) in one block, so A is packed once.
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_amx = {
-    .mr = MR, .nr = NR, .kgran = 32, .mc = MR * 4, .kc = 512, .nc = 1024,
-    .kernel = kernel, .begin = amx_begin, .end = amx_end,
+    .mr = MR,
+    .nr = NR,
+    .kgran = 32,
+    .mc = MR * 4,
+    .kc = 512,
+    .nc = 1024,
+    .kernel = kernel,
+    .begin = amx_begin,
+    .end = amx_end,
     .round_row = ct_bf16_round_row_cvt,
     .pair_rows = ct_bf16_pair_rows_cvt,
     .transpose_words = ct_bf16_transpose_words_avx512};

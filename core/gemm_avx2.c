@@ -22,10 +22,10 @@ static TARGET inline void store_row(float *c, const float *in, __m256 acc,
                                     __m256i mask, int full, __m256 alpha,
                                     __m256 beta, int beta_zero) {
   if (full) {
-    __m256 r = beta_zero ? _mm256_mul_ps(alpha, acc)
-                         : _mm256_fmadd_ps(alpha, acc,
-                                           _mm256_mul_ps(beta,
-                                                         _mm256_loadu_ps(in)));
+    __m256 r = beta_zero
+                   ? _mm256_mul_ps(alpha, acc)
+                   : _mm256_fmadd_ps(alpha, acc,
+                                     _mm256_mul_ps(beta, _mm256_loadu_ps(in)));
     _mm256_storeu_ps(c, r);
   } else {
     __m256 r = beta_zero
@@ -89,10 +89,15 @@ static TARGET void kernel_6x16(int64_t kc, const float *restrict pa,
   }
 }
 
-const ct_gemm_arch ct_gemm_arch_avx2 = {
-    .mr = MR, .nr = NR, .mc = 6 * 24, .kc = 256, .nc = 1024,
-    .kernel = kernel_6x16, .kernel_rows = NULL, .masked_b = 0,
-    .copy_rows = NULL};
+const ct_gemm_arch ct_gemm_arch_avx2 = {.mr = MR,
+                                        .nr = NR,
+                                        .mc = 6 * 24,
+                                        .kc = 256,
+                                        .nc = 1024,
+                                        .kernel = kernel_6x16,
+                                        .kernel_rows = NULL,
+                                        .masked_b = 0,
+                                        .copy_rows = NULL};
 
 #else
 const ct_gemm_arch ct_gemm_arch_avx2 = {0};

@@ -42,11 +42,10 @@
 // straight-line loop.
 INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
                         int rows, const float *restrict pb, int64_t rsb,
-                        int masked, float *restrict c, int64_t ldc,
-                        float alpha, float beta, int m, int n,
-                        const float *bias) {
+                        int masked, float *restrict c, int64_t ldc, float alpha,
+                        float beta, int m, int n, const float *bias) {
   __mmask16 mask0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
-  __mmask16 mask1 = n >= 32   ? (__mmask16)0xFFFF
+  __mmask16 mask1 = n >= 32  ? (__mmask16)0xFFFF
                     : n > 16 ? (__mmask16)((1u << (n - 16)) - 1)
                              : (__mmask16)0;
   __m512 acc[MR][2];
@@ -90,9 +89,9 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
   for (int i = 0; i < MR; i++) {
     if (i < m) {
       ct_avx512_store_row(c + i * ldc, in + i * ldin, acc[i][0], mask0, va, vb,
-                beta_zero);
-      ct_avx512_store_row(c + i * ldc + 16, in + i * ldin + 16, acc[i][1], mask1, va,
-                vb, beta_zero);
+                          beta_zero);
+      ct_avx512_store_row(c + i * ldc + 16, in + i * ldin + 16, acc[i][1],
+                          mask1, va, vb, beta_zero);
     }
   }
 }
@@ -120,10 +119,10 @@ static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
 
 // Packing helper (see ct_gemm_copy_fn): one or two masked vector copies per
 // row instead of a scalar loop; the mask also writes the zero padding.
-static TARGET void copy_rows(const float *src, int64_t lds, int64_t rows,
-                             int w, float *dst, int width) {
+static TARGET void copy_rows(const float *src, int64_t lds, int64_t rows, int w,
+                             float *dst, int width) {
   __mmask16 m0 = w >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << w) - 1);
-  __mmask16 m1 = w >= 32   ? (__mmask16)0xFFFF
+  __mmask16 m1 = w >= 32  ? (__mmask16)0xFFFF
                  : w > 16 ? (__mmask16)((1u << (w - 16)) - 1)
                           : (__mmask16)0;
   if (width <= 16) {
@@ -175,8 +174,8 @@ INLINE TARGET void transpose16(__m512 r[16]) {
 // B rows go through registers (masked loads cover the depth tail; missing
 // rows load as zeros, which is the padding) instead of one scalar store per
 // element with a stride of the panel width.
-static TARGET void pack_bt(const float *src, int64_t ldb, int64_t kc,
-                           int cols, float *dst, int width) {
+static TARGET void pack_bt(const float *src, int64_t ldb, int64_t kc, int cols,
+                           float *dst, int width) {
   if (width % 16 != 0) {  // not this file's panels; kept general
     for (int j = 0; j < width; j++)
       for (int64_t k = 0; k < kc; k++)
@@ -200,10 +199,16 @@ static TARGET void pack_bt(const float *src, int64_t ldb, int64_t kc,
   }
 }
 
-const ct_gemm_arch ct_gemm_arch_avx512 = {
-    .mr = MR, .nr = NR, .mc = AVX512_MC, .kc = AVX512_KC, .nc = AVX512_NC,
-    .kernel = kernel_kmajor, .kernel_rows = kernel_rows, .masked_b = 1,
-    .copy_rows = copy_rows, .pack_bt = pack_bt};
+const ct_gemm_arch ct_gemm_arch_avx512 = {.mr = MR,
+                                          .nr = NR,
+                                          .mc = AVX512_MC,
+                                          .kc = AVX512_KC,
+                                          .nc = AVX512_NC,
+                                          .kernel = kernel_kmajor,
+                                          .kernel_rows = kernel_rows,
+                                          .masked_b = 1,
+                                          .copy_rows = copy_rows,
+                                          .pack_bt = pack_bt};
 
 #else
 const ct_gemm_arch ct_gemm_arch_avx512 = {0};

@@ -122,10 +122,9 @@ INLINE TARGET_F void transpose16(const uint32_t *src, int64_t lds, int rows,
     __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
     __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
     __m512i v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-    const __m512i out[4] = {_mm512_shuffle_i32x4(v0, v2, 0x88),
-                            _mm512_shuffle_i32x4(v0, v2, 0xdd),
-                            _mm512_shuffle_i32x4(v1, v3, 0x88),
-                            _mm512_shuffle_i32x4(v1, v3, 0xdd)};
+    const __m512i out[4] = {
+        _mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xdd),
+        _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xdd)};
     for (int l = 0; l < 4; l++)
       if (4 * l + c < cols)
         _mm512_mask_storeu_epi32(dst + (4 * l + c) * ldd, rm, out[l]);
@@ -137,10 +136,9 @@ TARGET_F void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
                                              uint32_t *dst, int64_t ldd) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16)
     for (int64_t c0 = 0; c0 < cols; c0 += 16)
-      transpose16(src + r0 * lds + c0, lds,
-                  (int)(rows - r0 < 16 ? rows - r0 : 16),
-                  (int)(cols - c0 < 16 ? cols - c0 : 16),
-                  dst + c0 * ldd + r0, ldd);
+      transpose16(
+          src + r0 * lds + c0, lds, (int)(rows - r0 < 16 ? rows - r0 : 16),
+          (int)(cols - c0 < 16 ? cols - c0 : 16), dst + c0 * ldd + r0, ldd);
 }
 
 // The same packing with the conversion instruction (vcvtne2ps2bf16), for the
@@ -168,9 +166,9 @@ TARGET_CVT void ct_bf16_pair_rows_cvt(const float *r0, const float *r1,
                                       int64_t n, uint16_t *dst) {
   // Word j of the result is (r0[j], r1[j]): 16-bit element 2j from the
   // first half of the conversion (r0), 2j + 1 from the second (r1).
-  const __m512i idx = _mm512_set_epi16(
-      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-      22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11,
+                                       26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int64_t j = 0; j < n; j += 16) {
     __mmask16 m = tail_mask(n - j);
     __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
@@ -215,9 +213,9 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
   for (int i = 0; i < MR; i++) {
     if (i < m) {
       ct_avx512_store_row(c + i * ldc, old + i * ldo, acc[i][0], mask0, va, vb,
-                beta_zero);
-      ct_avx512_store_row(c + i * ldc + 16, old + i * ldo + 16, acc[i][1], mask1, va,
-                vb, beta_zero);
+                          beta_zero);
+      ct_avx512_store_row(c + i * ldc + 16, old + i * ldo + 16, acc[i][1],
+                          mask1, va, vb, beta_zero);
     }
   }
 }
@@ -225,8 +223,14 @@ static TARGET_BF16 void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 // Blocking: the A panel (14 x KC bf16, 14 KiB) stays in L1 and the packed B
 // block (KC x NC bf16, 1 MiB) in L2.
 const ct_gemm_bf16_arch ct_gemm_bf16_arch_avx512bf16 = {
-    .mr = MR, .nr = NR, .kgran = 2, .mc = MR * 12, .kc = 512, .nc = 1024,
-    .kernel = kernel, .round_row = ct_bf16_round_row_cvt,
+    .mr = MR,
+    .nr = NR,
+    .kgran = 2,
+    .mc = MR * 12,
+    .kc = 512,
+    .nc = 1024,
+    .kernel = kernel,
+    .round_row = ct_bf16_round_row_cvt,
     .pair_rows = ct_bf16_pair_rows_cvt,
     .transpose_words = ct_bf16_transpose_words_avx512};
 

@@ -78,9 +78,8 @@ static ct_bf16_pair_fn pairer(const ct_gemm_bf16_arch *arch) {
 // rows of pair words (tmp: kc/2 rows of mc words), which one transpose of
 // words then turns into the panel rows.
 static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
-                   int64_t lda, int64_t i0, int64_t k0, int64_t mc,
-                   int64_t kc, int64_t kp, int64_t lda_p, uint16_t *dst,
-                   uint16_t *tmp) {
+                   int64_t lda, int64_t i0, int64_t k0, int64_t mc, int64_t kc,
+                   int64_t kp, int64_t lda_p, uint16_t *dst, uint16_t *tmp) {
   const int mr = arch->mr;
   const int64_t panels = (mc + mr - 1) / mr;
   if (!trans) {
@@ -117,8 +116,8 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
 // rows of a panel are rounded (tmp: nr rows of kp values, zero rows past
 // nc), and a transpose of words makes them the panel's columns.
 static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
-                   int64_t ldb, int64_t k0, int64_t j0, int64_t kc,
-                   int64_t nc, int64_t kp, uint16_t *dst, uint16_t *tmp) {
+                   int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
+                   int64_t kp, uint16_t *dst, uint16_t *tmp) {
   const int nr = arch->nr;
   const int64_t panels = (nc + nr - 1) / nr, panel = kp * nr;
   if (!trans) {
@@ -171,11 +170,11 @@ static int64_t k_block(const ct_gemm_bf16_arch *arch, int64_t K) {
 // Per-thread packing buffers for one call, sized for the largest blocks.
 typedef struct buffers {
   int64_t kb, lda_p, mc_max, nc_max;
-  size_t pa, pb, tmp, slot; // uint16_t counts; slot = all three, 64 B aligned
+  size_t pa, pb, tmp, slot;  // uint16_t counts; slot = all three, 64 B aligned
 } buffers;
 
-static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M,
-                            int64_t N, int64_t K) {
+static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M, int64_t N,
+                            int64_t K) {
   buffers b;
   b.kb = k_block(arch, K);
   // Rows of A start 64-byte aligned and are not 4 KiB apart, so the rows of
@@ -197,9 +196,9 @@ static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M,
 // where A, B, C and bias already point at the sub-problem's first
 // row/column; buf is one thread's slot.
 static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
-                       const buffers *bs, int64_t m, int64_t n,
-                       const float *A, const float *B, const float *bias,
-                       float *C, uint16_t *buf) {
+                       const buffers *bs, int64_t m, int64_t n, const float *A,
+                       const float *B, const float *bias, float *C,
+                       uint16_t *buf) {
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = bs->kb, lda_p = bs->lda_p;
   uint16_t *pa = buf, *pb = buf + bs->pa, *tmp = pb + bs->pb;
@@ -264,8 +263,8 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
 // Task t of the grid (one rectangle of one matrix) on thread `thread`,
 // which packs into its own slot of bufs (NULL: out of memory, unpacked).
 static void run_task(const ct_gemm_bf16_arch *arch, const operands *op,
-                     const ct_gemm_grid *g, const buffers *bs,
-                     uint16_t *bufs, int64_t t, int thread) {
+                     const ct_gemm_grid *g, const buffers *bs, uint16_t *bufs,
+                     int64_t t, int thread) {
   const ct_gemm_rect r = ct_gemm_grid_rect(g, op, t);
   const int64_t m = r.i1 - r.i0, n = r.j1 - r.j0;
   float *c = op->C + r.b * op->stride_c + r.i0 * op->ldc + r.j0;

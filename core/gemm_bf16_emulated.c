@@ -93,7 +93,8 @@ static TARGET void kernel_avx2(int64_t kp, const uint16_t *pa, int64_t lda_p,
       r0 = _mm256_fmadd_ps(va, acc[i][0],
                            _mm256_mul_ps(vb, _mm256_maskload_ps(prev, mask0)));
       r1 = _mm256_fmadd_ps(
-          va, acc[i][1], _mm256_mul_ps(vb, _mm256_maskload_ps(prev + 8, mask1)));
+          va, acc[i][1],
+          _mm256_mul_ps(vb, _mm256_maskload_ps(prev + 8, mask1)));
     }
     _mm256_maskstore_ps(row, mask0, r0);
     _mm256_maskstore_ps(row + 8, mask1, r1);
@@ -112,6 +113,10 @@ static void kernel(int64_t kp, const uint16_t *pa, int64_t lda_p,
 #define kernel kernel_scalar
 #endif
 
-const ct_gemm_bf16_arch ct_gemm_bf16_arch_emulated = {
-    .mr = MR, .nr = NR, .kgran = 2, .mc = MR * 32, .kc = 256, .nc = 1024,
-    .kernel = kernel};
+const ct_gemm_bf16_arch ct_gemm_bf16_arch_emulated = {.mr = MR,
+                                                      .nr = NR,
+                                                      .kgran = 2,
+                                                      .mc = MR * 32,
+                                                      .kc = 256,
+                                                      .nc = 1024,
+                                                      .kernel = kernel};

@@ -31,9 +31,9 @@
 
 typedef void (*ct_gemm_bf16_kernel_fn)(int64_t kp, const uint16_t *pa,
                                        int64_t lda_p, const uint16_t *pb,
-                                       float *c, int64_t ldc,
-                                       const float *old, int64_t ldo,
-                                       float alpha, float beta, int m, int n);
+                                       float *c, int64_t ldc, const float *old,
+                                       int64_t ldo, float alpha, float beta,
+                                       int m, int n);
 
 // Packing helpers: dst[j] = bf16(src[j]) for j < n; and the pair layout,
 // dst[2j] = bf16(r0[j]), dst[2j+1] = bf16(r1[j]) (0 when r1 is NULL).
@@ -44,8 +44,8 @@ typedef void (*ct_bf16_pair_fn)(const float *r0, const float *r1, int64_t n,
 // for r < rows, c < cols. The packing of transposed operands rounds into
 // pair words first and then moves them with this.
 typedef void (*ct_bf16_transpose_fn)(const uint32_t *src, int64_t lds,
-                                     int64_t rows, int64_t cols,
-                                     uint32_t *dst, int64_t ldd);
+                                     int64_t rows, int64_t cols, uint32_t *dst,
+                                     int64_t ldd);
 
 // A kernel and the blocking tuned for it. K blocks are padded to a multiple
 // of kgran (the depth one instruction consumes); mc is a multiple of mr and

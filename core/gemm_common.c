@@ -20,7 +20,7 @@ static size_t scratch_registry_n, scratch_registry_cap;
 
 static bool scratch_register(float *fresh, float *old) {
   bool ok = true;
-  #pragma omp critical(ct_gemm_scratch)
+#pragma omp critical(ct_gemm_scratch)
   {
     size_t i = 0;
     while (old && i < scratch_registry_n && scratch_registry[i] != old) i++;
@@ -47,7 +47,7 @@ static bool scratch_register(float *fresh, float *old) {
 float *ct_gemm_scratch_get(ct_gemm_scratch *s, size_t n) {
   if (n > s->cap) {
     size_t cap = n + n / 4;
-    cap = (cap + 15) & ~(size_t)15; // aligned_alloc: size % 64 bytes == 0
+    cap = (cap + 15) & ~(size_t)15;  // aligned_alloc: size % 64 bytes == 0
     float *p = aligned_alloc(64, cap * sizeof(float));
     if (!p) return NULL;
     if (!scratch_register(p, s->buf)) {
@@ -74,8 +74,8 @@ bool ct_gemm_whole_matrices(int threads, int64_t batch) {
   return threads <= 1 || batch % threads == 0 || batch >= 8 * threads;
 }
 
-ct_gemm_grid ct_gemm_grid_new(const ct_gemm_call *c, int mr, int nr,
-                              int64_t mt, int64_t nt) {
+ct_gemm_grid ct_gemm_grid_new(const ct_gemm_call *c, int mr, int nr, int64_t mt,
+                              int64_t nt) {
   ct_gemm_grid g = {.mr = mr, .nr = nr};
   g.mtiles = (c->M + mr - 1) / mr;
   g.ntiles = (c->N + nr - 1) / nr;

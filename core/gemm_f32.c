@@ -104,10 +104,14 @@ static ct_gemm_copy_fn copier(const ct_gemm_arch *arch) {
   return arch->copy_rows ? arch->copy_rows : copy_rows;
 }
 
-const ct_gemm_arch ct_gemm_arch_scalar = {
-    .mr = SCALAR_MR, .nr = SCALAR_NR, .mc = SCALAR_MR * 32, .kc = 256,
-    .nc = 1024, .kernel = kernel_scalar, .copy_rows = copy_rows,
-    .pack_bt = pack_bt};
+const ct_gemm_arch ct_gemm_arch_scalar = {.mr = SCALAR_MR,
+                                          .nr = SCALAR_NR,
+                                          .mc = SCALAR_MR * 32,
+                                          .kc = 256,
+                                          .nc = 1024,
+                                          .kernel = kernel_scalar,
+                                          .copy_rows = copy_rows,
+                                          .pack_bt = pack_bt};
 
 // ---------------------------------------------------------------------------
 // Packing. This is where a bf16 path would round its inputs (see top).
@@ -119,9 +123,8 @@ static _Thread_local ct_gemm_scratch tls_a, tls_b, tls_sums;
 // columns, each (kc, width) and zero-padded past w. Bands of 8 rows walk each
 // source row front to back across all panels: the hardware prefetchers see
 // a few long streams instead of one short run per row and panel.
-static void copy_panels(const ct_gemm_arch *arch, const float *src,
-                        int64_t ld, int64_t kc, int64_t w, int width,
-                        float *dst) {
+static void copy_panels(const ct_gemm_arch *arch, const float *src, int64_t ld,
+                        int64_t kc, int64_t w, int width, float *dst) {
   const ct_gemm_copy_fn copy = copier(arch);
   for (int64_t k = 0; k < kc; k += 8) {
     int64_t rows = kc - k < 8 ? kc - k : 8;
@@ -143,7 +146,7 @@ static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
                    const float *A, int64_t lda, int64_t i0, int64_t k0,
                    int64_t mc, int64_t kc, int64_t lda_p, float *dst) {
   const int mr = arch->mr;
-  if (trans) { // A stored (K, M): each k is a contiguous run of rows
+  if (trans) {  // A stored (K, M): each k is a contiguous run of rows
     copy_panels(arch, A + k0 * lda + i0, lda, kc, mc, mr, dst);
     return;
   }
@@ -158,7 +161,7 @@ static void pack_a(const ct_gemm_arch *arch, bool trans, bool rows_layout,
         else
           memset(d, 0, (size_t)kc * sizeof(float));
       }
-    } else { // A stored (M, K) for a kernel without a rows layout: transpose
+    } else {  // A stored (M, K) for a kernel without a rows layout: transpose
       for (int i = 0; i < rows; i++) {
         const float *src = A + (i0 + ip + i) * lda + k0;
         float *d = dst + i;
@@ -177,7 +180,7 @@ static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
                    int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
                    float *dst) {
   const int nr = arch->nr;
-  if (!trans) { // B stored (K, N): each k is a contiguous run of columns
+  if (!trans) {  // B stored (K, N): each k is a contiguous run of columns
     copy_panels(arch, B + k0 * ldb + j0, ldb, kc, nc, nr, dst);
     return;
   }
@@ -198,9 +201,9 @@ typedef ct_gemm_call operands;
 // acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
 // block of a stored-transposed A that was just packed (so it is in cache).
 // Compiled per ISA: wider vectors across i, the same sums.
-CT_TARGET_CLONES static void
-sum_block_a(const float *src, int64_t lds, int64_t kc, int64_t w,
-            float *restrict acc) {
+CT_TARGET_CLONES static void sum_block_a(const float *src, int64_t lds,
+                                         int64_t kc, int64_t w,
+                                         float *restrict acc) {
   for (int64_t k = 0; k < kc; k++) {
     const float *row = src + k * lds;
     for (int64_t i = 0; i < w; i++) acc[i] += row[i];
@@ -254,22 +257,23 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 // is summed block by block right after each block is packed (in cache),
 // during the first column block. Returns
 // false, before touching C or a_sums, if the buffers cannot be allocated.
-static bool gemm_block(const ct_gemm_arch *arch, const operands *op,
-                       int64_t m, int64_t n, const float *A, const float *B,
+static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
+                       int64_t n, const float *A, const float *B,
                        const float *bias, float *C, float *a_sums) {
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = k_block(arch, K);
   const bool rows_a = arch->kernel_rows && !op->trans_a;
   const bool inplace_a = rows_a && a_in_place(op->lda);
-  const bool direct_b = arch->masked_b && !op->trans_b &&
-                        m <= DIRECT_B_MAX_ROWS;
+  const bool direct_b =
+      arch->masked_b && !op->trans_b && m <= DIRECT_B_MAX_ROWS;
   const ct_gemm_kernel_fn kernel = rows_a ? arch->kernel_rows : arch->kernel;
   // Row stride of the rows layout: padded off a multiple of 4 KiB so the
   // 14 rows of a panel do not fight over the same L1 sets.
   const int64_t lda_p = ct_gemm_round_up(kb, 16) + 16;
   const int64_t nc_max = n < arch->nc ? ct_gemm_round_up(n, nr) : arch->nc;
   const int64_t mc_max = m < arch->mc ? ct_gemm_round_up(m, mr) : arch->mc;
-  float *pb = direct_b ? NULL : ct_gemm_scratch_get(&tls_b, (size_t)(kb * nc_max));
+  float *pb =
+      direct_b ? NULL : ct_gemm_scratch_get(&tls_b, (size_t)(kb * nc_max));
   float *pa = ct_gemm_scratch_get(&tls_a, (size_t)(lda_p * mc_max));
   if (!pa || (!pb && !direct_b)) return false;
   // Row sums of a transposed A are taken block by block as it is packed:
@@ -345,7 +349,8 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
                (op->trans_b ? B[j * op->ldb + k] : B[k * op->ldb + j]);
       float *c = C + i * op->ldc + j;
       float old = bias ? bias[j] : *c;
-      *c = op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * old;
+      *c =
+          op->beta == 0.0f ? op->alpha * acc : op->alpha * acc + op->beta * old;
     }
 }
 
@@ -370,9 +375,8 @@ static int64_t gcd64(int64_t a, int64_t b) {
 // Splits one matrix into mt x nt rectangles of whole tiles, mt * nt close to
 // `parts`, preferring the split that packs the least (A rows + B columns per
 // rectangle).
-static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr,
-                         int64_t nr, int64_t parts, int64_t *mt,
-                         int64_t *nt) {
+static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr, int64_t nr,
+                         int64_t parts, int64_t *mt, int64_t *nt) {
   double best = -1.0;
   *mt = *nt = 1;
   for (int64_t a = 1; a <= parts; a++) {
@@ -380,7 +384,7 @@ static void split_matrix(int64_t mtiles, int64_t ntiles, int64_t mr,
     int64_t b = parts / a;
     int64_t ma = a < mtiles ? a : mtiles, nb = b < ntiles ? b : ntiles;
     double cost = (double)mtiles * mr / ma + (double)ntiles * nr / nb;
-    if (ma * nb < parts) cost *= 4.0 * parts / (ma * nb); // lost threads
+    if (ma * nb < parts) cost *= 4.0 * parts / (ma * nb);  // lost threads
     if (best < 0 || cost < best) {
       best = cost;
       *mt = ma;
@@ -422,8 +426,8 @@ void ct_gemm_f32_run(const ct_gemm_arch *arch, const ct_gemm_call *c) {
     parts = threads / gcd64(c->batch % threads, threads);
   int64_t mt = 1, nt = 1;
   split_matrix((c->M + arch->mr - 1) / arch->mr,
-               (c->N + arch->nr - 1) / arch->nr, arch->mr, arch->nr, parts,
-               &mt, &nt);
+               (c->N + arch->nr - 1) / arch->nr, arch->mr, arch->nr, parts, &mt,
+               &nt);
   const ct_gemm_grid g = ct_gemm_grid_new(c, arch->mr, arch->nr, mt, nt);
   if (threads > g.tasks) threads = (int)g.tasks;
   // One thread (small products, and the calls from inside attention's own

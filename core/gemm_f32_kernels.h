@@ -47,8 +47,8 @@ typedef struct ct_gemm_arch {
   int mc, kc, nc;
   ct_gemm_kernel_fn kernel, kernel_rows;
   int masked_b;
-  ct_gemm_copy_fn copy_rows; // NULL: the portable one in gemm.c
-  ct_gemm_pack_bt_fn pack_bt; // NULL: the portable one in gemm.c
+  ct_gemm_copy_fn copy_rows;   // NULL: the portable one in gemm.c
+  ct_gemm_pack_bt_fn pack_bt;  // NULL: the portable one in gemm.c
 } ct_gemm_arch;
 
 extern const ct_gemm_arch ct_gemm_arch_avx512;

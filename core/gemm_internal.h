@@ -71,8 +71,8 @@ typedef struct ct_gemm_rect {
 
 // The grid of a call for mt x nt rectangles per matrix (each at most the
 // number of tiles along its side).
-ct_gemm_grid ct_gemm_grid_new(const ct_gemm_call *c, int mr, int nr,
-                              int64_t mt, int64_t nt);
+ct_gemm_grid ct_gemm_grid_new(const ct_gemm_call *c, int mr, int nr, int64_t mt,
+                              int64_t nt);
 // Task t of the grid, t < tasks: the matrix b = t / (mt * nt), and its
 // rectangle t % (mt * nt) in row-major order of the grid.
 ct_gemm_rect ct_gemm_grid_rect(const ct_gemm_grid *g, const ct_gemm_call *c,

@@ -83,8 +83,8 @@ ct_tensor *ct_params_add(ct_params *p, const char *name, int ndim,
   }
   int64_t numel = ct_shape_numel(ndim, shape);
   if (numel < 0) return NULL;
-  size_t offset = (p->count + PARAM_ALIGN_FLOATS - 1) /
-                  PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
+  size_t offset = (p->count + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS *
+                  PARAM_ALIGN_FLOATS;
   if (p->n == p->cap) {
     int cap = p->cap ? 2 * p->cap : 32;
     ct_param *items = realloc(p->items, (size_t)cap * sizeof *items);
@@ -112,8 +112,8 @@ ct_tensor *ct_params_add(ct_params *p, const char *name, int ndim,
   t->requires_grad = !(flags & CT_PARAM_FROZEN);
   t->persistent = true;
   t->name = copy;
-  p->items[p->n++] = (ct_param){.name = copy, .tensor = t, .offset = offset,
-                                .flags = flags};
+  p->items[p->n++] =
+      (ct_param){.name = copy, .tensor = t, .offset = offset, .flags = flags};
   p->count = offset + (size_t)numel;
   rebase_tensors(p);
   return t;
@@ -133,11 +133,11 @@ void ct_params_zero_grad(ct_params *p) {
   if (!p->grad) return;
   float *g = p->grad;
   const size_t n = p->count, chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
-  #pragma omp parallel for schedule(static) if (chunks > 1)
+#pragma omp parallel for schedule(static) if (chunks > 1)
   for (size_t c = 0; c < chunks; c++) {
     const size_t lo = c * ZERO_CHUNK;
-    memset(g + lo, 0, (n - lo < ZERO_CHUNK ? n - lo : ZERO_CHUNK) *
-                          sizeof(float));
+    memset(g + lo, 0,
+           (n - lo < ZERO_CHUNK ? n - lo : ZERO_CHUNK) * sizeof(float));
   }
 }
 

@@ -32,11 +32,11 @@ typedef struct ct_param {
 } ct_param;
 
 typedef struct ct_params {
-  float *data;        // all parameter values
-  float *grad;        // all gradients (same layout)
+  float *data;                         // all parameter values
+  float *grad;                         // all gradients (same layout)
   float *state[CT_PARAM_STATE_SLOTS];  // optimizer state, NULL until asked for
-  size_t count;       // floats in use per buffer (including alignment gaps)
-  size_t capacity;    // floats allocated per buffer
+  size_t count;     // floats in use per buffer (including alignment gaps)
+  size_t capacity;  // floats allocated per buffer
   ct_param *items;
   int n, cap;
 } ct_params;

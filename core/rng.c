@@ -25,7 +25,10 @@ static inline void philox_block(const uint32_t ctr[4], const uint32_t key[2],
     k0 += PHILOX_W0;
     k1 += PHILOX_W1;
   }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
 }
 
 void ct_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
@@ -129,9 +132,10 @@ static void blocks_base(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
   blocks_impl(seed, stream, g0, ng, words);
 }
 #ifdef RNG_X86
-__attribute__((target("avx2"))) static void
-blocks_avx2(uint64_t seed, uint64_t stream, uint64_t g0, int ng,
-            uint32_t *words) {
+__attribute__((target("avx2"))) static void blocks_avx2(uint64_t seed,
+                                                        uint64_t stream,
+                                                        uint64_t g0, int ng,
+                                                        uint32_t *words) {
   blocks_impl(seed, stream, g0, ng, words);
 }
 // AVX-512 by hand: the compiler widens the 32x32->64 products above to
@@ -151,8 +155,8 @@ AVX512 static void blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0,
                                  int ng, uint32_t *words) {
   const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0);
   const __m512i m1 = _mm512_set1_epi32((int)PHILOX_M1);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                         11, 12, 13, 14, 15);
+  const __m512i lane =
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i s0 = _mm512_set1_epi32((int)(uint32_t)stream);
   const __m512i s1 = _mm512_set1_epi32((int)(uint32_t)(stream >> 32));
   int g = 0;
@@ -162,8 +166,8 @@ AVX512 static void blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0,
     const __m512i hi = _mm512_set1_epi32((int)(uint32_t)(base >> 32));
     __m512i c0 = _mm512_add_epi32(lo, lane);
     // counter = base + lane as 64 bits: carry into the high word on wrap.
-    __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo),
-                                       hi, _mm512_set1_epi32(1));
+    __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo), hi,
+                                       _mm512_set1_epi32(1));
     __m512i c2 = s0, c3 = s1;
     uint32_t ka = (uint32_t)seed, kb = (uint32_t)(seed >> 32);
     for (int round = 0; round < 10; round++) {
@@ -186,9 +190,11 @@ AVX512 static void blocks_avx512(uint64_t seed, uint64_t stream, uint64_t g0,
     const __m512i u1 = _mm512_unpackhi_epi64(t0, t2);
     const __m512i u2 = _mm512_unpacklo_epi64(t1, t3);
     const __m512i u3 = _mm512_unpackhi_epi64(t1, t3);
-    const __m512i a01 = _mm512_shuffle_i32x4(u0, u1, 0x44);  // u0.0 u0.1 u1.0 u1.1
+    const __m512i a01 =
+        _mm512_shuffle_i32x4(u0, u1, 0x44);  // u0.0 u0.1 u1.0 u1.1
     const __m512i a23 = _mm512_shuffle_i32x4(u2, u3, 0x44);
-    const __m512i b01 = _mm512_shuffle_i32x4(u0, u1, 0xEE);  // u0.2 u0.3 u1.2 u1.3
+    const __m512i b01 =
+        _mm512_shuffle_i32x4(u0, u1, 0xEE);  // u0.2 u0.3 u1.2 u1.3
     const __m512i b23 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
     uint32_t *w = words + 4 * g;
     _mm512_storeu_si512(w, _mm512_shuffle_i32x4(a01, a23, 0x88));
@@ -223,26 +229,26 @@ void ct_philox_blocks(uint64_t seed, uint64_t stream, uint64_t first_block,
 // runs BODY over its words. A word depends only on its index, so the result
 // is the same at any thread count.
 enum { WORD_CHUNK = 4096 };
-#define FOR_EACH_WORD(seed, stream, base, n, BODY)                            \
-  do {                                                                        \
-    const int64_t n_ = (n);                                                   \
-    const uint64_t base_ = (base);                                            \
-    const blocks_fn blocks_ = pick_blocks();                                  \
-    _Pragma("omp parallel for schedule(static) if (n_ > 65536)")              \
-    for (int64_t c_ = 0; c_ < (n_ + WORD_CHUNK - 1) / WORD_CHUNK; c_++) {    \
-      uint32_t w_[WORD_CHUNK + 8];                                            \
-      const int64_t i0_ = c_ * WORD_CHUNK;                                    \
-      const int64_t end_ = i0_ + WORD_CHUNK < n_ ? i0_ + WORD_CHUNK : n_;     \
-      const uint64_t at_ = base_ + (uint64_t)i0_;                             \
-      const uint64_t g0_ = at_ >> 2;                                          \
-      blocks_(seed, stream, g0_,                                              \
-              (int)(((at_ + (uint64_t)(end_ - i0_) - 1) >> 2) - g0_ + 1), w_);\
-      const uint32_t *wc_ = w_ + (at_ & 3);                                   \
-      for (int64_t i = i0_; i < end_; i++) {                                  \
-        const uint32_t word = wc_[i - i0_];                                   \
-        BODY;                                                                 \
-      }                                                                       \
-    }                                                                         \
+#define FOR_EACH_WORD(seed, stream, base, n, BODY)                             \
+  do {                                                                         \
+    const int64_t n_ = (n);                                                    \
+    const uint64_t base_ = (base);                                             \
+    const blocks_fn blocks_ = pick_blocks();                                   \
+    _Pragma("omp parallel for schedule(static) if (n_ > 65536)") for (         \
+        int64_t c_ = 0; c_ < (n_ + WORD_CHUNK - 1) / WORD_CHUNK; c_++) {       \
+      uint32_t w_[WORD_CHUNK + 8];                                             \
+      const int64_t i0_ = c_ * WORD_CHUNK;                                     \
+      const int64_t end_ = i0_ + WORD_CHUNK < n_ ? i0_ + WORD_CHUNK : n_;      \
+      const uint64_t at_ = base_ + (uint64_t)i0_;                              \
+      const uint64_t g0_ = at_ >> 2;                                           \
+      blocks_(seed, stream, g0_,                                               \
+              (int)(((at_ + (uint64_t)(end_ - i0_) - 1) >> 2) - g0_ + 1), w_); \
+      const uint32_t *wc_ = w_ + (at_ & 3);                                    \
+      for (int64_t i = i0_; i < end_; i++) {                                   \
+        const uint32_t word = wc_[i - i0_];                                    \
+        BODY;                                                                  \
+      }                                                                        \
+    }                                                                          \
   } while (0)
 
 void ct_rng_fill_uniform(ct_rng *r, float *out, int64_t n, float lo, float hi) {
@@ -254,7 +260,7 @@ void ct_rng_fill_uniform(ct_rng *r, float *out, int64_t n, float lo, float hi) {
 void ct_rng_fill_normal(ct_rng *r, float *out, int64_t n, float mean,
                         float std) {
   const uint64_t seed = r->seed, stream = r->stream, base = r->offset;
-  #pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; i++) {
     // Box-Muller on two words; 1 - u keeps the log's argument in (0, 1].
     double u1 = 1.0 - ct_rng_uniform_at(seed, stream, base + 2 * i);
@@ -275,6 +281,8 @@ void ct_rng_permutation(ct_rng *r, int64_t *out, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)ct_rng_next_below(r, (uint64_t)i + 1);
-    int64_t t = out[i]; out[i] = out[j]; out[j] = t;
+    int64_t t = out[i];
+    out[i] = out[j];
+    out[j] = t;
   }
 }

@@ -27,7 +27,7 @@ struct ct_session {
   struct ct_arena_block *block;
   size_t arena_used_before;  // bytes handed out in blocks other than `block`
   size_t arena_peak;
-  unsigned arena_resets;     // lets a mark see that a reset freed its memory
+  unsigned arena_resets;  // lets a mark see that a reset freed its memory
   // The tape: the newest node first. Nodes live in the arena, so a reset
   // empties the tape (and the gradient pool) along with it.
   struct ct_node *tape_head;

@@ -6,7 +6,10 @@
 
 #include <string.h>
 
-size_t ct_dtype_size(ct_dtype dtype) { (void)dtype; return 4; }
+size_t ct_dtype_size(ct_dtype dtype) {
+  (void)dtype;
+  return 4;
+}
 
 char *ct_shape_str(int ndim, const int64_t *shape, char *buf, size_t size) {
   size_t n = 0;
@@ -63,8 +66,10 @@ ct_tensor *ct_tensor_full(ct_dtype dtype, double value, int ndim,
   ct_tensor *t = ct_tensor_empty(dtype, ndim, shape);
   if (!t) return NULL;
   for (int64_t i = 0; i < t->numel; i++) {
-    if (dtype == CT_F32) ct_f32(t)[i] = (float)value;
-    else ct_i32(t)[i] = (int32_t)value;
+    if (dtype == CT_F32)
+      ct_f32(t)[i] = (float)value;
+    else
+      ct_i32(t)[i] = (int32_t)value;
   }
   return t;
 }
@@ -82,8 +87,10 @@ ct_tensor *ct_tensor_arange(ct_dtype dtype, double start, double step,
   if (!t) return NULL;
   for (int64_t i = 0; i < n; i++) {
     double v = start + step * (double)i;
-    if (dtype == CT_F32) ct_f32(t)[i] = (float)v;
-    else ct_i32(t)[i] = (int32_t)v;
+    if (dtype == CT_F32)
+      ct_f32(t)[i] = (float)v;
+    else
+      ct_i32(t)[i] = (int32_t)v;
   }
   return t;
 }
@@ -147,7 +154,8 @@ ct_tensor *ct_tensor_slice0(const ct_tensor *t, int64_t start, int64_t len) {
   memcpy(shape, t->shape, sizeof shape);
   shape[0] = len;
   int64_t row = t->shape[0] ? t->numel / t->shape[0] : 0;
-  char *data = (char *)t->data + (size_t)(start * row) * ct_dtype_size(t->dtype);
+  char *data =
+      (char *)t->data + (size_t)(start * row) * ct_dtype_size(t->dtype);
   return view_header(t, data, t->ndim, shape, len * row);
 }
 
@@ -175,8 +183,10 @@ void ct_tensor_print(const ct_tensor *t, const char *label, int max_items,
           t->requires_grad ? " requires_grad" : "");
   int64_t n = t->numel < max_items ? t->numel : max_items;
   for (int64_t i = 0; i < n; i++) {
-    if (t->dtype == CT_F32) fprintf(out, i ? ", %.6g" : "%.6g", ct_f32(t)[i]);
-    else fprintf(out, i ? ", %d" : "%d", ct_i32(t)[i]);
+    if (t->dtype == CT_F32)
+      fprintf(out, i ? ", %.6g" : "%.6g", ct_f32(t)[i]);
+    else
+      fprintf(out, i ? ", %d" : "%d", ct_i32(t)[i]);
   }
   fprintf(out, "%s}\n", t->numel > n ? ", ..." : "");
 }

@@ -28,21 +28,23 @@ struct ct_rng;
 
 typedef struct ct_tensor {
   ct_dtype dtype;
-  int ndim;                      // 0 (a scalar) .. CT_MAX_DIMS
+  int ndim;  // 0 (a scalar) .. CT_MAX_DIMS
   int64_t shape[CT_MAX_DIMS];
   int64_t numel;
-  void *data;                    // float* or int32_t*, per dtype
-  float *grad;                   // d(loss)/d(this), f32 only; NULL until needed
+  void *data;   // float* or int32_t*, per dtype
+  float *grad;  // d(loss)/d(this), f32 only; NULL until needed
   bool requires_grad;
-  bool persistent;               // data outside the arena (a parameter)
-  struct ct_node *node;          // the tape node that made it; NULL for leaves
-  const char *name;              // parameter name, or NULL
+  bool persistent;       // data outside the arena (a parameter)
+  struct ct_node *node;  // the tape node that made it; NULL for leaves
+  const char *name;      // parameter name, or NULL
 } ct_tensor;
 
 // Spells a shape in place: ct_tensor_zeros(CT_F32, CT_SHAPE(2, 3)).
-#define CT_SHAPE(...)                                                         \
-  (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),            \
-      (const int64_t[]) { __VA_ARGS__ }
+#define CT_SHAPE(...)                                              \
+  (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+      (const int64_t[]) {                                          \
+    __VA_ARGS__                                                    \
+  }
 
 static inline float *ct_f32(const ct_tensor *t) { return (float *)t->data; }
 static inline int32_t *ct_i32(const ct_tensor *t) { return (int32_t *)t->data; }

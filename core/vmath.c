@@ -36,7 +36,8 @@ static const float ERF_C[ERF_DEG + 1][16] __attribute__((aligned(64))) = {
     {-5.396451730e-09f, -1.656273380e-02f, -2.746196464e-02f, -3.013739176e-02f,
      -2.594421059e-02f, -1.847820729e-02f, -1.114971377e-02f, -5.772267003e-03f,
      -2.583374968e-03f, -1.004389371e-03f, -3.403569863e-04f, -1.007662358e-04f,
-     -2.610980482e-05f, -5.928949122e-06f, -1.181097900e-06f, -2.065777096e-07f},
+     -2.610980482e-05f, -5.928949122e-06f, -1.181097900e-06f,
+     -2.065777096e-07f},
     {-5.876929965e-03f, -4.830682185e-03f, -2.288425108e-03f, 4.185611033e-04f,
      2.161958953e-03f, 2.617702354e-03f, 2.167992294e-03f, 1.408721204e-03f,
      7.534979959e-04f, 3.394525556e-04f, 1.304707403e-04f, 4.312975580e-05f,
@@ -44,7 +45,8 @@ static const float ERF_C[ERF_DEG + 1][16] __attribute__((aligned(64))) = {
     {-1.765701256e-07f, 4.955824115e-04f, 7.148701116e-04f, 5.886699073e-04f,
      2.704841609e-04f, -2.388303619e-05f, -1.741814049e-04f, -1.879521151e-04f,
      -1.346066711e-04f, -7.457019819e-05f, -3.368371836e-05f, -1.272186819e-05f,
-     -4.075145625e-06f, -1.117101760e-06f, -2.636549539e-07f, -5.380840307e-08f},
+     -4.075145625e-06f, -1.117101760e-06f, -2.636549539e-07f,
+     -5.380840307e-08f},
     {1.105554984e-04f, 7.910442946e-05f, 7.776236089e-06f, -5.208167568e-05f,
      -6.805403973e-05f, -4.646032176e-05f, -1.459557643e-05f, 6.579377896e-06f,
      1.290296223e-05f, 1.046454872e-05f, 5.980336482e-06f, 2.680401622e-06f,
@@ -52,7 +54,8 @@ static const float ERF_C[ERF_DEG + 1][16] __attribute__((aligned(64))) = {
     {-3.879485178e-07f, -1.098238954e-05f, -1.298739608e-05f, -6.493217825e-06f,
      1.697833682e-06f, 5.669359780e-06f, 4.825305950e-06f, 2.063178272e-06f,
      -3.267075499e-08f, -7.795331385e-07f, -6.925671983e-07f, -3.921565792e-07f,
-     -1.683929440e-07f, -5.815279280e-08f, -1.661154236e-08f, -3.988193775e-09f},
+     -1.683929440e-07f, -5.815279280e-08f, -1.661154236e-08f,
+     -3.988193775e-09f},
     {-1.457629310e-06f, -3.329124638e-07f, 8.412374655e-07f, 1.128024337e-06f,
      5.855762879e-07f, -8.324474265e-08f, -3.744372350e-07f, -3.000247375e-07f,
      -1.147075821e-07f, 6.800541907e-09f, 4.122872355e-08f, 3.222548273e-08f,
@@ -140,11 +143,13 @@ VM_INLINE T512 __m512 erf512(__m512 x) {
   const __m512 s = _mm512_sub_ps(x4, _mm512_cvtepi32_ps(k));
   __m512 r = _mm512_permutexvar_ps(k, _mm512_load_ps(ERF_C[ERF_DEG]));
   for (int j = ERF_DEG - 1; j >= 0; j--)
-    r = _mm512_fmadd_ps(r, s, _mm512_permutexvar_ps(k, _mm512_load_ps(ERF_C[j])));
-  const __mmask16 big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(4.0f), _CMP_GE_OQ);
+    r = _mm512_fmadd_ps(r, s,
+                        _mm512_permutexvar_ps(k, _mm512_load_ps(ERF_C[j])));
+  const __mmask16 big =
+      _mm512_cmp_ps_mask(ax, _mm512_set1_ps(4.0f), _CMP_GE_OQ);
   r = _mm512_mask_mov_ps(r, big, _mm512_set1_ps(1.0f));
-  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x),
-                                        _mm512_set1_epi32(INT32_MIN));
+  const __m512i sign =
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
 }
 
@@ -153,25 +158,28 @@ VM_INLINE T512 __m512 exp512(__m512 x) {
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(EXP_HI),
                                   _mm512_max_ps(_mm512_set1_ps(EXP_LO), x));
   const __m512 magic = _mm512_set1_ps(ROUND_MAGIC);
-  const __m512 n = _mm512_sub_ps(
-      _mm512_fmadd_ps(xc, _mm512_set1_ps(LOG2E), magic), magic);
+  const __m512 n =
+      _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(LOG2E), magic), magic);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
   __m512 y = _mm512_set1_ps(EXP_P[0]);
-  for (int j = 1; j < 6; j++) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(EXP_P[j]));
+  for (int j = 1; j < 6; j++)
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(EXP_P[j]));
   y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r),
                     _mm512_set1_ps(1.0f));
   const __m512i e = _mm512_slli_epi32(
       _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_LT_OQ);
+  const __mmask16 tiny =
+      _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_LT_OQ);
   return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
 }
 
 VM_INLINE T512 __m512 gelu_deriv512(__m512 v) {
   const __m512 half = _mm512_set1_ps(0.5f);
   const __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(SQRT_HALF)));
-  const __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __m512 cdf =
+      _mm512_mul_ps(half, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), v), v);
   return _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_set1_ps(INV_SQRT_2PI)),
                          exp512(q), cdf);
@@ -195,20 +203,22 @@ static T512 void run_avx512(vm_op op, const float *x, const float *g, float *y,
     for (int64_t i = 0; i < n; i += 16) {
       const __m512 v = _mm512_loadu_ps(x + i);
       const __m512 e = erf512(_mm512_mul_ps(v, rs2));
-      _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(half, v),
-                                            _mm512_add_ps(one, e)));
+      _mm512_storeu_ps(
+          y + i, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
     }
     break;
   case VM_GELU_BWD:
     for (int64_t i = 0; i < n; i += 16)
-      _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(g + i),
-                                            gelu_deriv512(_mm512_loadu_ps(x + i))));
+      _mm512_storeu_ps(y + i,
+                       _mm512_mul_ps(_mm512_loadu_ps(g + i),
+                                     gelu_deriv512(_mm512_loadu_ps(x + i))));
     break;
   case VM_GELU_BWD_ADD:
     for (int64_t i = 0; i < n; i += 16)
-      _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(g + i),
-                                              gelu_deriv512(_mm512_loadu_ps(x + i)),
-                                              _mm512_loadu_ps(y + i)));
+      _mm512_storeu_ps(y + i,
+                       _mm512_fmadd_ps(_mm512_loadu_ps(g + i),
+                                       gelu_deriv512(_mm512_loadu_ps(x + i)),
+                                       _mm512_loadu_ps(y + i)));
     break;
   }
 }
@@ -229,8 +239,8 @@ VM_INLINE T256 __m256 erf256(__m256 x) {
   __m256i k = _mm256_cvttps_epi32(x4);
   k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_setzero_si256()),
                        _mm256_set1_epi32(15));
-  const __m256 hi = _mm256_castsi256_ps(
-      _mm256_cmpgt_epi32(k, _mm256_set1_epi32(7)));
+  const __m256 hi =
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, _mm256_set1_epi32(7)));
   const __m256 s = _mm256_sub_ps(x4, _mm256_cvtepi32_ps(k));
   __m256 r = lookup16_256(ERF_C[ERF_DEG], k, hi);
   for (int j = ERF_DEG - 1; j >= 0; j--)
@@ -244,12 +254,13 @@ VM_INLINE T256 __m256 exp256(__m256 x) {
   const __m256 xc = _mm256_min_ps(_mm256_set1_ps(EXP_HI),
                                   _mm256_max_ps(_mm256_set1_ps(EXP_LO), x));
   const __m256 magic = _mm256_set1_ps(ROUND_MAGIC);
-  const __m256 n = _mm256_sub_ps(
-      _mm256_fmadd_ps(xc, _mm256_set1_ps(LOG2E), magic), magic);
+  const __m256 n =
+      _mm256_sub_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(LOG2E), magic), magic);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
   __m256 y = _mm256_set1_ps(EXP_P[0]);
-  for (int j = 1; j < 6; j++) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P[j]));
+  for (int j = 1; j < 6; j++)
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P[j]));
   y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r),
                     _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(
@@ -262,7 +273,8 @@ VM_INLINE T256 __m256 exp256(__m256 x) {
 VM_INLINE T256 __m256 gelu_deriv256(__m256 v) {
   const __m256 half = _mm256_set1_ps(0.5f);
   const __m256 e = erf256(_mm256_mul_ps(v, _mm256_set1_ps(SQRT_HALF)));
-  const __m256 cdf = _mm256_mul_ps(half, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 cdf =
+      _mm256_mul_ps(half, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   const __m256 q = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-0.5f), v), v);
   return _mm256_fmadd_ps(_mm256_mul_ps(v, _mm256_set1_ps(INV_SQRT_2PI)),
                          exp256(q), cdf);
@@ -286,20 +298,22 @@ static T256 void run_avx2(vm_op op, const float *x, const float *g, float *y,
     for (int64_t i = 0; i < n; i += 8) {
       const __m256 v = _mm256_loadu_ps(x + i);
       const __m256 e = erf256(_mm256_mul_ps(v, rs2));
-      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(half, v),
-                                            _mm256_add_ps(one, e)));
+      _mm256_storeu_ps(
+          y + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, e)));
     }
     break;
   case VM_GELU_BWD:
     for (int64_t i = 0; i < n; i += 8)
-      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(g + i),
-                                            gelu_deriv256(_mm256_loadu_ps(x + i))));
+      _mm256_storeu_ps(y + i,
+                       _mm256_mul_ps(_mm256_loadu_ps(g + i),
+                                     gelu_deriv256(_mm256_loadu_ps(x + i))));
     break;
   case VM_GELU_BWD_ADD:
     for (int64_t i = 0; i < n; i += 8)
-      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(g + i),
-                                              gelu_deriv256(_mm256_loadu_ps(x + i)),
-                                              _mm256_loadu_ps(y + i)));
+      _mm256_storeu_ps(y + i,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(g + i),
+                                       gelu_deriv256(_mm256_loadu_ps(x + i)),
+                                       _mm256_loadu_ps(y + i)));
     break;
   }
 }
@@ -328,8 +342,7 @@ static vm_kernel pick_kernel(int *width) {
 
 // Whole vectors in place; the last partial one through padded copies, so
 // an element's result never depends on where the array ends.
-static void run(vm_op op, const float *x, const float *g, float *y,
-                int64_t n) {
+static void run(vm_op op, const float *x, const float *g, float *y, int64_t n) {
   int w;
   const vm_kernel k = pick_kernel(&w);
   const int64_t body = n - n % w;

@@ -59,8 +59,8 @@ ct_status ct_pair_corpus_encode(ct_pair_corpus *c, const ct_parallel_text *text,
     st = encode_side(ct_string_list_get(&text->src, i), src_vocab, lowercase,
                      &src_tokens, &src_ids, &src_cap, &unk);
     if (!st)
-      st = encode_side(ct_string_list_get(&text->tgt, i), tgt_vocab,
-                       lowercase, &tgt_tokens, &tgt_ids, &tgt_cap, &unk);
+      st = encode_side(ct_string_list_get(&text->tgt, i), tgt_vocab, lowercase,
+                       &tgt_tokens, &tgt_ids, &tgt_cap, &unk);
     if (!st)
       st = ct_pair_corpus_add(c, src_ids, src_tokens.count, tgt_ids,
                               tgt_tokens.count);
@@ -167,8 +167,8 @@ static void plan_epoch(ct_batcher *b, int64_t epoch) {
   const ct_batch_options *o = &b->opt;
   const int64_t n = b->kept_count;
   if (o->shuffle) {
-    ct_rng r = ct_rng_make(o->seed, ct_rng_stream(CT_DATA_RNG_SHUFFLE,
-                                                  (uint64_t)epoch));
+    ct_rng r = ct_rng_make(o->seed,
+                           ct_rng_stream(CT_DATA_RNG_SHUFFLE, (uint64_t)epoch));
     ct_rng_permutation(&r, b->order, n);
   } else {
     for (int64_t i = 0; i < n; i++) b->order[i] = i;
@@ -208,8 +208,8 @@ static void plan_epoch(ct_batcher *b, int64_t epoch) {
   }
   b->batch_start[b->batch_count] = n;
   if (o->shuffle) {
-    ct_rng r = ct_rng_make(o->seed, ct_rng_stream(CT_DATA_RNG_BATCH_ORDER,
-                                                  (uint64_t)epoch));
+    ct_rng r = ct_rng_make(
+        o->seed, ct_rng_stream(CT_DATA_RNG_BATCH_ORDER, (uint64_t)epoch));
     ct_rng_permutation(&r, b->batch_perm, b->batch_count);
   } else {
     for (int64_t i = 0; i < b->batch_count; i++) b->batch_perm[i] = i;

@@ -122,7 +122,7 @@ typedef struct ct_batch {
 typedef struct ct_batcher {
   const ct_pair_corpus *corpus;  // not owned; must outlive the batcher
   ct_batch_options opt;
-  int64_t *kept;        // corpus indices of the pairs that pass the filters
+  int64_t *kept;  // corpus indices of the pairs that pass the filters
   int32_t *kept_src_len, *kept_tgt_len;  // their lengths after truncation
   int64_t kept_count, dropped;
   int64_t epoch, position;  // the state: the batch the next call returns
@@ -133,9 +133,9 @@ typedef struct ct_batcher {
   int64_t *batch_perm;   // batch_count: the order batches are served in
   int64_t batch_count;
   struct ct_batch_sort_item *scratch;  // kept_count, for sorting pools
-  ct_batch batch;        // the output buffers
-  int64_t batch_cap;     // elements allocated in src/tgt_in/tgt_out
-  int64_t rows_cap;      // rows allocated in src_len/tgt_len/pair
+  ct_batch batch;                      // the output buffers
+  int64_t batch_cap;  // elements allocated in src/tgt_in/tgt_out
+  int64_t rows_cap;   // rows allocated in src_len/tgt_len/pair
 } ct_batcher;
 
 // How many pairs of `corpus` the length limits of `opt` keep: 0 is the

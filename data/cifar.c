@@ -24,20 +24,25 @@ ct_status ct_cifar_load_files(ct_image_dataset *d, ct_cifar_kind kind,
     if ((st = ct_image_read_file(path, &b, &len))) break;
     int64_t n = len / record;
     if (len == 0 || len % record)
-      st = ct_error(CT_ERR_FORMAT, "%s: %lld bytes is not a whole number of "
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: %lld bytes is not a whole number of "
                     "%lld-byte %s records (record %lld is cut short: "
-                    "truncated, or the wrong CIFAR kind?)", path,
-                    (long long)len, (long long)record,
+                    "truncated, or the wrong CIFAR kind?)",
+                    path, (long long)len, (long long)record,
                     c100 ? "CIFAR-100" : "CIFAR-10", (long long)n);
     for (int64_t i = 0; i < n && !st; i++) {
       const uint8_t *r = b + i * record;
       int coarse = c100 ? r[0] : 0, label = c100 ? r[1] : r[0];
       if (c100 && coarse >= 20)
-        st = ct_error(CT_ERR_INDEX, "%s: record %lld: coarse label %d "
-                      "outside [0, 20)", path, (long long)i, coarse);
+        st = ct_error(CT_ERR_INDEX,
+                      "%s: record %lld: coarse label %d "
+                      "outside [0, 20)",
+                      path, (long long)i, coarse);
       else if (label >= (c100 ? 100 : 10))
-        st = ct_error(CT_ERR_INDEX, "%s: record %lld: label %d outside "
-                      "[0, %d)", path, (long long)i, label, c100 ? 100 : 10);
+        st = ct_error(CT_ERR_INDEX,
+                      "%s: record %lld: label %d outside "
+                      "[0, %d)",
+                      path, (long long)i, label, c100 ? 100 : 10);
     }
     if (!st) {
       uint8_t *px = realloc(d->pixels, (size_t)(d->N + n) * CIFAR_PIXELS);
@@ -45,12 +50,13 @@ ct_status ct_cifar_load_files(ct_image_dataset *d, ct_cifar_kind kind,
       int32_t *lab = realloc(d->labels, (size_t)(d->N + n) * sizeof *lab);
       if (lab) d->labels = lab;
       if (!px || !lab)
-        st = ct_error(CT_ERR_NOMEM, "%s: out of memory for %lld images",
-                      path, (long long)(d->N + n));
+        st = ct_error(CT_ERR_NOMEM, "%s: out of memory for %lld images", path,
+                      (long long)(d->N + n));
     }
     for (int64_t i = 0; i < n && !st; i++) {
       const uint8_t *r = b + i * record;
-      d->labels[d->N + i] = kind == CT_CIFAR100_COARSE ? r[0] : r[label_bytes - 1];
+      d->labels[d->N + i] =
+          kind == CT_CIFAR100_COARSE ? r[0] : r[label_bytes - 1];
       memcpy(d->pixels + (d->N + i) * CIFAR_PIXELS, r + label_bytes,
              CIFAR_PIXELS);
     }
@@ -72,7 +78,8 @@ ct_status ct_cifar_load(ct_image_dataset *d, const char *dir,
   } else {
     snprintf(buf[count++], sizeof buf[0], "%s/%s", dir,
              kind == CT_CIFAR10 ? "test_batch.bin"
-                                : train ? "train.bin" : "test.bin");
+             : train            ? "train.bin"
+                                : "test.bin");
   }
   for (int k = 0; k < count; k++) paths[k] = buf[k];
   ct_status st = ct_cifar_load_files(d, kind, paths, count);

@@ -22,9 +22,9 @@
 #include "data/image.h"
 
 typedef enum ct_cifar_kind {
-  CT_CIFAR10,          // 10 classes
-  CT_CIFAR100_FINE,    // 100 classes, the fine labels
-  CT_CIFAR100_COARSE   // 20 superclasses, the coarse labels
+  CT_CIFAR10,         // 10 classes
+  CT_CIFAR100_FINE,   // 100 classes, the fine labels
+  CT_CIFAR100_COARSE  // 20 superclasses, the coarse labels
 } ct_cifar_kind;
 
 // Reads `count` record files (gzipped or not) in order into *d (N images of

@@ -26,8 +26,10 @@ static ct_status detection_alloc(ct_detection_dataset *d, int64_t n, int c,
   d->box_start = calloc((size_t)n + 1, sizeof *d->box_start);
   if (!d->pixels || !d->box_start) {
     ct_detection_dataset_free(d);
-    return ct_error(CT_ERR_NOMEM, "detection dataset: out of memory for %lld "
-                    "images of %dx%dx%d", (long long)n, c, h, w);
+    return ct_error(CT_ERR_NOMEM,
+                    "detection dataset: out of memory for %lld "
+                    "images of %dx%dx%d",
+                    (long long)n, c, h, w);
   }
   d->N = n;
   d->C = c;
@@ -48,7 +50,8 @@ void ct_detection_dataset_free(ct_detection_dataset *d) {
 int64_t ct_detection_max_boxes(const ct_detection_dataset *d) {
   int64_t most = 0;
   for (int64_t i = 0; i < d->N; i++)
-    if (ct_detection_box_count(d, i) > most) most = ct_detection_box_count(d, i);
+    if (ct_detection_box_count(d, i) > most)
+      most = ct_detection_box_count(d, i);
   return most;
 }
 
@@ -75,8 +78,8 @@ void ct_detection_box_xyxy(const ct_detection_box *b, float xyxy[4]) {
   xyxy[3] = b->y + b->h;
 }
 
-void ct_detection_cxcywh_to_pixels(const float *cxcywh, int64_t n, int W,
-                                   int H, float *xyxy) {
+void ct_detection_cxcywh_to_pixels(const float *cxcywh, int64_t n, int W, int H,
+                                   float *xyxy) {
   for (int64_t i = 0; i < n; i++) {
     const float *b = cxcywh + 4 * i;
     float cx = b[0] * (float)W, cy = b[1] * (float)H;
@@ -118,13 +121,15 @@ static const char *const SHAPE_NAMES[CT_TOY_DETECTION_SHAPES] = {
 
 enum { PLACE_TRIES = 16, FMNIST_INK = 16 };
 
-static int below(ct_rng *r, int n) { return (int)ct_rng_next_below(r, (uint64_t)n); }
+static int below(ct_rng *r, int n) {
+  return (int)ct_rng_next_below(r, (uint64_t)n);
+}
 
 // Draws shape k into the s x s cell with value v, where the shape covers a
 // pixel's centre (u, w are pixel centres relative to the cell's centre).
 static void draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
   double half = s / 2.0;
-  double stroke = fmax(2.0, s / 4.0);         // plus arms, bar thickness
+  double stroke = fmax(2.0, s / 4.0);          // plus arms, bar thickness
   double ring_in = half - fmax(2.0, s / 6.0);  // the ring's inner radius
   bool horizontal = k == 5 && below(r, 2);
   for (int y = 0; y < s; y++)
@@ -132,14 +137,12 @@ static void draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
       double u = x + 0.5 - half, w = y + 0.5 - half, d2 = u * u + w * w;
       bool on;
       switch (k) {
-        case 0: on = true; break;
-        case 1: on = d2 <= half * half; break;
-        case 2: on = fabs(u) <= (y + 0.5) / 2.0; break;  // apex up
-        case 3: on = fabs(u) <= stroke / 2 || fabs(w) <= stroke / 2; break;
-        case 4: on = d2 <= half * half && d2 >= ring_in * ring_in; break;
-        default:
-          on = fabs(horizontal ? w : u) <= fmax(3.0, s / 3.0) / 2;
-          break;
+      case 0: on = true; break;
+      case 1: on = d2 <= half * half; break;
+      case 2: on = fabs(u) <= (y + 0.5) / 2.0; break;  // apex up
+      case 3: on = fabs(u) <= stroke / 2 || fabs(w) <= stroke / 2; break;
+      case 4: on = d2 <= half * half && d2 >= ring_in * ring_in; break;
+      default: on = fabs(horizontal ? w : u) <= fmax(3.0, s / 3.0) / 2; break;
       }
       cell[y * s + x] = on ? v : 0;
     }
@@ -149,8 +152,8 @@ static void draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
 // lifted above the background's range, the rest left out.
 static void draw_item(uint8_t *cell, int s, const ct_image_dataset *items,
                       int64_t j) {
-  ct_image_resize_bilinear(ct_image_dataset_image(items, j), items->H,
-                           items->W, 1, cell, s, s);
+  ct_image_resize_bilinear(ct_image_dataset_image(items, j), items->H, items->W,
+                           1, cell, s, s);
   for (int p = 0; p < s * s; p++)
     cell[p] = cell[p] >= FMNIST_INK ? (uint8_t)(96 + cell[p] * 159 / 255) : 0;
 }
@@ -196,30 +199,37 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
                                     int split, const ct_image_dataset *fmnist) {
   *d = (ct_detection_dataset){0};
   if (n < 1 || size < 16 || size > 1024)
-    return ct_error(CT_ERR_ARG, "toy detection: %lld images of %d pixels: "
+    return ct_error(CT_ERR_ARG,
+                    "toy detection: %lld images of %d pixels: "
                     "need at least 1 image and a size in [16, 1024]",
                     (long long)n, size);
   int max_classes = fmnist ? fmnist->K : CT_TOY_DETECTION_SHAPES;
   if (classes < 1 || classes > max_classes)
-    return ct_error(CT_ERR_ARG, "toy detection: %d classes: must be in "
-                    "[1, %d]%s", classes, max_classes,
+    return ct_error(CT_ERR_ARG,
+                    "toy detection: %d classes: must be in "
+                    "[1, %d]%s",
+                    classes, max_classes,
                     fmnist ? " (the item set's classes)" : "");
   if (fmnist && (fmnist->C != 1 || fmnist->N < 1))
-    return ct_error(CT_ERR_ARG, "toy detection: the item set must hold gray "
+    return ct_error(CT_ERR_ARG,
+                    "toy detection: the item set must hold gray "
                     "images (it has %lld of %d channels)",
                     (long long)fmnist->N, fmnist->C);
   // The items that may be pasted: those of the first `classes` labels.
   int64_t *eligible = NULL, n_eligible = 0;
   if (fmnist) {
     eligible = malloc((size_t)fmnist->N * sizeof *eligible);
-    if (!eligible) return ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
+    if (!eligible)
+      return ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
     for (int64_t j = 0; j < fmnist->N; j++)
       if (fmnist->labels[j] >= 0 && fmnist->labels[j] < classes)
         eligible[n_eligible++] = j;
     if (!n_eligible) {
       free(eligible);
-      return ct_error(CT_ERR_ARG, "toy detection: the item set has no item "
-                      "with a label below %d", classes);
+      return ct_error(CT_ERR_ARG,
+                      "toy detection: the item set has no item "
+                      "with a label below %d",
+                      classes);
     }
   }
   int max_side = size / 2;
@@ -227,17 +237,18 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
   ct_status st = cell ? detection_alloc(d, n, 1, size, size, classes)
                       : ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
   for (int k = 0; k < classes && !st; k++) {
-    const char *name = fmnist ? ct_string_list_get(&fmnist->class_names, k)
-                              : SHAPE_NAMES[k];
+    const char *name =
+        fmnist ? ct_string_list_get(&fmnist->class_names, k) : SHAPE_NAMES[k];
     st = ct_string_list_push(&d->class_names, name, strlen(name));
   }
   int64_t cap = 0;
-  ct_rng r = ct_rng_make(seed, ct_rng_stream(CT_DETECTION_RNG_TOY,
-                                             (uint64_t)split));
+  ct_rng r =
+      ct_rng_make(seed, ct_rng_stream(CT_DETECTION_RNG_TOY, (uint64_t)split));
   for (int64_t i = 0; i < n && !st; i++) {
     uint8_t *img = ct_detection_image(d, i);
     int base = below(&r, 48);
-    for (int p = 0; p < size * size; p++) img[p] = (uint8_t)(base + below(&r, 32));
+    for (int p = 0; p < size * size; p++)
+      img[p] = (uint8_t)(base + below(&r, 32));
     d->box_start[i + 1] = d->box_start[i];
     int objects = below(&r, CT_TOY_DETECTION_MAX_OBJECTS + 1);
     for (int o = 0; o < objects && !st; o++)
@@ -260,7 +271,8 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
           continue;
         for (int y = 0; y < s; y++)
           for (int x = 0; x < s; x++)
-            if (cell[y * s + x]) img[(y0 + y) * size + x0 + x] = cell[y * s + x];
+            if (cell[y * s + x])
+              img[(y0 + y) * size + x0 + x] = cell[y * s + x];
         st = push_box(d, &cap, i, b);
         break;
       }
@@ -300,9 +312,8 @@ static ct_status coco_fail(const coco_ctx *c, ct_status st,
 static ct_status coco_member(const coco_ctx *c, const ct_json_value *obj,
                              const char *key, ct_json_value_type type,
                              const ct_json_value **out) {
-  static const char *const type_names[] = {"null", "a boolean", "a number",
-                                           "a string", "an array",
-                                           "an object"};
+  static const char *const type_names[] = {
+      "null", "a boolean", "a number", "a string", "an array", "an object"};
   *out = ct_json_member(c->doc, obj, key);
   if (!*out) return coco_fail(c, CT_ERR_FORMAT, obj, "missing key \"%s\"", key);
   if ((*out)->type != type)
@@ -318,8 +329,10 @@ static ct_status coco_int(const coco_ctx *c, const ct_json_value *obj,
   ct_status st = coco_member(c, obj, key, CT_JVAL_NUMBER, &v);
   if (st) return st;
   if (v->number != floor(v->number) || fabs(v->number) >= 9007199254740992.0)
-    return coco_fail(c, CT_ERR_FORMAT, v, "\"%s\" must be an integer (got "
-                     "%.17g)", key, v->number);
+    return coco_fail(c, CT_ERR_FORMAT, v,
+                     "\"%s\" must be an integer (got "
+                     "%.17g)",
+                     key, v->number);
   *out = (int64_t)v->number;
   return CT_OK;
 }
@@ -330,9 +343,10 @@ static ct_status coco_list(const char *path, const ct_json_doc *doc,
   const ct_json_value *root = ct_json_root(doc);
   *out = ct_json_member(doc, root, key);
   if (root->type != CT_JVAL_OBJECT)
-    return ct_error(CT_ERR_FORMAT, "%s:%d:%d: the top level must be an "
-                    "object with images, annotations and categories", path,
-                    root->line, root->column);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s:%d:%d: the top level must be an "
+                    "object with images, annotations and categories",
+                    path, root->line, root->column);
   if (!*out)
     return ct_error(CT_ERR_FORMAT, "%s: missing key \"%s\" at the top level",
                     path, key);
@@ -350,7 +364,9 @@ typedef struct id_entry {
 
 static int compare_ids(const void *a, const void *b) {
   const id_entry *x = a, *y = b;
-  return x->id < y->id ? -1 : x->id > y->id ? 1 : (x->index > y->index) - (x->index < y->index);
+  return x->id < y->id   ? -1
+         : x->id > y->id ? 1
+                         : (x->index > y->index) - (x->index < y->index);
 }
 
 // Sorts the ids; a repeated one is an error naming its second entry.
@@ -360,8 +376,10 @@ static ct_status sort_ids(const coco_ctx *c, id_entry *ids, int64_t n) {
     if (ids[i].id == ids[i - 1].id) {
       coco_ctx at = *c;
       at.index = ids[i].index;
-      return coco_fail(&at, CT_ERR_FORMAT, ids[i].at, "duplicate id %lld "
-                       "(also %s[%lld])", (long long)ids[i].id, c->list,
+      return coco_fail(&at, CT_ERR_FORMAT, ids[i].at,
+                       "duplicate id %lld "
+                       "(also %s[%lld])",
+                       (long long)ids[i].id, c->list,
                        (long long)ids[i - 1].index);
     }
   return CT_OK;
@@ -372,8 +390,10 @@ static int64_t find_id(const id_entry *ids, int64_t n, int64_t id) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (ids[mid].id < id) lo = mid + 1;
-    else hi = mid;
+    if (ids[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < n && ids[lo].id == id ? lo : -1;
 }
@@ -400,9 +420,11 @@ static ct_status coco_read_png(ct_detection_dataset *d, int64_t i,
     return ct_error(st, "%s (images[%lld] of %s)", ct_last_error(),
                     (long long)i, json_path);
   if (w != im->width || h != im->height)
-    st = ct_error(CT_ERR_FORMAT, "%s: image is %dx%d but %s declares "
-                  "%lldx%lld (images[%lld])", path, w, h, json_path,
-                  (long long)im->width, (long long)im->height, (long long)i);
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: image is %dx%d but %s declares "
+                  "%lldx%lld (images[%lld])",
+                  path, w, h, json_path, (long long)im->width,
+                  (long long)im->height, (long long)i);
   else
     ct_image_resize_bilinear(px, h, w, d->C, ct_detection_image(d, i), d->H,
                              d->W);
@@ -416,9 +438,10 @@ static ct_status coco_categories(coco_ctx *c, const ct_json_value *list,
   *ids = malloc((size_t)(list->count ? list->count : 1) * sizeof **ids);
   if (!*ids) return ct_error(CT_ERR_NOMEM, "%s: out of memory", c->path);
   if (!list->count)
-    return ct_error(CT_ERR_FORMAT, "%s:%d:%d: \"categories\" is empty: a "
-                    "detection set needs at least one class", c->path,
-                    list->line, list->column);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s:%d:%d: \"categories\" is empty: a "
+                    "detection set needs at least one class",
+                    c->path, list->line, list->column);
   c->list = "categories";
   c->index = 0;
   for (const ct_json_value *e = ct_json_first(c->doc, list); e;
@@ -460,9 +483,10 @@ static ct_status coco_images(coco_ctx *c, const ct_json_value *list,
     at = ct_json_member(c->doc, e, "width");
     if (im->width < 1 || im->height < 1 || im->width > 65535 ||
         im->height > 65535)
-      return coco_fail(c, CT_ERR_FORMAT, at, "size %lldx%lld: width and "
-                       "height must be in 1..65535", (long long)im->width,
-                       (long long)im->height);
+      return coco_fail(c, CT_ERR_FORMAT, at,
+                       "size %lldx%lld: width and "
+                       "height must be in 1..65535",
+                       (long long)im->width, (long long)im->height);
     im->file_name = ct_json_str(c->doc, name);
     ids[c->index].index = c->index;
     ids[c->index].at = e;
@@ -504,30 +528,37 @@ static ct_status coco_annotation(const coco_ctx *c, const ct_json_value *e,
     v[n++] = x->number;
   }
   if (n != 4)
-    return coco_fail(c, CT_ERR_FORMAT, bbox, "\"bbox\" must be 4 numbers "
+    return coco_fail(c, CT_ERR_FORMAT, bbox,
+                     "\"bbox\" must be 4 numbers "
                      "[x, y, width, height]");
   if (!(v[2] > 0) || !(v[3] > 0))
-    return coco_fail(c, CT_ERR_ARG, bbox, "bbox [%g, %g, %g, %g]: width and "
-                     "height must be positive", v[0], v[1], v[2], v[3]);
+    return coco_fail(c, CT_ERR_ARG, bbox,
+                     "bbox [%g, %g, %g, %g]: width and "
+                     "height must be positive",
+                     v[0], v[1], v[2], v[3]);
   *image = image_ids[at].index;
   const coco_image *im = &ims[*image];
   // Up to 1 pixel past the border is tolerated, then clipped.
   if (v[0] < -1 || v[1] < -1 || v[0] + v[2] > (double)im->width + 1 ||
       v[1] + v[3] > (double)im->height + 1)
-    return coco_fail(c, CT_ERR_ARG, bbox, "bbox [%g, %g, %g, %g] lies outside "
-                     "its image (%s, %lldx%lld)", v[0], v[1], v[2], v[3],
-                     im->file_name, (long long)im->width,
-                     (long long)im->height);
+    return coco_fail(c, CT_ERR_ARG, bbox,
+                     "bbox [%g, %g, %g, %g] lies outside "
+                     "its image (%s, %lldx%lld)",
+                     v[0], v[1], v[2], v[3], im->file_name,
+                     (long long)im->width, (long long)im->height);
   double x0 = fmax(v[0], 0), y0 = fmax(v[1], 0);
   double x1 = fmin(v[0] + v[2], (double)im->width);
   double y1 = fmin(v[1] + v[3], (double)im->height);
   if (!(x1 > x0) || !(y1 > y0))
-    return coco_fail(c, CT_ERR_ARG, bbox, "bbox [%g, %g, %g, %g] lies outside "
-                     "its image (%s, %lldx%lld)", v[0], v[1], v[2], v[3],
-                     im->file_name, (long long)im->width,
-                     (long long)im->height);
-  *box = (ct_detection_box){.label = (int32_t)label, .x = (float)x0,
-                            .y = (float)y0, .w = (float)(x1 - x0),
+    return coco_fail(c, CT_ERR_ARG, bbox,
+                     "bbox [%g, %g, %g, %g] lies outside "
+                     "its image (%s, %lldx%lld)",
+                     v[0], v[1], v[2], v[3], im->file_name,
+                     (long long)im->width, (long long)im->height);
+  *box = (ct_detection_box){.label = (int32_t)label,
+                            .x = (float)x0,
+                            .y = (float)y0,
+                            .w = (float)(x1 - x0),
                             .h = (float)(y1 - y0)};
   return CT_OK;
 }
@@ -536,11 +567,15 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
                        const char *image_dir, int channels, int size) {
   *d = (ct_detection_dataset){0};
   if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: channels %d: images load as 1 (gray) "
-                    "or 3 (RGB) channels", json_path, channels);
+    return ct_error(CT_ERR_ARG,
+                    "%s: channels %d: images load as 1 (gray) "
+                    "or 3 (RGB) channels",
+                    json_path, channels);
   if (size < 0 || size > 65535)
-    return ct_error(CT_ERR_ARG, "%s: image size %d: must be in 1..65535 (0: "
-                    "the images' own)", json_path, size);
+    return ct_error(CT_ERR_ARG,
+                    "%s: image size %d: must be in 1..65535 (0: "
+                    "the images' own)",
+                    json_path, size);
   ct_json_doc doc;
   ct_status st = ct_json_doc_read(&doc, json_path);
   if (st) return st;
@@ -577,9 +612,11 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
       H = (int)ims[0].height;
       W = (int)ims[0].width;
     } else if (ims[i].height != H || ims[i].width != W) {
-      st = ct_error(CT_ERR_FORMAT, "%s: images[%lld] (%s) is %lldx%lld, "
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: images[%lld] (%s) is %lldx%lld, "
                     "images[0] (%s) %dx%d: mismatched sizes (give a size to "
-                    "resize to)", json_path, (long long)i, ims[i].file_name,
+                    "resize to)",
+                    json_path, (long long)i, ims[i].file_name,
                     (long long)ims[i].width, (long long)ims[i].height,
                     ims[0].file_name, W, H);
     }
@@ -631,8 +668,10 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
 
 static ct_status refuse_existing(const char *path, bool overwrite) {
   if (!overwrite && access(path, F_OK) == 0)
-    return ct_error(CT_ERR_IO, "%s already exists; not overwriting it (choose "
-                    "another folder or pass --force)", path);
+    return ct_error(CT_ERR_IO,
+                    "%s already exists; not overwriting it (choose "
+                    "another folder or pass --force)",
+                    path);
   return CT_OK;
 }
 
@@ -649,7 +688,8 @@ static ct_status write_split(const char *dir, const char *split,
   if (st) return st;
   int64_t plane = (int64_t)d->H * d->W;
   uint8_t *rgb = d->C == 3 ? malloc((size_t)plane * 3) : NULL;
-  if (d->C == 3 && !rgb) return ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
+  if (d->C == 3 && !rgb)
+    return ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
   for (int64_t i = 0; i < d->N && !st; i++) {
     snprintf(path, sizeof path, "%s/%s/%06lld.png", dir, split, (long long)i);
     if ((st = refuse_existing(path, overwrite))) break;
@@ -678,18 +718,20 @@ static ct_status write_split(const char *dir, const char *split,
     return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
   fprintf(f, "{\n\"images\": [");
   for (int64_t i = 0; i < d->N; i++)
-    fprintf(f, "%s\n  {\"id\": %lld, \"file_name\": \"%06lld.png\", "
-            "\"width\": %d, \"height\": %d}", i ? "," : "", (long long)i + 1,
-            (long long)i, d->W, d->H);
+    fprintf(f,
+            "%s\n  {\"id\": %lld, \"file_name\": \"%06lld.png\", "
+            "\"width\": %d, \"height\": %d}",
+            i ? "," : "", (long long)i + 1, (long long)i, d->W, d->H);
   fprintf(f, "\n],\n\"annotations\": [");
   for (int64_t i = 0, a = 0; i < d->N; i++)
     for (int64_t t = 0; t < ct_detection_box_count(d, i); t++, a++) {
       const ct_detection_box *b = &ct_detection_boxes(d, i)[t];
-      fprintf(f, "%s\n  {\"id\": %lld, \"image_id\": %lld, \"category_id\": "
+      fprintf(f,
+              "%s\n  {\"id\": %lld, \"image_id\": %lld, \"category_id\": "
               "%d, \"bbox\": [%.9g, %.9g, %.9g, %.9g], \"area\": %.9g, "
-              "\"iscrowd\": 0}", a ? "," : "", (long long)a + 1,
-              (long long)i + 1, b->label + 1, b->x, b->y, b->w, b->h,
-              (double)b->w * b->h);
+              "\"iscrowd\": 0}",
+              a ? "," : "", (long long)a + 1, (long long)i + 1, b->label + 1,
+              b->x, b->y, b->w, b->h, (double)b->w * b->h);
     }
   fprintf(f, "\n],\n\"categories\": [");
   for (int k = 0; k < d->K; k++) {
@@ -713,8 +755,10 @@ ct_status ct_toy_detection_write(const char *dir,
   const ct_detection_dataset *sets[2] = {train, val};
   for (int s = 0; s < 2; s++)
     if (sets[s]->C != 1 && sets[s]->C != 3)
-      return ct_error(CT_ERR_ARG, "toy detection: %d channels: PNG files "
-                      "hold 1 (gray) or 3 (RGB)", sets[s]->C);
+      return ct_error(CT_ERR_ARG,
+                      "toy detection: %d channels: PNG files "
+                      "hold 1 (gray) or 3 (RGB)",
+                      sets[s]->C);
   ct_status st = ct_make_dirs(dir);
   if (!st) st = write_split(dir, "train", train, overwrite);
   if (!st) st = write_split(dir, "val", val, overwrite);

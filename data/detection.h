@@ -49,8 +49,8 @@ enum {
 };
 
 typedef struct ct_detection_box {
-  int32_t label;      // in [0, K)
-  float x, y, w, h;   // pixels: top-left corner, width, height (w, h > 0)
+  int32_t label;     // in [0, K)
+  float x, y, w, h;  // pixels: top-left corner, width, height (w, h > 0)
 } ct_detection_box;
 
 // Zero-initialize ({0}); the generator and the loader fill it.
@@ -93,8 +93,8 @@ int64_t ct_detection_targets(const ct_detection_dataset *d, int64_t i,
 // n normalized (cx, cy, w, h) boxes, as a model predicts them, to pixel
 // corners of a W x H image.
 void ct_detection_box_xyxy(const ct_detection_box *b, float xyxy[4]);
-void ct_detection_cxcywh_to_pixels(const float *cxcywh, int64_t n, int W,
-                                   int H, float *xyxy);
+void ct_detection_cxcywh_to_pixels(const float *cxcywh, int64_t n, int W, int H,
+                                   float *xyxy);
 // Intersection over union of two corner boxes, in double, as COCO computes
 // it (areas without COCO's legacy +1); 0 when the union is empty.
 double ct_detection_iou(const float a[4], const float b[4]);

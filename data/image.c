@@ -34,8 +34,10 @@ ct_status ct_image_dataset_alloc(ct_image_dataset *d, int64_t n, int c, int h,
   d->labels = calloc(n ? (size_t)n : 1, sizeof *d->labels);
   if (!d->pixels || !d->labels) {
     ct_image_dataset_free(d);
-    return ct_error(CT_ERR_NOMEM, "image dataset: out of memory for %lld "
-                    "images of %dx%dx%d", (long long)n, c, h, w);
+    return ct_error(CT_ERR_NOMEM,
+                    "image dataset: out of memory for %lld "
+                    "images of %dx%dx%d",
+                    (long long)n, c, h, w);
   }
   d->N = n;
   d->C = c;
@@ -91,8 +93,10 @@ ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
       end--;
     if (end > start) {
       if (memchr(bytes + start, '\0', (size_t)(end - start)))
-        st = ct_error(CT_ERR_FORMAT, "%s: line %lld: a NUL byte in a class "
-                      "name", path, (long long)list.count + 1);
+        st = ct_error(CT_ERR_FORMAT,
+                      "%s: line %lld: a NUL byte in a class "
+                      "name",
+                      path, (long long)list.count + 1);
       else
         st = ct_string_list_push(&list, (const char *)bytes + start,
                                  (size_t)(end - start));
@@ -101,8 +105,10 @@ ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
   }
   free(bytes);
   if (!st && list.count != d->K)
-    st = ct_error(CT_ERR_FORMAT, "%s: %lld class names, expected %d (one per "
-                  "line)", path, (long long)list.count, d->K);
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: %lld class names, expected %d (one per "
+                  "line)",
+                  path, (long long)list.count, d->K);
   if (st) {
     ct_string_list_free(&list);
     return st;
@@ -116,8 +122,10 @@ ct_status ct_image_dataset_check_labels(const ct_image_dataset *d,
                                         const char *what) {
   for (int64_t i = 0; i < d->N; i++)
     if (d->labels[i] < 0 || d->labels[i] >= d->K)
-      return ct_error(CT_ERR_INDEX, "%s: image %lld: label %d outside "
-                      "[0, %d)", what, (long long)i, (int)d->labels[i], d->K);
+      return ct_error(CT_ERR_INDEX,
+                      "%s: image %lld: label %d outside "
+                      "[0, %d)",
+                      what, (long long)i, (int)d->labels[i], d->K);
   return CT_OK;
 }
 
@@ -170,8 +178,10 @@ ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len) {
       int code;
       gzerror(gz, &code);
       if (code == Z_BUF_ERROR)
-        st = ct_error(CT_ERR_FORMAT, "%s: cannot read: the gzip data is "
-                      "truncated", path);
+        st = ct_error(CT_ERR_FORMAT,
+                      "%s: cannot read: the gzip data is "
+                      "truncated",
+                      path);
       break;
     }
     n += got;
@@ -188,16 +198,18 @@ ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len) {
 
 // ---- the loader --------------------------------------------------------------
 
-static ct_status batch_alloc(ct_image_batch *b, int64_t B, int C, int H,
-                             int W, int K, bool targets) {
+static ct_status batch_alloc(ct_image_batch *b, int64_t B, int C, int H, int W,
+                             int K, bool targets) {
   *b = (ct_image_batch){.C = C, .H = H, .W = W, .K = K};
   b->images = malloc((size_t)B * C * H * W * sizeof(float));
   b->labels = malloc((size_t)B * sizeof(int32_t));
   b->index = malloc((size_t)B * sizeof(int64_t));
   if (targets) b->targets = malloc((size_t)B * K * sizeof(float));
   if (!b->images || !b->labels || !b->index || (targets && !b->targets))
-    return ct_error(CT_ERR_NOMEM, "image loader: out of memory for a batch "
-                    "of %lld", (long long)B);
+    return ct_error(CT_ERR_NOMEM,
+                    "image loader: out of memory for a batch "
+                    "of %lld",
+                    (long long)B);
   return CT_OK;
 }
 
@@ -215,8 +227,8 @@ static void plan_epoch(ct_image_loader *l, int64_t epoch) {
   if (l->order_epoch == epoch) return;
   int64_t n = l->data->N;
   if (l->opt.shuffle) {
-    ct_rng r = ct_rng_make(l->opt.seed,
-                           ct_rng_stream(CT_IMAGE_RNG_SHUFFLE, (uint64_t)epoch));
+    ct_rng r = ct_rng_make(
+        l->opt.seed, ct_rng_stream(CT_IMAGE_RNG_SHUFFLE, (uint64_t)epoch));
     ct_rng_permutation(&r, l->order, n);
   } else {
     for (int64_t i = 0; i < n; i++) l->order[i] = i;
@@ -232,8 +244,8 @@ static void build_batch(ct_image_loader *l, int64_t epoch, int64_t position,
   const ct_image_aug *aug = &l->opt.aug;
   plan_epoch(l, epoch);
   int64_t first = position * l->opt.batch_size;
-  int64_t B = d->N - first < l->opt.batch_size ? d->N - first
-                                               : l->opt.batch_size;
+  int64_t B =
+      d->N - first < l->opt.batch_size ? d->N - first : l->opt.batch_size;
   int C = d->C, H = d->H, W = d->W;
   int64_t img = (int64_t)C * H * W;
   bool augment = aug->crop_padding > 0 || aug->hflip || aug->randaug_ops > 0;
@@ -271,9 +283,9 @@ static void build_batch(ct_image_loader *l, int64_t epoch, int64_t position,
     ct_rng rng = ct_rng_make(l->opt.seed,
                              ct_rng_stream(CT_IMAGE_RNG_MIX, (uint64_t)epoch));
     rng.offset = (uint64_t)position << AUG_WORDS_LOG2;
-    b->mix_lambda = ct_image_mix_batch(aug, &rng, b->images, b->labels,
-                                       b->targets, B, C, H, W, d->K,
-                                       &b->cutmix);
+    b->mix_lambda =
+        ct_image_mix_batch(aug, &rng, b->images, b->labels, b->targets, B, C, H,
+                           W, d->K, &b->cutmix);
   }
 }
 
@@ -331,27 +343,33 @@ ct_status ct_image_loader_init(ct_image_loader *l, const ct_image_dataset *d,
     return ct_error(CT_ERR_ARG, "image loader: batch_size %lld must be >= 1",
                     (long long)opt->batch_size);
   if (opt->drop_last && d->N < opt->batch_size)
-    return ct_error(CT_ERR_ARG, "image loader: drop_last with %lld images "
-                    "and batch_size %lld leaves no batch", (long long)d->N,
-                    (long long)opt->batch_size);
+    return ct_error(CT_ERR_ARG,
+                    "image loader: drop_last with %lld images "
+                    "and batch_size %lld leaves no batch",
+                    (long long)d->N, (long long)opt->batch_size);
   if (opt->threads < 0)
     return ct_error(CT_ERR_ARG, "image loader: threads %d must be >= 0",
                     opt->threads);
   if (a->crop_padding < 0 || a->crop_padding > d->H || a->crop_padding > d->W)
-    return ct_error(CT_ERR_ARG, "image loader: aug.crop_padding %d outside "
-                    "0..%d", a->crop_padding, d->H < d->W ? d->H : d->W);
+    return ct_error(CT_ERR_ARG,
+                    "image loader: aug.crop_padding %d outside "
+                    "0..%d",
+                    a->crop_padding, d->H < d->W ? d->H : d->W);
   if (a->randaug_ops < 0 || a->randaug_ops > 16 ||
       !(a->randaug_magnitude >= 0 && a->randaug_magnitude <= 10) ||
       !(a->randaug_magnitude_std >= 0))
-    return ct_error(CT_ERR_ARG, "image loader: aug.randaug_ops %d (0..16), "
+    return ct_error(CT_ERR_ARG,
+                    "image loader: aug.randaug_ops %d (0..16), "
                     "magnitude %g (0..10) or magnitude_std %g (>= 0) out of "
-                    "range", a->randaug_ops, a->randaug_magnitude,
+                    "range",
+                    a->randaug_ops, a->randaug_magnitude,
                     a->randaug_magnitude_std);
   if (!(a->mixup_alpha >= 0) || !(a->cutmix_alpha >= 0) ||
       !(a->mix_prob >= 0 && a->mix_prob <= 1) ||
       !(a->switch_prob >= 0 && a->switch_prob <= 1) ||
       !(a->label_smoothing >= 0 && a->label_smoothing < 1))
-    return ct_error(CT_ERR_ARG, "image loader: aug mixup_alpha %g, "
+    return ct_error(CT_ERR_ARG,
+                    "image loader: aug mixup_alpha %g, "
                     "cutmix_alpha %g (>= 0), mix_prob %g, switch_prob %g "
                     "(0..1) or label_smoothing %g ([0, 1)) out of range",
                     a->mixup_alpha, a->cutmix_alpha, a->mix_prob,
@@ -364,16 +382,17 @@ ct_status ct_image_loader_init(ct_image_loader *l, const ct_image_dataset *d,
   for (int c = 0; c < d->C; c++) {
     float m = any_std ? opt->mean[c] : 0.f, s = any_std ? opt->std[c] : 1.f;
     if (!(s > 0) || !isfinite(m) || !isfinite(s))
-      return ct_error(CT_ERR_ARG, "image loader: channel %d: mean %g, std %g "
-                      "(std must be > 0)", c, m, s);
+      return ct_error(CT_ERR_ARG,
+                      "image loader: channel %d: mean %g, std %g "
+                      "(std must be > 0)",
+                      c, m, s);
     // torchvision: ToTensor (x / 255), then Normalize ((x - mean) / std).
     for (int v = 0; v < 256; v++) l->lut[c][v] = ((float)v / 255.f - m) / s;
     float f = floorf(m * 255.f + 0.5f);
     l->fill[c] = f <= 0 ? 0 : f >= 255 ? 255 : (uint8_t)f;
   }
-  l->batches = opt->drop_last
-                   ? d->N / opt->batch_size
-                   : (d->N + opt->batch_size - 1) / opt->batch_size;
+  l->batches = opt->drop_last ? d->N / opt->batch_size
+                              : (d->N + opt->batch_size - 1) / opt->batch_size;
   int64_t img = (int64_t)d->C * d->H * d->W;
   bool augment = a->crop_padding > 0 || a->hflip || a->randaug_ops > 0;
   l->order = malloc((size_t)d->N * sizeof *l->order);
@@ -397,7 +416,8 @@ ct_status ct_image_loader_init(ct_image_loader *l, const ct_image_dataset *d,
       pthread_cond_destroy(&l->cv);
       pthread_mutex_destroy(&l->mu);
       ct_image_loader_free(l);
-      return ct_error(CT_ERR_STATE, "image loader: cannot start the "
+      return ct_error(CT_ERR_STATE,
+                      "image loader: cannot start the "
                       "prefetch thread");
     }
     l->threaded = true;
@@ -444,9 +464,11 @@ ct_status ct_image_loader_next(ct_image_loader *l, const ct_image_batch **out) {
 ct_status ct_image_loader_seek(ct_image_loader *l, int64_t epoch,
                                int64_t position) {
   if (epoch < 0 || position < 0 || position > l->batches)
-    return ct_error(CT_ERR_ARG, "image loader: seek to epoch %lld position "
-                    "%lld outside 0..%lld", (long long)epoch,
-                    (long long)position, (long long)l->batches);
+    return ct_error(CT_ERR_ARG,
+                    "image loader: seek to epoch %lld position "
+                    "%lld outside 0..%lld",
+                    (long long)epoch, (long long)position,
+                    (long long)l->batches);
   if (l->threaded) {
     pthread_mutex_lock(&l->mu);
     wait_idle(l);

@@ -115,20 +115,20 @@ typedef struct ct_image_loader_options {
   uint64_t seed;
   // (pixel / 255 - mean[c]) / std[c]; std all zero: pixel / 255 only.
   float mean[CT_IMAGE_MAX_CHANNELS], std[CT_IMAGE_MAX_CHANNELS];
-  ct_image_aug aug;    // all zero: no augmentation (evaluation)
-  int threads;         // OpenMP threads building a batch; 0: ct_get_threads()
-  bool prefetch;       // build the next batch on a background thread
+  ct_image_aug aug;  // all zero: no augmentation (evaluation)
+  int threads;       // OpenMP threads building a batch; 0: ct_get_threads()
+  bool prefetch;     // build the next batch on a background thread
 } ct_image_loader_options;
 
 typedef struct ct_image_batch {
   int64_t B;
   int C, H, W, K;
-  float *images;    // (B, C, H, W) normalized (and augmented, mixed)
-  int32_t *labels;  // (B) each row's own label (before mixing)
-  float *targets;   // (B, K) soft targets when mixing is on, else NULL
-  int64_t *index;   // (B) each row's dataset index
-  float mix_lambda; // the weight of each row's own image (1: not mixed)
-  bool cutmix;      // the batch was mixed by cutmix (else mixup, or none)
+  float *images;     // (B, C, H, W) normalized (and augmented, mixed)
+  int32_t *labels;   // (B) each row's own label (before mixing)
+  float *targets;    // (B, K) soft targets when mixing is on, else NULL
+  int64_t *index;    // (B) each row's dataset index
+  float mix_lambda;  // the weight of each row's own image (1: not mixed)
+  bool cutmix;       // the batch was mixed by cutmix (else mixup, or none)
   int64_t epoch, position;  // which batch this is
 } ct_image_batch;
 
@@ -137,14 +137,14 @@ typedef struct ct_image_batch {
 typedef struct ct_image_loader {
   const ct_image_dataset *data;  // not owned; must outlive the loader
   ct_image_loader_options opt;
-  int64_t epoch, position;   // the state: the batch the next call returns
-  int64_t batches;           // per epoch
+  int64_t epoch, position;  // the state: the batch the next call returns
+  int64_t batches;          // per epoch
   float lut[CT_IMAGE_MAX_CHANNELS][256];  // normalization tables
   uint8_t fill[CT_IMAGE_MAX_CHANNELS];    // pixel value of mean (padding)
-  int64_t *order;            // N: the permutation of order_epoch
-  int64_t order_epoch;       // -1: none yet
-  uint8_t *scratch;          // 2 * batch_size images, for augmentation
-  ct_image_batch buf[2];     // buf[shown] was returned; the other is spare
+  int64_t *order;                         // N: the permutation of order_epoch
+  int64_t order_epoch;                    // -1: none yet
+  uint8_t *scratch;       // 2 * batch_size images, for augmentation
+  ct_image_batch buf[2];  // buf[shown] was returned; the other is spare
   int shown;
   // Prefetch: the worker builds (job_epoch, job_position) into buf[job_buf].
   bool threaded;

@@ -44,7 +44,8 @@ static void affine_nearest(const uint8_t *src, uint8_t *dst, int C, int H,
       float sx = floorf(m[0] * xf + m[1] * yf + m[2]);
       float sy = floorf(m[3] * xf + m[4] * yf + m[5]);
       bool in = sx >= 0 && sx < (float)W && sy >= 0 && sy < (float)H;
-      int64_t p = (int64_t)y * W + x, q = in ? (int64_t)sy * W + (int64_t)sx : 0;
+      int64_t p = (int64_t)y * W + x,
+              q = in ? (int64_t)sy * W + (int64_t)sx : 0;
       for (int c = 0; c < C; c++)
         dst[c * plane + p] = in ? src[c * plane + q] : fill[c];
     }
@@ -53,8 +54,8 @@ static void affine_nearest(const uint8_t *src, uint8_t *dst, int C, int H,
 void ct_randaug_apply(ct_randaug_op op, float m, int sign, const uint8_t *src,
                       uint8_t *dst, int C, int H, int W, const uint8_t *fill) {
   int64_t plane = (int64_t)H * W, n = plane * C;
-  float level = m / 10.f;                          // timm's level / 10
-  float factor = 1.f + (float)sign * level * 0.9f; // enhance: [0.1, 1.9]
+  float level = m / 10.f;                           // timm's level / 10
+  float factor = 1.f + (float)sign * level * 0.9f;  // enhance: [0.1, 1.9]
   switch (op) {
   case CT_RANDAUG_AUTOCONTRAST:
     // Per channel, stretch [lo, hi] to [0, 255] (PIL ImageOps.autocontrast).
@@ -76,9 +77,7 @@ void ct_randaug_apply(ct_randaug_op op, float m, int sign, const uint8_t *src,
       }
     }
     return;
-  case CT_RANDAUG_BRIGHTNESS:
-    blend(src, dst, n, factor, NULL, 0.f);
-    return;
+  case CT_RANDAUG_BRIGHTNESS: blend(src, dst, n, factor, NULL, 0.f); return;
   case CT_RANDAUG_CONTRAST: {
     // Degenerate: the mean gray level, rounded (PIL ImageEnhance.Contrast).
     uint64_t sum = 0;
@@ -93,7 +92,8 @@ void ct_randaug_apply(ct_randaug_op op, float m, int sign, const uint8_t *src,
     for (int64_t p = 0; p < plane; p++) {
       float g = gray_at(src, C, plane, p);
       for (int c = 0; c < 3; c++)
-        dst[c * plane + p] = clip_u8(g + factor * ((float)src[c * plane + p] - g));
+        dst[c * plane + p] =
+            clip_u8(g + factor * ((float)src[c * plane + p] - g));
     }
     return;
   case CT_RANDAUG_SOLARIZE: {
@@ -126,8 +126,7 @@ void ct_randaug_apply(ct_randaug_op op, float m, int sign, const uint8_t *src,
     return;
   }
   case CT_RANDAUG_IDENTITY:
-  case CT_RANDAUG_OP_COUNT:
-    break;
+  case CT_RANDAUG_OP_COUNT: break;
   }
   memcpy(dst, src, (size_t)n);
 }
@@ -216,8 +215,8 @@ float ct_image_mix_batch(const ct_image_aug *a, ct_rng *rng, float *images,
   bool use_cutmix = false;
   bool mixup_on = a->mixup_alpha > 0, cutmix_on = a->cutmix_alpha > 0;
   if ((mixup_on || cutmix_on) && ct_rng_next_double(rng) < a->mix_prob) {
-    use_cutmix = cutmix_on &&
-                 (!mixup_on || ct_rng_next_double(rng) < a->switch_prob);
+    use_cutmix =
+        cutmix_on && (!mixup_on || ct_rng_next_double(rng) < a->switch_prob);
     lam = draw_beta(rng, use_cutmix ? a->cutmix_alpha : a->mixup_alpha);
   }
   int64_t plane = (int64_t)H * W, img = plane * C;

@@ -37,7 +37,7 @@
 #define CT_IMAGE_MAX_CHANNELS 3
 
 typedef struct ct_image_aug {
-  int crop_padding;             // 0: no random crop
+  int crop_padding;  // 0: no random crop
   bool hflip;
   int randaug_ops;              // 0: no RandAugment
   float randaug_magnitude;      // 0..10 (DeiT: 9)

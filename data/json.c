@@ -18,7 +18,7 @@ typedef struct parser {
   size_t len, pos;
   size_t line_start;  // offset of the current line's first byte
   int line;
-  bool python;        // CT_JSON_PYTHON
+  bool python;  // CT_JSON_PYTHON
   ct_json_error *err;
   ct_json_doc *doc;
   char *buf;  // scratch for unescaping one string
@@ -61,9 +61,12 @@ static ct_status new_value(parser *p, ct_json_value_type type, int64_t *out) {
                     sizeof *d->values, "JSON values"))
     return CT_ERR_NOMEM;
   *out = d->count++;
-  d->values[*out] = (ct_json_value){.type = type, .line = p->line,
+  d->values[*out] = (ct_json_value){.type = type,
+                                    .line = p->line,
                                     .column = column_at(p, p->pos),
-                                    .str = -1, .key = -1, .first = -1,
+                                    .str = -1,
+                                    .key = -1,
+                                    .first = -1,
                                     .next = -1};
   return CT_OK;
 }
@@ -101,9 +104,11 @@ static ct_status parse_string(parser *p, int64_t *out) {
     unsigned char c = (unsigned char)p->s[p->pos];
     if (c == '"') break;
     if (c < 0x20)
-      return fail_at(p, p->pos, c == '\n' ? "unterminated string (newline "
-                     "inside it)" : "control character in a string (escape "
-                     "it)");
+      return fail_at(p, p->pos,
+                     c == '\n' ? "unterminated string (newline "
+                                 "inside it)"
+                               : "control character in a string (escape "
+                                 "it)");
     if (c != '\\') {
       p->buf[n++] = (char)c;
       p->pos++;
@@ -120,7 +125,8 @@ static ct_status parse_string(parser *p, int64_t *out) {
     }
     if (e != 'u') return fail_at(p, esc, "invalid escape in a string");
     int32_t cp = read_hex4(p);
-    if (cp < 0) return fail_at(p, esc, "invalid \\u escape (need 4 hex digits)");
+    if (cp < 0)
+      return fail_at(p, esc, "invalid \\u escape (need 4 hex digits)");
     if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate: its pair follows
       size_t after = p->pos;
       int32_t lo = -1;
@@ -162,12 +168,17 @@ static bool match_word(parser *p, const char *word) {
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converted by strtod;
 // *integer says whether it had neither fraction nor exponent.
 static ct_status parse_number(parser *p, double *out, bool *integer) {
-  static const struct { const char *word; double value; } python_words[] = {
-    {"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY},
+  static const struct {
+    const char *word;
+    double value;
+  } python_words[] = {
+      {"NaN", NAN},
+      {"Infinity", INFINITY},
+      {"-Infinity", -INFINITY},
   };
   *integer = false;
-  for (size_t k = 0; p->python && k < sizeof python_words /
-                                          sizeof python_words[0]; k++)
+  for (size_t k = 0;
+       p->python && k < sizeof python_words / sizeof python_words[0]; k++)
     if (match_word(p, python_words[k].word)) {
       *out = python_words[k].value;
       return CT_OK;
@@ -235,8 +246,9 @@ static ct_status parse_container(parser *p, int depth, bool object,
     int64_t key = -1;
     if (object) {
       if (p->pos >= p->len || p->s[p->pos] != '"')
-        return fail_at(p, p->pos, prev < 0 ? "expected a key string or '}'"
-                                           : "expected a key string");
+        return fail_at(p, p->pos,
+                       prev < 0 ? "expected a key string or '}'"
+                                : "expected a key string");
       ct_status st = parse_string(p, &key);
       if (st) return st;
       skip_space(p);
@@ -251,8 +263,10 @@ static ct_status parse_container(parser *p, int depth, bool object,
     if (st) return st;
     ct_json_value *v = p->doc->values;
     v[child].key = key;
-    if (prev < 0) v[self].first = child;
-    else v[prev].next = child;
+    if (prev < 0)
+      v[self].first = child;
+    else
+      v[prev].next = child;
     v[self].count++;
     prev = child;
     skip_space(p);
@@ -260,65 +274,66 @@ static ct_status parse_container(parser *p, int depth, bool object,
       p->pos++;
       skip_space(p);
       if (p->pos < p->len && p->s[p->pos] == close)
-        return fail_at(p, p->pos, object ? "trailing ',' before '}'"
-                                         : "trailing ',' before ']'");
+        return fail_at(
+            p, p->pos,
+            object ? "trailing ',' before '}'" : "trailing ',' before ']'");
       continue;
     }
     if (p->pos < p->len && p->s[p->pos] == close) {
       p->pos++;
       return CT_OK;
     }
-    return fail_at(p, p->pos, object ? "expected ',' or '}' in an object"
-                                     : "expected ',' or ']' in an array");
+    return fail_at(p, p->pos,
+                   object ? "expected ',' or '}' in an object"
+                          : "expected ',' or ']' in an array");
   }
 }
 
 static ct_status parse_value(parser *p, int depth, int64_t *out) {
   if (p->pos >= p->len) return fail_at(p, p->pos, "unexpected end of input");
-  if (depth > CT_JSON_MAX_DEPTH)
-    return fail_at(p, p->pos, "nesting too deep");
+  if (depth > CT_JSON_MAX_DEPTH) return fail_at(p, p->pos, "nesting too deep");
   char c = p->s[p->pos];
   ct_status st;
   switch (c) {
-    case '{':
-    case '[':
-      if ((st = new_value(p, c == '{' ? CT_JVAL_OBJECT : CT_JVAL_ARRAY, out)))
-        return st;
-      return parse_container(p, depth, c == '{', *out);
-    case '"': {
-      int64_t s;
-      if ((st = new_value(p, CT_JVAL_STRING, out))) return st;
-      if ((st = parse_string(p, &s))) return st;
-      p->doc->values[*out].str = s;
-      return CT_OK;
+  case '{':
+  case '[':
+    if ((st = new_value(p, c == '{' ? CT_JVAL_OBJECT : CT_JVAL_ARRAY, out)))
+      return st;
+    return parse_container(p, depth, c == '{', *out);
+  case '"': {
+    int64_t s;
+    if ((st = new_value(p, CT_JVAL_STRING, out))) return st;
+    if ((st = parse_string(p, &s))) return st;
+    p->doc->values[*out].str = s;
+    return CT_OK;
+  }
+  case 't':
+  case 'f':
+  case 'n': {
+    size_t at = p->pos;
+    bool t = match_word(p, "true"), f = !t && match_word(p, "false");
+    bool n = !t && !f && match_word(p, "null");
+    if (!t && !f && !n) {
+      p->pos = at;
+      return fail_at(p, at, "invalid literal (true, false or null?)");
     }
-    case 't':
-    case 'f':
-    case 'n': {
-      size_t at = p->pos;
-      bool t = match_word(p, "true"), f = !t && match_word(p, "false");
-      bool n = !t && !f && match_word(p, "null");
-      if (!t && !f && !n) {
-        p->pos = at;
-        return fail_at(p, at, "invalid literal (true, false or null?)");
-      }
-      p->pos = at;  // the value starts here
-      if ((st = new_value(p, n ? CT_JVAL_NULL : CT_JVAL_BOOL, out))) return st;
-      p->doc->values[*out].number = t ? 1 : 0;
-      p->pos = at + (t ? 4 : f ? 5 : 4);
-      return CT_OK;
-    }
-    default: {
-      if (c != '-' && !is_digit(c) && !(p->python && (c == 'N' || c == 'I')))
-        return fail_at(p, p->pos, "expected a value");
-      double num = 0;
-      bool integer;
-      if ((st = new_value(p, CT_JVAL_NUMBER, out))) return st;
-      if ((st = parse_number(p, &num, &integer))) return st;
-      p->doc->values[*out].number = num;
-      p->doc->values[*out].integer = integer;
-      return CT_OK;
-    }
+    p->pos = at;  // the value starts here
+    if ((st = new_value(p, n ? CT_JVAL_NULL : CT_JVAL_BOOL, out))) return st;
+    p->doc->values[*out].number = t ? 1 : 0;
+    p->pos = at + (t ? 4 : f ? 5 : 4);
+    return CT_OK;
+  }
+  default: {
+    if (c != '-' && !is_digit(c) && !(p->python && (c == 'N' || c == 'I')))
+      return fail_at(p, p->pos, "expected a value");
+    double num = 0;
+    bool integer;
+    if ((st = new_value(p, CT_JVAL_NUMBER, out))) return st;
+    if ((st = parse_number(p, &num, &integer))) return st;
+    p->doc->values[*out].number = num;
+    p->doc->values[*out].integer = integer;
+    return CT_OK;
+  }
   }
 }
 
@@ -327,8 +342,12 @@ ct_status ct_json_doc_parse_quiet(ct_json_doc *doc, const char *text,
                                   ct_json_error *err) {
   *doc = (ct_json_doc){0};
   *err = (ct_json_error){0};
-  parser p = {.s = text, .len = len, .line = 1,
-              .python = (flags & CT_JSON_PYTHON) != 0, .err = err, .doc = doc};
+  parser p = {.s = text,
+              .len = len,
+              .line = 1,
+              .python = (flags & CT_JSON_PYTHON) != 0,
+              .err = err,
+              .doc = doc};
   if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))  // a UTF-8 BOM
     p.pos = p.line_start = 3;
   skip_space(&p);

@@ -65,7 +65,7 @@ typedef struct ct_json_value {
 } ct_json_value;
 
 typedef struct ct_json_doc {
-  ct_json_value *values;   // values[0] is the root
+  ct_json_value *values;  // values[0] is the root
   int64_t count, cap;
   ct_string_list strings;  // keys and string values, unescaped
 } ct_json_doc;

@@ -17,8 +17,8 @@
 enum { PNG_MAX_SIDE = 1 << 14 };
 
 // Interleaved (n pixels of `from` channels) -> `to` channels, 1 or 3.
-static void convert_channels(const uint8_t *src, int from, uint8_t *dst,
-                             int to, int64_t n) {
+static void convert_channels(const uint8_t *src, int from, uint8_t *dst, int to,
+                             int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     const uint8_t *s = src + i * from;
     uint8_t *d = dst + i * to;
@@ -27,8 +27,9 @@ static void convert_channels(const uint8_t *src, int from, uint8_t *dst,
     } else if (to == 3) {
       d[0] = d[1] = d[2] = s[0];
     } else {  // ITU-R 601-2 luma, as PIL's convert("L")
-      d[0] = (uint8_t)((s[0] * 19595u + s[1] * 38470u + s[2] * 7471u +
-                        0x8000u) >> 16);
+      d[0] =
+          (uint8_t)((s[0] * 19595u + s[1] * 38470u + s[2] * 7471u + 0x8000u) >>
+                    16);
     }
   }
 }
@@ -37,8 +38,10 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
                         int *height, int *width) {
   *pixels = NULL;
   if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: channels %d: PNG images load as 1 "
-                    "(gray) or 3 (RGB) channels", path, channels);
+    return ct_error(CT_ERR_ARG,
+                    "%s: channels %d: PNG images load as 1 "
+                    "(gray) or 3 (RGB) channels",
+                    path, channels);
   errno = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
@@ -95,7 +98,8 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
   rows = malloc((size_t)h * sizeof *rows);
   out = malloc((size_t)h * w * channels);
   if (!raw || !rows || !out) {
-    snprintf(failure.message, sizeof failure.message, "out of memory for %dx%d", w, h);
+    snprintf(failure.message, sizeof failure.message, "out of memory for %dx%d",
+             w, h);
     png_longjmp(png, 1);
   }
   for (int y = 0; y < h; y++) rows[y] = raw + (size_t)y * row_bytes;
@@ -148,8 +152,8 @@ void ct_image_resize_bilinear(const uint8_t *src, int sh, int sw, int C,
 ct_status ct_png_read_image(const char *path, int channels, int height,
                             int width, uint8_t *dst) {
   if (height < 1 || width < 1)
-    return ct_error(CT_ERR_ARG, "%s: target size %dx%d must be positive",
-                    path, width, height);
+    return ct_error(CT_ERR_ARG, "%s: target size %dx%d must be positive", path,
+                    width, height);
   uint8_t *px;
   int h, w;
   ct_status st = ct_png_decode(path, channels, &px, &h, &w);
@@ -212,8 +216,10 @@ ct_status ct_png_folder_load(ct_image_dataset *d, const char *root,
                              int channels, int height, int width) {
   *d = (ct_image_dataset){0};
   if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: channels %d: PNG folders load as 1 or 3 "
-                    "channels", root, channels);
+    return ct_error(CT_ERR_ARG,
+                    "%s: channels %d: PNG folders load as 1 or 3 "
+                    "channels",
+                    root, channels);
   if (height < 0 || width < 0 || (height == 0) != (width == 0))
     return ct_error(CT_ERR_ARG, "%s: size %dx%d: give both or neither", root,
                     width, height);
@@ -223,8 +229,10 @@ ct_status ct_png_folder_load(ct_image_dataset *d, const char *root,
   if (st) return st;
   if (K == 0) {
     free_names(classes, K);
-    return ct_error(CT_ERR_FORMAT, "%s: no class folders (expected "
-                    "ROOT/<class>/<image>.png)", root);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: no class folders (expected "
+                    "ROOT/<class>/<image>.png)",
+                    root);
   }
   // Every image path and its label, in load order.
   ct_string_list files = {0};
@@ -240,11 +248,12 @@ ct_status ct_png_folder_load(ct_image_dataset *d, const char *root,
       st = ct_error(CT_ERR_FORMAT, "%s: no .png images in this class folder",
                     path);
     for (int64_t i = 0; i < n && !st; i++) {
-      int len = snprintf(path, sizeof path, "%s/%s/%s", root, classes[k],
-                         images[i]);
+      int len =
+          snprintf(path, sizeof path, "%s/%s/%s", root, classes[k], images[i]);
       st = ct_string_list_push(&files, path, (size_t)len);
-      if (!st) st = ct_grow_array((void **)&labels, &labels_cap,
-                                  files.count, sizeof *labels, root);
+      if (!st)
+        st = ct_grow_array((void **)&labels, &labels_cap, files.count,
+                           sizeof *labels, root);
       if (!st) labels[files.count - 1] = (int32_t)k;
     }
     free_names(images, n);
@@ -258,20 +267,20 @@ ct_status ct_png_folder_load(ct_image_dataset *d, const char *root,
     int h, w;
     if ((st = ct_png_decode(file, channels, &px, &h, &w))) break;
     if (i == 0) {
-      st = ct_image_dataset_alloc(d, files.count, channels,
-                                  resize ? height : h, resize ? width : w,
-                                  (int)K);
+      st = ct_image_dataset_alloc(d, files.count, channels, resize ? height : h,
+                                  resize ? width : w, (int)K);
       if (!st)
-        st = ct_image_dataset_set_names(d, (const char *const *)classes,
-                                        (int)K);
+        st =
+            ct_image_dataset_set_names(d, (const char *const *)classes, (int)K);
     }
     if (!st && !resize && (h != d->H || w != d->W))
-      st = ct_error(CT_ERR_FORMAT, "%s: image is %dx%d, the first (%s) is "
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: image is %dx%d, the first (%s) is "
                     "%dx%d: mismatched sizes (give a size to resize to)",
                     file, w, h, ct_string_list_get(&files, 0), d->W, d->H);
     if (!st) {
-      ct_image_resize_bilinear(px, h, w, channels,
-                               ct_image_dataset_image(d, i), d->H, d->W);
+      ct_image_resize_bilinear(px, h, w, channels, ct_image_dataset_image(d, i),
+                               d->H, d->W);
       d->labels[i] = labels[i];
     }
     free(px);

@@ -66,11 +66,10 @@ void ct_byte_buffer_free(ct_byte_buffer *b) {
   *b = (ct_byte_buffer){0};
 }
 
-ct_status ct_string_list_push(ct_string_list *list, const char *s,
-                              size_t len) {
-  ct_status st = ct_grow_array((void **)&list->chars, &list->chars_cap,
-                               list->chars_len + (int64_t)len + 1, 1,
-                               "string list");
+ct_status ct_string_list_push(ct_string_list *list, const char *s, size_t len) {
+  ct_status st =
+      ct_grow_array((void **)&list->chars, &list->chars_cap,
+                    list->chars_len + (int64_t)len + 1, 1, "string list");
   if (st) return st;
   st = ct_grow_array((void **)&list->offsets, &list->offsets_cap,
                      list->count + 1, sizeof *list->offsets, "string list");

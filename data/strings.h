@@ -24,9 +24,9 @@
 
 // Zero-initialize ({0}) before the first push.
 typedef struct ct_string_list {
-  char *chars;         // all strings, each followed by '\0'
-  int64_t *offsets;    // offsets[i]: start of string i in chars
-  int64_t count;       // number of strings
+  char *chars;       // all strings, each followed by '\0'
+  int64_t *offsets;  // offsets[i]: start of string i in chars
+  int64_t count;     // number of strings
   int64_t chars_len, chars_cap, offsets_cap;
 } ct_string_list;
 
@@ -69,8 +69,8 @@ void ct_string_table_free(ct_string_table *table);
 
 // Zero-initialize ({0}) before the first append.
 typedef struct ct_byte_buffer {
-  char *data;   // NULL until the first append; then data[len] is '\0' (not
-                // counted in len), so a buffer of text is a C string
+  char *data;  // NULL until the first append; then data[len] is '\0' (not
+               // counted in len), so a buffer of text is a C string
   size_t len, cap;
   bool failed;  // an allocation failed: later appends do nothing
 } ct_byte_buffer;

@@ -15,11 +15,11 @@ enum { READ_CHUNK = 1 << 16 };
 typedef struct line_reader {
   const char *path;
   gzFile gz;
-  char *chunk;               // decompressed bytes [pos, len) not yet consumed
+  char *chunk;  // decompressed bytes [pos, len) not yet consumed
   size_t pos, len;
-  char *line;                // the current line, without "\n" / "\r\n"
+  char *line;  // the current line, without "\n" / "\r\n"
   int64_t line_len, line_cap;
-  int64_t line_no;           // 1-based number of the current line
+  int64_t line_no;  // 1-based number of the current line
   bool eof;
 } line_reader;
 
@@ -67,14 +67,13 @@ static ct_status reader_finish_line(line_reader *r) {
   }
   const char *nul = memchr(r->line, '\0', (size_t)r->line_len);
   if (nul)
-    return ct_error(CT_ERR_FORMAT, "%s:%lld: NUL byte at column %lld",
-                    r->path, (long long)r->line_no,
-                    (long long)(nul - r->line + 1));
+    return ct_error(CT_ERR_FORMAT, "%s:%lld: NUL byte at column %lld", r->path,
+                    (long long)r->line_no, (long long)(nul - r->line + 1));
   size_t bad = ct_utf8_find_invalid(r->line, (size_t)r->line_len);
   if (bad < (size_t)r->line_len)
     return ct_error(CT_ERR_FORMAT,
-                    "%s:%lld: invalid UTF-8 byte 0x%02x at column %zu",
-                    r->path, (long long)r->line_no,
+                    "%s:%lld: invalid UTF-8 byte 0x%02x at column %zu", r->path,
+                    (long long)r->line_no,
                     (unsigned)(unsigned char)r->line[bad], bad + 1);
   return CT_OK;
 }
@@ -105,8 +104,8 @@ static ct_status reader_next(line_reader *r, bool *got) {
     int code = Z_OK;
     if (n <= 0) gzerror(r->gz, &code);
     if (code == Z_ERRNO)
-      return ct_error(CT_ERR_IO, "%s: read error after line %lld: %s",
-                      r->path, (long long)r->line_no, strerror(errno));
+      return ct_error(CT_ERR_IO, "%s: read error after line %lld: %s", r->path,
+                      (long long)r->line_no, strerror(errno));
     if (code == Z_BUF_ERROR)
       return ct_error(CT_ERR_FORMAT,
                       "%s: gzip data cut short after line %lld (truncated "
@@ -150,9 +149,8 @@ ct_status ct_text_read_lines(const char *path, int64_t max_lines,
   return read_each_line(path, max_lines, push_line, out);
 }
 
-ct_status ct_parallel_text_read_pair(const char *src_path,
-                                     const char *tgt_path, int64_t max_lines,
-                                     ct_parallel_text *out) {
+ct_status ct_parallel_text_read_pair(const char *src_path, const char *tgt_path,
+                                     int64_t max_lines, ct_parallel_text *out) {
   *out = (ct_parallel_text){0};
   ct_status st = ct_text_read_lines(src_path, max_lines, &out->src);
   if (!st) st = ct_text_read_lines(tgt_path, max_lines, &out->tgt);

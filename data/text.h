@@ -41,9 +41,8 @@ ct_status ct_text_read_lines(const char *path, int64_t max_lines,
                              ct_string_list *out);
 // Reads two line-aligned files into a fresh *out (freed again on error).
 // With max_lines > 0, reads the first max_lines pairs.
-ct_status ct_parallel_text_read_pair(const char *src_path,
-                                     const char *tgt_path, int64_t max_lines,
-                                     ct_parallel_text *out);
+ct_status ct_parallel_text_read_pair(const char *src_path, const char *tgt_path,
+                                     int64_t max_lines, ct_parallel_text *out);
 // Reads one TSV file (`source<TAB>target[<TAB>...]`) into a fresh *out.
 ct_status ct_parallel_text_read_tsv(const char *path, int64_t max_lines,
                                     ct_parallel_text *out);

@@ -40,10 +40,10 @@ int32_t ct_unicode_lower(int32_t c) {
       return (c & 1) ? c + 1 : c;
     return (c & 1) ? c : c + 1;
   }
-  if (c == 0x1E9E) return 0xDF;                                // ẞ → ß
-  if (c >= 0x391 && c <= 0x3AB && c != 0x3A2) return c + 32;   // Greek
-  if (c >= 0x410 && c <= 0x42F) return c + 32;                 // Cyrillic А..Я
-  if (c >= 0x400 && c <= 0x40F) return c + 80;                 // Ѐ..Џ
+  if (c == 0x1E9E) return 0xDF;                               // ẞ → ß
+  if (c >= 0x391 && c <= 0x3AB && c != 0x3A2) return c + 32;  // Greek
+  if (c >= 0x410 && c <= 0x42F) return c + 32;                // Cyrillic А..Я
+  if (c >= 0x400 && c <= 0x40F) return c + 80;                // Ѐ..Џ
   return c;
 }
 
@@ -57,8 +57,8 @@ typedef struct token_buf {
 static ct_status token_append(token_buf *t, int32_t cp) {
   char enc[4];
   int n = ct_utf8_encode(cp, enc);
-  ct_status st = ct_grow_array((void **)&t->s, &t->cap, t->len + n, 1,
-                               "tokenizer");
+  ct_status st =
+      ct_grow_array((void **)&t->s, &t->cap, t->len + n, 1, "tokenizer");
   if (st) return st;
   memcpy(t->s + t->len, enc, (size_t)n);
   t->len += n;
@@ -124,14 +124,32 @@ typedef struct quote_state {
 } quote_state;
 
 static int attachment(const char *tok, quote_state *q) {
-  static const char *const closing[] = {
-      ",", ".", "...", "!", "?", ":", ";", ")", "]", "}", "%",
-      "\xC2\xBB" /* » */, "\xE2\x80\xBA" /* › */, "\xE2\x80\x9D" /* ” */,
-      "\xE2\x80\x99" /* ’ */, "\xE2\x80\xA6" /* … */};
-  static const char *const opening[] = {
-      "(", "[", "{", "\xC2\xAB" /* « */, "\xE2\x80\xB9" /* ‹ */,
-      "\xE2\x80\x9E" /* „ */, "\xE2\x80\x9A" /* ‚ */, "\xE2\x80\x98" /* ‘ */,
-      "\xC2\xBF" /* ¿ */, "\xC2\xA1" /* ¡ */};
+  static const char *const closing[] = {",",
+                                        ".",
+                                        "...",
+                                        "!",
+                                        "?",
+                                        ":",
+                                        ";",
+                                        ")",
+                                        "]",
+                                        "}",
+                                        "%",
+                                        "\xC2\xBB" /* » */,
+                                        "\xE2\x80\xBA" /* › */,
+                                        "\xE2\x80\x9D" /* ” */,
+                                        "\xE2\x80\x99" /* ’ */,
+                                        "\xE2\x80\xA6" /* … */};
+  static const char *const opening[] = {"(",
+                                        "[",
+                                        "{",
+                                        "\xC2\xAB" /* « */,
+                                        "\xE2\x80\xB9" /* ‹ */,
+                                        "\xE2\x80\x9E" /* „ */,
+                                        "\xE2\x80\x9A" /* ‚ */,
+                                        "\xE2\x80\x98" /* ‘ */,
+                                        "\xC2\xBF" /* ¿ */,
+                                        "\xC2\xA1" /* ¡ */};
   if (!strcmp(tok, "\"") || !strcmp(tok, "'")) {
     bool *open = tok[0] == '"' ? &q->double_open : &q->single_open;
     *open = !*open;

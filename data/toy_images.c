@@ -16,70 +16,75 @@ enum { RNG_TOY_IMAGES = 0xDA7A21u };
 static const char *const NAMES[CT_TOY_IMAGE_MAX_CLASSES] = {
     "hbar", "vbar", "square", "frame", "plus", "diag"};
 
-static int below(ct_rng *r, int n) { return (int)ct_rng_next_below(r, (uint64_t)n); }
+static int below(ct_rng *r, int n) {
+  return (int)ct_rng_next_below(r, (uint64_t)n);
+}
 
 // Draws shape `k` into img (size x size) with value v.
 static void draw(uint8_t *img, int size, int k, ct_rng *r, uint8_t v) {
-  int len = size / 2 + below(r, size / 3 + 1);      // long side
-  int thick = 1 + below(r, size / 8 + 1);           // stroke width
-  int side = size / 3 + below(r, size / 3 + 1);     // squares
+  int len = size / 2 + below(r, size / 3 + 1);   // long side
+  int thick = 1 + below(r, size / 8 + 1);        // stroke width
+  int side = size / 3 + below(r, size / 3 + 1);  // squares
   int x0, y0;
   switch (k) {
-    case 0:  // horizontal bar
-    case 1:  // vertical bar
-      x0 = below(r, size - len + 1);
-      y0 = below(r, size - thick + 1);
-      for (int a = 0; a < len; a++)
-        for (int b = 0; b < thick; b++) {
-          int x = x0 + a, y = y0 + b;
-          if (k == 0) img[y * size + x] = v;
-          else img[x * size + y] = v;
-        }
-      break;
-    case 2:  // filled square
-    case 3:  // frame
-      x0 = below(r, size - side + 1);
-      y0 = below(r, size - side + 1);
-      for (int y = 0; y < side; y++)
-        for (int x = 0; x < side; x++) {
-          bool edge = x < thick || y < thick || x >= side - thick ||
-                      y >= side - thick;
-          if (k == 2 || edge) img[(y0 + y) * size + x0 + x] = v;
-        }
-      break;
-    case 4: {  // plus
-      int c = side | 1;
-      x0 = below(r, size - c + 1);
-      y0 = below(r, size - c + 1);
-      for (int a = 0; a < c; a++)
-        for (int b = -(thick / 2); b <= thick / 2; b++) {
-          int m = c / 2 + b;
-          if (m < 0 || m >= c) continue;
-          img[(y0 + m) * size + x0 + a] = v;
-          img[(y0 + a) * size + x0 + m] = v;
-        }
-      break;
-    }
-    default: {  // diagonal, either direction
-      bool down = below(r, 2);
-      x0 = below(r, size - side + 1);
-      y0 = below(r, size - side + 1);
-      for (int a = 0; a < side; a++)
-        for (int b = 0; b < thick && a + b < side; b++) {
-          int x = x0 + a + b, y = y0 + (down ? a : side - 1 - a);
+  case 0:  // horizontal bar
+  case 1:  // vertical bar
+    x0 = below(r, size - len + 1);
+    y0 = below(r, size - thick + 1);
+    for (int a = 0; a < len; a++)
+      for (int b = 0; b < thick; b++) {
+        int x = x0 + a, y = y0 + b;
+        if (k == 0)
           img[y * size + x] = v;
-        }
-      break;
-    }
+        else
+          img[x * size + y] = v;
+      }
+    break;
+  case 2:  // filled square
+  case 3:  // frame
+    x0 = below(r, size - side + 1);
+    y0 = below(r, size - side + 1);
+    for (int y = 0; y < side; y++)
+      for (int x = 0; x < side; x++) {
+        bool edge =
+            x < thick || y < thick || x >= side - thick || y >= side - thick;
+        if (k == 2 || edge) img[(y0 + y) * size + x0 + x] = v;
+      }
+    break;
+  case 4: {  // plus
+    int c = side | 1;
+    x0 = below(r, size - c + 1);
+    y0 = below(r, size - c + 1);
+    for (int a = 0; a < c; a++)
+      for (int b = -(thick / 2); b <= thick / 2; b++) {
+        int m = c / 2 + b;
+        if (m < 0 || m >= c) continue;
+        img[(y0 + m) * size + x0 + a] = v;
+        img[(y0 + a) * size + x0 + m] = v;
+      }
+    break;
+  }
+  default: {  // diagonal, either direction
+    bool down = below(r, 2);
+    x0 = below(r, size - side + 1);
+    y0 = below(r, size - side + 1);
+    for (int a = 0; a < side; a++)
+      for (int b = 0; b < thick && a + b < side; b++) {
+        int x = x0 + a + b, y = y0 + (down ? a : side - 1 - a);
+        img[y * size + x] = v;
+      }
+    break;
+  }
   }
 }
 
 ct_status ct_toy_images_generate(ct_image_dataset *d, int64_t n, int size,
                                  int classes, uint64_t seed, int split) {
   if (n < 1 || size < 8 || size > 256)
-    return ct_error(CT_ERR_ARG, "toy images: %lld images of %d pixels: need "
-                    "at least 1 image and a size in [8, 256]", (long long)n,
-                    size);
+    return ct_error(CT_ERR_ARG,
+                    "toy images: %lld images of %d pixels: need "
+                    "at least 1 image and a size in [8, 256]",
+                    (long long)n, size);
   if (classes < 2 || classes > CT_TOY_IMAGE_MAX_CLASSES)
     return ct_error(CT_ERR_ARG, "toy images: %d classes: must be in [2, %d]",
                     classes, CT_TOY_IMAGE_MAX_CLASSES);
@@ -92,7 +97,8 @@ ct_status ct_toy_images_generate(ct_image_dataset *d, int64_t n, int size,
     int k = (int)(i % classes);
     d->labels[i] = k;
     int base = below(&r, 60);
-    for (int p = 0; p < size * size; p++) img[p] = (uint8_t)(base + below(&r, 40));
+    for (int p = 0; p < size * size; p++)
+      img[p] = (uint8_t)(base + below(&r, 40));
     draw(img, size, k, &r, (uint8_t)(160 + below(&r, 96)));
   }
   // Shuffle the rows so batches of the unshuffled order mix classes.
@@ -114,7 +120,8 @@ ct_status ct_toy_images_generate(ct_image_dataset *d, int64_t n, int size,
 
 // ---- writing the set as files ----------------------------------------------
 
-ct_status ct_toy_image_format_parse(const char *name, ct_toy_image_format *out) {
+ct_status ct_toy_image_format_parse(const char *name,
+                                    ct_toy_image_format *out) {
   static const char *const names[] = {"png", "cifar10", "idx"};
   for (int i = 0; i < 3; i++)
     if (!strcmp(name, names[i])) {
@@ -127,8 +134,10 @@ ct_status ct_toy_image_format_parse(const char *name, ct_toy_image_format *out) 
 
 static ct_status refuse_existing(const char *path, bool overwrite) {
   if (!overwrite && access(path, F_OK) == 0)
-    return ct_error(CT_ERR_IO, "%s already exists; not overwriting it (choose "
-                    "another folder or pass --force)", path);
+    return ct_error(CT_ERR_IO,
+                    "%s already exists; not overwriting it (choose "
+                    "another folder or pass --force)",
+                    path);
   return CT_OK;
 }
 
@@ -136,7 +145,8 @@ static ct_status refuse_existing(const char *path, bool overwrite) {
 static ct_status write_file(const char *path, const void *const *pieces,
                             const size_t *lens, int n) {
   FILE *f = fopen(path, "wb");
-  if (!f) return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  if (!f)
+    return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
   bool ok = true;
   for (int i = 0; i < n && ok; i++)
     ok = fwrite(pieces[i], 1, lens[i], f) == lens[i];
@@ -166,8 +176,8 @@ static ct_status write_png_split(const char *dir, const char *split,
                      .width = (png_uint_32)d->W,
                      .height = (png_uint_32)d->H,
                      .format = PNG_FORMAT_GRAY};
-    if (!png_image_write_to_file(&img, path, 0, ct_image_dataset_image(d, i),
-                                 0, NULL)) {
+    if (!png_image_write_to_file(&img, path, 0, ct_image_dataset_image(d, i), 0,
+                                 NULL)) {
       st = ct_error(CT_ERR_IO, "%s: cannot write: %s", path, img.message);
       png_image_free(&img);
     }
@@ -178,7 +188,8 @@ static ct_status write_png_split(const char *dir, const char *split,
 static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
                              const ct_image_dataset *test, bool overwrite) {
   if (train->H != 32 || train->W != 32 || train->C != 1)
-    return ct_error(CT_ERR_ARG, "toy images: CIFAR-10 files hold 32x32 "
+    return ct_error(CT_ERR_ARG,
+                    "toy images: CIFAR-10 files hold 32x32 "
                     "images (use --size 32)");
   char path[4096];
   uint8_t *rec = malloc(3073);
@@ -188,8 +199,10 @@ static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
     const ct_image_dataset *d = file < 5 ? train : test;
     int64_t lo = file < 5 ? d->N * file / 5 : 0;
     int64_t hi = file < 5 ? d->N * (file + 1) / 5 : d->N;
-    if (file < 5) snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, file + 1);
-    else snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    if (file < 5)
+      snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, file + 1);
+    else
+      snprintf(path, sizeof path, "%s/test_batch.bin", dir);
     st = refuse_existing(path, overwrite);
     FILE *f = st == CT_OK ? fopen(path, "wb") : NULL;
     if (st == CT_OK && !f)
@@ -263,16 +276,15 @@ ct_status ct_toy_images_write(const char *dir, ct_toy_image_format format,
   ct_status st = ct_make_dirs(dir);
   if (st != CT_OK) return st;
   switch (format) {
-    case CT_TOY_IMAGES_PNG:
-      st = write_png_split(dir, "train", train, overwrite);
-      if (st == CT_OK) st = write_png_split(dir, "test", test, overwrite);
-      return st;
-    case CT_TOY_IMAGES_CIFAR10:
-      return write_cifar(dir, train, test, overwrite);
-    case CT_TOY_IMAGES_IDX:
-      st = write_idx(dir, "train", train, overwrite);
-      if (st == CT_OK) st = write_idx(dir, "t10k", test, overwrite);
-      return st;
+  case CT_TOY_IMAGES_PNG:
+    st = write_png_split(dir, "train", train, overwrite);
+    if (st == CT_OK) st = write_png_split(dir, "test", test, overwrite);
+    return st;
+  case CT_TOY_IMAGES_CIFAR10: return write_cifar(dir, train, test, overwrite);
+  case CT_TOY_IMAGES_IDX:
+    st = write_idx(dir, "train", train, overwrite);
+    if (st == CT_OK) st = write_idx(dir, "t10k", test, overwrite);
+    return st;
   }
   return ct_error(CT_ERR_ARG, "toy images: unknown format %d", (int)format);
 }

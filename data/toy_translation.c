@@ -36,10 +36,14 @@ static void add_word3(sentence *x, const char *a, const char *b,
   }
   x->s[x->len] = '\0';
 }
-static void add_word(sentence *x, const char *w) { add_word3(x, w, NULL, NULL); }
+static void add_word(sentence *x, const char *w) {
+  add_word3(x, w, NULL, NULL);
+}
 
 static bool chance(ct_rng *r, double p) { return ct_rng_next_double(r) < p; }
-static int pick(ct_rng *r, int n) { return (int)ct_rng_next_below(r, (uint64_t)n); }
+static int pick(ct_rng *r, int n) {
+  return (int)ct_rng_next_below(r, (uint64_t)n);
+}
 
 // ---- copy / reverse ----
 
@@ -54,7 +58,8 @@ static void make_sequence(ct_rng *r, const ct_toy_options *o, sentence *src,
     add_word(src, w);
   }
   for (int i = 0; i < len; i++) {
-    snprintf(w, sizeof w, "a%d", words[o->task == CT_TOY_REVERSE ? len - 1 - i : i]);
+    snprintf(w, sizeof w, "a%d",
+             words[o->task == CT_TOY_REVERSE ? len - 1 - i : i]);
     add_word(tgt, w);
   }
 }
@@ -110,11 +115,11 @@ typedef struct adjective {
 } adjective;
 
 static const adjective adjectives[] = {
-    {"big", "groß"},     {"small", "klein"},   {"old", "alt"},
-    {"young", "jung"},   {"red", "rot"},       {"green", "grün"},
-    {"happy", "froh"},   {"sad", "traurig"},   {"fast", "schnell"},
-    {"slow", "langsam"}, {"brave", "tapfer"},  {"clever", "klug"},
-    {"quiet", "still"},  {"loud", "laut"},     {"black", "schwarz"},
+    {"big", "groß"},     {"small", "klein"},  {"old", "alt"},
+    {"young", "jung"},   {"red", "rot"},      {"green", "grün"},
+    {"happy", "froh"},   {"sad", "traurig"},  {"fast", "schnell"},
+    {"slow", "langsam"}, {"brave", "tapfer"}, {"clever", "klug"},
+    {"quiet", "still"},  {"loud", "laut"},    {"black", "schwarz"},
 };
 
 typedef struct verb {
@@ -153,8 +158,8 @@ typedef struct preposition {
 } preposition;
 
 static const preposition prepositions[] = {
-    {"in", "in", "im", NULL},    {"with", "mit", NULL, NULL},
-    {"near", "bei", "beim", NULL}, {"from", "von", "vom", NULL},
+    {"in", "in", "im", NULL},        {"with", "mit", NULL, NULL},
+    {"near", "bei", "beim", NULL},   {"from", "von", "vom", NULL},
     {"towards", "zu", "zum", "zur"},
 };
 
@@ -167,10 +172,9 @@ _Static_assert(COUNT(nouns) == 30 && COUNT(adjectives) == 15 &&
                "the lexicon sizes are documented in toy_translation.h");
 
 // Target articles [case][gender or PLURAL].
-static const char *const definite[3][4] = {
-    {"der", "die", "das", "die"},
-    {"den", "die", "das", "die"},
-    {"dem", "der", "dem", "den"}};
+static const char *const definite[3][4] = {{"der", "die", "das", "die"},
+                                           {"den", "die", "das", "die"},
+                                           {"dem", "der", "dem", "den"}};
 static const char *const indefinite[3][3] = {  // "mein" = "m" + these
     {"ein", "eine", "ein"},
     {"einen", "eine", "ein"},
@@ -197,10 +201,16 @@ typedef struct clause {
 static noun_phrase random_np(ct_rng *r, bool allow_adj) {
   noun_phrase np = {.noun = pick(r, COUNT(nouns)), .adj = -1};
   int d = pick(r, 100);
-  np.det = d < 35 ? DET_THE : d < 55 ? DET_A : d < 70 ? DET_MY
-         : d < 82 ? DET_BARE : d < 91 ? DET_TWO : DET_MANY;
-  if (np.det == DET_THE || np.det == DET_MY) np.plural = chance(r, 0.35);
-  else np.plural = np.det != DET_A;
+  np.det = d < 35   ? DET_THE
+           : d < 55 ? DET_A
+           : d < 70 ? DET_MY
+           : d < 82 ? DET_BARE
+           : d < 91 ? DET_TWO
+                    : DET_MANY;
+  if (np.det == DET_THE || np.det == DET_MY)
+    np.plural = chance(r, 0.35);
+  else
+    np.plural = np.det != DET_A;
   if (allow_adj && chance(r, 0.3)) np.adj = pick(r, COUNT(adjectives));
   return np;
 }
@@ -225,14 +235,16 @@ static clause random_clause(ct_rng *r, bool subordinate) {
 }
 
 static void source_np(sentence *x, const noun_phrase *np) {
-  static const char *const det_words[] = {"the", "a", "my", NULL, "two",
-                                          "many"};
+  static const char *const det_words[] = {"the", "a",   "my",
+                                          NULL,  "two", "many"};
   const noun *n = &nouns[np->noun];
   const char *head = np->plural ? n->en_pl : n->en_sg;
   const char *adj = np->adj >= 0 ? adjectives[np->adj].en : NULL;
   const char *next = adj ? adj : head;
-  if (np->det == DET_A && strchr("aeiou", next[0])) add_word(x, "an");
-  else add_word(x, det_words[np->det]);
+  if (np->det == DET_A && strchr("aeiou", next[0]))
+    add_word(x, "an");
+  else
+    add_word(x, det_words[np->det]);
   add_word(x, adj);
   add_word(x, head);
 }
@@ -272,32 +284,32 @@ static void target_np(sentence *x, const noun_phrase *np, int cas,
   const char *ending;
   char article[16] = "";
   switch (np->det) {
-    case DET_THE:
-      snprintf(article, sizeof article, "%s", definite[cas][col]);
-      ending = weak_ending[cas][col];
-      break;
-    case DET_A:
-    case DET_MY:
-      if (np->plural) {  // only "my" has a plural
-        snprintf(article, sizeof article, "meine%s", cas == DAT ? "n" : "");
-        ending = weak_ending[cas][PLURAL];
-      } else {
-        snprintf(article, sizeof article, "%s%s", np->det == DET_MY ? "m" : "",
-                 indefinite[cas][col]);
-        ending = mixed_ending[cas][col];
-      }
-      break;
-    case DET_TWO:
-      snprintf(article, sizeof article, "zwei");
-      ending = strong_plural_ending[cas];
-      break;
-    case DET_MANY:
-      snprintf(article, sizeof article, "viele%s", cas == DAT ? "n" : "");
-      ending = strong_plural_ending[cas];
-      break;
-    default:  // DET_BARE
-      ending = strong_plural_ending[cas];
-      break;
+  case DET_THE:
+    snprintf(article, sizeof article, "%s", definite[cas][col]);
+    ending = weak_ending[cas][col];
+    break;
+  case DET_A:
+  case DET_MY:
+    if (np->plural) {  // only "my" has a plural
+      snprintf(article, sizeof article, "meine%s", cas == DAT ? "n" : "");
+      ending = weak_ending[cas][PLURAL];
+    } else {
+      snprintf(article, sizeof article, "%s%s", np->det == DET_MY ? "m" : "",
+               indefinite[cas][col]);
+      ending = mixed_ending[cas][col];
+    }
+    break;
+  case DET_TWO:
+    snprintf(article, sizeof article, "zwei");
+    ending = strong_plural_ending[cas];
+    break;
+  case DET_MANY:
+    snprintf(article, sizeof article, "viele%s", cas == DAT ? "n" : "");
+    ending = strong_plural_ending[cas];
+    break;
+  default:  // DET_BARE
+    ending = strong_plural_ending[cas];
+    break;
   }
   if (prep) {
     const char *contracted = NULL;
@@ -329,9 +341,12 @@ static void target_verb(sentence *x, const clause *c, bool with_particle) {
   const char last = v->de_stem[strlen(v->de_stem) - 1];
   const bool td = last == 't' || last == 'd';
   const char *suffix;
-  if (c->tense == PRESENT) suffix = pl ? "en" : td ? "et" : "t";
-  else if (c->tense == PAST) suffix = pl ? (td ? "eten" : "ten") : td ? "ete" : "te";
-  else suffix = pl ? "ran" : "ra";
+  if (c->tense == PRESENT)
+    suffix = pl ? "en" : td ? "et" : "t";
+  else if (c->tense == PAST)
+    suffix = pl ? (td ? "eten" : "ten") : td ? "ete" : "te";
+  else
+    suffix = pl ? "ran" : "ra";
   add_word3(x, with_particle ? v->de_particle : NULL, v->de_stem, suffix);
 }
 
@@ -345,8 +360,10 @@ static void target_clause(sentence *x, const clause *c, bool subordinate) {
   target_np(x, &c->obj, v->kind == TAKES_DAT ? DAT : ACC, NULL);
   if (c->negated) add_word(x, "nicht");
   if (c->prep >= 0) target_np(x, &c->pp, DAT, &prepositions[c->prep]);
-  if (subordinate) target_verb(x, c, true);
-  else if (v->de_particle) add_word(x, v->de_particle);
+  if (subordinate)
+    target_verb(x, c, true);
+  else if (v->de_particle)
+    add_word(x, v->de_particle);
 }
 
 static void make_grammar_sentence(ct_rng *r, sentence *src, sentence *tgt) {
@@ -395,14 +412,17 @@ static ct_status check_options(ct_toy_options *o) {
 // Draws `size` pairs whose sources are not yet in `seen` into *split.
 static ct_status generate_split(ct_rng *r, const ct_toy_options *o,
                                 int64_t size, const char *name,
-                                ct_string_table *seen, ct_parallel_text *split) {
+                                ct_string_table *seen,
+                                ct_parallel_text *split) {
   enum { MAX_TRIES = 1000 };  // consecutive duplicates before giving up
   sentence src = {0}, tgt = {0};
   ct_status st = CT_OK;
   for (int64_t i = 0, tries = 0; !st && i < size;) {
     src.len = tgt.len = 0;
-    if (o->task == CT_TOY_GRAMMAR) make_grammar_sentence(r, &src, &tgt);
-    else make_sequence(r, o, &src, &tgt);
+    if (o->task == CT_TOY_GRAMMAR)
+      make_grammar_sentence(r, &src, &tgt);
+    else
+      make_sequence(r, o, &src, &tgt);
     st = src.st ? src.st : tgt.st;
     if (st) break;
     int added;
@@ -451,9 +471,9 @@ void ct_toy_corpus_free(ct_toy_corpus *c) {
   ct_parallel_text_free(&c->test);
 }
 
-static const char *const task_names[] = {
-    [CT_TOY_COPY] = "copy", [CT_TOY_REVERSE] = "reverse",
-    [CT_TOY_GRAMMAR] = "grammar"};
+static const char *const task_names[] = {[CT_TOY_COPY] = "copy",
+                                         [CT_TOY_REVERSE] = "reverse",
+                                         [CT_TOY_GRAMMAR] = "grammar"};
 
 const char *ct_toy_task_name(ct_toy_task task) {
   return (unsigned)task < 3 ? task_names[task] : "unknown";

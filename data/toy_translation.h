@@ -41,7 +41,11 @@
 #include "core/error.h"
 #include "data/text.h"
 
-typedef enum ct_toy_task { CT_TOY_COPY, CT_TOY_REVERSE, CT_TOY_GRAMMAR } ct_toy_task;
+typedef enum ct_toy_task {
+  CT_TOY_COPY,
+  CT_TOY_REVERSE,
+  CT_TOY_GRAMMAR
+} ct_toy_task;
 
 typedef struct ct_toy_options {
   ct_toy_task task;

@@ -9,16 +9,34 @@ int32_t ct_utf8_decode(const char *str, size_t len, size_t *pos) {
     *pos = i + 1;
     return (int32_t)c;
   }
-  int n;           // continuation bytes
+  int n;  // continuation bytes
   uint32_t cp, min;
-  if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; min = 0x80; }
-  else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; min = 0x800; }
-  else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; min = 0x10000; }
-  else { *pos = i + 1; return -1; }
-  if (len - i - 1 < (size_t)n) { *pos = i + 1; return -1; }  // cut short
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 1;
+    cp = c & 0x1F;
+    min = 0x80;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 2;
+    cp = c & 0x0F;
+    min = 0x800;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 3;
+    cp = c & 0x07;
+    min = 0x10000;
+  } else {
+    *pos = i + 1;
+    return -1;
+  }
+  if (len - i - 1 < (size_t)n) {
+    *pos = i + 1;
+    return -1;
+  }  // cut short
   for (int k = 1; k <= n; k++) {
     unsigned d = s[i + (size_t)k];
-    if ((d & 0xC0) != 0x80) { *pos = i + 1; return -1; }
+    if ((d & 0xC0) != 0x80) {
+      *pos = i + 1;
+      return -1;
+    }
     cp = (cp << 6) | (d & 0x3F);
   }
   if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
@@ -36,7 +54,10 @@ int ct_utf8_encode(int32_t cp, char out[4]) {
 
 int ct_wtf8_encode(int32_t cp, char out[4]) {
   if (cp < 0 || cp > 0x10FFFF) return 0;
-  if (cp < 0x80) { out[0] = (char)cp; return 1; }
+  if (cp < 0x80) {
+    out[0] = (char)cp;
+    return 1;
+  }
   if (cp < 0x800) {
     out[0] = (char)(0xC0 | (cp >> 6));
     out[1] = (char)(0x80 | (cp & 0x3F));

@@ -8,8 +8,10 @@
 #include <string.h>
 
 static const char *const special_tokens[CT_VOCAB_SPECIALS] = {
-    [CT_VOCAB_PAD] = "<pad>", [CT_VOCAB_UNK] = "<unk>",
-    [CT_VOCAB_BOS] = "<bos>", [CT_VOCAB_EOS] = "<eos>"};
+    [CT_VOCAB_PAD] = "<pad>",
+    [CT_VOCAB_UNK] = "<unk>",
+    [CT_VOCAB_BOS] = "<bos>",
+    [CT_VOCAB_EOS] = "<eos>"};
 
 static const char vocab_magic[] = "ctrain-vocab";
 enum { VOCAB_VERSION = 1 };
@@ -96,8 +98,8 @@ ct_status ct_vocab_build(ct_vocab *v, const ct_vocab_counter *c,
   int64_t kept = 0;
   for (int64_t i = 0; i < n; i++)
     if (c->counts[i] >= min_freq)
-      items[kept++] = (counted){c->counts[i],
-                                ct_string_list_get(&c->tokens.strings, i)};
+      items[kept++] =
+          (counted){c->counts[i], ct_string_list_get(&c->tokens.strings, i)};
   qsort(items, (size_t)kept, sizeof *items, counted_cmp);
   ct_status st = vocab_init_specials(v);
   for (int64_t i = 0; !st && i < kept; i++) {
@@ -157,11 +159,11 @@ ct_status ct_vocab_decode(const ct_vocab *v, const int32_t *ids, int64_t n,
 // The escape letter for a byte that must be escaped, or 0.
 static char escape_of(char c) {
   switch (c) {
-    case '\\': return '\\';
-    case '\n': return 'n';
-    case '\t': return 't';
-    case '\r': return 'r';
-    default: return 0;
+  case '\\': return '\\';
+  case '\n': return 'n';
+  case '\t': return 't';
+  case '\r': return 'r';
+  default: return 0;
   }
 }
 
@@ -220,8 +222,11 @@ static ct_status load_token(ct_vocab *v, const buf_cursor *c, const char *s,
                       (long long)c->line_no, (unsigned)(unsigned char)ch);
     if (ch == '\\') {
       char e = i + 1 < len ? s[++i] : '\0';
-      ch = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r'
-         : e == '\\' ? '\\' : '\0';
+      ch = e == 'n'    ? '\n'
+           : e == 't'  ? '\t'
+           : e == 'r'  ? '\r'
+           : e == '\\' ? '\\'
+                       : '\0';
       if (!ch)
         return ct_error(CT_ERR_FORMAT,
                         "vocab buffer line %lld: bad escape '\\%c' (only "

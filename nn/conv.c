@@ -10,18 +10,20 @@ ct_status ct_nn_conv2d_init(ct_nn_conv2d *m, ct_params *p, const char *prefix,
                             int kernel, int stride, int padding, bool bias,
                             ct_rng *init_rng) {
   *m = (ct_nn_conv2d){.in_channels = in_channels,
-                      .out_channels = out_channels, .kernel = kernel,
-                      .stride = stride, .padding = padding};
+                      .out_channels = out_channels,
+                      .kernel = kernel,
+                      .stride = stride,
+                      .padding = padding};
   if (in_channels < 1 || out_channels < 1 || kernel < 1 || stride < 1 ||
       padding < 0)
     return ct_error(CT_ERR_ARG,
                     "conv2d '%s': channels %lld -> %lld and kernel %d, stride "
-                    "%d must be >= 1, padding %d >= 0", prefix,
-                    (long long)in_channels, (long long)out_channels, kernel,
-                    stride, padding);
-  m->weight = ct_nn_param(p, prefix, "weight",
-                          CT_SHAPE(out_channels, in_channels, kernel, kernel),
-                          0);
+                    "%d must be >= 1, padding %d >= 0",
+                    prefix, (long long)in_channels, (long long)out_channels,
+                    kernel, stride, padding);
+  m->weight =
+      ct_nn_param(p, prefix, "weight",
+                  CT_SHAPE(out_channels, in_channels, kernel, kernel), 0);
   if (!m->weight) return ct_last_status();
   if (bias) {
     m->bias = ct_nn_param(p, prefix, "bias", CT_SHAPE(out_channels),
@@ -41,8 +43,8 @@ ct_tensor *ct_nn_conv2d_forward(const ct_nn_conv2d *m, ct_tensor *x) {
 
 ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
                                  const char *prefix, int64_t channels) {
-  *m = (ct_nn_batchnorm2d){.channels = channels, .momentum = 0.1f,
-                           .eps = 1e-5f};
+  *m =
+      (ct_nn_batchnorm2d){.channels = channels, .momentum = 0.1f, .eps = 1e-5f};
   if (channels < 1)
     return ct_error(CT_ERR_ARG, "batchnorm2d '%s': channels %lld must be >= 1",
                     prefix, (long long)channels);
@@ -50,7 +52,8 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
   m->weight =
       ct_nn_param(p, prefix, "weight", CT_SHAPE(channels), CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
-  m->bias = ct_nn_param(p, prefix, "bias", CT_SHAPE(channels), CT_PARAM_NO_DECAY);
+  m->bias =
+      ct_nn_param(p, prefix, "bias", CT_SHAPE(channels), CT_PARAM_NO_DECAY);
   if (!m->bias) return ct_last_status();
   m->running_mean =
       ct_nn_param(p, prefix, "running_mean", CT_SHAPE(channels), stats);
@@ -63,9 +66,8 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
 }
 
 // x (N,C,H,W) -> (N,C,H,W)
-ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m,
-                                     ct_nn_ctx *ctx, ct_tensor *x) {
-  return ct_batchnorm2d(x, m->weight, m->bias, m->running_mean,
-                        m->running_var, ctx && ctx->training, m->momentum,
-                        m->eps);
+ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
+                                     ct_tensor *x) {
+  return ct_batchnorm2d(x, m->weight, m->bias, m->running_mean, m->running_var,
+                        ctx && ctx->training, m->momentum, m->eps);
 }

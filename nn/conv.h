@@ -34,8 +34,8 @@ typedef struct ct_nn_batchnorm2d {
   ct_tensor *running_mean;  // (C)  "prefix.running_mean" (FROZEN), zeros
   ct_tensor *running_var;   // (C)  "prefix.running_var" (FROZEN), ones
   int64_t channels;
-  float momentum;           // PyTorch's default 0.1
-  float eps;                // PyTorch's default 1e-5
+  float momentum;  // PyTorch's default 0.1
+  float eps;       // PyTorch's default 1e-5
 } ct_nn_batchnorm2d;
 
 // momentum 0.1, eps 1e-5 (change the fields after init for others).
@@ -44,7 +44,7 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
 
 // x (N, C, H, W) -> (N, C, H, W). Training mode (batch statistics, running
 // stats updated) when ctx && ctx->training; else the running statistics.
-ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m,
-                                     ct_nn_ctx *ctx, ct_tensor *x);
+ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
+                                     ct_tensor *x);
 
 #endif

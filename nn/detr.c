@@ -13,31 +13,38 @@
 #include "nn/mlp.h"
 
 ct_nn_detr_loss_opts ct_nn_detr_loss_defaults(void) {
-  return (ct_nn_detr_loss_opts){.match = ct_nn_detr_cost_defaults(), .ce_w = 1.0,
-                             .bbox_w = 5.0, .giou_w = 2.0, .eos_coef = 0.1};
+  return (ct_nn_detr_loss_opts){.match = ct_nn_detr_cost_defaults(),
+                                .ce_w = 1.0,
+                                .bbox_w = 5.0,
+                                .giou_w = 2.0,
+                                .eos_coef = 0.1};
 }
 
 // ---- init -------------------------------------------------------------------
 
 static ct_status check_config(const ct_nn_detr_config *c) {
   if (c->in_channels < 1 || c->num_classes < 1 || c->num_queries < 1)
-    return ct_error(CT_ERR_ARG, "detr: in_channels %lld, num_classes %lld and "
-                    "num_queries %lld must be >= 1", (long long)c->in_channels,
-                    (long long)c->num_classes, (long long)c->num_queries);
-  if (c->d_model < 2 || c->d_model % 2 || c->nhead < 1 ||
-      c->d_model % c->nhead)
-    return ct_error(CT_ERR_ARG, "detr: d_model %lld must be even and a "
-                    "multiple of nhead %lld", (long long)c->d_model,
-                    (long long)c->nhead);
+    return ct_error(CT_ERR_ARG,
+                    "detr: in_channels %lld, num_classes %lld and "
+                    "num_queries %lld must be >= 1",
+                    (long long)c->in_channels, (long long)c->num_classes,
+                    (long long)c->num_queries);
+  if (c->d_model < 2 || c->d_model % 2 || c->nhead < 1 || c->d_model % c->nhead)
+    return ct_error(CT_ERR_ARG,
+                    "detr: d_model %lld must be even and a "
+                    "multiple of nhead %lld",
+                    (long long)c->d_model, (long long)c->nhead);
   if (c->enc_layers < 1 || c->dec_layers < 1 ||
       c->dec_layers > CT_NN_DETR_MAX_LAYERS)
-    return ct_error(CT_ERR_ARG, "detr: enc_layers %d must be >= 1 and "
-                    "dec_layers %d in 1..%d", c->enc_layers, c->dec_layers,
-                    (int)CT_NN_DETR_MAX_LAYERS);
+    return ct_error(CT_ERR_ARG,
+                    "detr: enc_layers %d must be >= 1 and "
+                    "dec_layers %d in 1..%d",
+                    c->enc_layers, c->dec_layers, (int)CT_NN_DETR_MAX_LAYERS);
   if (c->dim_feedforward < 1 || !(c->dropout >= 0.0f && c->dropout < 1.0f))
-    return ct_error(CT_ERR_ARG, "detr: dim_feedforward %lld must be >= 1 and "
-                    "dropout %g in [0, 1)", (long long)c->dim_feedforward,
-                    (double)c->dropout);
+    return ct_error(CT_ERR_ARG,
+                    "detr: dim_feedforward %lld must be >= 1 and "
+                    "dropout %g in [0, 1)",
+                    (long long)c->dim_feedforward, (double)c->dropout);
   return CT_OK;
 }
 
@@ -49,8 +56,10 @@ static ct_status move_param(ct_params *to, const ct_params *from,
   if (!t) return CT_OK;
   const ct_param *src = ct_params_find(from, t->name);
   if (!src || src->tensor != t)
-    return ct_error(CT_ERR_STATE, "detr: backbone parameter '%s' is not in "
-                    "its store", t->name);
+    return ct_error(CT_ERR_STATE,
+                    "detr: backbone parameter '%s' is not in "
+                    "its store",
+                    t->name);
   ct_tensor *n = ct_params_add(to, t->name, t->ndim, t->shape, src->flags);
   if (!n) return ct_last_status();
   memcpy(ct_f32(n), ct_f32(t), ct_tensor_bytes(t));
@@ -62,8 +71,8 @@ static ct_status move_param(ct_params *to, const ct_params *from,
 static ct_status move_conv_bn(ct_params *to, const ct_params *from,
                               ct_nn_conv2d *conv, ct_nn_batchnorm2d *bn,
                               int *moved) {
-  ct_tensor **slots[] = {&conv->weight, &conv->bias, &bn->weight, &bn->bias,
-                         &bn->running_mean, &bn->running_var};
+  ct_tensor **slots[] = {&conv->weight, &conv->bias,       &bn->weight,
+                         &bn->bias,     &bn->running_mean, &bn->running_var};
   ct_status st = CT_OK;
   for (size_t i = 0; i < sizeof slots / sizeof *slots && st == CT_OK; i++)
     st = move_param(to, from, slots[i], moved);
@@ -74,15 +83,16 @@ static ct_status move_conv_bn(ct_params *to, const ct_params *from,
 // registers an fc head DETR has no use for), then every parameter but fc's
 // moved into p, so that the model's store holds no dead weights.
 static ct_status backbone_init(ct_nn_resnet *r, ct_params *p,
-                               const char *prefix,
-                               const ct_nn_detr_config *c, ct_rng *rng) {
+                               const char *prefix, const ct_nn_detr_config *c,
+                               ct_rng *rng) {
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "backbone.0.body");
   if (st != CT_OK) return st;
-  const ct_nn_resnet_config rc = {
-      .in_channels = c->in_channels, .num_classes = 1,
-      .width = c->backbone_width, .stages = c->backbone_stages,
-      .blocks = c->backbone_blocks};
+  const ct_nn_resnet_config rc = {.in_channels = c->in_channels,
+                                  .num_classes = 1,
+                                  .width = c->backbone_width,
+                                  .stages = c->backbone_stages,
+                                  .blocks = c->backbone_blocks};
   ct_params scratch;
   ct_params_init(&scratch);
   st = ct_nn_resnet_init(r, &scratch, name, &rc, rng);
@@ -98,8 +108,10 @@ static ct_status backbone_init(ct_nn_resnet *r, ct_params *p,
   // Everything but fc.weight and fc.bias must have moved: a parameter the
   // walk above does not know would otherwise dangle after the free below.
   if (st == CT_OK && moved != scratch.n - 2)
-    st = ct_error(CT_ERR_STATE, "detr: moved %d of the backbone's %d "
-                  "parameters (nn/resnet.h changed?)", moved, scratch.n - 2);
+    st = ct_error(CT_ERR_STATE,
+                  "detr: moved %d of the backbone's %d "
+                  "parameters (nn/resnet.h changed?)",
+                  moved, scratch.n - 2);
   r->fc = (ct_nn_linear){0};
   ct_params_free(&scratch);
   return st;
@@ -130,8 +142,8 @@ static ct_status transformer_init(ct_nn_detr *m, ct_params *p,
                             false, rng);
   if (st == CT_OK) st = ct_nn_name(name, prefix, "transformer.decoder");
   if (st == CT_OK)
-    st = ct_nn_decoder_init(&m->decoder, p, name, &m->tcfg, c->dec_layers,
-                            true, rng);
+    st = ct_nn_decoder_init(&m->decoder, p, name, &m->tcfg, c->dec_layers, true,
+                            rng);
   for (int i = first; i < p->n && st == CT_OK; i++)
     if (p->items[i].tensor->ndim > 1)
       st = ct_nn_init_xavier_uniform(p->items[i].tensor, rng, 1.0f);
@@ -159,18 +171,19 @@ ct_status ct_nn_detr_init(ct_nn_detr *m, ct_params *p, const char *prefix,
                      i == 2 ? 4 : d, init_rng);
   }
   if (st == CT_OK) {
-    m->query_embed = ct_nn_param(p, prefix, "query_embed.weight",
-                                 CT_SHAPE(cfg->num_queries, d),
-                                 CT_PARAM_NO_DECAY);
-    st = m->query_embed ? ct_nn_init_normal(m->query_embed, init_rng, 0.0f, 1.0f)
-                        : ct_last_status();
+    m->query_embed =
+        ct_nn_param(p, prefix, "query_embed.weight",
+                    CT_SHAPE(cfg->num_queries, d), CT_PARAM_NO_DECAY);
+    st = m->query_embed
+             ? ct_nn_init_normal(m->query_embed, init_rng, 0.0f, 1.0f)
+             : ct_last_status();
   }
   char name[CT_NN_NAME_MAX];
   if (st == CT_OK) st = ct_nn_name(name, prefix, "input_proj");
   if (st == CT_OK)
-    st = ct_nn_conv2d_init(&m->input_proj, p, name,
-                           m->backbone.feature_channels, d, 1, 1, 0, true,
-                           init_rng);
+    st =
+        ct_nn_conv2d_init(&m->input_proj, p, name, m->backbone.feature_channels,
+                          d, 1, 1, 0, true, init_rng);
   if (st != CT_OK) ct_nn_detr_free(m);
   return st;
 }
@@ -185,9 +198,10 @@ void ct_nn_detr_free(ct_nn_detr *m) {
 
 ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d) {
   if (h < 1 || w < 1 || d < 2 || d % 2) {
-    ct_error(CT_ERR_ARG, "detr_position_sine: map %lldx%lld and d %lld: need "
-             "positive sizes and an even d", (long long)h, (long long)w,
-             (long long)d);
+    ct_error(CT_ERR_ARG,
+             "detr_position_sine: map %lldx%lld and d %lld: need "
+             "positive sizes and an even d",
+             (long long)h, (long long)w, (long long)d);
     return NULL;
   }
   ct_tensor *pos = ct_tensor_empty(CT_F32, CT_SHAPE(h * w, d));
@@ -224,8 +238,8 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *linear1,
                               const ct_nn_layernorm *norm,
                               const ct_nn_transformer_config *tc,
                               ct_tensor *x) {
-  ct_tensor *y = ct_nn_feedforward(ctx, linear1, linear2, tc->activation,
-                                   tc->dropout, x);
+  ct_tensor *y =
+      ct_nn_feedforward(ctx, linear1, linear2, tc->activation, tc->dropout, x);
   return residual_norm(ctx, norm, tc->dropout, x, y);
 }
 
@@ -278,9 +292,10 @@ ct_status ct_nn_detr_forward(const ct_nn_detr *m, ct_nn_ctx *ctx,
   if (images->dtype != CT_F32 || images->ndim != 4 ||
       images->shape[1] != c->in_channels) {
     char s[64];
-    return ct_error(CT_ERR_SHAPE, "detr: images must be f32 (B, %lld, H, W), "
-                    "got %s %s", (long long)c->in_channels,
-                    ct_dtype_name(images->dtype),
+    return ct_error(CT_ERR_SHAPE,
+                    "detr: images must be f32 (B, %lld, H, W), "
+                    "got %s %s",
+                    (long long)c->in_channels, ct_dtype_name(images->dtype),
                     ct_shape_str(images->ndim, images->shape, s, sizeof s));
   }
   const int64_t B = images->shape[0], d = c->d_model, N = c->num_queries;
@@ -338,11 +353,11 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
   bool was = ct_grad_set_enabled(false);
   ct_tensor *probs = ct_softmax(logits);
   ct_grad_set_enabled(was);
-  ct_tensor *classes = ct_tensor_full(CT_I32, (double)(K1 - 1),
-                                      CT_SHAPE(B, N));
+  ct_tensor *classes = ct_tensor_full(CT_I32, (double)(K1 - 1), CT_SHAPE(B, N));
   // Matched pairs in the reference's order (image, then query index):
   // rows b N + q of the predictions and the rows of their targets.
-  int32_t *pred_rows = ct_arena_alloc(sizeof(int32_t) * (size_t)(tt->total + 1));
+  int32_t *pred_rows =
+      ct_arena_alloc(sizeof(int32_t) * (size_t)(tt->total + 1));
   int32_t *target_rows =
       ct_arena_alloc(sizeof(int32_t) * (size_t)(tt->total + 1));
   int *query_to_target = ct_arena_alloc(sizeof(int) * (size_t)N);
@@ -352,14 +367,14 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
   for (int64_t b = 0; b < B; b++) {
     const int64_t n = tg->counts[b], first = tt->first[b];
     if (n == 0) continue;
-    ct_tensor *p_b = ct_tensor_view(ct_tensor_slice0(probs, b, 1),
-                                    CT_SHAPE(N, K1));
-    ct_tensor *box_b = ct_tensor_view(ct_tensor_slice0(boxes, b, 1),
-                                      CT_SHAPE(N, 4));
-    ct_status st = ct_nn_detr_match(p_b, box_b,
-                                 ct_tensor_slice0(tt->labels, first, n),
-                                 ct_tensor_slice0(tt->boxes, first, n),
-                                 &o->match, NULL, query_to_target);
+    ct_tensor *p_b =
+        ct_tensor_view(ct_tensor_slice0(probs, b, 1), CT_SHAPE(N, K1));
+    ct_tensor *box_b =
+        ct_tensor_view(ct_tensor_slice0(boxes, b, 1), CT_SHAPE(N, 4));
+    ct_status st =
+        ct_nn_detr_match(p_b, box_b, ct_tensor_slice0(tt->labels, first, n),
+                         ct_tensor_slice0(tt->boxes, first, n), &o->match, NULL,
+                         query_to_target);
     if (st != CT_OK) return st;
     for (int64_t q = 0; q < N; q++) {
       const int t = query_to_target[q];
@@ -376,16 +391,16 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
   terms->bbox = terms->giou = NULL;
   if (!terms->ce) return failed("loss (cross-entropy)");
   if (pairs == 0) return CT_OK;
-  ct_tensor *pred = ct_gather_rows(ct_reshape(boxes, CT_SHAPE(B * N, 4)),
-                                   ct_tensor_from(CT_I32, pred_rows,
-                                                  CT_SHAPE(pairs)));
+  ct_tensor *pred =
+      ct_gather_rows(ct_reshape(boxes, CT_SHAPE(B * N, 4)),
+                     ct_tensor_from(CT_I32, pred_rows, CT_SHAPE(pairs)));
   ct_tensor *target = ct_gather_rows(
       tt->boxes, ct_tensor_from(CT_I32, target_rows, CT_SHAPE(pairs)));
   // ct_l1 is the mean over the 4 * pairs coordinates; the reference sums.
-  terms->bbox = ct_scale(ct_l1(pred, target),
-                         (float)(4.0 * (double)pairs / num_boxes));
-  ct_tensor *giou = ct_generalized_box_iou_pairs(
-      ct_box_cxcywh_to_xyxy(pred), ct_box_cxcywh_to_xyxy(target));
+  terms->bbox =
+      ct_scale(ct_l1(pred, target), (float)(4.0 * (double)pairs / num_boxes));
+  ct_tensor *giou = ct_generalized_box_iou_pairs(ct_box_cxcywh_to_xyxy(pred),
+                                                 ct_box_cxcywh_to_xyxy(target));
   ct_tensor *one = ct_tensor_full(CT_F32, 1.0, CT_SHAPE(pairs));
   terms->giou = ct_scale(ct_sum(ct_sub(one, giou)), (float)(1.0 / num_boxes));
   return terms->bbox && terms->giou ? CT_OK : failed("loss (boxes)");
@@ -395,8 +410,10 @@ static bool check_outputs(const ct_nn_detr_out *out, int layers,
                           const ct_nn_detr_targets *tg) {
   if (!out || !tg || layers < 1 || layers > out->layers ||
       layers > CT_NN_DETR_MAX_LAYERS) {
-    ct_error(CT_ERR_ARG, "detr_loss: need outputs, targets and layers in "
-             "1..%d (got %d)", out ? out->layers : 0, layers);
+    ct_error(CT_ERR_ARG,
+             "detr_loss: need outputs, targets and layers in "
+             "1..%d (got %d)",
+             out ? out->layers : 0, layers);
     return false;
   }
   for (int l = 0; l < layers; l++) {
@@ -411,9 +428,11 @@ static bool check_outputs(const ct_nn_detr_out *out, int layers,
         bx->shape[0] != z->shape[0] || bx->shape[1] != z->shape[1] ||
         !ct_tensor_same_shape(z, z0) || z->shape[0] != tg->batch) {
       char zs[64], bs[64];
-      ct_error(CT_ERR_SHAPE, "detr_loss: layer %d: need logits f32 "
+      ct_error(CT_ERR_SHAPE,
+               "detr_loss: layer %d: need logits f32 "
                "(%d, N, K+1) and boxes (%d, N, 4) like layer 0's, got %s and "
-               "%s", l, tg->batch, tg->batch,
+               "%s",
+               l, tg->batch, tg->batch,
                ct_shape_str(z->ndim, z->shape, zs, sizeof zs),
                ct_shape_str(bx->ndim, bx->shape, bs, sizeof bs));
       return false;
@@ -437,13 +456,16 @@ static ct_status targets_as_tensors(const ct_nn_detr_targets *tg, int64_t K,
     total += tg->counts[b];
   }
   if (total > 0 && (!tg->labels || !tg->boxes))
-    return ct_error(CT_ERR_ARG, "detr_loss: %lld targets without labels or "
-                    "boxes", (long long)total);
+    return ct_error(CT_ERR_ARG,
+                    "detr_loss: %lld targets without labels or "
+                    "boxes",
+                    (long long)total);
   for (int64_t t = 0; t < total; t++)
     if (tg->labels[t] < 0 || tg->labels[t] >= K)
-      return ct_error(CT_ERR_INDEX, "detr_loss: target %lld has label %d, "
-                      "outside [0, %lld)", (long long)t, (int)tg->labels[t],
-                      (long long)K);
+      return ct_error(CT_ERR_INDEX,
+                      "detr_loss: target %lld has label %d, "
+                      "outside [0, %lld)",
+                      (long long)t, (int)tg->labels[t], (long long)K);
   // One spare row keeps the tensors non-empty when there are no targets.
   tt->total = total;
   tt->first = first;

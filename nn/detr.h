@@ -60,35 +60,35 @@
 enum { CT_NN_DETR_MAX_LAYERS = 32 };
 
 typedef struct ct_nn_detr_config {
-  int64_t in_channels;      // image channels
-  int64_t num_classes;      // K object classes (the head has K + 1)
-  int64_t backbone_width;   // the ResNet's layer1 channels
-  int backbone_stages;      // its stages (map stride 2^(stages-1))
-  int backbone_blocks;      // BasicBlocks per stage
-  int64_t d_model;          // must be even and a multiple of nhead
+  int64_t in_channels;     // image channels
+  int64_t num_classes;     // K object classes (the head has K + 1)
+  int64_t backbone_width;  // the ResNet's layer1 channels
+  int backbone_stages;     // its stages (map stride 2^(stages-1))
+  int backbone_blocks;     // BasicBlocks per stage
+  int64_t d_model;         // must be even and a multiple of nhead
   int64_t nhead;
-  int enc_layers;           // >= 1
-  int dec_layers;           // 1 .. CT_NN_DETR_MAX_LAYERS
+  int enc_layers;  // >= 1
+  int dec_layers;  // 1 .. CT_NN_DETR_MAX_LAYERS
   int64_t dim_feedforward;
-  float dropout;            // every transformer dropout
-  int64_t num_queries;      // N
-  bool aux_loss;            // heads on every decoder layer, not only the last
+  float dropout;        // every transformer dropout
+  int64_t num_queries;  // N
+  bool aux_loss;        // heads on every decoder layer, not only the last
 } ct_nn_detr_config;
 
 typedef struct ct_nn_detr_mlp {
-  ct_nn_linear layers[3];   // "prefix.layers.{0,1,2}"
+  ct_nn_linear layers[3];  // "prefix.layers.{0,1,2}"
 } ct_nn_detr_mlp;
 
 typedef struct ct_nn_detr {
   ct_nn_detr_config cfg;
-  ct_nn_resnet backbone;        // fc left unregistered (zeroed)
+  ct_nn_resnet backbone;  // fc left unregistered (zeroed)
   ct_nn_conv2d input_proj;
-  ct_tensor *query_embed;       // (N, d)
-  ct_nn_encoder encoder;        // no final norm (post-norm DETR)
-  ct_nn_decoder decoder;        // with its final norm
+  ct_tensor *query_embed;  // (N, d)
+  ct_nn_encoder encoder;   // no final norm (post-norm DETR)
+  ct_nn_decoder decoder;   // with its final norm
   ct_nn_transformer_config tcfg;
-  ct_nn_linear class_embed;     // d -> K + 1
-  ct_nn_detr_mlp bbox_embed;    // d -> d -> d -> 4
+  ct_nn_linear class_embed;   // d -> K + 1
+  ct_nn_detr_mlp bbox_embed;  // d -> d -> d -> 4
 } ct_nn_detr;
 
 // Checks the config (CT_ERR_ARG naming the field) and registers the
@@ -133,8 +133,8 @@ typedef struct ct_nn_detr_targets {
 
 typedef struct ct_nn_detr_loss_opts {
   ct_nn_detr_cost_weights match;  // the matcher's cost weights (1, 5, 2)
-  double ce_w, bbox_w, giou_w; // the loss weights (1, 5, 2)
-  double eos_coef;             // CE weight of the no-object class (0.1)
+  double ce_w, bbox_w, giou_w;    // the loss weights (1, 5, 2)
+  double eos_coef;                // CE weight of the no-object class (0.1)
 } ct_nn_detr_loss_opts;
 
 // The reference's defaults (main.py): set_cost_* 1, 5, 2; *_loss_coef 1, 5,
@@ -144,7 +144,7 @@ ct_nn_detr_loss_opts ct_nn_detr_loss_defaults(void);
 // The unweighted terms of the final layer's loss.
 typedef struct ct_nn_detr_loss_parts {
   double ce, bbox, giou;
-  int num_boxes;          // the normalizer: max(1, T)
+  int num_boxes;  // the normalizer: max(1, T)
 } ct_nn_detr_loss_parts;
 
 // The DETR loss of the first `layers` entries of out (all of them is

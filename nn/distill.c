@@ -9,7 +9,8 @@ ct_tensor *ct_nn_soft_cross_entropy(ct_tensor *logits, ct_tensor *targets) {
   if (logits->ndim != 2 || targets->ndim != 2 ||
       logits->shape[0] != targets->shape[0] ||
       logits->shape[1] != targets->shape[1]) {
-    ct_error(CT_ERR_SHAPE, "soft_cross_entropy: logits and targets must both "
+    ct_error(CT_ERR_SHAPE,
+             "soft_cross_entropy: logits and targets must both "
              "be (B, K)");
     return NULL;
   }
@@ -46,14 +47,16 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
   }
   if (opts->kind == CT_NN_DISTILL_NONE || !base) return base;
   if (!dist_logits || !teacher_logits) {
-    ct_error(CT_ERR_ARG, "distill_loss: distillation needs the distillation "
+    ct_error(CT_ERR_ARG,
+             "distill_loss: distillation needs the distillation "
              "head's and the teacher's logits");
     return NULL;
   }
   if (teacher_logits->ndim != 2 || dist_logits->ndim != 2 ||
       teacher_logits->shape[0] != dist_logits->shape[0] ||
       teacher_logits->shape[1] != dist_logits->shape[1]) {
-    ct_error(CT_ERR_SHAPE, "distill_loss: teacher and distillation logits "
+    ct_error(CT_ERR_SHAPE,
+             "distill_loss: teacher and distillation logits "
              "must have the same (B, K) shape");
     return NULL;
   }
@@ -64,8 +67,8 @@ ct_tensor *ct_nn_distill_loss(ct_tensor *cls_logits, ct_tensor *dist_logits,
     const float tau = opts->tau;
     ct_tensor *student = ct_log_softmax(ct_scale(dist_logits, 1.0f / tau));
     ct_tensor *teacher = ct_log_softmax(ct_scale(teacher_logits, 1.0f / tau));
-    const int64_t per = opts->kl_per_sample ? dist_logits->shape[0]
-                                            : dist_logits->numel;
+    const int64_t per =
+        opts->kl_per_sample ? dist_logits->shape[0] : dist_logits->numel;
     distill = ct_scale(ct_kl_div(student, teacher, true, CT_REDUCE_SUM),
                        tau * tau / (float)per);
   }

@@ -19,9 +19,9 @@ ct_status ct_nn_embedding_init(ct_nn_embedding *m, ct_params *p,
     return ct_error(CT_ERR_INDEX,
                     "embedding '%s': padding_idx %lld outside [-1, %lld)",
                     prefix, (long long)padding_idx, (long long)num_embeddings);
-  m->weight = ct_nn_param(p, prefix, "weight",
-                          CT_SHAPE(num_embeddings, embedding_dim),
-                          CT_PARAM_NO_DECAY);
+  m->weight =
+      ct_nn_param(p, prefix, "weight", CT_SHAPE(num_embeddings, embedding_dim),
+                  CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
   ct_status st = ct_nn_init_normal(m->weight, init_rng, 0.0f, 1.0f);
   if (st == CT_OK && padding_idx >= 0) {

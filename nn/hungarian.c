@@ -21,14 +21,14 @@
 // optimal. O(n^2 m).
 
 typedef struct lsap_work {
-  int n, m;            // rows, cols (n <= m)
-  const double *c;     // (n, m)
-  double *u, *v;       // (n), (m) dual variables
-  double *dist;        // (m) shortest path length to each column
-  int *path;           // (m) the row each column was reached from
+  int n, m;         // rows, cols (n <= m)
+  const double *c;  // (n, m)
+  double *u, *v;    // (n), (m) dual variables
+  double *dist;     // (m) shortest path length to each column
+  int *path;        // (m) the row each column was reached from
   int *col4row, *row4col;
-  bool *sr, *sc;       // rows / columns visited by the current search
-  int *remaining;      // (m) columns not yet visited
+  bool *sr, *sc;   // rows / columns visited by the current search
+  int *remaining;  // (m) columns not yet visited
 } lsap_work;
 
 // Shortest augmenting path from row `i`; returns its free end column, or -1
@@ -68,8 +68,10 @@ static int augmenting_path(lsap_work *w, int i, double *min_val) {
     if (index < 0 || !isfinite(lowest)) return -1;
     lowest_so_far = lowest;
     int j = w->remaining[index];
-    if (w->row4col[j] < 0) sink = j;
-    else i = w->row4col[j];
+    if (w->row4col[j] < 0)
+      sink = j;
+    else
+      i = w->row4col[j];
     w->sc[j] = true;
     w->remaining[index] = w->remaining[--n_rem];
   }
@@ -85,9 +87,11 @@ static ct_status lsap_wide(lsap_work *w) {
     double min_val = 0.0;
     int sink = augmenting_path(w, row, &min_val);
     if (sink < 0)
-      return ct_error(CT_ERR_NUMERIC, "linear_assignment: the dual variables "
+      return ct_error(CT_ERR_NUMERIC,
+                      "linear_assignment: the dual variables "
                       "overflowed while adding row %d (costs too large in "
-                      "magnitude?)", row);
+                      "magnitude?)",
+                      row);
     // Dual update (Crouse eq. 13-14).
     w->u[row] += min_val;
     for (int i = 0; i < w->n; i++)
@@ -114,14 +118,18 @@ static void *scratch(size_t count, size_t size, bool *ok) {
 }
 
 ct_status ct_nn_linear_assignment(const double *cost, int rows, int cols,
-                               int *row_to_col, int *col_to_row,
-                               double *total) {
+                                  int *row_to_col, int *col_to_row,
+                                  double *total) {
   if (rows < 0 || cols < 0)
-    return ct_error(CT_ERR_ARG, "linear_assignment: rows %d and cols %d must "
-                    "not be negative", rows, cols);
+    return ct_error(CT_ERR_ARG,
+                    "linear_assignment: rows %d and cols %d must "
+                    "not be negative",
+                    rows, cols);
   if (!cost && rows > 0 && cols > 0)
-    return ct_error(CT_ERR_ARG, "linear_assignment: cost is NULL for a "
-                    "%d x %d problem", rows, cols);
+    return ct_error(CT_ERR_ARG,
+                    "linear_assignment: cost is NULL for a "
+                    "%d x %d problem",
+                    rows, cols);
   if (row_to_col)
     for (int r = 0; r < rows; r++) row_to_col[r] = -1;
   if (col_to_row)
@@ -132,8 +140,10 @@ ct_status ct_nn_linear_assignment(const double *cost, int rows, int cols,
     for (int c = 0; c < cols; c++) {
       double x = cost[(size_t)r * cols + c];
       if (!isfinite(x))
-        return ct_error(CT_ERR_NUMERIC, "linear_assignment: cost[%d][%d] is "
-                        "%g; costs must be finite", r, c, x);
+        return ct_error(CT_ERR_NUMERIC,
+                        "linear_assignment: cost[%d][%d] is "
+                        "%g; costs must be finite",
+                        r, c, x);
     }
 
   // A tall matrix is solved transposed, so that rows <= cols.
@@ -187,8 +197,10 @@ static bool check_2d(const ct_tensor *t, ct_dtype dtype, int64_t cols,
   if (t->dtype == dtype && t->ndim == 2 && (cols < 0 || t->shape[1] == cols))
     return true;
   char want[32];
-  if (cols < 0) snprintf(want, sizeof want, "(rows, cols)");
-  else snprintf(want, sizeof want, "(rows, %lld)", (long long)cols);
+  if (cols < 0)
+    snprintf(want, sizeof want, "(rows, cols)");
+  else
+    snprintf(want, sizeof want, "(rows, %lld)", (long long)cols);
   char got[96];
   ct_error(CT_ERR_SHAPE, "detr_match: %s must be %s %s, got %s %s", what,
            ct_dtype_name(dtype), want, ct_dtype_name(t->dtype),
@@ -201,9 +213,10 @@ static bool check_sizes(const ct_tensor *boxes, const char *what) {
   const float *d = ct_f32(boxes);
   for (int64_t i = 0; i < boxes->shape[0]; i++) {
     if (d[4 * i + 2] < 0.0f || d[4 * i + 3] < 0.0f) {
-      ct_error(CT_ERR_ARG, "detr_match: %s row %lld has width %g, height %g; "
-               "cxcywh boxes need both >= 0", what, (long long)i,
-               (double)d[4 * i + 2], (double)d[4 * i + 3]);
+      ct_error(CT_ERR_ARG,
+               "detr_match: %s row %lld has width %g, height %g; "
+               "cxcywh boxes need both >= 0",
+               what, (long long)i, (double)d[4 * i + 2], (double)d[4 * i + 3]);
       return false;
     }
   }
@@ -211,15 +224,15 @@ static bool check_sizes(const ct_tensor *boxes, const char *what) {
 }
 
 static bool check_match_args(const ct_tensor *probs, const ct_tensor *pred,
-                             const ct_tensor *labels,
-                             const ct_tensor *target) {
+                             const ct_tensor *labels, const ct_tensor *target) {
   if (!check_2d(probs, CT_F32, -1, "probs") ||
       !check_2d(pred, CT_F32, 4, "pred_boxes") ||
       !check_2d(target, CT_F32, 4, "target_boxes"))
     return false;
   char b1[96], b2[96];
   if (pred->shape[0] != probs->shape[0]) {
-    ct_error(CT_ERR_SHAPE, "detr_match: probs %s and pred_boxes %s must have "
+    ct_error(CT_ERR_SHAPE,
+             "detr_match: probs %s and pred_boxes %s must have "
              "one row per query",
              ct_shape_str(probs->ndim, probs->shape, b1, sizeof b1),
              ct_shape_str(pred->ndim, pred->shape, b2, sizeof b2));
@@ -227,7 +240,8 @@ static bool check_match_args(const ct_tensor *probs, const ct_tensor *pred,
   }
   if (labels->dtype != CT_I32 || labels->ndim != 1 ||
       labels->shape[0] != target->shape[0]) {
-    ct_error(CT_ERR_SHAPE, "detr_match: labels must be i32 (T) for "
+    ct_error(CT_ERR_SHAPE,
+             "detr_match: labels must be i32 (T) for "
              "target_boxes %s, got %s %s",
              ct_shape_str(target->ndim, target->shape, b1, sizeof b1),
              ct_dtype_name(labels->dtype),
@@ -238,9 +252,10 @@ static bool check_match_args(const ct_tensor *probs, const ct_tensor *pred,
   for (int64_t t = 0; t < labels->shape[0]; t++) {
     int32_t l = ct_i32(labels)[t];
     if (l < 0 || l >= classes) {
-      ct_error(CT_ERR_INDEX, "detr_match: label %d of target %lld is outside "
-               "the %lld classes of probs", (int)l, (long long)t,
-               (long long)classes);
+      ct_error(CT_ERR_INDEX,
+               "detr_match: label %d of target %lld is outside "
+               "the %lld classes of probs",
+               (int)l, (long long)t, (long long)classes);
       return false;
     }
   }
@@ -273,9 +288,9 @@ static double *match_cost(ct_tensor *probs, ct_tensor *pred, ct_tensor *labels,
 }
 
 ct_status ct_nn_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
-                        ct_tensor *labels, ct_tensor *target_boxes,
-                        const ct_nn_detr_cost_weights *weights,
-                        int *target_to_query, int *query_to_target) {
+                           ct_tensor *labels, ct_tensor *target_boxes,
+                           const ct_nn_detr_cost_weights *weights,
+                           int *target_to_query, int *query_to_target) {
   if (!probs || !pred_boxes || !labels || !target_boxes)
     return ct_last_status() != CT_OK
                ? ct_last_status()
@@ -290,13 +305,14 @@ ct_status ct_nn_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
   ct_arena_mark mark = ct_arena_get_mark();
   double *cost = match_cost(probs, pred_boxes, labels, target_boxes, &w);
   ct_status st = cost ? ct_nn_linear_assignment(cost, Q, T, query_to_target,
-                                             target_to_query, NULL)
+                                                target_to_query, NULL)
                       : ct_last_status();
   if (st == CT_ERR_NUMERIC && cost) {
     // Name the pair in the matcher's terms: rows are queries, cols targets.
     for (int64_t i = 0; i < (int64_t)Q * T; i++) {
       if (isfinite(cost[i])) continue;
-      ct_error(CT_ERR_NUMERIC, "detr_match: the cost of query %lld and target "
+      ct_error(CT_ERR_NUMERIC,
+               "detr_match: the cost of query %lld and target "
                "%lld is %g (non-finite probabilities or boxes?)",
                (long long)(i / T), (long long)(i % T), cost[i]);
       break;

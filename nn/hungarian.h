@@ -40,8 +40,8 @@
 // (every entry -1, total 0). Scratch memory comes from the step arena and is
 // given back before returning.
 ct_status ct_nn_linear_assignment(const double *cost, int rows, int cols,
-                               int *row_to_col, int *col_to_row,
-                               double *total);
+                                  int *row_to_col, int *col_to_row,
+                                  double *total);
 
 // The weights of DETR's matching cost; the paper's (and the reference
 // code's defaults for the trained models) are class 1, L1 5, GIoU 2.
@@ -73,8 +73,8 @@ ct_nn_detr_cost_weights ct_nn_detr_cost_defaults(void);
 // tensor and the row); a non-finite cost (CT_ERR_NUMERIC, naming the query
 // and the target). T = 0 or Q = 0 give an empty matching.
 ct_status ct_nn_detr_match(ct_tensor *probs, ct_tensor *pred_boxes,
-                        ct_tensor *labels, ct_tensor *target_boxes,
-                        const ct_nn_detr_cost_weights *weights,
-                        int *target_to_query, int *query_to_target);
+                           ct_tensor *labels, ct_tensor *target_boxes,
+                           const ct_nn_detr_cost_weights *weights,
+                           int *target_to_query, int *query_to_target);
 
 #endif

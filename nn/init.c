@@ -12,7 +12,7 @@ static ct_status check_f32(const ct_tensor *t, const char *fn) {
 }
 
 ct_status ct_nn_init_fans(const ct_tensor *t, int64_t *fan_in,
-                       int64_t *fan_out) {
+                          int64_t *fan_out) {
   ct_status st = check_f32(t, "init_fans");
   if (st != CT_OK) return st;
   if (t->ndim < 2)
@@ -33,7 +33,9 @@ ct_status ct_nn_init_constant(ct_tensor *t, float value) {
   return CT_OK;
 }
 
-ct_status ct_nn_init_zeros(ct_tensor *t) { return ct_nn_init_constant(t, 0.0f); }
+ct_status ct_nn_init_zeros(ct_tensor *t) {
+  return ct_nn_init_constant(t, 0.0f);
+}
 ct_status ct_nn_init_ones(ct_tensor *t) { return ct_nn_init_constant(t, 1.0f); }
 
 ct_status ct_nn_init_uniform(ct_tensor *t, ct_rng *rng, float lo, float hi) {
@@ -56,7 +58,7 @@ ct_status ct_nn_init_normal(ct_tensor *t, ct_rng *rng, float mean, float std) {
 }
 
 ct_status ct_nn_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
-                               float std, float a, float b) {
+                                  float std, float a, float b) {
   // Rejection needs a window holding some mass; 6 std from the mean it holds
   // under 1e-9 and redrawing would practically never end.
   if (!(a < b) || b < mean - 6.0f * std || a > mean + 6.0f * std)
@@ -95,7 +97,7 @@ ct_status ct_nn_init_kaiming_uniform(ct_tensor *t, ct_rng *rng, float a) {
 }
 
 ct_status ct_nn_init_linear_default(ct_tensor *weight, ct_tensor *bias,
-                                 ct_rng *rng) {
+                                    ct_rng *rng) {
   ct_status st = ct_nn_init_kaiming_uniform(weight, rng, sqrtf(5.0f));
   if (st != CT_OK || !bias) return st;
   int64_t fan_in, fan_out;

@@ -17,7 +17,8 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 
-ct_status ct_nn_init_fans(const ct_tensor *t, int64_t *fan_in, int64_t *fan_out);
+ct_status ct_nn_init_fans(const ct_tensor *t, int64_t *fan_in,
+                          int64_t *fan_out);
 
 ct_status ct_nn_init_constant(ct_tensor *t, float value);
 ct_status ct_nn_init_zeros(ct_tensor *t);
@@ -32,7 +33,7 @@ ct_status ct_nn_init_normal(ct_tensor *t, ct_rng *rng, float mean, float std);
 // practically untruncated; ct_nn_init_trunc_normal_std truncates at +-2 std,
 // as BERT/JAX and timm's trunc_normal_tf_ do.
 ct_status ct_nn_init_trunc_normal(ct_tensor *t, ct_rng *rng, float mean,
-                               float std, float a, float b);
+                                  float std, float a, float b);
 ct_status ct_nn_init_trunc_normal_std(ct_tensor *t, ct_rng *rng, float std);
 // U(-bound, bound), bound = gain * sqrt(6 / (fan_in + fan_out)).
 ct_status ct_nn_init_xavier_uniform(ct_tensor *t, ct_rng *rng, float gain);
@@ -43,6 +44,6 @@ ct_status ct_nn_init_kaiming_uniform(ct_tensor *t, ct_rng *rng, float a);
 // nn.Linear's default: weight kaiming_uniform(a = sqrt(5)) and, if bias is
 // not NULL, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 ct_status ct_nn_init_linear_default(ct_tensor *weight, ct_tensor *bias,
-                                 ct_rng *rng);
+                                    ct_rng *rng);
 
 #endif

@@ -46,8 +46,8 @@ ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "fc1");
   if (st == CT_OK)
-    st = ct_nn_linear_init(&m->fc1, p, name, in_features, hidden_features,
-                           true, init_rng);
+    st = ct_nn_linear_init(&m->fc1, p, name, in_features, hidden_features, true,
+                           init_rng);
   if (st == CT_OK) st = ct_nn_name(name, prefix, "fc2");
   if (st == CT_OK)
     st = ct_nn_linear_init(&m->fc2, p, name, hidden_features, out_features,
@@ -56,8 +56,7 @@ ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,
 }
 
 // x (..., IN) -> (..., OUT)
-ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx,
-                             ct_tensor *x) {
+ct_tensor *ct_nn_mlp_forward(const ct_nn_mlp *m, ct_nn_ctx *ctx, ct_tensor *x) {
   ct_tensor *y =
       ct_nn_feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x);
   return ct_nn_dropout(ctx, y, m->dropout);
@@ -67,8 +66,8 @@ ct_tensor *ct_nn_mlp_forward_residual(const ct_nn_mlp *m, ct_nn_ctx *ctx,
                                       ct_tensor *x, ct_tensor *residual) {
   if (ct_nn_dropout_active(ctx, m->dropout))
     return ct_add(residual, ct_nn_mlp_forward(m, ctx, x));
-  ct_tensor *y = feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x,
-                             residual);
+  ct_tensor *y =
+      feedforward(ctx, &m->fc1, &m->fc2, m->act, m->dropout, x, residual);
   if (ctx) ct_nn_next_dropout_stream(ctx);  // the output dropout's site
   return y;
 }

@@ -15,7 +15,7 @@ typedef struct ct_nn_mlp {
   ct_nn_linear fc1;  // "prefix.fc1.*"  IN -> HIDDEN
   ct_nn_linear fc2;  // "prefix.fc2.*"  HIDDEN -> OUT
   ct_nn_activation act;
-  float dropout;     // after the activation and after fc2
+  float dropout;  // after the activation and after fc2
 } ct_nn_mlp;
 
 ct_status ct_nn_mlp_init(ct_nn_mlp *m, ct_params *p, const char *prefix,

@@ -50,10 +50,10 @@
 enum { CT_NN_NAME_MAX = 256 };
 
 typedef struct ct_nn_ctx {
-  bool training;   // false: dropout is the identity
-  uint64_t seed;   // the run's dropout key
-  uint64_t step;   // the optimizer step the pass belongs to
-  uint32_t site;   // the next dropout site; a pass starts at 0
+  bool training;  // false: dropout is the identity
+  uint64_t seed;  // the run's dropout key
+  uint64_t step;  // the optimizer step the pass belongs to
+  uint32_t site;  // the next dropout site; a pass starts at 0
 } ct_nn_ctx;
 
 // Contexts for a training pass at `step` and for evaluation.

@@ -11,8 +11,8 @@
 ct_status ct_nn_mha_init(ct_nn_mha *m, ct_params *p, const char *prefix,
                          int64_t embed_dim, int64_t num_heads, float dropout,
                          bool bias, ct_rng *init_rng) {
-  *m = (ct_nn_mha){.embed_dim = embed_dim, .num_heads = num_heads,
-                   .dropout = dropout};
+  *m = (ct_nn_mha){
+      .embed_dim = embed_dim, .num_heads = num_heads, .dropout = dropout};
   if (embed_dim < 1 || num_heads < 1 || embed_dim % num_heads != 0)
     return ct_error(CT_ERR_ARG,
                     "mha '%s': embed_dim %lld must be a positive multiple of "
@@ -48,8 +48,10 @@ ct_tensor *ct_nn_causal_mask(int64_t Tq, int64_t Tk, ct_dtype dtype) {
   for (int64_t i = 0; i < Tq; i++)
     for (int64_t j = 0; j < Tk; j++) {
       bool hidden = j > i + (Tk - Tq);
-      if (dtype == CT_I32) ct_i32(mask)[i * Tk + j] = hidden;
-      else ct_f32(mask)[i * Tk + j] = hidden ? -INFINITY : 0.0f;
+      if (dtype == CT_I32)
+        ct_i32(mask)[i * Tk + j] = hidden;
+      else
+        ct_f32(mask)[i * Tk + j] = hidden ? -INFINITY : 0.0f;
     }
   return mask;
 }
@@ -90,8 +92,8 @@ static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t NH,
              "mha: key_padding_mask %s %s must be i32 (B,Tk) = [%lld, %lld] "
              "(nonzero = padding)",
              ct_dtype_name(kpm->dtype),
-             ct_shape_str(kpm->ndim, kpm->shape, got, sizeof got),
-             (long long)B, (long long)Tk);
+             ct_shape_str(kpm->ndim, kpm->shape, got, sizeof got), (long long)B,
+             (long long)Tk);
     return false;
   }
   return true;
@@ -102,12 +104,11 @@ static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t NH,
 static ct_tensor *project(const ct_nn_mha *m, ct_tensor *x, int i) {
   const int64_t E = m->embed_dim;
   ct_tensor *w = ct_slice(m->in_proj_weight, 0, i * E, E);
-  ct_tensor *b = m->in_proj_bias ? ct_slice(m->in_proj_bias, 0, i * E, E)
-                                 : NULL;
+  ct_tensor *b =
+      m->in_proj_bias ? ct_slice(m->in_proj_bias, 0, i * E, E) : NULL;
   if (m->in_proj_bias && !b) return NULL;
-  return ct_reshape(ct_linear(x, w, b),
-                    CT_SHAPE(x->shape[0], x->shape[1], m->num_heads,
-                             m->head_dim));
+  return ct_reshape(ct_linear(x, w, b), CT_SHAPE(x->shape[0], x->shape[1],
+                                                 m->num_heads, m->head_dim));
 }
 
 // q (B,Tq,NH,Dh), k (B,Tk,NH,Dh), v (B,Tk,NH,Dh) -> (B,Tq,NH,Dh); *weights
@@ -120,8 +121,8 @@ static ct_tensor *composed_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
   if (!q || !k || !v) return NULL;
   const int64_t B = q->shape[0], Tq = q->shape[1], NH = q->shape[2],
                 Dh = q->shape[3], Tk = k->shape[1];
-  ct_tensor *qh = ct_permute(ct_scale(q, (float)(1.0 / sqrt((double)Dh))),
-                             to_heads);
+  ct_tensor *qh =
+      ct_permute(ct_scale(q, (float)(1.0 / sqrt((double)Dh))), to_heads);
   ct_tensor *scores =
       ct_matmul(qh, ct_permute(k, to_heads), false, true);  // (B,NH,Tq,Tk)
   if (mk->attn_mask) {
@@ -149,8 +150,8 @@ static ct_tensor *bias_over_heads(ct_tensor *attn_mask, int64_t NH) {
 // query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> (B,Tq,E); weights (B,Tq,Tk)
 // The attention before out_proj: (B,Tq,E).
 static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
-                            ct_tensor *query, ct_tensor *key,
-                            ct_tensor *value, const ct_nn_attn_masks *masks,
+                            ct_tensor *query, ct_tensor *key, ct_tensor *value,
+                            const ct_nn_attn_masks *masks,
                             ct_tensor **weights) {
   if (!query || !key || !value) return NULL;
   const int64_t E = m->embed_dim, NH = m->num_heads;
@@ -178,8 +179,7 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
     o.dropout_seed = ctx->seed;
     o.dropout_p = ctx->training ? m->dropout : 0.0f;
   }
-  const bool composed =
-      weights || (mk->attn_mask && mk->attn_mask->ndim == 3);
+  const bool composed = weights || (mk->attn_mask && mk->attn_mask->ndim == 3);
   ct_tensor *heads;  // (B,Tq,NH,Dh)
   if (composed) {
     ct_tensor *w = NULL;
@@ -211,8 +211,8 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
 }
 
 ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
-                             ct_tensor *query, ct_tensor *key,
-                             ct_tensor *value, const ct_nn_attn_masks *masks,
+                             ct_tensor *query, ct_tensor *key, ct_tensor *value,
+                             const ct_nn_attn_masks *masks,
                              ct_tensor **weights) {
   return ct_nn_linear_forward(
       &m->out_proj, mha_heads(m, ctx, query, key, value, masks, weights));

@@ -40,7 +40,7 @@ typedef struct ct_nn_mha {
   ct_tensor *in_proj_bias;    // (3E) zeros (NO_DECAY), or NULL
   ct_nn_linear out_proj;      // E -> E, bias zeros; "prefix.out_proj.*"
   int64_t embed_dim, num_heads, head_dim;
-  float dropout;              // on the attention weights
+  float dropout;  // on the attention weights
 } ct_nn_mha;
 
 typedef struct ct_nn_attn_masks {
@@ -60,8 +60,8 @@ ct_status ct_nn_mha_init(ct_nn_mha *m, ct_params *p, const char *prefix,
 // weights (B,Tq,Tk) (after dropout, as PyTorch's need_weights=True,
 // average_attn_weights=True); *weights is set to them.
 ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
-                             ct_tensor *query, ct_tensor *key,
-                             ct_tensor *value, const ct_nn_attn_masks *masks,
+                             ct_tensor *query, ct_tensor *key, ct_tensor *value,
+                             const ct_nn_attn_masks *masks,
                              ct_tensor **weights);
 // residual (B,Tq,E) + ct_nn_mha_forward(...), the same bits, with the add
 // folded into out_proj (whose own output is then not kept for backward).
@@ -69,8 +69,7 @@ ct_tensor *ct_nn_mha_forward_residual(const ct_nn_mha *m, ct_nn_ctx *ctx,
                                       ct_tensor *query, ct_tensor *key,
                                       ct_tensor *value,
                                       const ct_nn_attn_masks *masks,
-                                      ct_tensor **weights,
-                                      ct_tensor *residual);
+                                      ct_tensor **weights, ct_tensor *residual);
 
 // The causal mask (Tq,Tk) as an attn_mask: i32 with 1 where key j is hidden
 // from query i (j > i + Tk - Tq), or f32 with -inf there and 0 elsewhere

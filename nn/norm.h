@@ -8,7 +8,7 @@ typedef struct ct_nn_layernorm {
   ct_tensor *weight;  // (C)  "prefix.weight" (NO_DECAY), ones
   ct_tensor *bias;    // (C)  "prefix.bias" (NO_DECAY), zeros
   int64_t dim;
-  float eps;          // PyTorch's default 1e-5
+  float eps;  // PyTorch's default 1e-5
 } ct_nn_layernorm;
 
 ct_status ct_nn_layernorm_init(ct_nn_layernorm *m, ct_params *p,

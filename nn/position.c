@@ -33,8 +33,8 @@ ct_status ct_nn_pos_embedding_init(ct_nn_pos_embedding *m, ct_params *p,
                                    const char *name, int64_t max_len,
                                    int64_t dim, ct_rng *init_rng) {
   *m = (ct_nn_pos_embedding){.max_len = max_len, .dim = dim};
-  m->weight = ct_nn_param(p, NULL, name, CT_SHAPE(1, max_len, dim),
-                          CT_PARAM_NO_DECAY);
+  m->weight =
+      ct_nn_param(p, NULL, name, CT_SHAPE(1, max_len, dim), CT_PARAM_NO_DECAY);
   if (!m->weight) return ct_last_status();
   return ct_nn_init_trunc_normal(m->weight, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
 }
@@ -47,8 +47,8 @@ ct_tensor *ct_nn_pos_embedding_forward(const ct_nn_pos_embedding *m,
     ct_error(CT_ERR_SHAPE,
              "pos_embedding '%s': need x (B, T<=%lld, %lld), got %d dims "
              "(T=%lld)",
-             m->weight->name, (long long)m->max_len, (long long)m->dim,
-             x->ndim, x->ndim >= 2 ? (long long)x->shape[1] : -1LL);
+             m->weight->name, (long long)m->max_len, (long long)m->dim, x->ndim,
+             x->ndim >= 2 ? (long long)x->shape[1] : -1LL);
     return NULL;
   }
   ct_tensor *w = m->weight;

@@ -38,8 +38,8 @@ static ct_status basic_block_init(ct_nn_basic_block *b, ct_params *p,
                                   const char *prefix, int64_t in, int64_t out,
                                   int stride, ct_rng *rng) {
   *b = (ct_nn_basic_block){.has_downsample = stride != 1 || in != out};
-  ct_status st = conv_bn_init(&b->conv1, &b->bn1, p, prefix, "conv1", "bn1",
-                              in, out, 3, stride, rng);
+  ct_status st = conv_bn_init(&b->conv1, &b->bn1, p, prefix, "conv1", "bn1", in,
+                              out, 3, stride, rng);
   if (st == CT_OK)
     st = conv_bn_init(&b->conv2, &b->bn2, p, prefix, "conv2", "bn2", out, out,
                       3, 1, rng);
@@ -91,8 +91,7 @@ ct_status ct_nn_resnet_init(ct_nn_resnet *m, ct_params *p, const char *prefix,
       st = ct_nn_name(name, prefix, "layer%d.%d", s + 1, j);
       if (st == CT_OK)
         st = basic_block_init(&m->blocks[s * cfg->blocks + j], p, name,
-                              channels, out, s > 0 && j == 0 ? 2 : 1,
-                              init_rng);
+                              channels, out, s > 0 && j == 0 ? 2 : 1, init_rng);
       channels = out;
     }
   }

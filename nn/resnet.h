@@ -26,29 +26,29 @@
 typedef struct ct_nn_resnet_config {
   int64_t in_channels;  // 3 for RGB, 1 for grayscale
   int64_t num_classes;
-  int64_t width;        // channels of layer1 (torchvision: 64)
-  int stages;           // layer1 .. layer<stages>
-  int blocks;           // BasicBlocks per stage
+  int64_t width;  // channels of layer1 (torchvision: 64)
+  int stages;     // layer1 .. layer<stages>
+  int blocks;     // BasicBlocks per stage
 } ct_nn_resnet_config;
 
 typedef struct ct_nn_basic_block {
-  ct_nn_conv2d conv1;        // "prefix.conv1"  3x3 stride s
-  ct_nn_batchnorm2d bn1;     // "prefix.bn1"
-  ct_nn_conv2d conv2;        // "prefix.conv2"  3x3 stride 1
-  ct_nn_batchnorm2d bn2;     // "prefix.bn2"
+  ct_nn_conv2d conv1;     // "prefix.conv1"  3x3 stride s
+  ct_nn_batchnorm2d bn1;  // "prefix.bn1"
+  ct_nn_conv2d conv2;     // "prefix.conv2"  3x3 stride 1
+  ct_nn_batchnorm2d bn2;  // "prefix.bn2"
   bool has_downsample;
-  ct_nn_conv2d down_conv;    // "prefix.downsample.0"  1x1 stride s
-  ct_nn_batchnorm2d down_bn; // "prefix.downsample.1"
+  ct_nn_conv2d down_conv;     // "prefix.downsample.0"  1x1 stride s
+  ct_nn_batchnorm2d down_bn;  // "prefix.downsample.1"
 } ct_nn_basic_block;
 
 typedef struct ct_nn_resnet {
   ct_nn_resnet_config cfg;
-  ct_nn_conv2d conv1;          // "prefix.conv1"
-  ct_nn_batchnorm2d bn1;       // "prefix.bn1"
-  ct_nn_basic_block *blocks;   // stage-major: stages * blocks entries
+  ct_nn_conv2d conv1;         // "prefix.conv1"
+  ct_nn_batchnorm2d bn1;      // "prefix.bn1"
+  ct_nn_basic_block *blocks;  // stage-major: stages * blocks entries
   int num_blocks;
-  ct_nn_linear fc;             // "prefix.fc"
-  int64_t feature_channels;    // width * 2^(stages-1)
+  ct_nn_linear fc;           // "prefix.fc"
+  int64_t feature_channels;  // width * 2^(stages-1)
 } ct_nn_resnet;
 
 ct_status ct_nn_resnet_init(ct_nn_resnet *m, ct_params *p, const char *prefix,

@@ -19,22 +19,26 @@ static ct_status init_embedding(ct_nn_embedding *e, ct_params *p,
                                 ct_rng *rng) {
   ct_status st = ct_nn_embedding_init(e, p, name, V, E, 0, rng);
   if (st == CT_OK)
-    st = ct_nn_init_normal(e->weight, rng, 0.0f, (float)(1.0 / sqrt((double)E)));
+    st =
+        ct_nn_init_normal(e->weight, rng, 0.0f, (float)(1.0 / sqrt((double)E)));
   if (st == CT_OK) memset(ct_f32(e->weight), 0, (size_t)E * sizeof(float));
   return st;
 }
 
 ct_status ct_nn_seq2seq_init(ct_nn_seq2seq *m, ct_params *p,
-                          const ct_nn_seq2seq_config *cfg, ct_rng *init_rng) {
+                             const ct_nn_seq2seq_config *cfg,
+                             ct_rng *init_rng) {
   memset(m, 0, sizeof *m);
   m->cfg = *cfg;
   if (cfg->src_vocab < 1 || cfg->tgt_vocab < 1 || cfg->d_model < 1)
-    return ct_error(CT_ERR_ARG, "seq2seq: vocabularies (%lld, %lld) and "
-                    "d_model (%lld) must be positive", (long long)cfg->src_vocab,
-                    (long long)cfg->tgt_vocab, (long long)cfg->d_model);
+    return ct_error(CT_ERR_ARG,
+                    "seq2seq: vocabularies (%lld, %lld) and "
+                    "d_model (%lld) must be positive",
+                    (long long)cfg->src_vocab, (long long)cfg->tgt_vocab,
+                    (long long)cfg->d_model);
   const int64_t E = cfg->d_model;
-  ct_status st = init_embedding(&m->src_emb, p, "src_emb", cfg->src_vocab, E,
-                                init_rng);
+  ct_status st =
+      init_embedding(&m->src_emb, p, "src_emb", cfg->src_vocab, E, init_rng);
   if (st == CT_OK)
     st = init_embedding(&m->tgt_emb, p, "tgt_emb", cfg->tgt_vocab, E, init_rng);
   if (st != CT_OK) return st;
@@ -50,8 +54,8 @@ ct_status ct_nn_seq2seq_init(ct_nn_seq2seq *m, ct_params *p,
   if (cfg->tie_output) {
     m->generator_weight = m->tgt_emb.weight;
   } else {
-    m->generator_weight = ct_nn_param(p, "generator", "weight",
-                                      CT_SHAPE(cfg->tgt_vocab, E), 0);
+    m->generator_weight =
+        ct_nn_param(p, "generator", "weight", CT_SHAPE(cfg->tgt_vocab, E), 0);
     if (!m->generator_weight) return ct_last_status();
     st = ct_nn_init_xavier_uniform(m->generator_weight, init_rng, 1.0f);
     if (st != CT_OK) return st;
@@ -61,7 +65,9 @@ ct_status ct_nn_seq2seq_init(ct_nn_seq2seq *m, ct_params *p,
   return m->generator_bias ? CT_OK : ct_last_status();
 }
 
-void ct_nn_seq2seq_free(ct_nn_seq2seq *m) { ct_nn_transformer_free(&m->transformer); }
+void ct_nn_seq2seq_free(ct_nn_seq2seq *m) {
+  ct_nn_transformer_free(&m->transformer);
+}
 
 // ids (B,T) -> dropout(emb(ids) * sqrt(E) + PE) (B,T,E)
 static ct_tensor *embed(const ct_nn_seq2seq *m, const ct_nn_embedding *e,
@@ -89,7 +95,7 @@ static bool check_ids(const char *what, const ct_tensor *ids) {
 }
 
 ct_tensor *ct_nn_seq2seq_encode(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
-                             ct_tensor *src, ct_tensor **src_pad) {
+                                ct_tensor *src, ct_tensor **src_pad) {
   if (!src || !check_ids("src", src)) return NULL;
   *src_pad = padding_mask(src);
   if (!*src_pad) return NULL;
@@ -99,7 +105,7 @@ ct_tensor *ct_nn_seq2seq_encode(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
 }
 
 ct_tensor *ct_nn_seq2seq_forward(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
-                              ct_tensor *src, ct_tensor *tgt_in) {
+                                 ct_tensor *src, ct_tensor *tgt_in) {
   if (!src || !tgt_in || !check_ids("tgt_in", tgt_in)) return NULL;
   ct_tensor *src_pad = NULL;
   ct_tensor *memory = ct_nn_seq2seq_encode(m, ctx, src, &src_pad);
@@ -136,19 +142,22 @@ static float *alloc_floats(int64_t n) {
   return malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
-ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c, const ct_nn_seq2seq *m,
-                                ct_tensor *memory, ct_tensor *src_pad,
-                                int64_t repeat, int64_t max_len) {
+ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c,
+                                   const ct_nn_seq2seq *m, ct_tensor *memory,
+                                   ct_tensor *src_pad, int64_t repeat,
+                                   int64_t max_len) {
   memset(c, 0, sizeof *c);
   if (!memory || !src_pad) return ct_last_status();
   const int64_t B = memory->shape[0], S = memory->shape[1];
   const int64_t E = m->cfg.d_model, L = m->cfg.decoder_layers;
   const int64_t N = B * repeat;
   if (repeat < 1 || max_len < 1)
-    return ct_error(CT_ERR_ARG, "decode: repeat %lld and max_len %lld must be "
-                    ">= 1", (long long)repeat, (long long)max_len);
-  *c = (ct_nn_seq2seq_cache){.N = N, .S = S, .E = E, .max_len = max_len,
-                          .layers = (int)L};
+    return ct_error(CT_ERR_ARG,
+                    "decode: repeat %lld and max_len %lld must be "
+                    ">= 1",
+                    (long long)repeat, (long long)max_len);
+  *c = (ct_nn_seq2seq_cache){
+      .N = N, .S = S, .E = E, .max_len = max_len, .layers = (int)L};
   c->self_k = alloc_floats(L * N * max_len * E);
   c->self_v = alloc_floats(L * N * max_len * E);
   c->mem_k = alloc_floats(L * N * S * E);
@@ -159,15 +168,18 @@ ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c, const ct_nn_seq2seq *
   if (!c->self_k || !c->self_v || !c->mem_k || !c->mem_v || !c->src_pad ||
       !c->positions || !c->swap) {
     ct_nn_seq2seq_cache_free(c);
-    return ct_error(CT_ERR_NOMEM, "decode: out of memory for the key/value "
-                    "cache (%lld rows x %lld positions)", (long long)N,
-                    (long long)max_len);
+    return ct_error(CT_ERR_NOMEM,
+                    "decode: out of memory for the key/value "
+                    "cache (%lld rows x %lld positions)",
+                    (long long)N, (long long)max_len);
   }
   bool was = ct_grad_set_enabled(false);
   ct_status st = CT_OK;
   ct_tensor *pe = ct_nn_sinusoidal_table(max_len, E);
-  if (pe) memcpy(c->positions, pe->data, (size_t)(max_len * E) * sizeof(float));
-  else st = ct_last_status();
+  if (pe)
+    memcpy(c->positions, pe->data, (size_t)(max_len * E) * sizeof(float));
+  else
+    st = ct_last_status();
   for (int64_t n = 0; n < N; n++)
     for (int64_t s = 0; s < S; s++)
       c->src_pad[n * S + s] = ct_i32(src_pad)[(n / repeat) * S + s] != 0;
@@ -181,7 +193,10 @@ ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c, const ct_nn_seq2seq *
                          ? ct_tensor_slice0(a->in_proj_bias, part * E, E)
                          : NULL;
       ct_tensor *kv = ct_linear(memory, w, b);  // (B,S,E)
-      if (!kv) { st = ct_last_status(); break; }
+      if (!kv) {
+        st = ct_last_status();
+        break;
+      }
       float *dst = (part == 1 ? c->mem_k : c->mem_v) + l * N * S * E;
       for (int64_t n = 0; n < N; n++)
         memcpy(dst + n * S * E, ct_f32(kv) + (n / repeat) * S * E,
@@ -227,7 +242,7 @@ static ct_tensor *sublayer_in(const ct_nn_decoder_layer *l,
 }
 
 ct_tensor *ct_nn_seq2seq_step(const ct_nn_seq2seq *m, ct_nn_seq2seq_cache *c,
-                           const int32_t *tokens) {
+                              const int32_t *tokens) {
   if (c->len >= c->max_len) {
     ct_error(CT_ERR_STATE, "decode: the cache holds %lld positions, all used",
              (long long)c->max_len);
@@ -244,10 +259,13 @@ ct_tensor *ct_nn_seq2seq_step(const ct_nn_seq2seq *m, ct_nn_seq2seq_cache *c,
   for (int l = 0; l < c->layers && x; l++) {
     const ct_nn_decoder_layer *ly = &dec->layers[l];
     // Self-attention over this and all earlier positions.
-    ct_tensor *qkv = ct_linear(sublayer_in(ly, &ly->norm1, x),
-                               ly->self_attn.in_proj_weight,
-                               ly->self_attn.in_proj_bias);  // (N,1,3E)
-    if (!qkv) { x = NULL; break; }
+    ct_tensor *qkv =
+        ct_linear(sublayer_in(ly, &ly->norm1, x), ly->self_attn.in_proj_weight,
+                  ly->self_attn.in_proj_bias);  // (N,1,3E)
+    if (!qkv) {
+      x = NULL;
+      break;
+    }
     float *K = c->self_k + l * N * T * E, *V = c->self_v + l * N * T * E;
     for (int64_t n = 0; n < N; n++) {
       memcpy(K + (n * T + t) * E, ct_f32(qkv) + n * 3 * E + E,
@@ -256,40 +274,43 @@ ct_tensor *ct_nn_seq2seq_step(const ct_nn_seq2seq *m, ct_nn_seq2seq_cache *c,
              (size_t)E * sizeof(float));
     }
     const ct_attn_layout cached = {.batch = T * E, .row = E, .head = Dh};
-    ct_tensor *a = attend_cached(c, NH, Dh, ct_f32(qkv),
-                                 ct_attn_layout_qkv(1, NH, Dh), K, V, cached,
-                                 t + 1, NULL);
-    x = residual(ly, &ly->norm1,
-                 x, ct_nn_linear_forward(&ly->self_attn.out_proj, a));
+    ct_tensor *a =
+        attend_cached(c, NH, Dh, ct_f32(qkv), ct_attn_layout_qkv(1, NH, Dh), K,
+                      V, cached, t + 1, NULL);
+    x = residual(ly, &ly->norm1, x,
+                 ct_nn_linear_forward(&ly->self_attn.out_proj, a));
     // Cross-attention over the projected source.
     const ct_nn_mha *ca = &ly->multihead_attn;
-    ct_tensor *q = ct_linear(sublayer_in(ly, &ly->norm2, x),
-                             ct_tensor_slice0(ca->in_proj_weight, 0, E),
-                             ca->in_proj_bias
-                                 ? ct_tensor_slice0(ca->in_proj_bias, 0, E)
-                                 : NULL);
-    if (!q) { x = NULL; break; }
+    ct_tensor *q = ct_linear(
+        sublayer_in(ly, &ly->norm2, x),
+        ct_tensor_slice0(ca->in_proj_weight, 0, E),
+        ca->in_proj_bias ? ct_tensor_slice0(ca->in_proj_bias, 0, E) : NULL);
+    if (!q) {
+      x = NULL;
+      break;
+    }
     const ct_attn_layout mem = {.batch = S * E, .row = E, .head = Dh};
     a = attend_cached(c, NH, Dh, ct_f32(q), ct_attn_layout_bthd(1, NH, Dh),
                       c->mem_k + l * N * S * E, c->mem_v + l * N * S * E, mem,
                       S, c->src_pad);
     x = residual(ly, &ly->norm2, x, ct_nn_linear_forward(&ca->out_proj, a));
     // Feed-forward.
-    ct_tensor *y = ct_nn_feedforward(NULL, &ly->linear1, &ly->linear2,
-                                     ly->cfg.activation, 0.0f,
-                                     sublayer_in(ly, &ly->norm3, x));
+    ct_tensor *y =
+        ct_nn_feedforward(NULL, &ly->linear1, &ly->linear2, ly->cfg.activation,
+                          0.0f, sublayer_in(ly, &ly->norm3, x));
     x = residual(ly, &ly->norm3, x, y);
   }
   if (x && dec->has_norm) x = ct_nn_layernorm_forward(&dec->norm, x);
-  ct_tensor *logits = ct_reshape(
-      ct_linear(x, m->generator_weight, m->generator_bias),
-      CT_SHAPE(N, m->cfg.tgt_vocab));
+  ct_tensor *logits =
+      ct_reshape(ct_linear(x, m->generator_weight, m->generator_bias),
+                 CT_SHAPE(N, m->cfg.tgt_vocab));
   ct_grad_set_enabled(was);
   if (logits) c->len++;
   return logits;
 }
 
-void ct_nn_seq2seq_cache_reorder(ct_nn_seq2seq_cache *c, const int64_t *parent) {
+void ct_nn_seq2seq_cache_reorder(ct_nn_seq2seq_cache *c,
+                                 const int64_t *parent) {
   const int64_t N = c->N, T = c->max_len, E = c->E;
   const size_t used = (size_t)(c->len * E) * sizeof(float);
   float *const bufs[2] = {c->self_k, c->self_v};

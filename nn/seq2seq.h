@@ -41,17 +41,17 @@ typedef struct ct_nn_seq2seq {
 // unit variance) with the padding row zero; matrices of the core are xavier
 // as nn.Transformer's; the generator is xavier, its bias zero.
 ct_status ct_nn_seq2seq_init(ct_nn_seq2seq *m, ct_params *p,
-                          const ct_nn_seq2seq_config *cfg, ct_rng *init_rng);
+                             const ct_nn_seq2seq_config *cfg, ct_rng *init_rng);
 void ct_nn_seq2seq_free(ct_nn_seq2seq *m);
 
 // src (B,S), tgt_in (B,T) -> logits (B,T,V). Source padding is masked in
 // the encoder and the cross-attention; the decoder is causal.
 ct_tensor *ct_nn_seq2seq_forward(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
-                              ct_tensor *src, ct_tensor *tgt_in);
+                                 ct_tensor *src, ct_tensor *tgt_in);
 
 // src (B,S) -> memory (B,S,E); *src_pad (B,S) i32, 1 at padding.
 ct_tensor *ct_nn_seq2seq_encode(const ct_nn_seq2seq *m, ct_nn_ctx *ctx,
-                             ct_tensor *src, ct_tensor **src_pad);
+                                ct_tensor *src, ct_tensor **src_pad);
 
 // ---- incremental decoding (recording off) ---------------------------------
 
@@ -72,15 +72,16 @@ typedef struct ct_nn_seq2seq_cache {
 // memory (B,S,E) from ct_nn_seq2seq_encode and its src_pad; each sentence gets
 // `repeat` consecutive rows (beams), so N = B * repeat. The cache is
 // malloc'd (it outlives arena resets).
-ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c, const ct_nn_seq2seq *m,
-                                ct_tensor *memory, ct_tensor *src_pad,
-                                int64_t repeat, int64_t max_len);
+ct_status ct_nn_seq2seq_cache_init(ct_nn_seq2seq_cache *c,
+                                   const ct_nn_seq2seq *m, ct_tensor *memory,
+                                   ct_tensor *src_pad, int64_t repeat,
+                                   int64_t max_len);
 void ct_nn_seq2seq_cache_free(ct_nn_seq2seq_cache *c);
 
 // One decoder step: tokens (N) at position c->len -> logits (N,V) in the
 // arena; appends this position's keys and values to the cache.
 ct_tensor *ct_nn_seq2seq_step(const ct_nn_seq2seq *m, ct_nn_seq2seq_cache *c,
-                           const int32_t *tokens);
+                              const int32_t *tokens);
 
 // Row i of the cache becomes old row parent[i] (beam search reordering).
 void ct_nn_seq2seq_cache_reorder(ct_nn_seq2seq_cache *c, const int64_t *parent);

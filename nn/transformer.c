@@ -11,10 +11,13 @@
 
 ct_nn_transformer_config ct_nn_transformer_defaults(int64_t d_model,
                                                     int64_t nhead) {
-  return (ct_nn_transformer_config){
-      .d_model = d_model, .nhead = nhead, .dim_feedforward = 2048,
-      .dropout = 0.1f, .activation = CT_NN_RELU, .layer_norm_eps = 1e-5f,
-      .norm_first = false};
+  return (ct_nn_transformer_config){.d_model = d_model,
+                                    .nhead = nhead,
+                                    .dim_feedforward = 2048,
+                                    .dropout = 0.1f,
+                                    .activation = CT_NN_RELU,
+                                    .layer_norm_eps = 1e-5f,
+                                    .norm_first = false};
 }
 
 // ---- init -------------------------------------------------------------------
@@ -29,8 +32,8 @@ static ct_status init_mha(ct_nn_mha *m, ct_params *p, const char *prefix,
                         true, rng);
 }
 
-static ct_status init_norm(ct_nn_layernorm *m, ct_params *p,
-                           const char *prefix, const char *child,
+static ct_status init_norm(ct_nn_layernorm *m, ct_params *p, const char *prefix,
+                           const char *child,
                            const ct_nn_transformer_config *cfg) {
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "%s", child);
@@ -46,12 +49,12 @@ static ct_status init_feedforward(ct_nn_linear *linear1, ct_nn_linear *linear2,
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "linear1");
   if (st == CT_OK)
-    st = ct_nn_linear_init(linear1, p, name, cfg->d_model,
-                           cfg->dim_feedforward, true, rng);
+    st = ct_nn_linear_init(linear1, p, name, cfg->d_model, cfg->dim_feedforward,
+                           true, rng);
   if (st == CT_OK) st = ct_nn_name(name, prefix, "linear2");
   if (st == CT_OK)
-    st = ct_nn_linear_init(linear2, p, name, cfg->dim_feedforward,
-                           cfg->d_model, true, rng);
+    st = ct_nn_linear_init(linear2, p, name, cfg->dim_feedforward, cfg->d_model,
+                           true, rng);
   return st;
 }
 
@@ -138,8 +141,8 @@ ct_tensor *ct_nn_encoder_layer_forward(const ct_nn_encoder_layer *l,
                                        const ct_nn_attn_masks *src_masks) {
   const ct_nn_transformer_config *cfg = &l->cfg;
   ct_tensor *h = sublayer_input(&l->norm1, cfg->norm_first, src);
-  ct_tensor *a = ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, src_masks,
-                                   NULL);
+  ct_tensor *a =
+      ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, src_masks, NULL);
   ct_tensor *x = sublayer_output(ctx, &l->norm1, cfg, src, a);
   return feedforward_block(ctx, &l->linear1, &l->linear2, &l->norm2, cfg, x);
 }
@@ -152,8 +155,8 @@ ct_tensor *ct_nn_decoder_layer_forward(const ct_nn_decoder_layer *l,
                                        const ct_nn_attn_masks *memory_masks) {
   const ct_nn_transformer_config *cfg = &l->cfg;
   ct_tensor *h = sublayer_input(&l->norm1, cfg->norm_first, tgt);
-  ct_tensor *a = ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, tgt_masks,
-                                   NULL);
+  ct_tensor *a =
+      ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, tgt_masks, NULL);
   ct_tensor *x = sublayer_output(ctx, &l->norm1, cfg, tgt, a);
   h = sublayer_input(&l->norm2, cfg->norm_first, x);
   a = ct_nn_mha_forward(&l->multihead_attn, ctx, h, memory, memory,
@@ -268,19 +271,19 @@ ct_tensor *ct_nn_decoder_forward(const ct_nn_decoder *d, ct_nn_ctx *ctx,
 ct_status ct_nn_transformer_init(ct_nn_transformer *t, ct_params *p,
                                  const char *prefix,
                                  const ct_nn_transformer_config *cfg,
-                                 int num_encoder_layers,
-                                 int num_decoder_layers, ct_rng *init_rng) {
+                                 int num_encoder_layers, int num_decoder_layers,
+                                 ct_rng *init_rng) {
   *t = (ct_nn_transformer){0};
   const int first = p->n;  // the registry entries this model adds
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "encoder");
   if (st == CT_OK)
-    st = ct_nn_encoder_init(&t->encoder, p, name, cfg, num_encoder_layers,
-                            true, init_rng);
+    st = ct_nn_encoder_init(&t->encoder, p, name, cfg, num_encoder_layers, true,
+                            init_rng);
   if (st == CT_OK) st = ct_nn_name(name, prefix, "decoder");
   if (st == CT_OK)
-    st = ct_nn_decoder_init(&t->decoder, p, name, cfg, num_decoder_layers,
-                            true, init_rng);
+    st = ct_nn_decoder_init(&t->decoder, p, name, cfg, num_decoder_layers, true,
+                            init_rng);
   for (int i = first; i < p->n && st == CT_OK; i++)
     if (p->items[i].tensor->ndim > 1)
       st = ct_nn_init_xavier_uniform(p->items[i].tensor, init_rng, 1.0f);
@@ -293,9 +296,8 @@ void ct_nn_transformer_free(ct_nn_transformer *t) {
 }
 
 // src (B,Tk,E), tgt (B,Tq,E) -> (B,Tq,E)
-ct_tensor *ct_nn_transformer_forward(const ct_nn_transformer *t,
-                                     ct_nn_ctx *ctx, ct_tensor *src,
-                                     ct_tensor *tgt,
+ct_tensor *ct_nn_transformer_forward(const ct_nn_transformer *t, ct_nn_ctx *ctx,
+                                     ct_tensor *src, ct_tensor *tgt,
                                      const ct_nn_attn_masks *src_masks,
                                      const ct_nn_attn_masks *tgt_masks,
                                      const ct_nn_attn_masks *memory_masks) {

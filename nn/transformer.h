@@ -23,7 +23,7 @@
 
 typedef struct ct_nn_transformer_config {
   int64_t d_model, nhead, dim_feedforward;
-  float dropout;             // every dropout of the layer
+  float dropout;  // every dropout of the layer
   ct_nn_activation activation;
   float layer_norm_eps;
   bool norm_first;
@@ -74,7 +74,7 @@ typedef struct ct_nn_encoder {
   ct_nn_encoder_layer *layers;  // "prefix.layers.N.*"
   int num_layers;
   bool has_norm;
-  ct_nn_layernorm norm;         // "prefix.norm.*" when has_norm
+  ct_nn_layernorm norm;  // "prefix.norm.*" when has_norm
 } ct_nn_encoder;
 
 typedef struct ct_nn_decoder {
@@ -116,15 +116,14 @@ typedef struct ct_nn_transformer {
 ct_status ct_nn_transformer_init(ct_nn_transformer *t, ct_params *p,
                                  const char *prefix,
                                  const ct_nn_transformer_config *cfg,
-                                 int num_encoder_layers,
-                                 int num_decoder_layers, ct_rng *init_rng);
+                                 int num_encoder_layers, int num_decoder_layers,
+                                 ct_rng *init_rng);
 void ct_nn_transformer_free(ct_nn_transformer *t);
 
 // src (B,Tk,E), tgt (B,Tq,E) -> (B,Tq,E). memory_masks apply to the decoder's
 // cross-attention (memory_key_padding_mask is usually src's padding).
-ct_tensor *ct_nn_transformer_forward(const ct_nn_transformer *t,
-                                     ct_nn_ctx *ctx, ct_tensor *src,
-                                     ct_tensor *tgt,
+ct_tensor *ct_nn_transformer_forward(const ct_nn_transformer *t, ct_nn_ctx *ctx,
+                                     ct_tensor *src, ct_tensor *tgt,
                                      const ct_nn_attn_masks *src_masks,
                                      const ct_nn_attn_masks *tgt_masks,
                                      const ct_nn_attn_masks *memory_masks);

@@ -12,25 +12,35 @@ static const float LN_EPS = 1e-6f;
 
 static ct_status check_config(const ct_nn_vit_config *c) {
   if (c->image_h < 1 || c->image_w < 1 || c->in_channels < 1)
-    return ct_error(CT_ERR_ARG, "vit: image size %lldx%lldx%lld: every side "
-                    "must be at least 1", (long long)c->in_channels,
-                    (long long)c->image_h, (long long)c->image_w);
+    return ct_error(CT_ERR_ARG,
+                    "vit: image size %lldx%lldx%lld: every side "
+                    "must be at least 1",
+                    (long long)c->in_channels, (long long)c->image_h,
+                    (long long)c->image_w);
   if (c->patch < 1 || c->image_h % c->patch || c->image_w % c->patch)
-    return ct_error(CT_ERR_ARG, "vit: patch %lld does not divide the image "
-                    "size %lldx%lld", (long long)c->patch,
-                    (long long)c->image_h, (long long)c->image_w);
+    return ct_error(CT_ERR_ARG,
+                    "vit: patch %lld does not divide the image "
+                    "size %lldx%lld",
+                    (long long)c->patch, (long long)c->image_h,
+                    (long long)c->image_w);
   if (c->dim < 1 || c->heads < 1 || c->dim % c->heads)
-    return ct_error(CT_ERR_ARG, "vit: dim %lld is not a positive multiple of "
-                    "heads %lld", (long long)c->dim, (long long)c->heads);
+    return ct_error(CT_ERR_ARG,
+                    "vit: dim %lld is not a positive multiple of "
+                    "heads %lld",
+                    (long long)c->dim, (long long)c->heads);
   if (c->depth < 1 || c->mlp_dim < 1 || c->num_classes < 1)
-    return ct_error(CT_ERR_ARG, "vit: depth %lld, mlp_dim %lld and classes "
-                    "%lld must all be at least 1", (long long)c->depth,
-                    (long long)c->mlp_dim, (long long)c->num_classes);
+    return ct_error(CT_ERR_ARG,
+                    "vit: depth %lld, mlp_dim %lld and classes "
+                    "%lld must all be at least 1",
+                    (long long)c->depth, (long long)c->mlp_dim,
+                    (long long)c->num_classes);
   float rates[3] = {c->dropout, c->attn_dropout, c->drop_path};
   for (int i = 0; i < 3; i++)
     if (!(rates[i] >= 0.0f && rates[i] < 1.0f))
-      return ct_error(CT_ERR_ARG, "vit: dropout rates must lie in [0, 1) "
-                      "(got %g)", (double)rates[i]);
+      return ct_error(CT_ERR_ARG,
+                      "vit: dropout rates must lie in [0, 1) "
+                      "(got %g)",
+                      (double)rates[i]);
   return CT_OK;
 }
 
@@ -41,8 +51,8 @@ static ct_status timm_linear(ct_nn_linear *l, ct_params *p, const char *prefix,
   char name[CT_NN_NAME_MAX];
   ct_status st = ct_nn_name(name, prefix, "%s", leaf);
   if (st == CT_OK) st = ct_nn_linear_init(l, p, name, in, out, true, rng);
-  if (st == CT_OK) st = ct_nn_init_trunc_normal(l->weight, rng, 0.0f, 0.02f,
-                                             -2.0f, 2.0f);
+  if (st == CT_OK)
+    st = ct_nn_init_trunc_normal(l->weight, rng, 0.0f, 0.02f, -2.0f, 2.0f);
   if (st == CT_OK) st = ct_nn_init_zeros(l->bias);
   return st;
 }
@@ -74,10 +84,10 @@ static ct_status block_init(ct_nn_vit_block *b, ct_params *p,
   if (st == CT_OK) st = ct_nn_name(name, prefix, "mlp");
   b->mlp.act = CT_NN_GELU;
   b->mlp.dropout = c->dropout;
-  if (st == CT_OK) st = timm_linear(&b->mlp.fc1, p, name, "fc1", D, c->mlp_dim,
-                                    rng);
-  if (st == CT_OK) st = timm_linear(&b->mlp.fc2, p, name, "fc2", c->mlp_dim, D,
-                                    rng);
+  if (st == CT_OK)
+    st = timm_linear(&b->mlp.fc1, p, name, "fc1", D, c->mlp_dim, rng);
+  if (st == CT_OK)
+    st = timm_linear(&b->mlp.fc2, p, name, "fc2", c->mlp_dim, D, rng);
   return st;
 }
 
@@ -99,35 +109,38 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   const int64_t K = C * P * P;
   m->patch_weight = ct_nn_param(p, prefix, "patch_embed.proj.weight",
                                 CT_SHAPE(D, C, P, P), 0);
-  m->patch_bias = ct_nn_param(p, prefix, "patch_embed.proj.bias",
-                              CT_SHAPE(D), CT_PARAM_NO_DECAY);
+  m->patch_bias = ct_nn_param(p, prefix, "patch_embed.proj.bias", CT_SHAPE(D),
+                              CT_PARAM_NO_DECAY);
   if (!m->patch_weight || !m->patch_bias) return ct_last_status();
   st = ct_nn_init_kaiming_uniform(m->patch_weight, init_rng, sqrtf(5.0f));
   float bound = 1.0f / sqrtf((float)K);
-  if (st == CT_OK) st = ct_nn_init_uniform(m->patch_bias, init_rng, -bound, bound);
+  if (st == CT_OK)
+    st = ct_nn_init_uniform(m->patch_bias, init_rng, -bound, bound);
   if (st != CT_OK) return st;
 
   const unsigned token_flags = CT_PARAM_NO_DECAY;
-  m->cls_token = ct_nn_param(p, prefix, "cls_token", CT_SHAPE(1, 1, D),
-                             token_flags);
+  m->cls_token =
+      ct_nn_param(p, prefix, "cls_token", CT_SHAPE(1, 1, D), token_flags);
   if (cfg->distilled)
-    m->dist_token = ct_nn_param(p, prefix, "dist_token", CT_SHAPE(1, 1, D),
-                                token_flags);
-  m->pos_embed = ct_nn_param(p, prefix, "pos_embed",
-                             CT_SHAPE(1, m->tokens, D), token_flags);
+    m->dist_token =
+        ct_nn_param(p, prefix, "dist_token", CT_SHAPE(1, 1, D), token_flags);
+  m->pos_embed = ct_nn_param(p, prefix, "pos_embed", CT_SHAPE(1, m->tokens, D),
+                             token_flags);
   if (!m->cls_token || !m->pos_embed || (cfg->distilled && !m->dist_token))
     return ct_last_status();
-  st = ct_nn_init_trunc_normal(m->pos_embed, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
+  st =
+      ct_nn_init_trunc_normal(m->pos_embed, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
   if (st == CT_OK)
-    st = ct_nn_init_trunc_normal(m->cls_token, init_rng, 0.0f, 0.02f, -2.0f, 2.0f);
+    st = ct_nn_init_trunc_normal(m->cls_token, init_rng, 0.0f, 0.02f, -2.0f,
+                                 2.0f);
   if (st == CT_OK && cfg->distilled)
     st = ct_nn_init_trunc_normal(m->dist_token, init_rng, 0.0f, 0.02f, -2.0f,
-                              2.0f);
+                                 2.0f);
 
   for (int64_t i = 0; i < cfg->depth && st == CT_OK; i++) {
-    float rate = cfg->depth > 1 ? cfg->drop_path * (float)i /
-                                      (float)(cfg->depth - 1)
-                                : cfg->drop_path;
+    float rate = cfg->depth > 1
+                     ? cfg->drop_path * (float)i / (float)(cfg->depth - 1)
+                     : cfg->drop_path;
     st = ct_nn_name(name, prefix, "blocks.%lld", (long long)i);
     if (st == CT_OK)
       st = block_init(&m->blocks[i], p, name, cfg, rate, init_rng);
@@ -135,11 +148,11 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   if (st == CT_OK) st = ct_nn_name(name, prefix, "norm");
   if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm, p, name, D, LN_EPS);
   if (st == CT_OK)
-    st = timm_linear(&m->head, p, prefix, "head", D, cfg->num_classes,
-                     init_rng);
+    st =
+        timm_linear(&m->head, p, prefix, "head", D, cfg->num_classes, init_rng);
   if (st == CT_OK && cfg->distilled)
-    st = timm_linear(&m->head_dist, p, prefix, "head_dist", D,
-                     cfg->num_classes, init_rng);
+    st = timm_linear(&m->head_dist, p, prefix, "head_dist", D, cfg->num_classes,
+                     init_rng);
   return st;
 }
 
@@ -164,8 +177,7 @@ static ct_tensor *patchify(const ct_nn_vit *m, ct_tensor *x) {
         float *d = dst + ((b * gh + py) * gw + px) * row;
         for (int64_t c = 0; c < C; c++)
           for (int64_t ky = 0; ky < P; ky++) {
-            const float *s =
-                src + ((b * C + c) * H + py * P + ky) * W + px * P;
+            const float *s = src + ((b * C + c) * H + py * P + ky) * W + px * P;
             memcpy(d + (c * P + ky) * P, s, (size_t)P * sizeof *s);
           }
       }
@@ -184,7 +196,8 @@ static ct_tensor *residual(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *branch,
   if (!mask) return NULL;
   for (int64_t b = 0; b < B; b++)
     ct_f32(mask)[b] = ct_rng_uniform_at(ctx->seed, stream, (uint64_t)b) < p
-                          ? 0.0f : 1.0f / (1.0f - p);
+                          ? 0.0f
+                          : 1.0f / (1.0f - p);
   return ct_add(x, ct_mul(branch, mask));
 }
 
@@ -242,15 +255,17 @@ ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
   if (x->dtype != CT_F32 || x->ndim != 4 || x->shape[1] != c->in_channels ||
       x->shape[2] != c->image_h || x->shape[3] != c->image_w) {
     char got[96];
-    ct_error(CT_ERR_SHAPE, "vit: expected images (B, %lld, %lld, %lld) f32, "
-             "got %s", (long long)c->in_channels, (long long)c->image_h,
+    ct_error(CT_ERR_SHAPE,
+             "vit: expected images (B, %lld, %lld, %lld) f32, "
+             "got %s",
+             (long long)c->in_channels, (long long)c->image_h,
              (long long)c->image_w,
              ct_shape_str(x->ndim, x->shape, got, sizeof got));
     return NULL;
   }
   const int64_t B = x->shape[0], D = c->dim, P = c->patch;
-  ct_tensor *w2 = ct_reshape(m->patch_weight,
-                             CT_SHAPE(D, c->in_channels * P * P));
+  ct_tensor *w2 =
+      ct_reshape(m->patch_weight, CT_SHAPE(D, c->in_channels * P * P));
   ct_tensor *tokens = ct_linear(patchify(m, x), w2, m->patch_bias);
   ct_tensor *parts[3] = {repeat_token(m->cls_token, B), NULL, NULL};
   int n = 1;
@@ -280,9 +295,10 @@ ct_status ct_nn_vit_rollout(const ct_nn_vit *m, ct_tensor *const *attention,
   for (int64_t i = 0; i < depth; i++)
     if (!attention[i] || attention[i]->ndim != 3 ||
         attention[i]->shape[1] != T || attention[i]->shape[2] != T)
-      return ct_error(CT_ERR_SHAPE, "vit_rollout: block %lld's attention map "
-                      "is not (B, %lld, %lld)", (long long)i, (long long)T,
-                      (long long)T);
+      return ct_error(CT_ERR_SHAPE,
+                      "vit_rollout: block %lld's attention map "
+                      "is not (B, %lld, %lld)",
+                      (long long)i, (long long)T, (long long)T);
   const int64_t B = attention[0]->shape[0];
   const int64_t first = T - m->patches;  // the patch tokens start here
   double *row = malloc((size_t)T * sizeof *row);
@@ -312,7 +328,8 @@ ct_status ct_nn_vit_rollout(const ct_nn_vit *m, ct_tensor *const *attention,
     for (int64_t j = first; j < T; j++)
       if (row[j] > max) max = row[j];
     for (int64_t j = first; j < T; j++)
-      out[b * m->patches + j - first] = max > 0.0 ? (float)(row[j] / max) : 0.0f;
+      out[b * m->patches + j - first] =
+          max > 0.0 ? (float)(row[j] / max) : 0.0f;
   }
   free(row);
   free(next);

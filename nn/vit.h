@@ -36,16 +36,16 @@
 
 typedef struct ct_nn_vit_config {
   int64_t image_h, image_w, in_channels;
-  int64_t patch;        // P: image_h and image_w must be multiples of it
-  int64_t dim;          // D
-  int64_t depth;        // blocks
-  int64_t heads;        // D must be a multiple of it
-  int64_t mlp_dim;      // hidden width of the blocks' MLPs
+  int64_t patch;    // P: image_h and image_w must be multiples of it
+  int64_t dim;      // D
+  int64_t depth;    // blocks
+  int64_t heads;    // D must be a multiple of it
+  int64_t mlp_dim;  // hidden width of the blocks' MLPs
   int64_t num_classes;
-  bool distilled;       // DeiT: a distillation token and head_dist
-  float dropout;        // after pos_embed, attention proj and MLP layers
-  float attn_dropout;   // on the attention weights
-  float drop_path;      // stochastic depth rate of the last block
+  bool distilled;      // DeiT: a distillation token and head_dist
+  float dropout;       // after pos_embed, attention proj and MLP layers
+  float attn_dropout;  // on the attention weights
+  float drop_path;     // stochastic depth rate of the last block
 } ct_nn_vit_config;
 
 typedef struct ct_nn_vit_block {

@@ -11,8 +11,8 @@
 #include <stdio.h>
 
 enum {
-  NORM_CHUNK = 8192,          // floats per span (fixed: part of the result)
-  NORM_BATCH = 256,           // spans per parallel pass
+  NORM_CHUNK = 8192,             // floats per span (fixed: part of the result)
+  NORM_BATCH = 256,              // spans per parallel pass
   GRADS_PARALLEL_MIN = 1 << 15,  // fewer floats than this: one thread
 };
 
@@ -33,7 +33,8 @@ static void span_group_squares(const float *g, const grad_span *spans, int m,
   if (m == NORM_LANES) {
     common = spans[0].hi - spans[0].lo;
     for (int s = 1; s < m; s++)
-      if (spans[s].hi - spans[s].lo < common) common = spans[s].hi - spans[s].lo;
+      if (spans[s].hi - spans[s].lo < common)
+        common = spans[s].hi - spans[s].lo;
     const float *g0 = g + spans[0].lo, *g1 = g + spans[1].lo,
                 *g2 = g + spans[2].lo, *g3 = g + spans[3].lo;
     for (size_t i = 0; i < common; i++) {
@@ -55,8 +56,7 @@ static double spans_sum_squares(const float *g, const grad_span *spans, int n,
                                 size_t floats) {
   double part[NORM_BATCH];
   const int groups = (n + NORM_LANES - 1) / NORM_LANES;
-  #pragma omp parallel for schedule(dynamic, 1) \
-      if (floats >= GRADS_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) if (floats >= GRADS_PARALLEL_MIN)
   for (int q = 0; q < groups; q++) {
     const int s0 = q * NORM_LANES;
     const int m = n - s0 < NORM_LANES ? n - s0 : NORM_LANES;
@@ -97,15 +97,15 @@ double ct_clip_grad_norm(ct_params *p, double max_norm) {
   double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   float c = (float)coef;
-  // One parallel region for the whole store (not one per parameter); the
-  // scaling is elementwise, so no barrier is needed between parameters.
-  #pragma omp parallel if (p->count >= GRADS_PARALLEL_MIN)
+// One parallel region for the whole store (not one per parameter); the
+// scaling is elementwise, so no barrier is needed between parameters.
+#pragma omp parallel if (p->count >= GRADS_PARALLEL_MIN)
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
     if (it->flags & CT_PARAM_FROZEN) continue;
     float *g = p->grad + it->offset;
     int64_t numel = it->tensor->numel;
-    #pragma omp for schedule(static) nowait
+#pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < numel; i++) g[i] *= c;
   }
   return norm;
@@ -118,8 +118,9 @@ ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
     const float *g = p->grad + it->offset;
     int64_t numel = it->tensor->numel;
     int bad = 0;
-    #pragma omp parallel for schedule(static) reduction(| : bad) \
-        if (numel >= GRADS_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) \
+    reduction(|                           \
+              : bad) if (numel >= GRADS_PARALLEL_MIN)
     for (int64_t i = 0; i < numel; i++) bad |= !isfinite(g[i]);
     if (!bad) continue;
     int64_t i = 0;
@@ -128,8 +129,10 @@ ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
     if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
     return ct_error(CT_ERR_NUMERIC,
                     "non-finite gradient in '%s'%s (element %lld is %s)",
-                    it->name, at, (long long)i, isnan(g[i]) ? "nan"
-                    : g[i] > 0 ? "inf" : "-inf");
+                    it->name, at, (long long)i,
+                    isnan(g[i]) ? "nan"
+                    : g[i] > 0  ? "inf"
+                                : "-inf");
   }
   return CT_OK;
 }

@@ -25,8 +25,8 @@ const char *ct_optim_kind_name(ct_optim_kind kind) {
 }
 
 ct_optim_config ct_sgd_defaults(void) {
-  return (ct_optim_config){.kind = CT_OPTIM_SGD, .beta1 = 0.9, .beta2 = 0.999,
-                           .eps = 1e-8};
+  return (ct_optim_config){
+      .kind = CT_OPTIM_SGD, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
 ct_optim_config ct_adam_defaults(void) {
@@ -87,14 +87,14 @@ unsigned ct_optim_state_slots(const ct_optim_config *cfg) {
 
 // One step's coefficients, as the float scalars torch's kernels receive.
 typedef struct step_coeffs {
-  float neg_lr;         // SGD: p += -lr * d
-  float wd;             // SGD/Adam: g = grad + wd * p
-  float momentum;       // SGD
-  float one_minus_damp; // SGD: 1 - dampening
-  bool first;           // SGD: the momentum buffer starts as g
+  float neg_lr;          // SGD: p += -lr * d
+  float wd;              // SGD/Adam: g = grad + wd * p
+  float momentum;        // SGD
+  float one_minus_damp;  // SGD: 1 - dampening
+  bool first;            // SGD: the momentum buffer starts as g
   bool nesterov;
   float beta1, one_minus_beta1, beta2, one_minus_beta2;  // Adam
-  float bc2_sqrt;       // sqrt(1 - beta2^t)
+  float bc2_sqrt;                                        // sqrt(1 - beta2^t)
   float eps;
   float neg_step_size;  // -lr / (1 - beta1^t)
   float keep;           // AdamW: p *= 1 - lr * wd
@@ -103,8 +103,8 @@ typedef struct step_coeffs {
 // Updates floats [lo, hi) of the store; `decay` is false for NO_DECAY
 // parameters. s0, s1: the state slots the optimizer uses (or NULL).
 typedef void (*range_update_fn)(const step_coeffs *c, bool decay, float *p,
-                                const float *g, float *s0, float *s1,
-                                size_t lo, size_t hi);
+                                const float *g, float *s0, float *s1, size_t lo,
+                                size_t hi);
 
 static void sgd_range(const step_coeffs *c, bool decay, float *p,
                       const float *g, float *buf, float *unused, size_t lo,
@@ -141,9 +141,9 @@ static inline float adam_one(const step_coeffs *c, float wd, float keep,
 // time (vector sqrt and division round as the scalar ones do, and nothing
 // is fused into FMAs), so the bits do not depend on the path. Returns the
 // index where the scalar tail starts.
-__attribute__((target("avx512f"))) static size_t
-adam_avx512(const step_coeffs *c, float wd, float keep, float *p,
-            const float *g, float *m, float *v, size_t lo, size_t hi) {
+__attribute__((target("avx512f"))) static size_t adam_avx512(
+    const step_coeffs *c, float wd, float keep, float *p, const float *g,
+    float *m, float *v, size_t lo, size_t hi) {
   const __m512 vkeep = _mm512_set1_ps(keep), vwd = _mm512_set1_ps(wd);
   const __m512 b1 = _mm512_set1_ps(c->beta1);
   const __m512 omb1 = _mm512_set1_ps(c->one_minus_beta1);
@@ -159,16 +159,14 @@ adam_avx512(const step_coeffs *c, float wd, float keep, float *p,
     if (wd != 0.0f) gi = _mm512_add_ps(gi, _mm512_mul_ps(vwd, pi));
     const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1),
                                     _mm512_mul_ps(omb1, gi));
-    const __m512 vi = _mm512_add_ps(
-        _mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
-        _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
+    const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
+                                    _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
     _mm512_storeu_ps(m + i, mi);
     _mm512_storeu_ps(v + i, vi);
     const __m512 denom =
         _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
     _mm512_storeu_ps(
-        p + i,
-        _mm512_add_ps(pi, _mm512_div_ps(_mm512_mul_ps(nss, mi), denom)));
+        p + i, _mm512_add_ps(pi, _mm512_div_ps(_mm512_mul_ps(nss, mi), denom)));
   }
   return i;
 }
@@ -194,7 +192,7 @@ static void adam_range(const step_coeffs *c, bool decay, float *p,
 // share of each parameter, so no barrier is needed between parameters.
 static void params_update(ct_params *ps, const step_coeffs *c,
                           range_update_fn fn, float *s0, float *s1) {
-  #pragma omp parallel if (ps->count >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel if (ps->count >= OPTIM_PARALLEL_MIN)
   {
     size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
     for (int k = 0; k < ps->n; k++) {
@@ -203,8 +201,8 @@ static void params_update(ct_params *ps, const step_coeffs *c,
       size_t n = (size_t)it->tensor->numel;
       size_t lo = it->offset + n * t / nt, hi = it->offset + n * (t + 1) / nt;
       if (lo < hi)
-        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data, ps->grad, s0, s1,
-           lo, hi);
+        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data, ps->grad, s0, s1, lo,
+           hi);
     }
   }
 }
@@ -213,9 +211,10 @@ ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
   if (!o || !p) return ct_error(CT_ERR_ARG, "optim: NULL optimizer or params");
   const ct_optim_config *cfg = &o->cfg;
   if (!(lr >= 0.0f && isfinite(lr)))
-    return ct_error(CT_ERR_ARG, "%s: learning rate %g at step %lld must be "
-                    "finite and >= 0", ct_optim_kind_name(cfg->kind), lr,
-                    (long long)o->step);
+    return ct_error(CT_ERR_ARG,
+                    "%s: learning rate %g at step %lld must be "
+                    "finite and >= 0",
+                    ct_optim_kind_name(cfg->kind), lr, (long long)o->step);
   if (p->count == 0) {
     o->step++;
     return CT_OK;

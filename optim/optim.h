@@ -41,9 +41,9 @@ typedef enum ct_optim_kind {
 // Which ct_params state slot holds what (a checkpoint saves the slots it
 // finds allocated; see ct_optim_state_slots).
 enum {
-  CT_OPTIM_SLOT_MOMENTUM = 0,     // SGD momentum buffer (only if momentum > 0)
-  CT_OPTIM_SLOT_EXP_AVG = 0,      // Adam/AdamW first moment m
-  CT_OPTIM_SLOT_EXP_AVG_SQ = 1,   // Adam/AdamW second moment v
+  CT_OPTIM_SLOT_MOMENTUM = 0,    // SGD momentum buffer (only if momentum > 0)
+  CT_OPTIM_SLOT_EXP_AVG = 0,     // Adam/AdamW first moment m
+  CT_OPTIM_SLOT_EXP_AVG_SQ = 1,  // Adam/AdamW second moment v
 };
 
 typedef struct ct_optim_config {
@@ -51,14 +51,14 @@ typedef struct ct_optim_config {
   // Doubles, as torch's Python floats: derived coefficients such as
   // 1 - beta2 = 0.001 are computed in double and rounded once to float (a
   // float beta2 would make that 0.000999987, off by 1.3e-5).
-  double weight_decay; // SGD/Adam: g += wd * p; AdamW: p *= 1 - lr * wd
+  double weight_decay;  // SGD/Adam: g += wd * p; AdamW: p *= 1 - lr * wd
   // SGD
-  double momentum;     // 0 = plain SGD
-  double dampening;    // buf = momentum * buf + (1 - dampening) * g
-  bool nesterov;       // g + momentum * buf instead of buf
+  double momentum;   // 0 = plain SGD
+  double dampening;  // buf = momentum * buf + (1 - dampening) * g
+  bool nesterov;     // g + momentum * buf instead of buf
   // Adam, AdamW
   double beta1, beta2;
-  double eps;          // added to sqrt(v_hat), outside the square root
+  double eps;  // added to sqrt(v_hat), outside the square root
 } ct_optim_config;
 
 // torch's defaults: SGD momentum 0, dampening 0, no Nesterov, no decay; Adam

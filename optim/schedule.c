@@ -34,11 +34,15 @@ ct_status ct_schedule_check(const ct_schedule *s) {
   case CT_SCHEDULE_COSINE:
   case CT_SCHEDULE_LINEAR:
     if (!(s->min_lr >= 0.0 && s->min_lr <= s->lr))
-      return ct_error(CT_ERR_ARG, "schedule %s: min_lr %g must be in [0, lr "
-                      "= %g]", name, s->min_lr, s->lr);
+      return ct_error(CT_ERR_ARG,
+                      "schedule %s: min_lr %g must be in [0, lr "
+                      "= %g]",
+                      name, s->min_lr, s->lr);
     if (s->total_steps <= s->warmup_steps)
-      return ct_error(CT_ERR_ARG, "schedule %s: total_steps %lld must exceed "
-                      "warmup_steps %lld", name, (long long)s->total_steps,
+      return ct_error(CT_ERR_ARG,
+                      "schedule %s: total_steps %lld must exceed "
+                      "warmup_steps %lld",
+                      name, (long long)s->total_steps,
                       (long long)s->warmup_steps);
     break;
   case CT_SCHEDULE_INVERSE_SQRT:
@@ -57,8 +61,7 @@ ct_status ct_schedule_check(const ct_schedule *s) {
       return ct_error(CT_ERR_ARG, "schedule %s: gamma %g must be > 0", name,
                       s->gamma);
     break;
-  default:
-    break;
+  default: break;
   }
   return CT_OK;
 }
@@ -89,7 +92,6 @@ float ct_schedule_lr(const ct_schedule *s, int64_t step) {
     return (float)(s->lr + (s->min_lr - s->lr) * decay_progress(s, step));
   case CT_SCHEDULE_STEP:
     return (float)(s->lr * pow(s->gamma, (double)(step / s->step_size)));
-  default:
-    return (float)s->lr;
+  default: return (float)s->lr;
   }
 }

@@ -12,8 +12,8 @@ static ct_rng grad_test_rng = {.seed = 2024, .stream = 77, .offset = 0};
 
 // A leaf f32 tensor with N(0, 1) values that requires grad.
 static inline ct_tensor *grad_input(int ndim, const int64_t *shape) {
-  return ct_requires_grad(ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, ndim,
-                                          shape));
+  return ct_requires_grad(
+      ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, ndim, shape));
 }
 
 // Runs ct_gradcheck and records one check with the worst error.
@@ -25,8 +25,8 @@ static inline void grad_check(const char *what, ct_gradcheck_fn fn, void *ctx,
          (long long)r.checked, r.max_rel_err);
   CHECK(r.status == CT_OK, "%s: gradcheck could not run: %s", what,
         ct_last_error());
-  CHECK(r.ok, "%s: input %d element %lld: analytic %.6g vs numeric %.6g",
-        what, r.worst_input, (long long)r.worst_index, r.worst_analytic,
+  CHECK(r.ok, "%s: input %d element %lld: analytic %.6g vs numeric %.6g", what,
+        r.worst_input, (long long)r.worst_index, r.worst_analytic,
         r.worst_numeric);
   CHECK(r.checked > 0, "%s: nothing was checked", what);
   ct_arena_reset();

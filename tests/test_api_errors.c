@@ -9,15 +9,15 @@
 
 #include <string.h>
 
-#define EXPECT_ERROR(call, status, text)                                      \
-  do {                                                                        \
-    ct_clear_error();                                                         \
-    ct_tensor *r_ = (call);                                                   \
-    CHECK(r_ == NULL, "%s should fail", #call);                               \
-    CHECK(ct_last_status() == (status), "%s: status %s, want %s", #call,      \
-          ct_status_name(ct_last_status()), ct_status_name(status));          \
-    CHECK(strstr(ct_last_error(), (text)) != NULL,                            \
-          "%s: message '%s' lacks '%s'", #call, ct_last_error(), (text));     \
+#define EXPECT_ERROR(call, status, text)                                  \
+  do {                                                                    \
+    ct_clear_error();                                                     \
+    ct_tensor *r_ = (call);                                               \
+    CHECK(r_ == NULL, "%s should fail", #call);                           \
+    CHECK(ct_last_status() == (status), "%s: status %s, want %s", #call,  \
+          ct_status_name(ct_last_status()), ct_status_name(status));      \
+    CHECK(strstr(ct_last_error(), (text)) != NULL,                        \
+          "%s: message '%s' lacks '%s'", #call, ct_last_error(), (text)); \
   } while (0)
 
 int main(void) {
@@ -31,10 +31,10 @@ int main(void) {
                "add: shapes [2, 3] and [4, 5] do not broadcast");
   EXPECT_ERROR(ct_matmul(a, b, false, false), CT_ERR_SHAPE,
                "matmul: inner dims differ");
-  EXPECT_ERROR(ct_matmul(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 3)),
-                         ct_tensor_zeros(CT_F32, CT_SHAPE(3, 3, 4)), false,
-                         false),
-               CT_ERR_SHAPE, "batch dims");
+  EXPECT_ERROR(
+      ct_matmul(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 3)),
+                ct_tensor_zeros(CT_F32, CT_SHAPE(3, 3, 4)), false, false),
+      CT_ERR_SHAPE, "batch dims");
   EXPECT_ERROR(ct_linear(a, b, NULL), CT_ERR_SHAPE,
                "linear: weight [4, 5] does not fit input [2, 3]");
   EXPECT_ERROR(ct_linear(a, ct_tensor_zeros(CT_F32, CT_SHAPE(4, 3)), a),

@@ -23,7 +23,8 @@ static void test_arena(void) {
   for (int i = 0; i < 5; i++) CHECK(ct_arena_alloc((size_t)10 << 20), "big");
   size_t used = ct_arena_used_bytes();
   CHECK(used >= (size_t)50 << 20, "used %zu", used);
-  CHECK(ct_arena_peak_bytes() >= used, "peak %zu >= used", ct_arena_peak_bytes());
+  CHECK(ct_arena_peak_bytes() >= used, "peak %zu >= used",
+        ct_arena_peak_bytes());
   ct_arena_reset();
   CHECK(ct_arena_used_bytes() == 0, "reset frees");
   CHECK(ct_arena_peak_bytes() >= used, "peak kept after reset");
@@ -52,11 +53,9 @@ static void test_arena(void) {
 static void test_reset_empties_tape(void) {
   ct_tensor *x = ct_requires_grad(ct_tensor_full(CT_F32, 2.0, CT_SHAPE(3)));
   ct_tensor *y = ct_sum(ct_mul(x, x));
-  CHECK(y && ct_tape_size() == 2, "two nodes recorded, got %d",
-        ct_tape_size());
+  CHECK(y && ct_tape_size() == 2, "two nodes recorded, got %d", ct_tape_size());
   ct_arena_reset();
-  CHECK(ct_tape_size() == 0, "reset empties the tape, %d left",
-        ct_tape_size());
+  CHECK(ct_tape_size() == 0, "reset empties the tape, %d left", ct_tape_size());
   ct_tensor *z = ct_requires_grad(ct_tensor_full(CT_F32, 3.0, CT_SHAPE(2)));
   ct_tensor *l = ct_sum(ct_mul(z, z));
   CHECK(ct_backward(l) == CT_OK && ct_tape_size() == 0, "backward after reset");
@@ -134,7 +133,8 @@ static void test_tape(void) {
   ct_grad_set_enabled(was);
   CHECK(!z->requires_grad && ct_tape_size() == 1, "no-grad scope");
   CHECK(ct_backward(ct_sum(z)) == CT_ERR_STATE, "backward without a graph");
-  CHECK(strstr(ct_last_error(), "does not require grad"), "'%s'", ct_last_error());
+  CHECK(strstr(ct_last_error(), "does not require grad"), "'%s'",
+        ct_last_error());
   // Backward consumes the tape.
   CHECK(ct_backward(ct_sum(y)) == CT_OK, "backward");
   CHECK(x->grad[0] == 4.0f, "d/dx sum(x*x) = 2x = %g", x->grad[0]);

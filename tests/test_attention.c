@@ -71,13 +71,15 @@ static inputs make_inputs(const cfg *c, bool grad_bias) {
     in.mask = ct_tensor_zeros(f32 ? CT_F32 : CT_I32, CT_SHAPE(c->B, c->Tk));
     for (int64_t i = 0; i < c->B * c->Tk; i++) {
       bool m = ct_rng_next_double(&test_rng) < 0.3;
-      if (f32) ct_f32(in.mask)[i] = m ? 1.0f : 0.0f;
-      else ct_i32(in.mask)[i] = m ? 7 : 0;
+      if (f32)
+        ct_f32(in.mask)[i] = m ? 1.0f : 0.0f;
+      else
+        ct_i32(in.mask)[i] = m ? 7 : 0;
     }
   }
   if (c->bias) {
-    in.bias = ct_tensor_randn(&test_rng, 0.0f, 0.5f,
-                              CT_SHAPE(c->NH, c->Tq, c->Tk));
+    in.bias =
+        ct_tensor_randn(&test_rng, 0.0f, 0.5f, CT_SHAPE(c->NH, c->Tq, c->Tk));
     if (grad_bias) ct_requires_grad(in.bias);
   }
   return in;
@@ -156,8 +158,8 @@ static void reference(const cfg *c, const inputs *in, double *out) {
             double w = exp(s[j] - m) / sum;
             if (o.dropout_p > 0.0f) {
               uint64_t idx = (uint64_t)(((b * NH + h) * Tq + i) * Tk + j);
-              float u = ct_rng_uniform_at(o.dropout_seed, o.dropout_stream,
-                                          idx);
+              float u =
+                  ct_rng_uniform_at(o.dropout_seed, o.dropout_stream, idx);
               w = u >= o.dropout_p ? w / (1.0 - o.dropout_p) : 0.0;
             }
             acc += w * v[b * p.v.batch + j * p.v.row + h * p.v.head + d];
@@ -170,10 +172,10 @@ static void reference(const cfg *c, const inputs *in, double *out) {
 }
 
 static const cfg forward_shapes[] = {
-    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5},        // self
-    {.B = 2, .Tq = 5, .Tk = 9, .NH = 3, .Dh = 8},        // cross, Tq < Tk
-    {.B = 2, .Tq = 9, .Tk = 4, .NH = 2, .Dh = 4},        // cross, Tq > Tk
-    {.B = 2, .Tq = 70, .Tk = 131, .NH = 2, .Dh = 16},    // several blocks
+    {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5},      // self
+    {.B = 2, .Tq = 5, .Tk = 9, .NH = 3, .Dh = 8},      // cross, Tq < Tk
+    {.B = 2, .Tq = 9, .Tk = 4, .NH = 2, .Dh = 4},      // cross, Tq > Tk
+    {.B = 2, .Tq = 70, .Tk = 131, .NH = 2, .Dh = 16},  // several blocks
     {.B = 1, .Tq = 130, .Tk = 130, .NH = 2, .Dh = 32},
     {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5, .fused = true},
     {.B = 2, .Tq = 67, .Tk = 67, .NH = 2, .Dh = 8, .fused = true},
@@ -215,14 +217,21 @@ static void test_forward_reference(void) {
       ct_arena_reset();
     }
   }
-  printf("  forward vs double reference: %d configs, max rel diff %.2e\n",
-         runs, worst);
+  printf("  forward vs double reference: %d configs, max rel diff %.2e\n", runs,
+         worst);
 }
 
 // The fused layout reads the same numbers as separate tensors.
 static void test_fused_matches_separate(void) {
-  cfg c = {.B = 2, .Tq = 67, .Tk = 67, .NH = 3, .Dh = 8, .fused = true,
-           .causal = true, .lengths = true, .bias = true};
+  cfg c = {.B = 2,
+           .Tq = 67,
+           .Tk = 67,
+           .NH = 3,
+           .Dh = 8,
+           .fused = true,
+           .causal = true,
+           .lengths = true,
+           .bias = true};
   inputs in = make_inputs(&c, false);
   ct_tensor *y = run_attention(&c, &in);
   ct_tensor *parts[3];
@@ -350,8 +359,14 @@ static void test_shared_input(void) {
 
 // Backward accumulates (+=): two passes give twice one pass.
 static void test_grad_accumulates(void) {
-  cfg c = {.B = 2, .Tq = 5, .Tk = 8, .NH = 2, .Dh = 4, .causal = true,
-           .bias = true, .mask = true};
+  cfg c = {.B = 2,
+           .Tq = 5,
+           .Tk = 8,
+           .NH = 2,
+           .Dh = 4,
+           .causal = true,
+           .bias = true,
+           .mask = true};
   inputs in = make_inputs(&c, true);
   ct_requires_grad(in.q);
   ct_requires_grad(in.k);
@@ -420,12 +435,31 @@ static void snapshot_free(snapshot *s) {
 
 static void test_thread_determinism(void) {
   const cfg cases[] = {
-      {.B = 2, .Tq = 150, .Tk = 150, .NH = 3, .Dh = 16, .fused = true,
-       .causal = true, .lengths = true, .mask = true, .bias = true,
+      {.B = 2,
+       .Tq = 150,
+       .Tk = 150,
+       .NH = 3,
+       .Dh = 16,
+       .fused = true,
+       .causal = true,
+       .lengths = true,
+       .mask = true,
+       .bias = true,
        .drop = 0.1f},
-      {.B = 3, .Tq = 70, .Tk = 150, .NH = 2, .Dh = 24, .causal = true,
-       .lengths = true, .bias = true},
-      {.B = 2, .Tq = 129, .Tk = 65, .NH = 2, .Dh = 8, .mask = true,
+      {.B = 3,
+       .Tq = 70,
+       .Tk = 150,
+       .NH = 2,
+       .Dh = 24,
+       .causal = true,
+       .lengths = true,
+       .bias = true},
+      {.B = 2,
+       .Tq = 129,
+       .Tk = 65,
+       .NH = 2,
+       .Dh = 8,
+       .mask = true,
        .drop = 0.3f},
   };
   const int saved = ct_get_threads();
@@ -443,8 +477,8 @@ static void test_thread_determinism(void) {
           same = s.n[i] == base.n[i] &&
                  (!s.n[i] ||
                   !memcmp(s.g[i], base.g[i], (size_t)s.n[i] * sizeof(float)));
-        CHECK(same, "case %zu (bias grad %d): %d threads differ from 1", ci,
-              gb, t);
+        CHECK(same, "case %zu (bias grad %d): %d threads differ from 1", ci, gb,
+              t);
         snapshot_free(&s);
       }
       snapshot_free(&base);
@@ -468,7 +502,8 @@ static void test_fully_masked(void) {
   ct_tensor *len = ct_tensor_from(CT_I32, (int32_t[]){0, 4, 4}, CT_SHAPE(B));
   ct_tensor *mask = ct_tensor_zeros(CT_I32, CT_SHAPE(B, Tk));
   for (int64_t j = 0; j < Tk; j++) ct_i32(mask)[1 * Tk + j] = 1;  // b = 1
-  ct_tensor *bias = ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(NH, Tq, Tk)));
+  ct_tensor *bias =
+      ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(NH, Tq, Tk)));
   for (int64_t j = 0; j < Tk; j++)
     ct_f32(bias)[(1 * Tq + 5) * Tk + j] = -INFINITY;  // h = 1, i = 5
   ct_attention_opts o = ct_attention_defaults();
@@ -523,21 +558,21 @@ static void test_bad_inputs(void) {
   ct_tensor *k = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 2, 4));
   ct_tensor *v = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 2, 4));
   ct_attention_opts o = ct_attention_defaults();
-  expect_error(ct_attention(q, k, ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 3, 4)),
-                            &o),
-               CT_ERR_SHAPE, "v heads differ");
-  expect_error(ct_attention(q, ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 2, 5)),
-                            v, &o),
-               CT_ERR_SHAPE, "k Dh differs");
-  expect_error(ct_attention(ct_tensor_zeros(CT_F32, CT_SHAPE(3, 5, 2, 4)), k,
-                            v, &o),
-               CT_ERR_SHAPE, "batch differs");
-  expect_error(ct_attention(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 8)), k, v,
-                            &o),
-               CT_ERR_SHAPE, "q 3-D");
-  expect_error(ct_attention(ct_tensor_zeros(CT_I32, CT_SHAPE(2, 5, 2, 4)), k,
-                            v, &o),
-               CT_ERR_DTYPE, "q i32");
+  expect_error(
+      ct_attention(q, k, ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 3, 4)), &o),
+      CT_ERR_SHAPE, "v heads differ");
+  expect_error(
+      ct_attention(q, ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 2, 5)), v, &o),
+      CT_ERR_SHAPE, "k Dh differs");
+  expect_error(
+      ct_attention(ct_tensor_zeros(CT_F32, CT_SHAPE(3, 5, 2, 4)), k, v, &o),
+      CT_ERR_SHAPE, "batch differs");
+  expect_error(
+      ct_attention(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 8)), k, v, &o),
+      CT_ERR_SHAPE, "q 3-D");
+  expect_error(
+      ct_attention(ct_tensor_zeros(CT_I32, CT_SHAPE(2, 5, 2, 4)), k, v, &o),
+      CT_ERR_DTYPE, "q i32");
   o.key_lengths = ct_tensor_from(CT_I32, (int32_t[]){6, 7}, CT_SHAPE(2));
   expect_error(ct_attention(q, k, v, &o), CT_ERR_INDEX, "length > Tk");
   o.key_lengths = ct_tensor_from(CT_I32, (int32_t[]){-1, 3}, CT_SHAPE(2));
@@ -560,12 +595,12 @@ static void test_bad_inputs(void) {
   o.dropout_p = -0.1f;
   expect_error(ct_attention(q, k, v, &o), CT_ERR_ARG, "dropout < 0");
   o = ct_attention_defaults();
-  expect_error(ct_attention_qkv(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 2, 2, 4)),
-                                &o),
-               CT_ERR_SHAPE, "qkv with 2 parts");
-  expect_error(ct_attention_qkv(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 24)),
-                                &o),
-               CT_ERR_SHAPE, "qkv 3-D");
+  expect_error(
+      ct_attention_qkv(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 2, 2, 4)), &o),
+      CT_ERR_SHAPE, "qkv with 2 parts");
+  expect_error(
+      ct_attention_qkv(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 5, 24)), &o),
+      CT_ERR_SHAPE, "qkv 3-D");
   // NULL inputs pass an earlier error through.
   ct_error(CT_ERR_NOMEM, "earlier failure");
   CHECK(ct_attention(NULL, k, v, &o) == NULL, "NULL q must give NULL");

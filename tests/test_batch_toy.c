@@ -74,7 +74,9 @@ static void check_batch(const ct_batch *x, const ct_pair_corpus *c,
 static uint64_t batch_hash(const ct_batch *x) {
   uint64_t h = 1469598103934665603ull;
 #define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
-  MIX(x->B); MIX(x->S); MIX(x->T);
+  MIX(x->B);
+  MIX(x->S);
+  MIX(x->T);
   for (int64_t i = 0; i < x->B; i++) MIX(x->pair[i]);
   for (int64_t i = 0; i < x->B * x->S; i++) MIX(x->src[i]);
   for (int64_t i = 0; i < x->B * x->T; i++) MIX(x->tgt_out[i]);
@@ -120,8 +122,8 @@ static void test_batcher(void) {
   make_corpus(&c, 2000);
   const int64_t empty = (2000 + 96) / 97;
 
-  ct_batch_options o = {.batch_size = 32, .shuffle = true, .pool_size = 256,
-                        .seed = 7};
+  ct_batch_options o = {
+      .batch_size = 32, .shuffle = true, .pool_size = 256, .seed = 7};
   ct_batcher b;
   CHECK(ct_batcher_init(&b, &c, &o) == CT_OK, "init: %s", ct_last_error());
   CHECK(b.kept_count == 2000 - empty && b.dropped == empty,
@@ -181,15 +183,20 @@ static void test_batcher(void) {
   ct_batcher_init(&b, &c, &o2);
   double pad_random = run_epoch(&b, 0, NULL, NULL);
   ct_batcher_free(&b);
-  printf("batch_size 32: %lld batches, padding %.1f%% sorted in pools of 256 "
-         "vs %.1f%% unsorted\n",
-         (long long)n0, 100 * pad_sorted, 100 * pad_random);
+  printf(
+      "batch_size 32: %lld batches, padding %.1f%% sorted in pools of 256 "
+      "vs %.1f%% unsorted\n",
+      (long long)n0, 100 * pad_sorted, 100 * pad_random);
   CHECK(pad_sorted < 0.5 * pad_random, "pools do not reduce padding");
 
   // Token budget, with truncation.
-  o2 = (ct_batch_options){.max_tokens = 300, .max_src_len = 20,
-                          .max_tgt_len = 15, .truncate = true, .shuffle = true,
-                          .pool_size = 500, .seed = 3};
+  o2 = (ct_batch_options){.max_tokens = 300,
+                          .max_src_len = 20,
+                          .max_tgt_len = 15,
+                          .truncate = true,
+                          .shuffle = true,
+                          .pool_size = 500,
+                          .seed = 3};
   ct_batcher_init(&b, &c, &o2);
   CHECK(b.kept_count == 2000 - empty, "truncate keeps all");
   CHECK(ct_batch_count_kept(&c, &o2) == b.kept_count, "count_kept %lld",
@@ -289,19 +296,19 @@ static void apply_rule(const ct_parallel_text *p, const char *src_pat,
   for (int64_t i = 0; i < p->src.count; i++) {
     const char *s = ct_string_list_get(&p->src, i);
     const char *t = ct_string_list_get(&p->tgt, i);
-    if (plain && (strstr(s, "because") || strstr(s, "while") ||
-                  strstr(s, "although")))
+    if (plain &&
+        (strstr(s, "because") || strstr(s, "while") || strstr(s, "although")))
       continue;
     bool hit = src_where == AT_START ? starts_with(s, src_pat)
                                      : strstr(s, src_pat) != NULL;
     if (!hit) continue;
     ++*matched;
     bool ok = tgt_where == AT_START ? starts_with(t, tgt_pat)
-            : tgt_where == AT_END   ? ends_with(t, tgt_pat)
+              : tgt_where == AT_END ? ends_with(t, tgt_pat)
                                     : strstr(t, tgt_pat) != NULL;
     if (!ok && (*broken)++ < 3)
-      printf("  rule \"%s\" -> \"%s\" broken by: %s -> %s\n", src_pat,
-             tgt_pat, s, t);
+      printf("  rule \"%s\" -> \"%s\" broken by: %s -> %s\n", src_pat, tgt_pat,
+             s, t);
   }
 }
 
@@ -337,8 +344,11 @@ static void check_object_rule(const ct_parallel_text *p,
 }
 
 static void test_toy_sequences(void) {
-  ct_toy_options o = {.task = CT_TOY_REVERSE, .seed = 1, .train_size = 500,
-                      .val_size = 50, .test_size = 50};
+  ct_toy_options o = {.task = CT_TOY_REVERSE,
+                      .seed = 1,
+                      .train_size = 500,
+                      .val_size = 50,
+                      .test_size = 50};
   ct_toy_corpus c, d;
   CHECK(ct_toy_translation_generate(&o, &c) == CT_OK, "reverse: %s",
         ct_last_error());
@@ -391,8 +401,10 @@ static void test_toy_sequences(void) {
 }
 
 static void test_toy_grammar(void) {
-  ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 42,
-                      .train_size = 20000, .val_size = 1000,
+  ct_toy_options o = {.task = CT_TOY_GRAMMAR,
+                      .seed = 42,
+                      .train_size = 20000,
+                      .val_size = 1000,
                       .test_size = 1000};
   ct_toy_corpus c, d;
   CHECK(ct_toy_translation_generate(&o, &c) == CT_OK, "grammar: %s",
@@ -422,11 +434,11 @@ static void test_toy_grammar(void) {
   // Case by role: nominative subject, accusative / dative object.
   check_rule(&all, "the dog ", AT_START, "der hund ", AT_START, false);
   static const char *const acc_verbs[] = {
-      "sees", "saw", "see", "finds", "found", "find", "loves", "loved",
-      "love", "hears", "heard", "hear", "knows", "knew", "know", NULL};
+      "sees", "saw",   "see",   "finds", "found", "find", "loves", "loved",
+      "love", "hears", "heard", "hear",  "knows", "knew", "know",  NULL};
   static const char *const dat_verbs[] = {
-      "helps", "helped", "help", "follows", "followed", "follow", "thanks",
-      "thanked", "thank", NULL};
+      "helps",  "helped", "help",    "follows", "followed",
+      "follow", "thanks", "thanked", "thank",   NULL};
   check_object_rule(&all, acc_verbs, "the dog ", "den hund ",
                     "see/find/love/... the dog");
   check_object_rule(&all, dat_verbs, "the dog ", "dem hund ",
@@ -448,8 +460,7 @@ static void test_toy_grammar(void) {
                     "help/follow/thank many dogs");
   // Many-to-one: contractions and the one-word future.
   check_rule(&all, "in the garden ", ANYWHERE, "im garten ", ANYWHERE, false);
-  check_rule(&all, "towards the cat ", ANYWHERE, "zur katze ", ANYWHERE,
-             false);
+  check_rule(&all, "towards the cat ", ANYWHERE, "zur katze ", ANYWHERE, false);
   check_rule(&all, "the dog will see", AT_START, "der hund sehra ", AT_START,
              false);
   // Reordering: separable particles at the clause end, verb-final
@@ -476,11 +487,12 @@ static void test_toy_grammar(void) {
     ct_string_list_free(&a);
     ct_string_list_free(&b);
   }
-  printf("grammar: %lld pairs, mean length %.1f -> %.1f tokens, max %lld; "
-         "%.0f%% with a subordinate clause or separated particle\n",
-         (long long)all.src.count, (double)src_tokens / (double)all.src.count,
-         (double)tgt_tokens / (double)all.src.count, (long long)max_len,
-         100.0 * (double)reordered / (double)all.src.count);
+  printf(
+      "grammar: %lld pairs, mean length %.1f -> %.1f tokens, max %lld; "
+      "%.0f%% with a subordinate clause or separated particle\n",
+      (long long)all.src.count, (double)src_tokens / (double)all.src.count,
+      (double)tgt_tokens / (double)all.src.count, (long long)max_len,
+      100.0 * (double)reordered / (double)all.src.count);
   CHECK(max_len <= 30, "sentences too long: %lld", (long long)max_len);
   ct_parallel_text_free(&all);
 
@@ -503,12 +515,13 @@ static void test_toy_grammar(void) {
                 CT_OK,
         "encode: %s", ct_last_error());
   CHECK(unk_train == 0, "%lld unknown train tokens", (long long)unk_train);
-  printf("pipeline: vocab %lld source / %lld target ids, %lld unknown test "
-         "tokens\n",
-         (long long)ct_vocab_size(&sv), (long long)ct_vocab_size(&tv),
-         (long long)unk_test);
-  ct_batch_options bo = {.max_tokens = 1024, .shuffle = true,
-                         .pool_size = 4096, .seed = 1};
+  printf(
+      "pipeline: vocab %lld source / %lld target ids, %lld unknown test "
+      "tokens\n",
+      (long long)ct_vocab_size(&sv), (long long)ct_vocab_size(&tv),
+      (long long)unk_test);
+  ct_batch_options bo = {
+      .max_tokens = 1024, .shuffle = true, .pool_size = 4096, .seed = 1};
   ct_batcher b;
   ct_batcher_init(&b, &train, &bo);
   int64_t nb;
@@ -522,9 +535,10 @@ static void test_toy_grammar(void) {
   int64_t n;
   ct_vocab_decode(&tv, x->tgt_out, x->T, toks, &n);
   char *s = ct_detokenize(toks, n);
-  printf("pipeline: first batch B=%lld S=%lld T=%lld, row 0 target decodes "
-         "to \"%s\"\n",
-         (long long)x->B, (long long)x->S, (long long)x->T, s);
+  printf(
+      "pipeline: first batch B=%lld S=%lld T=%lld, row 0 target decodes "
+      "to \"%s\"\n",
+      (long long)x->B, (long long)x->S, (long long)x->T, s);
   CHECK(s != NULL, "detokenize: %s", ct_last_error());
   {
     // the decoded target has the tokens of the corpus sentence
@@ -552,8 +566,11 @@ static void test_toy_writer(void) {
   if (!mkdtemp(base)) return;
   char dir[128], path[256], tgt[256];
   snprintf(dir, sizeof dir, "%s/nested/toy", base);
-  ct_toy_options o = {.task = CT_TOY_GRAMMAR, .seed = 9, .train_size = 300,
-                      .val_size = 30, .test_size = 20};
+  ct_toy_options o = {.task = CT_TOY_GRAMMAR,
+                      .seed = 9,
+                      .train_size = 300,
+                      .val_size = 30,
+                      .test_size = 20};
   CHECK(ct_toy_translation_write(dir, &o, false) == CT_OK, "write: %s",
         ct_last_error());
   ct_toy_corpus c;

@@ -10,17 +10,20 @@
 
 static void check_tok(const char *in, const char *want) {
   char *got = ct_bleu_tokenize_13a(in);
-  CHECK(got && !strcmp(got, want), "tokenize '%s':\n  got  '%s'\n  want '%s'", in, got, want);
+  CHECK(got && !strcmp(got, want), "tokenize '%s':\n  got  '%s'\n  want '%s'",
+        in, got, want);
   free(got);
 }
 
 static void test_tokenizer(void) {
   check_tok("Hello, world!", "Hello , world !");
   // '$' is split off; '.' and ',' stay inside numbers and split elsewhere.
-  check_tok("It costs $3.50, or 3,000 yen.", "It costs $ 3.50 , or 3,000 yen .");
+  check_tok("It costs $3.50, or 3,000 yen.",
+            "It costs $ 3.50 , or 3,000 yen .");
   // A dash splits only after a digit.
   check_tok("well-known 1990-2000", "well-known 1990 - 2000");
-  check_tok("don't (yes) [no] {x} a/b a:b a;b 100% #1 @me", "don't ( yes ) [ no ] { x } a / b a : b a ; b 100 % # 1 @ me");
+  check_tok("don't (yes) [no] {x} a/b a:b a;b 100% #1 @me",
+            "don't ( yes ) [ no ] { x } a / b a : b a ; b 100 % # 1 @ me");
   // Entities are unescaped, then the symbols split.
   check_tok("&quot;Hi&quot; &amp; &lt;b&gt;", "\" Hi \" & < b >");
   check_tok("&amp;quot;", "& quot ;");
@@ -39,9 +42,16 @@ static void test_tokenizer(void) {
   // UTF-8: a multi-byte letter counts as [^0-9]; NBSP (U+00A0), U+3000 and
   // U+2009 are whitespace for Python's str.split; U+200B is not.
   check_tok("naïve café.", "naïve café .");
-  check_tok("a\xc2\xa0" "b\xe3\x80\x80" "c\xe2\x80\x89" "d\xe2\x80\x8b" "e",
-            "a b c d\xe2\x80\x8b" "e");
-  check_tok("\xe2\x80\x9cquoted\xe2\x80\x9d.", "\xe2\x80\x9cquoted\xe2\x80\x9d .");
+  check_tok(
+      "a\xc2\xa0"
+      "b\xe3\x80\x80"
+      "c\xe2\x80\x89"
+      "d\xe2\x80\x8b"
+      "e",
+      "a b c d\xe2\x80\x8b"
+      "e");
+  check_tok("\xe2\x80\x9cquoted\xe2\x80\x9d.",
+            "\xe2\x80\x9cquoted\xe2\x80\x9d .");
 }
 
 static void test_identical(void) {
@@ -51,10 +61,10 @@ static void test_identical(void) {
   CHECK_CLOSE(b.score, 100.0, 1e-12, "identical corpus");
   CHECK_CLOSE(b.bp, 1.0, 0, "bp");
   // "The cat sat on the mat ." 7 tokens + "It was not unexpected ." 5 tokens.
-  CHECK(b.sys_len == 12 && b.ref_len == 12, "lens %lld %lld", (long long)b.sys_len,
-        (long long)b.ref_len);
-  CHECK(b.total[0] == 12 && b.total[3] == 4 + 2, "totals %lld %lld", (long long)b.total[0],
-        (long long)b.total[3]);
+  CHECK(b.sys_len == 12 && b.ref_len == 12, "lens %lld %lld",
+        (long long)b.sys_len, (long long)b.ref_len);
+  CHECK(b.total[0] == 12 && b.total[3] == 4 + 2, "totals %lld %lld",
+        (long long)b.total[0], (long long)b.total[3]);
 }
 
 static void test_known_precisions(void) {
@@ -64,7 +74,8 @@ static void test_known_precisions(void) {
   //   3-grams: on the mat                                  -> 1/4 = 25%
   //   4-grams: none of 3; exp smoothing: 100 / (2 * 3)    -> 16.67%
   //   BP = 1 (6 vs 6); BLEU = (83.33 * 60 * 25 * 16.67)^(1/4) = 2083333.3^(1/4) = 37.99
-  const char *hyp[] = {"the cat sat on the mat"}, *ref[] = {"the cat is on the mat"};
+  const char *hyp[] = {"the cat sat on the mat"},
+             *ref[] = {"the cat is on the mat"};
   ct_bleu b;
   CHECK(ct_bleu_corpus(hyp, ref, 1, 1, &b) == CT_OK, "%s", ct_last_error());
   CHECK_CLOSE(b.precisions[0], 500.0 / 6, 1e-12, "p1");
@@ -72,7 +83,8 @@ static void test_known_precisions(void) {
   CHECK_CLOSE(b.precisions[2], 25.0, 1e-12, "p3");
   CHECK_CLOSE(b.precisions[3], 100.0 / 6, 1e-12, "p4 (smoothed)");
   CHECK(b.correct[3] == 0 && b.total[3] == 3, "4-gram counts");
-  CHECK_CLOSE(b.score, pow(500.0 / 6 * 60 * 25 * 100.0 / 6, 0.25), 1e-12, "score");
+  CHECK_CLOSE(b.score, pow(500.0 / 6 * 60 * 25 * 100.0 / 6, 0.25), 1e-12,
+              "score");
   CHECK_CLOSE(b.score, 37.9918, 1e-5, "score, by hand");
 
   // Brevity: hyp "the cat sat on" (4) vs ref of 6 tokens: every precision is
@@ -91,12 +103,15 @@ static void test_known_precisions(void) {
   CHECK(ct_bleu_corpus(hyp3, ref3, 2, 1, &b) == CT_OK, "%s", ct_last_error());
   CHECK(b.sys_len == 10 && b.ref_len == 12, "corpus lens");
   CHECK_CLOSE(b.precisions[3], 25.0, 1e-12, "corpus p4 (no smoothing needed)");
-  CHECK_CLOSE(b.score, exp(-0.2) * pow(90.0 * 75 * 50 * 25, 0.25), 1e-12, "corpus score");
+  CHECK_CLOSE(b.score, exp(-0.2) * pow(90.0 * 75 * 50 * 25, 0.25), 1e-12,
+              "corpus score");
   CHECK_CLOSE(b.score, 44.126, 1e-4, "corpus score, by hand");
   char line[160];
   ct_bleu_format(&b, line, sizeof line);
-  CHECK(!strcmp(line, "BLEU = 44.13 90.0/75.0/50.0/25.0 (BP = 0.819 ratio = 0.833 "
-                      "hyp_len = 10 ref_len = 12)"), "format '%s'", line);
+  CHECK(!strcmp(line,
+                "BLEU = 44.13 90.0/75.0/50.0/25.0 (BP = 0.819 ratio = 0.833 "
+                "hyp_len = 10 ref_len = 12)"),
+        "format '%s'", line);
 }
 
 static void test_clipping_and_refs(void) {
@@ -106,8 +121,8 @@ static void test_clipping_and_refs(void) {
   const char *hyp[] = {"the the the the"}, *ref[] = {"the cat"};
   ct_bleu b;
   CHECK(ct_bleu_corpus(hyp, ref, 1, 1, &b) == CT_OK, "%s", ct_last_error());
-  CHECK(b.correct[0] == 1 && b.total[0] == 4, "clipped %lld/%lld", (long long)b.correct[0],
-        (long long)b.total[0]);
+  CHECK(b.correct[0] == 1 && b.total[0] == 4, "clipped %lld/%lld",
+        (long long)b.correct[0], (long long)b.total[0]);
   CHECK_CLOSE(b.precisions[2], 12.5, 1e-12, "p3 smoothed twice");
   CHECK_CLOSE(b.precisions[3], 12.5, 1e-12, "p4 smoothed three times");
   CHECK_CLOSE(b.score, pow(25 * 100.0 / 6 * 12.5 * 12.5, 0.25), 1e-12, "score");
@@ -138,22 +153,27 @@ static void test_empty(void) {
   // An empty hypothesis: no n-grams, BP = 0, BLEU = 0.
   const char *hyp[] = {""}, *ref[] = {"the cat"};
   CHECK(ct_bleu_corpus(hyp, ref, 1, 1, &b) == CT_OK, "%s", ct_last_error());
-  CHECK(b.score == 0.0 && b.bp == 0.0 && b.sys_len == 0 && b.ref_len == 2, "empty hyp");
+  CHECK(b.score == 0.0 && b.bp == 0.0 && b.sys_len == 0 && b.ref_len == 2,
+        "empty hyp");
   // No 4-gram at all in the corpus: sacreBLEU takes log(0) as -9999999999, so 0.
   const char *hyp2[] = {"the cat"}, *ref2[] = {"the cat"};
   CHECK(ct_bleu_corpus(hyp2, ref2, 1, 1, &b) == CT_OK, "%s", ct_last_error());
-  CHECK(b.score == 0.0 && b.precisions[0] == 100.0 && b.total[2] == 0, "short corpus");
+  CHECK(b.score == 0.0 && b.precisions[0] == 100.0 && b.total[2] == 0,
+        "short corpus");
   // No match at all.
   const char *hyp3[] = {"x y z w"};
   CHECK(ct_bleu_corpus(hyp3, ref2, 1, 1, &b) == CT_OK, "%s", ct_last_error());
   CHECK(b.score == 0.0 && b.precisions[0] == 0.0, "no match");
   // An empty corpus.
-  CHECK(ct_bleu_corpus(NULL, NULL, 0, 1, &b) == CT_OK && b.score == 0.0, "n = 0");
+  CHECK(ct_bleu_corpus(NULL, NULL, 0, 1, &b) == CT_OK && b.score == 0.0,
+        "n = 0");
   // An empty reference is an error naming the segment.
   const char *hyp4[] = {"a", "b"}, *ref4[] = {"a", ""};
-  CHECK(ct_bleu_corpus(hyp4, ref4, 2, 1, &b) == CT_ERR_ARG, "empty reference accepted");
-  CHECK(!strcmp(ct_last_error(), "bleu: segment 1 has no reference (empty line)"), "'%s'",
-        ct_last_error());
+  CHECK(ct_bleu_corpus(hyp4, ref4, 2, 1, &b) == CT_ERR_ARG,
+        "empty reference accepted");
+  CHECK(
+      !strcmp(ct_last_error(), "bleu: segment 1 has no reference (empty line)"),
+      "'%s'", ct_last_error());
 }
 
 int main(void) {

@@ -49,8 +49,8 @@ static void check_case(const ce_fixture *f, double *worst_loss,
   }
   CHECK(grad_rel <= TOL, "%s: grad[%lld] %.9g, torch %.9g (rel %.2e)", f->name,
         (long long)worst, (double)x->grad[worst], f->grad[worst], grad_rel);
-  printf("  %-40s loss %.9g  rel %.2e   grad max abs %.2e rel %.2e\n",
-         f->name, got, loss_rel, grad_abs, grad_rel);
+  printf("  %-40s loss %.9g  rel %.2e   grad max abs %.2e rel %.2e\n", f->name,
+         got, loss_rel, grad_abs, grad_rel);
   *worst_loss = fmax(*worst_loss, loss_rel);
   *worst_grad = fmax(*worst_grad, grad_rel);
 }

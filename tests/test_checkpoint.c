@@ -45,8 +45,10 @@ static void remove_tree(const char *dir) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     struct stat sb;
-    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(path);
-    else remove(path);
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+      remove_tree(path);
+    else
+      remove(path);
   }
   closedir(d);
   rmdir(dir);
@@ -154,9 +156,9 @@ static void test_records(void) {
   CHECK(ct_rec_get_u64(&rd) == 0, "past the end reads 0");
   CHECK(ct_rec_get_str(&rd) == NULL, "and NULL");
   CHECK(ct_rec_reader_done(&rd) == CT_ERR_FORMAT, "done fails");
-  CHECK(has(ct_last_error(), "short record") &&
-            has(ct_last_error(), "truncated"),
-        "message: %s", ct_last_error());
+  CHECK(
+      has(ct_last_error(), "short record") && has(ct_last_error(), "truncated"),
+      "message: %s", ct_last_error());
   // Unread bytes are an error too.
   ct_rec_reader_init(&rd, bytes->data, bytes->len, "long record");
   ct_rec_get_u32(&rd);
@@ -274,8 +276,8 @@ static void test_params(void) {
 
   // The digest ignores registration order and sees any change.
   char hex_a[17], hex_b[17];
-  uint64_t da = ct_params_digest(&src, hex_a), db = ct_params_digest(&dst,
-                                                                     hex_b);
+  uint64_t da = ct_params_digest(&src, hex_a),
+           db = ct_params_digest(&dst, hex_b);
   printf("params digest %s\n", hex_a);
   CHECK(da == db && !strcmp(hex_a, hex_b) && strlen(hex_a) == 16,
         "same weights, same digest (%s vs %s)", hex_a, hex_b);
@@ -323,8 +325,7 @@ static void test_params(void) {
         "fc.weight loaded");
   CHECK(dst.data[ct_params_find(&dst, "head.bias")->offset] == head0,
         "head.bias kept");
-  CHECK(ct_ckpt_get_param_state(c, "optim.none", &dst, 3, 0) ==
-                CT_ERR_FORMAT &&
+  CHECK(ct_ckpt_get_param_state(c, "optim.none", &dst, 3, 0) == CT_ERR_FORMAT &&
             dst.state[3] == NULL,
         "a missing state section allocates nothing");
   ct_params_free(&dst);

@@ -60,10 +60,11 @@ static void try_parse(tally *t, const unsigned char *buf, size_t len,
     ct_ckpt_free(c);
     return;
   }
-  if (same) tally_bad(t, "the intact file was rejected: %s", ct_last_error());
-  else if (c != NULL) tally_bad(t, "output not NULL after an error%s", "");
-  else if (st != CT_ERR_FORMAT ||
-           strncmp(ct_last_error(), "fuzz.ct: ", 9) != 0)
+  if (same)
+    tally_bad(t, "the intact file was rejected: %s", ct_last_error());
+  else if (c != NULL)
+    tally_bad(t, "output not NULL after an error%s", "");
+  else if (st != CT_ERR_FORMAT || strncmp(ct_last_error(), "fuzz.ct: ", 9) != 0)
     tally_bad(t, "unclear error: %s", ct_last_error());
 }
 
@@ -165,10 +166,14 @@ static void fuzz_container(const unsigned char *good, size_t len,
     uint64_t value;
     const char *message;
   } section[] = {
-      {4, UINT64_MAX, "impossible"},   {4, 1ull << 40, "impossible"},
-      {4, 1, "decompress"},            {12, UINT64_MAX, "past the end"},
-      {12, 1ull << 62, "past the end"}, {12, 3, "decompress"},
-      {0, 2, "flags 0x2"},             {0, 0, "stored raw"},
+      {4, UINT64_MAX, "impossible"},
+      {4, 1ull << 40, "impossible"},
+      {4, 1, "decompress"},
+      {12, UINT64_MAX, "past the end"},
+      {12, 1ull << 62, "past the end"},
+      {12, 3, "decompress"},
+      {0, 2, "flags 0x2"},
+      {0, 0, "stored raw"},
   };
   for (size_t k = 0; k < sizeof section / sizeof section[0]; k++) {
     memcpy(buf, good, len);

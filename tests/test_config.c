@@ -9,15 +9,17 @@
 #include <unistd.h>
 
 static const ct_config_key schema[] = {
-  {"run", "name", CT_CONFIG_STRING, "default run", NULL, "run directory name under runs/"},
-  {"run", "seed", CT_CONFIG_INT, "1", NULL, "random seed"},
-  {"data", "path", CT_CONFIG_STRING, "", NULL, "dataset folder"},
-  {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width"},
-  {"optim", "name", CT_CONFIG_ENUM, "adamw", "adam|adamw|sgd", "optimizer"},
-  {"optim", "learning_rate", CT_CONFIG_FLOAT, "1e-3", NULL, "peak learning rate"},
-  {"schedule", "warmup", CT_CONFIG_INT, "100", NULL, "warmup steps"},
-  {"train", "steps", CT_CONFIG_INT, "1000", NULL, "optimizer steps"},
-  {"train", "amp", CT_CONFIG_BOOL, "false", NULL, NULL},
+    {"run", "name", CT_CONFIG_STRING, "default run", NULL,
+     "run directory name under runs/"},
+    {"run", "seed", CT_CONFIG_INT, "1", NULL, "random seed"},
+    {"data", "path", CT_CONFIG_STRING, "", NULL, "dataset folder"},
+    {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width"},
+    {"optim", "name", CT_CONFIG_ENUM, "adamw", "adam|adamw|sgd", "optimizer"},
+    {"optim", "learning_rate", CT_CONFIG_FLOAT, "1e-3", NULL,
+     "peak learning rate"},
+    {"schedule", "warmup", CT_CONFIG_INT, "100", NULL, "warmup steps"},
+    {"train", "steps", CT_CONFIG_INT, "1000", NULL, "optimizer steps"},
+    {"train", "amp", CT_CONFIG_BOOL, "false", NULL, NULL},
 };
 enum { N_KEYS = sizeof schema / sizeof schema[0] };
 
@@ -41,7 +43,8 @@ static void check_load_error(const char *text, const char *rest) {
   char want[512];
   snprintf(want, sizeof want, "%s:%s", path, rest);
   CHECK(st == CT_ERR_FORMAT, "status %d for %s", st, rest);
-  CHECK(!strcmp(ct_last_error(), want), "\n  got  '%s'\n  want '%s'", ct_last_error(), want);
+  CHECK(!strcmp(ct_last_error(), want), "\n  got  '%s'\n  want '%s'",
+        ct_last_error(), want);
   ct_config_free(cfg);
 }
 
@@ -49,7 +52,8 @@ static void check_set_error(const char *arg, const char *want) {
   ct_config *cfg = ct_config_new(schema, N_KEYS);
   ct_status st = ct_config_set(cfg, arg);
   CHECK(st == CT_ERR_ARG, "status %d for %s", st, arg);
-  CHECK(!strcmp(ct_last_error(), want), "\n  got  '%s'\n  want '%s'", ct_last_error(), want);
+  CHECK(!strcmp(ct_last_error(), want), "\n  got  '%s'\n  want '%s'",
+        ct_last_error(), want);
   ct_config_free(cfg);
 }
 
@@ -63,28 +67,35 @@ static void test_defaults(void) {
   CHECK(ct_config_bool(cfg, "train", "amp") == false, "bool default");
   CHECK(!strcmp(ct_config_origin(cfg, "train", "steps"), "default"), "origin");
   ct_clear_error();
-  CHECK(ct_config_int(cfg, "train", "stepz") == 0 && ct_last_status() == CT_ERR_ARG,
+  CHECK(ct_config_int(cfg, "train", "stepz") == 0 &&
+            ct_last_status() == CT_ERR_ARG,
         "unknown getter key: %s", ct_last_error());
-  CHECK(!strcmp(ct_last_error(), "ct_config_int: [train] stepz is not in the config schema"),
+  CHECK(!strcmp(ct_last_error(),
+                "ct_config_int: [train] stepz is not in the config schema"),
         "'%s'", ct_last_error());
-  CHECK(ct_config_float(cfg, "train", "steps") == 0.0 && ct_last_status() == CT_ERR_ARG,
+  CHECK(ct_config_float(cfg, "train", "steps") == 0.0 &&
+            ct_last_status() == CT_ERR_ARG,
         "wrong-type getter: %s", ct_last_error());
   ct_config_free(cfg);
 
   static const ct_config_key bad[] = {
-    {"optim", "name", CT_CONFIG_ENUM, "adagrad", "adam|sgd", "optimizer"},
+      {"optim", "name", CT_CONFIG_ENUM, "adagrad", "adam|sgd", "optimizer"},
   };
   CHECK(ct_config_new(bad, 1) == NULL, "bad default accepted");
-  CHECK(!strcmp(ct_last_error(), "config schema default: [optim] name = 'adagrad': "
-                                 "expected one of adam, sgd"), "'%s'", ct_last_error());
+  CHECK(!strcmp(ct_last_error(),
+                "config schema default: [optim] name = 'adagrad': "
+                "expected one of adam, sgd"),
+        "'%s'", ct_last_error());
   static const ct_config_key twice[] = {
-    {"a", "b", CT_CONFIG_INT, "1", NULL, ""}, {"a", "b", CT_CONFIG_INT, "2", NULL, ""},
+      {"a", "b", CT_CONFIG_INT, "1", NULL, ""},
+      {"a", "b", CT_CONFIG_INT, "2", NULL, ""},
   };
   CHECK(ct_config_new(twice, 2) == NULL, "duplicate schema key accepted");
 }
 
 static void test_valid_file(void) {
-  const char *path = write_file("ok.ini",
+  const char *path = write_file(
+      "ok.ini",
       "\xEF\xBB\xBF# a comment\n"
       "; another comment\n"
       "\n"
@@ -100,36 +111,43 @@ static void test_valid_file(void) {
       "path = data/wmt#1\n");
   ct_config *cfg = ct_config_new(schema, N_KEYS);
   CHECK(ct_config_load(cfg, path) == CT_OK, "load: %s", ct_last_error());
-  CHECK(!strcmp(ct_config_str(cfg, "run", "name"), "wmt \"small\" # 1"), "name '%s'",
-        ct_config_str(cfg, "run", "name"));
+  CHECK(!strcmp(ct_config_str(cfg, "run", "name"), "wmt \"small\" # 1"),
+        "name '%s'", ct_config_str(cfg, "run", "name"));
   CHECK(ct_config_int(cfg, "run", "seed") == 42, "seed");
   CHECK(ct_config_enum(cfg, "optim", "name") == 2, "enum");
   CHECK(ct_config_float(cfg, "optim", "learning_rate") == 3e-4, "lr");
   CHECK(ct_config_bool(cfg, "train", "amp"), "bool");
-  CHECK(!strcmp(ct_config_text(cfg, "train", "amp"), "true"), "bool canonical text");
-  CHECK(!strcmp(ct_config_str(cfg, "data", "path"), "data/wmt#1"), "'#' inside a word '%s'",
-        ct_config_str(cfg, "data", "path"));
+  CHECK(!strcmp(ct_config_text(cfg, "train", "amp"), "true"),
+        "bool canonical text");
+  CHECK(!strcmp(ct_config_str(cfg, "data", "path"), "data/wmt#1"),
+        "'#' inside a word '%s'", ct_config_str(cfg, "data", "path"));
   char origin[160];
   snprintf(origin, sizeof origin, "%s:6", path);
   CHECK(!strcmp(ct_config_origin(cfg, "run", "seed"), origin), "origin '%s'",
         ct_config_origin(cfg, "run", "seed"));
-  CHECK(ct_config_int(cfg, "train", "steps") == 1000, "untouched key keeps default");
+  CHECK(ct_config_int(cfg, "train", "steps") == 1000,
+        "untouched key keeps default");
 
   // Overrides apply after the file, with the same checks.
-  CHECK(ct_config_set(cfg, "train.steps=50") == CT_OK, "set: %s", ct_last_error());
-  CHECK(ct_config_set(cfg, " optim.learning_rate = 0.01 ") == CT_OK, "set: %s", ct_last_error());
-  CHECK(ct_config_set(cfg, "run.name=a b") == CT_OK, "set: %s", ct_last_error());
+  CHECK(ct_config_set(cfg, "train.steps=50") == CT_OK, "set: %s",
+        ct_last_error());
+  CHECK(ct_config_set(cfg, " optim.learning_rate = 0.01 ") == CT_OK, "set: %s",
+        ct_last_error());
+  CHECK(ct_config_set(cfg, "run.name=a b") == CT_OK, "set: %s",
+        ct_last_error());
   CHECK(ct_config_int(cfg, "train", "steps") == 50, "override steps");
   CHECK(ct_config_float(cfg, "optim", "learning_rate") == 0.01, "override lr");
   CHECK(!strcmp(ct_config_str(cfg, "run", "name"), "a b"), "override string");
-  CHECK(!strcmp(ct_config_origin(cfg, "train", "steps"), "--set"), "override origin");
+  CHECK(!strcmp(ct_config_origin(cfg, "train", "steps"), "--set"),
+        "override origin");
   ct_config_free(cfg);
 }
 
 static void test_file_errors(void) {
   char want[256];
   ct_config *cfg = ct_config_new(schema, N_KEYS);
-  snprintf(want, sizeof want, "%s/missing.ini: cannot open: No such file or directory", dir);
+  snprintf(want, sizeof want,
+           "%s/missing.ini: cannot open: No such file or directory", dir);
   char missing[128];
   snprintf(missing, sizeof missing, "%s/missing.ini", dir);
   CHECK(ct_config_load(cfg, missing) == CT_ERR_IO, "missing file status");
@@ -137,85 +155,121 @@ static void test_file_errors(void) {
   ct_config_free(cfg);
 
   check_load_error("[optim]\n\n\n\n\n\n\n\n\n\n\nlerning_rate = 1e-3\n",
-                   "12: unknown key 'lerning_rate' in [optim] (did you mean 'learning_rate'?)");
-  check_load_error("[train]\nwarmup = 10\n",
-                   "2: unknown key 'warmup' in [train] (it belongs in [schedule])");
-  check_load_error("[train]\nbanana = 10\n", "2: unknown key 'banana' in [train]");
-  check_load_error("[optimm]\nname = adam\n", "1: unknown section [optimm] (did you mean [optim]?)");
+                   "12: unknown key 'lerning_rate' in [optim] (did you mean "
+                   "'learning_rate'?)");
+  check_load_error(
+      "[train]\nwarmup = 10\n",
+      "2: unknown key 'warmup' in [train] (it belongs in [schedule])");
+  check_load_error("[train]\nbanana = 10\n",
+                   "2: unknown key 'banana' in [train]");
+  check_load_error("[optimm]\nname = adam\n",
+                   "1: unknown section [optimm] (did you mean [optim]?)");
   check_load_error("# c\n[zzz]\n", "2: unknown section [zzz]");
-  check_load_error("[run]\n[data]\n[model]\n[optim]\n[schedule]\n[train]\nsteps = ten\n",
-                   "7: [train] steps = 'ten': expected an integer");
-  check_load_error("[train]\nsteps = 1.5\n", "2: [train] steps = '1.5': expected an integer");
-  check_load_error("[train]\nsteps = 99999999999999999999\n",
-                   "2: [train] steps = '99999999999999999999': integer out of range");
+  check_load_error(
+      "[run]\n[data]\n[model]\n[optim]\n[schedule]\n[train]\nsteps = ten\n",
+      "7: [train] steps = 'ten': expected an integer");
+  check_load_error("[train]\nsteps = 1.5\n",
+                   "2: [train] steps = '1.5': expected an integer");
+  check_load_error(
+      "[train]\nsteps = 99999999999999999999\n",
+      "2: [train] steps = '99999999999999999999': integer out of range");
   check_load_error("[optim]\nlearning_rate = fast\n",
                    "2: [optim] learning_rate = 'fast': expected a number");
-  check_load_error("[optim]\nlearning_rate = inf\n",
-                   "2: [optim] learning_rate = 'inf': expected a finite number");
-  check_load_error("[train]\namp = maybe\n", "2: [train] amp = 'maybe': expected true or false");
-  check_load_error("[optim]\nname = adagrad\n",
-                   "2: [optim] name = 'adagrad': expected one of adam, adamw, sgd");
+  check_load_error(
+      "[optim]\nlearning_rate = inf\n",
+      "2: [optim] learning_rate = 'inf': expected a finite number");
+  check_load_error("[train]\namp = maybe\n",
+                   "2: [train] amp = 'maybe': expected true or false");
+  check_load_error(
+      "[optim]\nname = adagrad\n",
+      "2: [optim] name = 'adagrad': expected one of adam, adamw, sgd");
   check_load_error("[train]\nsteps = 10\n[model]\n[train]\nsteps = 20\n",
                    "5: duplicate key 'steps' in [train] (first set on line 2)");
-  check_load_error("# header\nsteps = 10\n[train]\n",
-                   "2: key 'steps' outside any section (add a [section] line above it)");
-  check_load_error("[train]\nsteps 10\n", "2: expected 'key = value' or '[section]', got 'steps 10'");
-  check_load_error("[train\n", "1: malformed section header '[train' (expected [name])");
-  check_load_error("[run]\nname = \"abc\n", "2: [run] name: unterminated quoted string");
+  check_load_error(
+      "# header\nsteps = 10\n[train]\n",
+      "2: key 'steps' outside any section (add a [section] line above it)");
+  check_load_error("[train]\nsteps 10\n",
+                   "2: expected 'key = value' or '[section]', got 'steps 10'");
+  check_load_error("[train\n",
+                   "1: malformed section header '[train' (expected [name])");
+  check_load_error("[run]\nname = \"abc\n",
+                   "2: [run] name: unterminated quoted string");
   check_load_error("[run]\nname = \"abc\" def\n",
                    "2: [run] name: unexpected text after the closing quote");
   check_load_error("[train]\n= 3\n", "2: missing key before '='");
 }
 
 static void test_override_errors(void) {
-  check_set_error("optim.lerning_rate=1e-3",
-                  "--set optim.lerning_rate=1e-3: unknown key 'lerning_rate' in [optim] "
-                  "(did you mean 'learning_rate'?)");
-  check_set_error("train.steps=ten", "--set train.steps=ten: [train] steps = 'ten': expected an integer");
+  check_set_error(
+      "optim.lerning_rate=1e-3",
+      "--set optim.lerning_rate=1e-3: unknown key 'lerning_rate' in [optim] "
+      "(did you mean 'learning_rate'?)");
+  check_set_error(
+      "train.steps=ten",
+      "--set train.steps=ten: [train] steps = 'ten': expected an integer");
   check_set_error("optim.name=rmsprop",
-                  "--set optim.name=rmsprop: [optim] name = 'rmsprop': expected one of adam, adamw, sgd");
-  check_set_error("trian.steps=1", "--set trian.steps=1: unknown section [trian] (did you mean [train]?)");
+                  "--set optim.name=rmsprop: [optim] name = 'rmsprop': "
+                  "expected one of adam, adamw, sgd");
+  check_set_error(
+      "trian.steps=1",
+      "--set trian.steps=1: unknown section [trian] (did you mean [train]?)");
   check_set_error("steps=1", "--set steps=1: expected section.key=value");
-  check_set_error("train.steps", "--set train.steps: expected section.key=value");
+  check_set_error("train.steps",
+                  "--set train.steps: expected section.key=value");
 }
 
 static void test_round_trip(void) {
   ct_config *a = ct_config_new(schema, N_KEYS);
-  CHECK(ct_config_set(a, "run.name= lead and trail # x ") == CT_OK, "%s", ct_last_error());
-  CHECK(ct_config_set(a, "data.path=C:\\data \"q\"") == CT_OK, "%s", ct_last_error());
-  CHECK(ct_config_set(a, "optim.learning_rate=0.0003") == CT_OK, "%s", ct_last_error());
+  CHECK(ct_config_set(a, "run.name= lead and trail # x ") == CT_OK, "%s",
+        ct_last_error());
+  CHECK(ct_config_set(a, "data.path=C:\\data \"q\"") == CT_OK, "%s",
+        ct_last_error());
+  CHECK(ct_config_set(a, "optim.learning_rate=0.0003") == CT_OK, "%s",
+        ct_last_error());
   CHECK(ct_config_set(a, "train.amp=on") == CT_OK, "%s", ct_last_error());
   char path[128];
   snprintf(path, sizeof path, "%s/resolved.ini", dir);
   CHECK(ct_config_write(a, path) == CT_OK, "write: %s", ct_last_error());
   ct_config *b = ct_config_new(schema, N_KEYS);
   CHECK(ct_config_load(b, path) == CT_OK, "reload: %s", ct_last_error());
-  CHECK(ct_config_diff(a, b, NULL, 0) == -1, "round trip differs: %s", ct_last_error());
-  CHECK(!strcmp(ct_config_str(b, "run", "name"), "lead and trail # x"), "name '%s'",
-        ct_config_str(b, "run", "name"));
-  CHECK(!strcmp(ct_config_str(b, "data", "path"), "C:\\data \"q\""), "path '%s'",
-        ct_config_str(b, "data", "path"));
+  CHECK(ct_config_diff(a, b, NULL, 0) == -1, "round trip differs: %s",
+        ct_last_error());
+  CHECK(!strcmp(ct_config_str(b, "run", "name"), "lead and trail # x"),
+        "name '%s'", ct_config_str(b, "run", "name"));
+  CHECK(!strcmp(ct_config_str(b, "data", "path"), "C:\\data \"q\""),
+        "path '%s'", ct_config_str(b, "data", "path"));
   char *ta = ct_config_to_string(a), *tb = ct_config_to_string(b);
-  CHECK(ta && tb && !strcmp(ta, tb), "resolved text differs:\n%s\n---\n%s", ta, tb);
-  CHECK(strstr(ta, "[optim]\n# optimizer (one of: adam, adamw, sgd)\nname = adamw\n") != NULL,
-        "doc comments and grouping:\n%s", ta);
-  CHECK(strstr(ta, "[data]\n# dataset folder\npath = \"C:\\\\data \\\"q\\\"\"\n") != NULL,
+  CHECK(ta && tb && !strcmp(ta, tb), "resolved text differs:\n%s\n---\n%s", ta,
+        tb);
+  CHECK(
+      strstr(
+          ta,
+          "[optim]\n# optimizer (one of: adam, adamw, sgd)\nname = adamw\n") !=
+          NULL,
+      "doc comments and grouping:\n%s", ta);
+  CHECK(strstr(ta,
+               "[data]\n# dataset folder\npath = \"C:\\\\data \\\"q\\\"\"\n") !=
+            NULL,
         "quoting:\n%s", ta);
   // The same text parses from memory too (checkpoints keep it).
   ct_config *c = ct_config_new(schema, N_KEYS);
-  CHECK(ct_config_parse(c, ta, "checkpoint config") == CT_OK, "parse: %s", ct_last_error());
-  CHECK(ct_config_diff(a, c, NULL, 0) == -1, "parsed text differs: %s", ct_last_error());
+  CHECK(ct_config_parse(c, ta, "checkpoint config") == CT_OK, "parse: %s",
+        ct_last_error());
+  CHECK(ct_config_diff(a, c, NULL, 0) == -1, "parsed text differs: %s",
+        ct_last_error());
   free(ta);
   free(tb);
 
   // Diff on a key list: typed comparison and the first differing key.
-  CHECK(ct_config_set(c, "optim.learning_rate=3e-4") == CT_OK, "%s", ct_last_error());
+  CHECK(ct_config_set(c, "optim.learning_rate=3e-4") == CT_OK, "%s",
+        ct_last_error());
   CHECK(ct_config_diff(a, c, NULL, 0) == -1, "3e-4 == 0.0003");
   CHECK(ct_config_set(c, "model.d_model=512") == CT_OK, "%s", ct_last_error());
   CHECK(ct_config_set(c, "train.steps=7") == CT_OK, "%s", ct_last_error());
   const char *keys[] = {"run.seed", "model.d_model", "train.steps"};
   CHECK(ct_config_diff(a, c, keys, 3) == 1, "first diff index");
-  CHECK(!strcmp(ct_last_error(), "[model] d_model differs: 256 vs 512"), "'%s'", ct_last_error());
+  CHECK(!strcmp(ct_last_error(), "[model] d_model differs: 256 vs 512"), "'%s'",
+        ct_last_error());
   const char *same[] = {"run.seed", "optim.name"};
   CHECK(ct_config_diff(a, c, same, 2) == -1, "equal subset");
   const char *bad[] = {"model.width"};

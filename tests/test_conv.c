@@ -30,11 +30,10 @@ typedef struct conv_shape {
 // y, and the gradients for upstream gradient dy, by the definition, in
 // double. sum_abs[j] = sum of |terms| of output j, to scale the tolerance.
 static void direct_conv(const conv_shape *s, const float *x, const float *w,
-                        const float *b, const float *dy, int64_t Ho,
-                        int64_t Wo, double *y, double *sum_abs, double *dx,
-                        double *dw, double *db) {
-  const int64_t C = s->C, H = s->H, W = s->W, O = s->O, kh = s->kh,
-                kw = s->kw;
+                        const float *b, const float *dy, int64_t Ho, int64_t Wo,
+                        double *y, double *sum_abs, double *dx, double *dw,
+                        double *db) {
+  const int64_t C = s->C, H = s->H, W = s->W, O = s->O, kh = s->kh, kw = s->kw;
   for (int64_t n = 0; n < s->N; n++)
     for (int64_t o = 0; o < O; o++)
       for (int64_t oh = 0; oh < Ho; oh++)
@@ -84,8 +83,9 @@ static void check_conv_direct(const char *what, conv_shape s) {
   ct_tensor *w = ct_requires_grad(
       ct_tensor_randn(&rng, 0.0f, 1.0f, CT_SHAPE(s.O, s.C, s.kh, s.kw)));
   ct_tensor *b =
-      s.bias ? ct_requires_grad(ct_tensor_randn(&rng, 0.0f, 1.0f, CT_SHAPE(s.O)))
-             : NULL;
+      s.bias
+          ? ct_requires_grad(ct_tensor_randn(&rng, 0.0f, 1.0f, CT_SHAPE(s.O)))
+          : NULL;
   ct_tensor *y = ct_conv2d(x, w, b, s.stride, s.padding);
   CHECK(y != NULL, "%s: %s", what, ct_last_error());
   if (!y) return;
@@ -109,10 +109,12 @@ static void check_conv_direct(const char *what, conv_shape s) {
   // Float sums over K = C*kh*kw terms (and over N*Ho*Wo for dw): a relative
   // error of 1e-5 of the summed magnitudes is far below one missing term.
   double ey = worst_err(ct_f32(y), ref, sum_abs, y->numel);
-  double ex = worst_err(x->grad, dx, NULL, x->numel) / fmax(1, max_abs(dx, x->numel));
-  double ew = worst_err(w->grad, dw, NULL, w->numel) / fmax(1, max_abs(dw, w->numel));
-  double eb = b ? worst_err(b->grad, db, NULL, s.O) / fmax(1, max_abs(db, s.O))
-                : 0.0;
+  double ex =
+      worst_err(x->grad, dx, NULL, x->numel) / fmax(1, max_abs(dx, x->numel));
+  double ew =
+      worst_err(w->grad, dw, NULL, w->numel) / fmax(1, max_abs(dw, w->numel));
+  double eb =
+      b ? worst_err(b->grad, db, NULL, s.O) / fmax(1, max_abs(db, s.O)) : 0.0;
   printf("  %-36s y %.1e  dx %.1e  dw %.1e  db %.1e\n", what, ey, ex, ew, eb);
   CHECK(ey <= 1e-5, "%s: forward error %.3g", what, ey);
   CHECK(ex <= 1e-5 && ew <= 1e-5 && eb <= 1e-5,
@@ -123,20 +125,31 @@ static void check_conv_direct(const char *what, conv_shape s) {
 
 static void test_conv_direct(void) {
   printf("conv2d vs direct loop (relative errors)\n");
-  check_conv_direct("3x3 s1 p1 bias", (conv_shape){2, 3, 8, 8, 5, 3, 3, 1, 1, true});
-  check_conv_direct("3x3 s2 p1, 9x7", (conv_shape){3, 4, 9, 7, 6, 3, 3, 2, 1, false});
-  check_conv_direct("3x3 s2 p0 bias, 8x8", (conv_shape){2, 3, 8, 8, 4, 3, 3, 2, 0, true});
-  check_conv_direct("5x5 s1 p2 bias", (conv_shape){2, 2, 7, 6, 3, 5, 5, 1, 2, true});
-  check_conv_direct("3x2 s1 p1", (conv_shape){1, 3, 5, 6, 2, 3, 2, 1, 1, false});
-  check_conv_direct("1x1 s1 p0 bias (direct path)", (conv_shape){4, 8, 6, 5, 7, 1, 1, 1, 0, true});
-  check_conv_direct("1x1 s2 p0 (downsample)", (conv_shape){3, 8, 7, 7, 4, 1, 1, 2, 0, false});
-  check_conv_direct("3x3 s1 p1 C=1 (stem), 28x28", (conv_shape){4, 1, 28, 28, 8, 3, 3, 1, 1, false});
+  check_conv_direct("3x3 s1 p1 bias",
+                    (conv_shape){2, 3, 8, 8, 5, 3, 3, 1, 1, true});
+  check_conv_direct("3x3 s2 p1, 9x7",
+                    (conv_shape){3, 4, 9, 7, 6, 3, 3, 2, 1, false});
+  check_conv_direct("3x3 s2 p0 bias, 8x8",
+                    (conv_shape){2, 3, 8, 8, 4, 3, 3, 2, 0, true});
+  check_conv_direct("5x5 s1 p2 bias",
+                    (conv_shape){2, 2, 7, 6, 3, 5, 5, 1, 2, true});
+  check_conv_direct("3x2 s1 p1",
+                    (conv_shape){1, 3, 5, 6, 2, 3, 2, 1, 1, false});
+  check_conv_direct("1x1 s1 p0 bias (direct path)",
+                    (conv_shape){4, 8, 6, 5, 7, 1, 1, 1, 0, true});
+  check_conv_direct("1x1 s2 p0 (downsample)",
+                    (conv_shape){3, 8, 7, 7, 4, 1, 1, 2, 0, false});
+  check_conv_direct("3x3 s1 p1 C=1 (stem), 28x28",
+                    (conv_shape){4, 1, 28, 28, 8, 3, 3, 1, 1, false});
   // Chunks (the column scratch holds 2^19 floats): 72 x 576 column floats
   // per image make forward chunks of 12 + 12 + 1 images and backward ones of
   // 11 + 11 + 3; at 32 x 64 x 64 one image alone exceeds the bound.
-  check_conv_direct("3x3 s1 p1, 25 x 8 x 24 x 24 (chunks)", (conv_shape){25, 8, 24, 24, 8, 3, 3, 1, 1, true});
-  check_conv_direct("3x3 s2 p1, 3 x 32 x 64 x 64 (1/chunk)", (conv_shape){3, 32, 64, 64, 8, 3, 3, 2, 1, false});
-  check_conv_direct("3x3 s1 p1, 3 x 32 x 64 x 64 (1/chunk)", (conv_shape){3, 32, 64, 64, 8, 3, 3, 1, 1, true});
+  check_conv_direct("3x3 s1 p1, 25 x 8 x 24 x 24 (chunks)",
+                    (conv_shape){25, 8, 24, 24, 8, 3, 3, 1, 1, true});
+  check_conv_direct("3x3 s2 p1, 3 x 32 x 64 x 64 (1/chunk)",
+                    (conv_shape){3, 32, 64, 64, 8, 3, 3, 2, 1, false});
+  check_conv_direct("3x3 s1 p1, 3 x 32 x 64 x 64 (1/chunk)",
+                    (conv_shape){3, 32, 64, 64, 8, 3, 3, 1, 1, true});
 }
 
 // ---- determinism across thread counts -------------------------------------------
@@ -161,17 +174,20 @@ static void run_ops(snapshot *out) {
   ct_rng r = ct_rng_make(5, 9);
   ct_tensor *x = ct_requires_grad(
       ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(8, 16, 20, 20)));
-  ct_tensor *w = ct_requires_grad(
-      ct_tensor_randn(&r, 0.0f, 0.2f, CT_SHAPE(24, 16, 3, 3)));
-  ct_tensor *b = ct_requires_grad(ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(24)));
-  ct_tensor *w1 = ct_requires_grad(
-      ct_tensor_randn(&r, 0.0f, 0.2f, CT_SHAPE(12, 24, 1, 1)));
-  ct_tensor *bw = ct_requires_grad(ct_tensor_rand(&r, 0.5f, 1.5f, CT_SHAPE(24)));
-  ct_tensor *bb = ct_requires_grad(ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(24)));
+  ct_tensor *w =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 0.2f, CT_SHAPE(24, 16, 3, 3)));
+  ct_tensor *b =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(24)));
+  ct_tensor *w1 =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 0.2f, CT_SHAPE(12, 24, 1, 1)));
+  ct_tensor *bw =
+      ct_requires_grad(ct_tensor_rand(&r, 0.5f, 1.5f, CT_SHAPE(24)));
+  ct_tensor *bb =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(24)));
   ct_tensor *rm = ct_tensor_zeros(CT_F32, CT_SHAPE(12));
   ct_tensor *rv = ct_tensor_full(CT_F32, 1.0, CT_SHAPE(12));
   ct_tensor *outs[7];
-  outs[0] = ct_conv2d(x, w, b, 2, 1);                          // (8,24,10,10)
+  outs[0] = ct_conv2d(x, w, b, 2, 1);  // (8,24,10,10)
   outs[1] = ct_batchnorm2d(outs[0], bw, bb, NULL, NULL, true, 0.1f, 1e-5f);
   outs[2] = ct_conv2d(ct_max_pool2d(outs[1], 3, 1, 1), w1, NULL, 1, 0);
   outs[3] = ct_batchnorm2d(outs[2], NULL, NULL, rm, rv, false, 0.1f, 1e-5f);
@@ -190,8 +206,11 @@ static void run_ops(snapshot *out) {
 }
 
 static ct_nn_resnet_config small_resnet(void) {
-  return (ct_nn_resnet_config){.in_channels = 3, .num_classes = 5,
-                               .width = 16, .stages = 2, .blocks = 1};
+  return (ct_nn_resnet_config){.in_channels = 3,
+                               .num_classes = 5,
+                               .width = 16,
+                               .stages = 2,
+                               .blocks = 1};
 }
 
 // A ResNet training step: logits, every parameter gradient and the updated
@@ -264,7 +283,8 @@ static void test_batchnorm_stats(void) {
     for (int c = 0; c < C; c++)
       for (int s = 0; s < S; s++) {
         int i = (n * C + c) * S + s;
-        double want = (xs[i] - rm0[c]) / sqrt(rv0[c] + (double)eps) * w[c] + b[c];
+        double want =
+            (xs[i] - rm0[c]) / sqrt(rv0[c] + (double)eps) * w[c] + b[c];
         err = fmax(err, fabs(ct_f32(y)[i] - want));
       }
   CHECK(err < 1e-6, "bn eval: max error %.3g", err);
@@ -312,10 +332,12 @@ static void test_batchnorm_stats(void) {
   ct_tensor *ye = ct_nn_batchnorm2d_forward(&bn, &eval, x);
   ct_tensor *yn = ct_nn_batchnorm2d_forward(&bn, NULL, x);
   const float rm1 = ct_f32(bn.running_mean)[1], rv1 = ct_f32(bn.running_var)[1];
-  CHECK(ye && yn && fabsf(ct_f32(ye)[S] - (float)((xs[S] - rm1) /
-                                                    sqrt(rv1 + 1e-5))) < 1e-5f,
+  CHECK(ye && yn &&
+            fabsf(ct_f32(ye)[S] - (float)((xs[S] - rm1) / sqrt(rv1 + 1e-5))) <
+                1e-5f,
         "module eval output %g", ye ? ct_f32(ye)[S] : 0.0f);
-  CHECK(ye && yn && memcmp(ct_f32(ye), ct_f32(yn), sizeof(float) * N * C * S) == 0,
+  CHECK(ye && yn &&
+            memcmp(ct_f32(ye), ct_f32(yn), sizeof(float) * N * C * S) == 0,
         "a NULL ctx is eval mode");
   ct_params_free(&p);
   ct_arena_reset();
@@ -328,27 +350,28 @@ static void test_pool_values(void) {
   float v[16];
   for (int i = 0; i < 16; i++) v[i] = (float)i;
   v[5] = 15.0f;  // ties with v[15] in the padded 3x3 windows that see both
-  ct_tensor *x = ct_requires_grad(ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)));
+  ct_tensor *x =
+      ct_requires_grad(ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)));
   ct_tensor *y = ct_max_pool2d(x, 3, 2, 1);  // (1,1,2,2)
   CHECK(y && y->shape[2] == 2 && y->shape[3] == 2, "max_pool shape");
   if (!y) return;
   const float want[4] = {15, 15, 15, 15};
   CHECK(memcmp(ct_f32(y), want, sizeof want) == 0,
-        "max_pool values %g %g %g %g", ct_f32(y)[0], ct_f32(y)[1],
-        ct_f32(y)[2], ct_f32(y)[3]);
+        "max_pool values %g %g %g %g", ct_f32(y)[0], ct_f32(y)[1], ct_f32(y)[2],
+        ct_f32(y)[3]);
   ct_backward_seeded(y, NULL);
   // windows: rows/cols [0,2) [1,4): every window holds v[5] (at 1,1) first
   CHECK(x->grad[5] == 4.0f && x->grad[15] == 0.0f,
         "max_pool grad at first max %g (want 4), at the tie %g (want 0)",
         x->grad[5], x->grad[15]);
 
-  ct_tensor *a = ct_avg_pool2d(ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)),
-                               2, 2);
+  ct_tensor *a =
+      ct_avg_pool2d(ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)), 2, 2);
   CHECK(a && ct_f32(a)[0] == (0 + 1 + 4 + 15) / 4.0f &&
             ct_f32(a)[3] == (10 + 11 + 14 + 15) / 4.0f,
         "avg_pool values");
-  ct_tensor *g = ct_global_avg_pool2d(
-      ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)));
+  ct_tensor *g =
+      ct_global_avg_pool2d(ct_tensor_from(CT_F32, v, CT_SHAPE(1, 1, 4, 4)));
   CHECK(g && g->ndim == 2 && fabsf(ct_f32(g)[0] - 130.0f / 16) < 1e-6f,
         "global_avg_pool value");
   ct_arena_reset();
@@ -372,12 +395,13 @@ static void test_errors(void) {
                "larger than input");
   ct_tensor *w33 = ct_tensor_zeros(CT_F32, CT_SHAPE(4, 3, 3, 3));
   expect_error("conv stride", ct_conv2d(x, w33, NULL, 0, 1), "stride 0");
-  expect_error("conv bias", ct_conv2d(x, w33, ct_tensor_zeros(CT_F32, CT_SHAPE(3)),
-                                      1, 1), "bias");
-  expect_error("conv 3-D input",
-               ct_conv2d(ct_tensor_zeros(CT_F32, CT_SHAPE(3, 5, 5)), w33, NULL,
-                         1, 1),
-               "(N, C, H, W)");
+  expect_error("conv bias",
+               ct_conv2d(x, w33, ct_tensor_zeros(CT_F32, CT_SHAPE(3)), 1, 1),
+               "bias");
+  expect_error(
+      "conv 3-D input",
+      ct_conv2d(ct_tensor_zeros(CT_F32, CT_SHAPE(3, 5, 5)), w33, NULL, 1, 1),
+      "(N, C, H, W)");
   CHECK(ct_conv2d(NULL, w33, NULL, 1, 1) == NULL, "NULL input passes through");
   expect_error("bn eval without stats",
                ct_batchnorm2d(x, NULL, NULL, NULL, NULL, false, 0.1f, 1e-5f),
@@ -402,16 +426,20 @@ static void test_resnet_names(void) {
   ct_params_init(&p);
   ct_nn_resnet m;
   ct_rng init = ct_rng_make(1, 0);
-  ct_nn_resnet_config cfg = {.in_channels = 3, .num_classes = 10, .width = 16,
-                             .stages = 3, .blocks = 2};
+  ct_nn_resnet_config cfg = {.in_channels = 3,
+                             .num_classes = 10,
+                             .width = 16,
+                             .stages = 3,
+                             .blocks = 2};
   CHECK(ct_nn_resnet_init(&m, &p, "", &cfg, &init) == CT_OK, "init: %s",
         ct_last_error());
   // torchvision's state_dict order, without num_batches_tracked.
   char want[128][128];
   int n = 0;
   const char *bn_leaves[4] = {"weight", "bias", "running_mean", "running_var"};
-#define ADD_BN(pre)                                                           \
-  for (int k = 0; k < 4; k++) snprintf(want[n++], 128, "%s.%s", pre, bn_leaves[k])
+#define ADD_BN(pre)           \
+  for (int k = 0; k < 4; k++) \
+  snprintf(want[n++], 128, "%s.%s", pre, bn_leaves[k])
   snprintf(want[n++], 128, "conv1.weight");
   ADD_BN("bn1");
   for (int s = 1; s <= 3; s++)
@@ -435,8 +463,8 @@ static void test_resnet_names(void) {
   snprintf(want[n++], 128, "fc.bias");
   CHECK(p.n == n, "resnet has %d parameters, want %d", p.n, n);
   for (int i = 0; i < n && i < p.n; i++)
-    CHECK(strcmp(p.items[i].name, want[i]) == 0, "parameter %d is '%s', want '%s'",
-          i, p.items[i].name, want[i]);
+    CHECK(strcmp(p.items[i].name, want[i]) == 0,
+          "parameter %d is '%s', want '%s'", i, p.items[i].name, want[i]);
 
   const ct_param *rv = ct_params_find(&p, "layer2.0.downsample.1.running_var");
   const ct_param *bw = ct_params_find(&p, "layer3.1.bn2.weight");
@@ -500,8 +528,8 @@ static void test_resnet_learns(void) {
   ct_params_init(&p);
   ct_nn_resnet m;
   ct_rng init = ct_rng_make(2, 0);
-  ct_nn_resnet_config cfg = {.in_channels = 1, .num_classes = 4, .width = 8,
-                             .stages = 2, .blocks = 1};
+  ct_nn_resnet_config cfg = {
+      .in_channels = 1, .num_classes = 4, .width = 8, .stages = 2, .blocks = 1};
   CHECK(ct_nn_resnet_init(&m, &p, "", &cfg, &init) == CT_OK, "%s",
         ct_last_error());
   enum { B = 16, HW = 12 };
@@ -519,8 +547,8 @@ static void test_resnet_learns(void) {
     ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)step);
     ct_tensor *x = ct_tensor_from(CT_F32, images, CT_SHAPE(B, 1, HW, HW));
     ct_tensor *y = ct_tensor_from(CT_I32, labels, CT_SHAPE(B));
-    ct_tensor *loss = ct_cross_entropy(ct_nn_resnet_forward(&m, &ctx, x), y,
-                                       NULL);
+    ct_tensor *loss =
+        ct_cross_entropy(ct_nn_resnet_forward(&m, &ctx, x), y, NULL);
     CHECK(loss != NULL, "step %d: %s", step, ct_last_error());
     if (!loss) break;
     last = ct_f32(loss)[0];
@@ -533,9 +561,9 @@ static void test_resnet_learns(void) {
   // Eval mode after training runs on the learned running statistics.
   ct_nn_ctx eval = ct_nn_eval_ctx();
   ct_tensor *x = ct_tensor_from(CT_F32, images, CT_SHAPE(B, 1, HW, HW));
-  ct_tensor *ev = ct_cross_entropy(
-      ct_nn_resnet_forward(&m, &eval, x),
-      ct_tensor_from(CT_I32, labels, CT_SHAPE(B)), NULL);
+  ct_tensor *ev =
+      ct_cross_entropy(ct_nn_resnet_forward(&m, &eval, x),
+                       ct_tensor_from(CT_I32, labels, CT_SHAPE(B)), NULL);
   printf("resnet fit: loss %.4f -> %.4f (eval mode %.4f)\n", first, last,
          ev ? ct_f32(ev)[0] : -1.0f);
   CHECK(last < 0.3f * first, "loss %.4f -> %.4f did not fall enough", first,

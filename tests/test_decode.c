@@ -19,15 +19,23 @@ static void check_model(bool norm_first) {
   ct_params p;
   ct_params_init(&p);
   ct_nn_seq2seq m;
-  ct_nn_seq2seq_config cfg = {.src_vocab = 19, .tgt_vocab = V, .d_model = 16,
-                           .nhead = 4, .dim_feedforward = 24,
-                           .encoder_layers = 2, .decoder_layers = 2,
-                           .dropout = 0.1f, .activation = CT_NN_RELU,
-                           .norm_first = norm_first, .tie_output = !norm_first};
+  ct_nn_seq2seq_config cfg = {.src_vocab = 19,
+                              .tgt_vocab = V,
+                              .d_model = 16,
+                              .nhead = 4,
+                              .dim_feedforward = 24,
+                              .encoder_layers = 2,
+                              .decoder_layers = 2,
+                              .dropout = 0.1f,
+                              .activation = CT_NN_RELU,
+                              .norm_first = norm_first,
+                              .tie_output = !norm_first};
   ct_rng rng = ct_rng_make(3, 4);
-  CHECK(ct_nn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s", ct_last_error());
+  CHECK(ct_nn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "init: %s",
+        ct_last_error());
   // Source rows padded to different lengths.
-  int32_t src[B * S] = {5, 6, 7, 8, 9, 10,   4, 11, 12, 0, 0, 0,   13, 0, 0, 0, 0, 0};
+  int32_t src[B * S] = {5, 6, 7, 8,  9, 10, 4, 11, 12,
+                        0, 0, 0, 13, 0, 0,  0, 0,  0};
   int32_t tgt[B * T];
   for (int i = 0; i < B * T; i++) tgt[i] = 4 + (i * 7) % (V - 4);
   for (int b = 0; b < B; b++) tgt[b * T] = CT_VOCAB_BOS;
@@ -84,7 +92,8 @@ static void check_model(bool norm_first) {
       const float *row = ct_f32(lg) + len * V;
       int32_t best = CT_VOCAB_EOS;
       for (int v = 0; v < V; v++)
-        if (v != CT_VOCAB_PAD && v != CT_VOCAB_BOS && row[v] > row[best]) best = v;
+        if (v != CT_VOCAB_PAD && v != CT_VOCAB_BOS && row[v] > row[best])
+          best = v;
       ct_arena_rewind(mk);
       if (best == CT_VOCAB_EOS) break;
       greedy[b * T + len] = best;
@@ -100,15 +109,18 @@ static void check_model(bool norm_first) {
   for (int b = 0; b < B; b++) {
     bool same = lens[b] == greedy_len[b] &&
                 !memcmp(out + b * T, greedy + b * T, (size_t)lens[b] * 4);
-    CHECK(same, "sentence %d: beam-1 search differs from greedy (len %lld vs "
-          "%lld)", b, (long long)lens[b], (long long)greedy_len[b]);
+    CHECK(same,
+          "sentence %d: beam-1 search differs from greedy (len %lld vs "
+          "%lld)",
+          b, (long long)lens[b], (long long)greedy_len[b]);
   }
   // A wider beam never scores worse than greedy under the model: check it
   // runs and returns lengths in range.
   o.beam = 4;
   CHECK(ct_decode_batch(&m, src, B, S, &o, out, lens) == CT_OK, "beam 4: %s",
         ct_last_error());
-  for (int b = 0; b < B; b++) CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
+  for (int b = 0; b < B; b++)
+    CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
   ct_grad_set_enabled(was);
   ct_nn_seq2seq_free(&m);
   ct_params_free(&p);

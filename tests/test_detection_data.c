@@ -42,8 +42,10 @@ static void remove_tree(const char *dir) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     struct stat sb;
-    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(path);
-    else remove(path);
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+      remove_tree(path);
+    else
+      remove(path);
   }
   closedir(d);
   rmdir(dir);
@@ -53,8 +55,8 @@ static void check_error(ct_status st, ct_status want, const char *needle,
                         const char *needle2, const char *what) {
   CHECK(st == want, "%s: status %s, want %s (%s)", what, ct_status_name(st),
         ct_status_name(want), ct_last_error());
-  CHECK(strstr(ct_last_error(), needle) != NULL,
-        "%s: message '%s' lacks '%s'", what, ct_last_error(), needle);
+  CHECK(strstr(ct_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'",
+        what, ct_last_error(), needle);
   if (needle2)
     CHECK(strstr(ct_last_error(), needle2) != NULL,
           "%s: message '%s' lacks '%s'", what, ct_last_error(), needle2);
@@ -69,9 +71,9 @@ static bool same_sets(const ct_detection_dataset *a,
       memcmp(a->box_start, b->box_start, (size_t)(a->N + 1) * sizeof(int64_t)))
     return false;
   for (int64_t i = 0; i < a->box_start[a->N]; i++)
-    if (a->boxes[i].label != b->boxes[i].label || a->boxes[i].x != b->boxes[i].x ||
-        a->boxes[i].y != b->boxes[i].y || a->boxes[i].w != b->boxes[i].w ||
-        a->boxes[i].h != b->boxes[i].h)
+    if (a->boxes[i].label != b->boxes[i].label ||
+        a->boxes[i].x != b->boxes[i].x || a->boxes[i].y != b->boxes[i].y ||
+        a->boxes[i].w != b->boxes[i].w || a->boxes[i].h != b->boxes[i].h)
       return false;
   return true;
 }
@@ -82,8 +84,10 @@ static void check_properties(const ct_detection_dataset *d, const char *what,
                              int64_t counts[7], int64_t *labels) {
   for (int64_t i = 0; i < d->N; i++) {
     int64_t T = ct_detection_box_count(d, i);
-    CHECK(T >= 0 && T <= CT_TOY_DETECTION_MAX_OBJECTS, "%s: image %lld has "
-          "%lld boxes", what, (long long)i, (long long)T);
+    CHECK(T >= 0 && T <= CT_TOY_DETECTION_MAX_OBJECTS,
+          "%s: image %lld has "
+          "%lld boxes",
+          what, (long long)i, (long long)T);
     if (T < 0 || T > CT_TOY_DETECTION_MAX_OBJECTS) continue;
     counts[T]++;
     const ct_detection_box *b = ct_detection_boxes(d, i);
@@ -101,9 +105,11 @@ static void check_properties(const ct_detection_dataset *d, const char *what,
         float p[4], q[4];
         ct_detection_box_xyxy(&b[t], p);
         ct_detection_box_xyxy(&b[u], q);
-        CHECK(ct_detection_iou(p, q) < 0.5, "%s: image %lld boxes %lld, %lld "
-              "overlap with IoU %g", what, (long long)i, (long long)t,
-              (long long)u, ct_detection_iou(p, q));
+        CHECK(ct_detection_iou(p, q) < 0.5,
+              "%s: image %lld boxes %lld, %lld "
+              "overlap with IoU %g",
+              what, (long long)i, (long long)t, (long long)u,
+              ct_detection_iou(p, q));
       }
     }
   }
@@ -122,10 +128,11 @@ static void test_generate(void) {
   CHECK(same_sets(&a, &b), "same seed and split: different sets");
   CHECK(!same_sets(&a, &v), "train and val splits are equal");
   // The first 40 images do not depend on n.
-  CHECK(!memcmp(a.pixels, c.pixels, 40 * 64 * 64) &&
-            !memcmp(a.box_start, c.box_start, 41 * sizeof(int64_t)) &&
-            !memcmp(a.boxes, c.boxes, (size_t)c.box_start[40] * sizeof *c.boxes),
-        "a prefix differs when n changes");
+  CHECK(
+      !memcmp(a.pixels, c.pixels, 40 * 64 * 64) &&
+          !memcmp(a.box_start, c.box_start, 41 * sizeof(int64_t)) &&
+          !memcmp(a.boxes, c.boxes, (size_t)c.box_start[40] * sizeof *c.boxes),
+      "a prefix differs when n changes");
   CHECK(a.N == 300 && a.C == 1 && a.H == 64 && a.W == 64 && a.K == 6,
         "shape %lld %d %d %d K %d", (long long)a.N, a.C, a.H, a.W, a.K);
   CHECK(!strcmp(ct_string_list_get(&a.class_names, 1), "disk") &&
@@ -164,13 +171,18 @@ static void test_generate(void) {
         }
         visible += bright > 0;
         if (t == T - 1)
-          CHECK(sides == 15, "image %lld: the last box does not touch its "
-                "object on every side (%x)", (long long)i, sides);
+          CHECK(sides == 15,
+                "image %lld: the last box does not touch its "
+                "object on every side (%x)",
+                (long long)i, sides);
       }
-      if (T == 0) CHECK(lit == 0, "image %lld: bright pixels but no box", (long long)i);
+      if (T == 0)
+        CHECK(lit == 0, "image %lld: bright pixels but no box", (long long)i);
     }
-    CHECK(visible >= a.box_start[a.N] * 98 / 100, "only %lld of %lld boxes "
-          "show their object", (long long)visible, (long long)a.box_start[a.N]);
+    CHECK(visible >= a.box_start[a.N] * 98 / 100,
+          "only %lld of %lld boxes "
+          "show their object",
+          (long long)visible, (long long)a.box_start[a.N]);
   }
   // Targets: normalized (cx, cy, w, h), and back to the same pixel corners.
   {
@@ -188,7 +200,8 @@ static void test_generate(void) {
       CHECK(lab[k] == bx->label, "target label");
       CHECK_CLOSE(t[4 * k + 0], (bx->x + bx->w / 2) / 64, 1e-6, "cx");
       CHECK_CLOSE(t[4 * k + 3], bx->h / 64, 1e-6, "h");
-      for (int j = 0; j < 4; j++) CHECK_CLOSE(xy[4 * k + j], want[j], 1e-4, "xyxy");
+      for (int j = 0; j < 4; j++)
+        CHECK_CLOSE(xy[4 * k + j], want[j], 1e-4, "xyxy");
     }
   }
   CHECK(ct_detection_max_boxes(&a) == 6, "max boxes %lld",
@@ -196,8 +209,8 @@ static void test_generate(void) {
   ct_detection_dataset bad;
   check_error(ct_toy_detection_generate(&bad, 10, 64, 7, 1, 0, NULL),
               CT_ERR_ARG, "7 classes", NULL, "too many classes");
-  check_error(ct_toy_detection_generate(&bad, 10, 8, 2, 1, 0, NULL),
-              CT_ERR_ARG, "16, 1024", NULL, "too small");
+  check_error(ct_toy_detection_generate(&bad, 10, 8, 2, 1, 0, NULL), CT_ERR_ARG,
+              "16, 1024", NULL, "too small");
   ct_detection_dataset_free(&a);
   ct_detection_dataset_free(&b);
   ct_detection_dataset_free(&c);
@@ -213,7 +226,8 @@ static void test_generate_items(void) {
     items.labels[j] = (int32_t)(j % 10);
     uint8_t *im = ct_image_dataset_image(&items, j);
     for (int y = 4; y < 24; y++)
-      for (int x = 6 + (int)(j % 5); x < 22; x++) im[y * 28 + x] = (uint8_t)(60 + 5 * j);
+      for (int x = 6 + (int)(j % 5); x < 22; x++)
+        im[y * 28 + x] = (uint8_t)(60 + 5 * j);
   }
   ct_detection_dataset a, b;
   CHECK(!ct_toy_detection_generate(&a, 100, 64, 3, 5, 0, &items), "%s",
@@ -258,10 +272,12 @@ static void test_coco_round_trip(void) {
   CHECK(!ct_toy_detection_generate(&val, 8, 64, 4, 3, 1, NULL), "%s",
         ct_last_error());
   const char *dir = tmp_path("toydet");
-  CHECK(!ct_toy_detection_write(dir, &train, &val, false), "%s", ct_last_error());
+  CHECK(!ct_toy_detection_write(dir, &train, &val, false), "%s",
+        ct_last_error());
   check_error(ct_toy_detection_write(dir, &train, &val, false), CT_ERR_IO,
               "already exists", "000000.png", "no overwrite");
-  CHECK(!ct_toy_detection_write(dir, &train, &val, true), "%s", ct_last_error());
+  CHECK(!ct_toy_detection_write(dir, &train, &val, true), "%s",
+        ct_last_error());
 
   CHECK(!ct_coco_load(&back, tmp_path("toydet/train.json"),
                       tmp_path("toydet/train"), 1, 64),
@@ -269,7 +285,8 @@ static void test_coco_round_trip(void) {
   CHECK(same_sets(&train, &back), "round trip at the same size differs");
   for (int k = 0; k < 4 && back.K == 4; k++)
     CHECK(!strcmp(ct_string_list_get(&back.class_names, k),
-                  ct_string_list_get(&train.class_names, k)), "name %d", k);
+                  ct_string_list_get(&train.class_names, k)),
+          "name %d", k);
   ct_detection_dataset_free(&back);
   CHECK(!ct_coco_load(&back, tmp_path("toydet/val.json"),
                       tmp_path("toydet/val"), 1, 0),
@@ -294,13 +311,14 @@ static void test_coco_round_trip(void) {
     float t1[24], t2[24];
     int64_t T = ct_detection_targets(&train, i, NULL, t1);
     ct_detection_targets(&half, i, NULL, t2);
-    for (int64_t j = 0; j < 4 * T; j++) CHECK_CLOSE(t2[j], t1[j], 1e-6, "target");
+    for (int64_t j = 0; j < 4 * T; j++)
+      CHECK_CLOSE(t2[j], t1[j], 1e-6, "target");
   }
   ct_detection_dataset_free(&half);
 
   // RGB: gray replicated into three channels.
-  CHECK(!ct_coco_load(&rgb, tmp_path("toydet/val.json"),
-                      tmp_path("toydet/val"), 3, 64),
+  CHECK(!ct_coco_load(&rgb, tmp_path("toydet/val.json"), tmp_path("toydet/val"),
+                      3, 64),
         "%s", ct_last_error());
   CHECK(rgb.C == 3 && !memcmp(ct_detection_image(&rgb, 1) + 2 * 64 * 64,
                               ct_detection_image(&val, 1), 64 * 64),
@@ -332,8 +350,10 @@ static void test_coco_round_trip(void) {
 static void write_gray_png(const char *path, int w, int h) {
   uint8_t *px = calloc((size_t)w * h, 1);
   for (int i = 0; i < w * h; i++) px[i] = (uint8_t)(i * 7);
-  png_image img = {.version = PNG_IMAGE_VERSION, .width = (png_uint_32)w,
-                   .height = (png_uint_32)h, .format = PNG_FORMAT_GRAY};
+  png_image img = {.version = PNG_IMAGE_VERSION,
+                   .width = (png_uint_32)w,
+                   .height = (png_uint_32)h,
+                   .format = PNG_FORMAT_GRAY};
   png_image_write_to_file(&img, path, 0, px, 0, NULL);
   free(px);
 }
@@ -369,10 +389,11 @@ static void test_coco_errors(void) {
 
   // A good file: labels by category id order (3 "dog" -> 0, 7 "cat" -> 1),
   // a box 0.5 px past the border clipped, boxes grouped by image.
-  write_coco("good.json",
-             "{\"image_id\": 9, \"category_id\": 7, \"bbox\": [1, 2, 3, 4]},"
-             "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [15, 5, 5.5, 5]},"
-             "{\"image_id\": 9, \"category_id\": 3, \"bbox\": [0, 0, 2e1, 1E1]}");
+  write_coco(
+      "good.json",
+      "{\"image_id\": 9, \"category_id\": 7, \"bbox\": [1, 2, 3, 4]},"
+      "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [15, 5, 5.5, 5]},"
+      "{\"image_id\": 9, \"category_id\": 3, \"bbox\": [0, 0, 2e1, 1E1]}");
   ct_detection_dataset d;
   CHECK(!ct_coco_load(&d, tmp_path("good.json"), tmp_path("img"), 1, 40), "%s",
         ct_last_error());
@@ -381,15 +402,17 @@ static void test_coco_errors(void) {
               !strcmp(ct_string_list_get(&d.class_names, 1), "cat"),
           "category order");
     CHECK(ct_detection_box_count(&d, 0) == 1 &&
-              ct_detection_box_count(&d, 1) == 2, "boxes per image");
+              ct_detection_box_count(&d, 1) == 2,
+          "boxes per image");
     const ct_detection_box *b0 = ct_detection_boxes(&d, 0);
     const ct_detection_box *b1 = ct_detection_boxes(&d, 1);
     // 20x10 -> 40x40: x scales by 2, y by 4; the clipped box is 5 wide.
     CHECK(b0->label == 0 && b0->x == 30 && b0->w == 10 && b0->y == 20 &&
-              b0->h == 20, "clipped box %g %g %g %g", b0->x, b0->y, b0->w, b0->h);
+              b0->h == 20,
+          "clipped box %g %g %g %g", b0->x, b0->y, b0->w, b0->h);
     CHECK(b1[0].label == 1 && b1[0].x == 2 && b1[0].y == 8 && b1[0].w == 6 &&
-              b1[0].h == 16, "box %g %g %g %g", b1[0].x, b1[0].y, b1[0].w,
-          b1[0].h);
+              b1[0].h == 16,
+          "box %g %g %g %g", b1[0].x, b1[0].y, b1[0].w, b1[0].h);
     CHECK(b1[1].label == 0 && b1[1].w == 40 && b1[1].h == 40, "whole box");
   }
   ct_detection_dataset_free(&d);
@@ -416,8 +439,9 @@ static void test_coco_errors(void) {
   write_coco("nobbox.json",
              "{\"image_id\": 5, \"category_id\": 7, \"bbox\": [1, 1, 2, 2]},"
              "{\"image_id\": 5, \"category_id\": 7}");
-  check_error(load("nobbox.json", 16), CT_ERR_FORMAT, "nobbox.json:4:",
-              "annotations[1]: missing key \"bbox\"", "missing bbox");
+  check_error(load("nobbox.json", 16), CT_ERR_FORMAT,
+              "nobbox.json:4:", "annotations[1]: missing key \"bbox\"",
+              "missing bbox");
   write_coco("badid.json",
              "{\"image_id\": 5, \"category_id\": 7, \"bbox\": [1, 1, 2, 2]},"
              "{\"image_id\": 99, \"category_id\": 7, \"bbox\": [1, 1, 2, 2]}");
@@ -431,7 +455,8 @@ static void test_coco_errors(void) {
              "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [1, 1, 0, 2]}");
   check_error(load("zerow.json", 16), CT_ERR_ARG, "zerow.json",
               "annotations[0]: bbox [1, 1, 0, 2]: width and height must be "
-              "positive", "zero width");
+              "positive",
+              "zero width");
   write_coco("negh.json",
              "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [1, 1, 2, -3]}");
   check_error(load("negh.json", 16), CT_ERR_ARG, "negh.json",
@@ -441,17 +466,20 @@ static void test_coco_errors(void) {
              "{\"image_id\": 9, \"category_id\": 3, \"bbox\": [15, 2, 7, 2]}");
   check_error(load("outside.json", 16), CT_ERR_ARG, "outside.json",
               "annotations[1]: bbox [15, 2, 7, 2] lies outside its image "
-              "(b.png, 20x10)", "box outside");
-  write_coco("left.json",
-             "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [-1.5, 1, 2, 2]}");
-  check_error(load("left.json", 16), CT_ERR_ARG, "left.json",
-              "lies outside", "box left of the image");
+              "(b.png, 20x10)",
+              "box outside");
+  write_coco(
+      "left.json",
+      "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [-1.5, 1, 2, 2]}");
+  check_error(load("left.json", 16), CT_ERR_ARG, "left.json", "lies outside",
+              "box left of the image");
   write_coco("shortbox.json",
              "{\"image_id\": 5, \"category_id\": 3, \"bbox\": [1, 1, 2]}");
   check_error(load("shortbox.json", 16), CT_ERR_FORMAT, "shortbox.json",
               "\"bbox\" must be 4 numbers", "3-number bbox");
-  write_coco("strid.json",
-             "{\"image_id\": \"5\", \"category_id\": 3, \"bbox\": [1, 1, 2, 2]}");
+  write_coco(
+      "strid.json",
+      "{\"image_id\": \"5\", \"category_id\": 3, \"bbox\": [1, 1, 2, 2]}");
   check_error(load("strid.json", 16), CT_ERR_FORMAT, "strid.json",
               "\"image_id\" must be a number", "string id");
   write_coco("fracid.json",
@@ -482,10 +510,11 @@ static void test_coco_errors(void) {
   check_error(load("missing_png.json", 16), CT_ERR_IO, "img/gone.png",
               "images[1] of", "missing PNG");
   write_text(tmp_path("img/junk.png"), "this is not a PNG file at all");
-  write_text(tmp_path("junk_png.json"),
-             "{\"images\": [{\"id\": 1, \"file_name\": \"junk.png\", \"width\": "
-             "20, \"height\": 10}], \"annotations\": [], "
-             "\"categories\": [{\"id\": 1, \"name\": \"x\"}]}");
+  write_text(
+      tmp_path("junk_png.json"),
+      "{\"images\": [{\"id\": 1, \"file_name\": \"junk.png\", \"width\": "
+      "20, \"height\": 10}], \"annotations\": [], "
+      "\"categories\": [{\"id\": 1, \"name\": \"x\"}]}");
   check_error(load("junk_png.json", 16), CT_ERR_FORMAT, "img/junk.png",
               "not a PNG", "not a PNG");
   write_text(tmp_path("size_png.json"),
@@ -564,8 +593,8 @@ static void test_json(void) {
       {"1e999", "out of range"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    check_error(parse(bad[i][0]), CT_ERR_FORMAT, bad[i][1], "t.json:",
-                bad[i][0]);
+    check_error(parse(bad[i][0]), CT_ERR_FORMAT, bad[i][1],
+                "t.json:", bad[i][0]);
   // Every proper prefix of a valid document is an error, never a crash
   // (the sanitizer build checks the reads).
   for (size_t n = 0; n < strlen(text); n++) {
@@ -612,14 +641,16 @@ static void test_json_modes(void) {
               "t.json:2:8: expected ':' after key 'bee'", NULL, "loud");
 
   // Python's extensions: refused strictly, read with CT_JSON_PYTHON.
-  text = "[NaN, Infinity, -Infinity, 1e999, \"\\ud800\", \"x\\udfff\\u0041\","
-         " \"\\udbff\\udfff\", \"a\\u0000b\"]";
+  text =
+      "[NaN, Infinity, -Infinity, 1e999, \"\\ud800\", \"x\\udfff\\u0041\","
+      " \"\\udbff\\udfff\", \"a\\u0000b\"]";
   CHECK(ct_json_doc_parse_quiet(&doc, text, strlen(text), 0, &err) ==
-            CT_ERR_FORMAT && err.column == 2,
+                CT_ERR_FORMAT &&
+            err.column == 2,
         "strict: %d %s", err.column, err.what);
-  CHECK(!ct_json_doc_parse_quiet(&doc, text, strlen(text), CT_JSON_PYTHON,
-                                 &err),
-        "python: %s", err.what);
+  CHECK(
+      !ct_json_doc_parse_quiet(&doc, text, strlen(text), CT_JSON_PYTHON, &err),
+      "python: %s", err.what);
   const ct_json_value *v = ct_json_first(&doc, ct_json_root(&doc));
   CHECK(v && isnan(v->number) && !v->integer, "NaN");
   v = ct_json_next(&doc, v);
@@ -628,11 +659,16 @@ static void test_json_modes(void) {
   CHECK(v && v->number == -INFINITY, "-Infinity");
   v = ct_json_next(&doc, v);
   CHECK(v && v->number == INFINITY && !v->integer, "1e999");
-  static const struct { const char *bytes; int64_t len; } strings[] = {
-      {"\xED\xA0\x80", 3},              // a lone high surrogate, WTF-8
-      {"x\xED\xBF\xBF" "A", 5},         // a lone low one
-      {"\xF4\x8F\xBF\xBF", 4},          // the last pair: U+10FFFF
-      {"a\0b", 3},                      // \u0000 kept; C callers see "a"
+  static const struct {
+    const char *bytes;
+    int64_t len;
+  } strings[] = {
+      {"\xED\xA0\x80", 3},  // a lone high surrogate, WTF-8
+      {"x\xED\xBF\xBF"
+       "A",
+       5},                      // a lone low one
+      {"\xF4\x8F\xBF\xBF", 4},  // the last pair: U+10FFFF
+      {"a\0b", 3},              // \u0000 kept; C callers see "a"
   };
   for (int k = 0; k < 4; k++) {
     v = ct_json_next(&doc, v);
@@ -644,10 +680,8 @@ static void test_json_modes(void) {
   }
   ct_json_doc_free(&doc);
   const char *strict_only[][2] = {
-      {"[\"\\udfff\"]", "unpaired"},
-      {"[\"\\udbff\\udbff\"]", "unpaired"},
-      {"[\"x\\u0000\"]", "\\u0000"},
-      {"[-Infinity]", "invalid number"},
+      {"[\"\\udfff\"]", "unpaired"}, {"[\"\\udbff\\udbff\"]", "unpaired"},
+      {"[\"x\\u0000\"]", "\\u0000"}, {"[-Infinity]", "invalid number"},
       {"[1e400]", "out of range"},
   };
   for (size_t k = 0; k < sizeof strict_only / sizeof strict_only[0]; k++) {
@@ -658,8 +692,8 @@ static void test_json_modes(void) {
     ct_json_doc_free(&doc);
   }
   // Still refused with CT_JSON_PYTHON: other spellings and the usual errors.
-  const char *never[] = {"[nan]", "[inf]", "[+1]", "[-Inf]", "[NaNa]",
-                         "[\"\\u12\"]", "[01]", "[1,]"};
+  const char *never[] = {"[nan]",  "[inf]",       "[+1]", "[-Inf]",
+                         "[NaNa]", "[\"\\u12\"]", "[01]", "[1,]"};
   for (size_t k = 0; k < sizeof never / sizeof never[0]; k++) {
     CHECK(ct_json_doc_parse_quiet(&doc, never[k], strlen(never[k]),
                                   CT_JSON_PYTHON, &err) == CT_ERR_FORMAT,

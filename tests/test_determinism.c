@@ -41,7 +41,8 @@ static float step(model *m, float **acts, size_t *act_bytes) {
     ids[i] = (int32_t)ct_rng_next_below(&r, V);
     tgt[i] = i % 13 == 0 ? -100 : (int32_t)ct_rng_next_below(&r, V);
   }
-  ct_tensor *x = ct_embedding(m->emb, ct_tensor_from(CT_I32, ids, CT_SHAPE(B, T)), -1);
+  ct_tensor *x =
+      ct_embedding(m->emb, ct_tensor_from(CT_I32, ids, CT_SHAPE(B, T)), -1);
   ct_tensor *h = ct_gelu(ct_linear(x, m->w1, m->b1), CT_GELU_ERF);
   h = ct_dropout(h, 0.1f, 5, 9);
   h = ct_add(x, ct_linear(h, m->w2, m->b2));

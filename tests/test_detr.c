@@ -26,11 +26,19 @@ enum { K = 2, K1 = K + 1 };
 // The tiny model of the brief: d_model 16, one encoder and one decoder
 // layer, 4 queries, a width-4 two-stage ResNet, for 32x32 RGB images.
 static ct_nn_detr_config tiny(void) {
-  return (ct_nn_detr_config){
-      .in_channels = 3, .num_classes = K, .backbone_width = 4,
-      .backbone_stages = 2, .backbone_blocks = 1, .d_model = 16, .nhead = 2,
-      .enc_layers = 1, .dec_layers = 1, .dim_feedforward = 32,
-      .dropout = 0.0f, .num_queries = 4, .aux_loss = true};
+  return (ct_nn_detr_config){.in_channels = 3,
+                             .num_classes = K,
+                             .backbone_width = 4,
+                             .backbone_stages = 2,
+                             .backbone_blocks = 1,
+                             .d_model = 16,
+                             .nhead = 2,
+                             .enc_layers = 1,
+                             .dec_layers = 1,
+                             .dim_feedforward = 32,
+                             .dropout = 0.0f,
+                             .num_queries = 4,
+                             .aux_loss = true};
 }
 
 // ---- parameters ---------------------------------------------------------------
@@ -59,18 +67,26 @@ static void test_names(void) {
       {"input_proj.bias", 1, {16}, CT_PARAM_NO_DECAY},
       {"query_embed.weight", 2, {4, 16}, CT_PARAM_NO_DECAY},
       {"transformer.encoder.layers.0.self_attn.in_proj_weight", 2, {48, 16}, 0},
-      {"transformer.encoder.layers.0.self_attn.in_proj_bias", 1, {48},
+      {"transformer.encoder.layers.0.self_attn.in_proj_bias",
+       1,
+       {48},
        CT_PARAM_NO_DECAY},
-      {"transformer.encoder.layers.0.self_attn.out_proj.weight", 2, {16, 16},
+      {"transformer.encoder.layers.0.self_attn.out_proj.weight",
+       2,
+       {16, 16},
        0},
       {"transformer.encoder.layers.0.linear1.weight", 2, {32, 16}, 0},
       {"transformer.encoder.layers.0.linear2.weight", 2, {16, 32}, 0},
       {"transformer.encoder.layers.0.norm1.weight", 1, {16}, CT_PARAM_NO_DECAY},
       {"transformer.encoder.layers.0.norm2.bias", 1, {16}, CT_PARAM_NO_DECAY},
       {"transformer.decoder.layers.0.self_attn.in_proj_weight", 2, {48, 16}, 0},
-      {"transformer.decoder.layers.0.multihead_attn.in_proj_weight", 2,
-       {48, 16}, 0},
-      {"transformer.decoder.layers.0.multihead_attn.out_proj.bias", 1, {16},
+      {"transformer.decoder.layers.0.multihead_attn.in_proj_weight",
+       2,
+       {48, 16},
+       0},
+      {"transformer.decoder.layers.0.multihead_attn.out_proj.bias",
+       1,
+       {16},
        CT_PARAM_NO_DECAY},
       {"transformer.decoder.layers.0.linear1.bias", 1, {32}, CT_PARAM_NO_DECAY},
       {"transformer.decoder.layers.0.norm3.weight", 1, {16}, CT_PARAM_NO_DECAY},
@@ -101,15 +117,15 @@ static void test_names(void) {
                           "backbone.0.body.fc.bias",
                           "transformer.encoder.norm.weight"};
   for (size_t i = 0; i < sizeof absent / sizeof *absent; i++)
-    CHECK(!ct_params_find(&p, absent[i]), "unexpected parameter %s",
-          absent[i]);
+    CHECK(!ct_params_find(&p, absent[i]), "unexpected parameter %s", absent[i]);
   // backbone 5 (stem) + 10 (layer1.0) + 15 (layer2.0 with downsample),
   // encoder layer 12, decoder layer 18, decoder norm 2, input_proj 2,
   // query_embed 1, class_embed 2, bbox_embed 6.
   CHECK(p.n == 73, "%d parameters, want 73", p.n);
   // The moved backbone keeps its init: BN weights one, running var one,
   // conv weights drawn (not zero).
-  const ct_param *bn = ct_params_find(&p, "backbone.0.body.layer1.0.bn2.weight");
+  const ct_param *bn =
+      ct_params_find(&p, "backbone.0.body.layer1.0.bn2.weight");
   const ct_param *cw = ct_params_find(&p, "backbone.0.body.conv1.weight");
   if (bn && cw) {
     CHECK(ct_f32(bn->tensor)[3] == 1.0f, "bn weight %g",
@@ -195,11 +211,10 @@ static void test_forward(void) {
     const int counts[2] = {1, 1};
     const int32_t labels[2] = {0, 1};
     const float boxes[8] = {0.3f, 0.3f, 0.2f, 0.2f, 0.6f, 0.7f, 0.3f, 0.2f};
-    ct_nn_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
-                          .boxes = boxes};
+    ct_nn_detr_targets tg = {
+        .batch = 2, .counts = counts, .labels = labels, .boxes = boxes};
     ct_tensor *loss = ct_nn_detr_loss(&out, out.layers, &tg, NULL, NULL);
-    CHECK(loss && ct_backward(loss) == CT_OK, "backward: %s",
-          ct_last_error());
+    CHECK(loss && ct_backward(loss) == CT_OK, "backward: %s", ct_last_error());
     // Except, as in the reference at init: decoder layer 0's self-attention
     // sees tgt = 0, so its values are the bias b_v (zero at init) for every
     // query: the q/k/v weights, out_proj's weight (its input b_v is 0) and
@@ -270,7 +285,7 @@ static void test_position(void) {
   // By hand, F = 4: pixel (0, 0) has ey = pi / (1 + 5e-7), ex = 2 pi / 3;
   // channels 2, 3 (and 6, 7) divide by 10000^(2/4) = 100.
   const float *p00 = ct_f32(pos);
-  const double hand00[8] = {0.0, -1.0, 0.0314107591, 0.999506560,
+  const double hand00[8] = {0.0,         -1.0, 0.0314107591, 0.999506560,
                             0.866025404, -0.5, 0.0209424198, 0.999780683};
   // Pixel (1, 2), the last: ey = ex = 2 pi (less 1e-6 relative).
   const float *p12 = ct_f32(pos) + 5 * d;
@@ -290,35 +305,32 @@ enum { LB = 3, LN = 3, LT = 3 };
 static const int loss_counts[LB] = {2, 0, 1};
 static const int32_t loss_labels[LT] = {0, 1, 1};
 static const float loss_targets[LT * 4] = {
-    0.30f, 0.30f, 0.20f, 0.20f,  // image 0
-    0.70f, 0.60f, 0.30f, 0.20f,
-    0.50f, 0.50f, 0.40f, 0.30f,  // image 2
+    0.30f, 0.30f, 0.20f, 0.20f,                              // image 0
+    0.70f, 0.60f, 0.30f, 0.20f, 0.50f, 0.50f, 0.40f, 0.30f,  // image 2
 };
 // Two decoder layers' predictions (the aux layer first). Near each target
 // there is one query, every other one far; every edge and coordinate of a
 // matched pair differs by >= 0.01, so neither the matching nor a kink of L1
 // or GIoU lies within a finite-difference step.
 static const float loss_boxes[2][LB * LN * 4] = {
-    {0.69f, 0.63f, 0.22f, 0.22f, 0.20f, 0.80f, 0.10f, 0.10f,
-     0.33f, 0.27f, 0.22f, 0.18f,                               // image 0
-     0.40f, 0.40f, 0.30f, 0.30f, 0.60f, 0.20f, 0.10f, 0.20f,
-     0.80f, 0.80f, 0.20f, 0.10f,                               // image 1
-     0.10f, 0.10f, 0.10f, 0.10f, 0.53f, 0.47f, 0.36f, 0.33f,
-     0.80f, 0.20f, 0.20f, 0.20f},                              // image 2
-    {0.72f, 0.59f, 0.24f, 0.25f, 0.15f, 0.85f, 0.12f, 0.08f,
-     0.27f, 0.33f, 0.16f, 0.24f,
-     0.45f, 0.35f, 0.25f, 0.35f, 0.55f, 0.25f, 0.15f, 0.10f,
-     0.85f, 0.75f, 0.10f, 0.20f,
-     0.15f, 0.12f, 0.08f, 0.12f, 0.46f, 0.53f, 0.44f, 0.26f,
-     0.75f, 0.25f, 0.30f, 0.15f},
+    {0.69f, 0.63f, 0.22f, 0.22f, 0.20f, 0.80f,
+     0.10f, 0.10f, 0.33f, 0.27f, 0.22f, 0.18f,  // image 0
+     0.40f, 0.40f, 0.30f, 0.30f, 0.60f, 0.20f,
+     0.10f, 0.20f, 0.80f, 0.80f, 0.20f, 0.10f,  // image 1
+     0.10f, 0.10f, 0.10f, 0.10f, 0.53f, 0.47f,
+     0.36f, 0.33f, 0.80f, 0.20f, 0.20f, 0.20f},  // image 2
+    {0.72f, 0.59f, 0.24f, 0.25f, 0.15f, 0.85f, 0.12f, 0.08f, 0.27f,
+     0.33f, 0.16f, 0.24f, 0.45f, 0.35f, 0.25f, 0.35f, 0.55f, 0.25f,
+     0.15f, 0.10f, 0.85f, 0.75f, 0.10f, 0.20f, 0.15f, 0.12f, 0.08f,
+     0.12f, 0.46f, 0.53f, 0.44f, 0.26f, 0.75f, 0.25f, 0.30f, 0.15f},
 };
 static const float loss_logits[2][LB * LN * K1] = {
-    {0.5f, -1.0f, 2.0f, 0.3f, 0.2f, 0.1f, 1.5f, 0.0f, -0.5f,
-     -0.2f, 0.4f, 1.0f, 0.0f, 0.0f, 0.0f, 2.0f, 1.0f, -1.0f,
-     0.1f, 0.2f, 0.3f, -1.0f, 1.2f, 0.4f, 0.7f, -0.7f, 0.9f},
-    {1.1f, -0.4f, 0.3f, -0.6f, 0.8f, 1.4f, 0.2f, 0.9f, -1.3f,
-     0.6f, -0.1f, 0.5f, 1.3f, 0.0f, -0.8f, -0.3f, 0.7f, 0.2f,
-     0.4f, -0.9f, 1.0f, 0.3f, 0.5f, -0.2f, -1.1f, 0.6f, 1.7f},
+    {0.5f,  -1.0f, 2.0f, 0.3f,  0.2f, 0.1f, 1.5f, 0.0f,  -0.5f,
+     -0.2f, 0.4f,  1.0f, 0.0f,  0.0f, 0.0f, 2.0f, 1.0f,  -1.0f,
+     0.1f,  0.2f,  0.3f, -1.0f, 1.2f, 0.4f, 0.7f, -0.7f, 0.9f},
+    {1.1f, -0.4f, 0.3f, -0.6f, 0.8f, 1.4f,  0.2f,  0.9f, -1.3f,
+     0.6f, -0.1f, 0.5f, 1.3f,  0.0f, -0.8f, -0.3f, 0.7f, 0.2f,
+     0.4f, -0.9f, 1.0f, 0.3f,  0.5f, -0.2f, -1.1f, 0.6f, 1.7f},
 };
 
 static void to_xyxy(const float *b, double o[4]) {
@@ -409,8 +421,10 @@ static double direct_layer_loss(const float *logits, const float *boxes,
 }
 
 static ct_nn_detr_targets loss_batch(void) {
-  return (ct_nn_detr_targets){.batch = LB, .counts = loss_counts,
-                           .labels = loss_labels, .boxes = loss_targets};
+  return (ct_nn_detr_targets){.batch = LB,
+                              .counts = loss_counts,
+                              .labels = loss_labels,
+                              .boxes = loss_targets};
 }
 
 // inputs: logits and boxes of layer 0 (aux), then of layer 1 (final).
@@ -443,16 +457,17 @@ static void test_loss(void) {
   const double aux = direct_layer_loss(loss_logits[0], loss_boxes[0], t0);
   const double fin = direct_layer_loss(loss_logits[1], loss_boxes[1], t1);
 
-  ct_nn_detr_out out = {.layers = 2, .logits = {in[0], in[2]},
-                        .boxes = {in[1], in[3]}};
+  ct_nn_detr_out out = {
+      .layers = 2, .logits = {in[0], in[2]}, .boxes = {in[1], in[3]}};
   ct_nn_detr_targets tg = loss_batch();
   ct_nn_detr_loss_parts parts;
   ct_tensor *loss = ct_nn_detr_loss(&out, 2, &tg, NULL, &parts);
   CHECK(loss && loss->numel == 1, "loss: %s", ct_last_error());
   if (!loss) return;
-  printf("  loss (final + aux) %.7f, direct %.7f; final ce %.6f bbox %.6f "
-         "giou %.6f\n", (double)ct_f32(loss)[0], aux + fin, parts.ce,
-         parts.bbox, parts.giou);
+  printf(
+      "  loss (final + aux) %.7f, direct %.7f; final ce %.6f bbox %.6f "
+      "giou %.6f\n",
+      (double)ct_f32(loss)[0], aux + fin, parts.ce, parts.bbox, parts.giou);
   CHECK_CLOSE(ct_f32(loss)[0], aux + fin, 2e-6, "total loss");
   CHECK_CLOSE(parts.ce, t1[0], 2e-6, "final ce");
   CHECK_CLOSE(parts.bbox, t1[1], 2e-6, "final bbox");
@@ -462,8 +477,8 @@ static void test_loss(void) {
   // Only the aux layer (the first `layers` entries): its own terms.
   out.layers = 1;
   loss = ct_nn_detr_loss(&out, 1, &tg, NULL, &parts);
-  CHECK(loss && fabs(ct_f32(loss)[0] - aux) <= 2e-6 * aux, "one layer: %g vs %g",
-        loss ? (double)ct_f32(loss)[0] : NAN, aux);
+  CHECK(loss && fabs(ct_f32(loss)[0] - aux) <= 2e-6 * aux,
+        "one layer: %g vs %g", loss ? (double)ct_f32(loss)[0] : NAN, aux);
   CHECK_CLOSE(parts.bbox, t0[1], 2e-6, "aux bbox");
 
   // Other weights: ce only, no-object weight 1 -> plain mean CE.
@@ -558,8 +573,8 @@ static void test_overfit(void) {
   float boxes[2 * OBJ * 4];
   make_scene(images, labels, boxes);
   const int counts[2] = {OBJ, OBJ};
-  ct_nn_detr_targets tg = {.batch = 2, .counts = counts, .labels = labels,
-                        .boxes = boxes};
+  ct_nn_detr_targets tg = {
+      .batch = 2, .counts = counts, .labels = labels, .boxes = boxes};
   ct_optim opt;
   ct_optim_config oc = ct_adamw_defaults();
   oc.weight_decay = 1e-4;
@@ -581,17 +596,17 @@ static void test_overfit(void) {
     last = ct_f32(loss)[0];
     if (step == 0) first = last;
     ct_params_zero_grad(&p);
-    if (ct_backward(loss) != CT_OK ||
-        ct_optim_step(&opt, &p, 5e-3f) != CT_OK) {
+    if (ct_backward(loss) != CT_OK || ct_optim_step(&opt, &p, 5e-3f) != CT_OK) {
       CHECK(false, "step %d: %s", step, ct_last_error());
       break;
     }
     ct_arena_reset();
   }
   const double secs = (double)(clock() - start) / CLOCKS_PER_SEC;
-  printf("  overfit: loss %.4f -> %.4f in %d steps (%.1f s cpu); final ce "
-         "%.4f bbox %.4f giou %.4f\n", first, last, STEPS, secs, parts.ce,
-         parts.bbox, parts.giou);
+  printf(
+      "  overfit: loss %.4f -> %.4f in %d steps (%.1f s cpu); final ce "
+      "%.4f bbox %.4f giou %.4f\n",
+      first, last, STEPS, secs, parts.ce, parts.bbox, parts.giou);
   CHECK(last < first / 10.0, "loss %.4f -> %.4f: not a large drop", first,
         last);
 
@@ -623,9 +638,11 @@ static void test_overfit(void) {
       int arg = 0;
       for (int k = 1; k < K1; k++)
         if (pr[k] > pr[arg]) arg = k;
-      printf("    image %d target %d (class %d): query %lld class %d "
-             "(p %.2f), L1 %.4f\n", b, t, labels[b * OBJ + t], (long long)q,
-             arg, (double)pr[arg], l1(pb, tb));
+      printf(
+          "    image %d target %d (class %d): query %lld class %d "
+          "(p %.2f), L1 %.4f\n",
+          b, t, labels[b * OBJ + t], (long long)q, arg, (double)pr[arg],
+          l1(pb, tb));
       CHECK(l1(pb, tb) < 0.1, "image %d target %d: box L1 %.4f", b, t,
             l1(pb, tb));
       CHECK(arg == labels[b * OBJ + t], "image %d target %d: class %d", b, t,

@@ -62,9 +62,9 @@ static void check_same_bits(const rcase *c, bool twice, int64_t n) {
         *dc = malloc((size_t)n * sizeof(float));
   forward_backward(c, true, twice, x, s, t, yf, df);
   forward_backward(c, false, twice, x, s, t, yc, dc);
-  printf("  n %lld p %g %s: max diff y %g dx %g\n", (long long)n,
-         (double)c->p, twice ? "accumulated dx" : "assigned dx",
-         max_diff(yf, yc, n), max_diff(df, dc, n));
+  printf("  n %lld p %g %s: max diff y %g dx %g\n", (long long)n, (double)c->p,
+         twice ? "accumulated dx" : "assigned dx", max_diff(yf, yc, n),
+         max_diff(df, dc, n));
   CHECK(memcmp(yf, yc, (size_t)n * sizeof(float)) == 0,
         "relu_dropout y differs (p %g twice %d)", (double)c->p, twice);
   CHECK(memcmp(df, dc, (size_t)n * sizeof(float)) == 0,

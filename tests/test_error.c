@@ -6,7 +6,8 @@
 
 int main(void) {
   CHECK(ct_last_status() == CT_OK, "fresh status %d", ct_last_status());
-  CHECK(strcmp(ct_last_error(), "") == 0, "fresh message '%s'", ct_last_error());
+  CHECK(strcmp(ct_last_error(), "") == 0, "fresh message '%s'",
+        ct_last_error());
   ct_status s = ct_error(CT_ERR_SHAPE, "op: shapes %s and %s", "[2]", "[3]");
   CHECK(s == CT_ERR_SHAPE, "ct_error returns its status");
   CHECK(ct_last_status() == CT_ERR_SHAPE, "status recorded");
@@ -32,7 +33,8 @@ int main(void) {
   CHECK(strcmp(ct_last_error(),
                "[model] teacher: runs/x/ckpt-00000010.ct: bad checksum") == 0,
         "prefixed message '%s'", ct_last_error());
-  CHECK(ct_last_status() == CT_ERR_FORMAT, "prefixed status %d", ct_last_status());
+  CHECK(ct_last_status() == CT_ERR_FORMAT, "prefixed status %d",
+        ct_last_status());
   // Also when the result is cut at the buffer's size.
   ct_error(CT_ERR_ARG, "%s", big);
   ct_error(CT_ERR_ARG, "ab%s", ct_last_error());

@@ -18,7 +18,7 @@
 
 static uint64_t lcg_state = 12345;
 
-static float lcg_uniform(void) { // in [-1, 1)
+static float lcg_uniform(void) {  // in [-1, 1)
   lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
   return (float)((lcg_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
@@ -33,12 +33,12 @@ typedef struct gemm_case {
   int64_t M, N, K;
   bool ta, tb;
   float alpha, beta;
-  int64_t pad;   // extra leading-dimension elements on A, B and C
-  int64_t batch; // > 1: strided batch
-  bool share_a, share_b; // stride 0
+  int64_t pad;            // extra leading-dimension elements on A, B and C
+  int64_t batch;          // > 1: strided batch
+  bool share_a, share_b;  // stride 0
 } gemm_case;
 
-static double max_err[4]; // per path, in units of the tolerance scale
+static double max_err[4];  // per path, in units of the tolerance scale
 
 // Runs one case on the current path and compares with the reference.
 static void check_case(const gemm_case *g) {
@@ -57,7 +57,7 @@ static void check_case(const gemm_case *g) {
   float *A = random_floats(na), *B = random_floats(nb);
   float *C = random_floats(nc), *C0 = malloc(nc * sizeof(float));
   if (g->beta == 0.0f)
-    for (size_t i = 0; i < nc; i++) C[i] = NAN; // must not leak into C
+    for (size_t i = 0; i < nc; i++) C[i] = NAN;  // must not leak into C
   memcpy(C0, C, nc * sizeof(float));
 
   ct_gemm_batched(g->ta, g->tb, M, N, K, g->alpha, A, lda, sa, B, ldb, sb,
@@ -83,7 +83,7 @@ static void check_case(const gemm_case *g) {
           scale += fabs(g->beta * (double)C0[at]);
         }
         double err = fabs((double)C[at] - ref) / fmax(1.0, scale);
-        if (!(err <= 1e-5)) { // also catches NaN
+        if (!(err <= 1e-5)) {  // also catches NaN
           if (bad++ < 3)
             CHECK(false,
                   "%s M=%lld N=%lld K=%lld ta=%d tb=%d alpha=%g beta=%g "
@@ -129,8 +129,17 @@ static void check_path(ct_gemm_path path) {
   for (int mi = 0; mi < 4; mi++)
     for (int ni = 0; ni < 4; ni++)
       for (int ki = 0; ki < 4; ki++, n++) {
-        gemm_case g = {edge_sizes[mi], edge_sizes[ni], edge_sizes[ki],
-                       n & 1, (n >> 1) & 1, 1.0f, 0.0f, 0, 1, 0, 0};
+        gemm_case g = {edge_sizes[mi],
+                       edge_sizes[ni],
+                       edge_sizes[ki],
+                       n & 1,
+                       (n >> 1) & 1,
+                       1.0f,
+                       0.0f,
+                       0,
+                       1,
+                       0,
+                       0};
         check_case(&g);
       }
 
@@ -146,8 +155,17 @@ static void check_path(ct_gemm_path path) {
   int v = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int t = 0; t < 4; t++, v++) {
-      gemm_case g = {shapes[s][0], shapes[s][1], shapes[s][2], t & 1, t >> 1,
-                     ab[v % 5][0], ab[v % 5][1], (v % 3) * 5, 1, 0, 0};
+      gemm_case g = {shapes[s][0],
+                     shapes[s][1],
+                     shapes[s][2],
+                     t & 1,
+                     t >> 1,
+                     ab[v % 5][0],
+                     ab[v % 5][1],
+                     (v % 3) * 5,
+                     1,
+                     0,
+                     0};
       check_case(&g);
     }
 
@@ -197,11 +215,11 @@ static void check_threads(ct_gemm_path path, int64_t M, int64_t N, int64_t K,
   float *C1 = random_floats(nc), *C2 = malloc(nc * sizeof(float));
   memcpy(C2, C1, nc * sizeof(float));
   ct_set_threads(1);
-  ct_gemm_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N, 0.5f,
-                  C1, N, M * N, batch);
+  ct_gemm_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N, 0.5f, C1,
+                  N, M * N, batch);
   ct_set_threads(2);
-  ct_gemm_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N, 0.5f,
-                  C2, N, M * N, batch);
+  ct_gemm_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N, 0.5f, C2,
+                  N, M * N, batch);
   CHECK(memcmp(C1, C2, nc * sizeof(float)) == 0,
         "%s M=%lld N=%lld K=%lld ta=%d tb=%d batch=%lld: 1 and 2 threads "
         "differ",

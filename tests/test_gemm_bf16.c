@@ -33,7 +33,7 @@
 
 static uint64_t lcg_state = 12345;
 
-static float lcg_uniform(void) { // in [-1, 1)
+static float lcg_uniform(void) {  // in [-1, 1)
   lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
   return (float)((lcg_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
@@ -64,29 +64,29 @@ static void check_rounding_table(void) {
     uint32_t in;
     uint16_t out;
   } cases[] = {
-      {0x3f800000, 0x3f80}, // 1
-      {0x3f808000, 0x3f80}, // tie, kept half even: down
-      {0x3f818000, 0x3f82}, // tie, kept half odd: up
-      {0x3f808001, 0x3f81}, // above the tie
-      {0x3f807fff, 0x3f80}, // below the tie
-      {0xbf818000, 0xbf82}, // negative tie, odd: away from zero
+      {0x3f800000, 0x3f80},  // 1
+      {0x3f808000, 0x3f80},  // tie, kept half even: down
+      {0x3f818000, 0x3f82},  // tie, kept half odd: up
+      {0x3f808001, 0x3f81},  // above the tie
+      {0x3f807fff, 0x3f80},  // below the tie
+      {0xbf818000, 0xbf82},  // negative tie, odd: away from zero
       {0xbf808000, 0xbf80},
-      {0x3fffffff, 0x4000}, // carry into the exponent
-      {0x7f7f7fff, 0x7f7f}, // largest value that stays finite
-      {0x7f7f8000, 0x7f80}, // tie at the top, odd: overflows to Inf
-      {0x7f7fffff, 0x7f80}, // FLT_MAX rounds to Inf
-      {0xff7fffff, 0xff80}, // -FLT_MAX to -Inf
-      {0x7f800000, 0x7f80}, // Inf
-      {0xff800000, 0xff80}, // -Inf
-      {0x7fc00000, 0x7fc0}, // quiet NaN
+      {0x3fffffff, 0x4000},  // carry into the exponent
+      {0x7f7f7fff, 0x7f7f},  // largest value that stays finite
+      {0x7f7f8000, 0x7f80},  // tie at the top, odd: overflows to Inf
+      {0x7f7fffff, 0x7f80},  // FLT_MAX rounds to Inf
+      {0xff7fffff, 0xff80},  // -FLT_MAX to -Inf
+      {0x7f800000, 0x7f80},  // Inf
+      {0xff800000, 0xff80},  // -Inf
+      {0x7fc00000, 0x7fc0},  // quiet NaN
       {0xffc00000, 0xffc0},
-      {0x7f800001, 0x7fc0}, // NaN with only low payload bits stays NaN
-      {0x7fbfffff, 0x7fff}, // payload kept, made quiet (no carry to Inf)
+      {0x7f800001, 0x7fc0},  // NaN with only low payload bits stays NaN
+      {0x7fbfffff, 0x7fff},  // payload kept, made quiet (no carry to Inf)
       {0x00000000, 0x0000},
-      {0x80000000, 0x8000}, // -0
-      {0x00008000, 0x0000}, // subnormal tie, even: down
-      {0x00018000, 0x0002}, // subnormal tie, odd: up
-      {0x007fffff, 0x0080}, // largest subnormal rounds to the smallest normal
+      {0x80000000, 0x8000},  // -0
+      {0x00008000, 0x0000},  // subnormal tie, even: down
+      {0x00018000, 0x0002},  // subnormal tie, odd: up
+      {0x007fffff, 0x0080},  // largest subnormal rounds to the smallest normal
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint16_t got = ct_bf16_from_f32(from_bits(cases[i].in));
@@ -124,7 +124,7 @@ static const uint32_t special[] = {
 #define NSPECIAL (sizeof special / sizeof special[0])
 
 static void check_rounding_packed(void) {
-  enum { L = 40 }; // more than one vector of 16, with a tail
+  enum { L = 40 };  // more than one vector of 16, with a tail
   float v[L], ones[L], C[L * L];
   for (int i = 0; i < L; i++) {
     v[i] = i < (int)NSPECIAL ? from_bits(special[i]) : lcg_uniform() * 3.0f;
@@ -136,8 +136,8 @@ static void check_rounding_packed(void) {
     for (int t = 0; t < 2; t++) {
       const float *A = side ? ones : v, *B = side ? v : ones;
       bool ta = side == 0 && t, tb = side == 1 && t;
-      ct_gemm_bf16(ta, tb, L, L, 1, 1.0f, A, ta ? L : 1, B, tb ? 1 : L, 0.0f,
-                   C, L);
+      ct_gemm_bf16(ta, tb, L, L, 1, 1.0f, A, ta ? L : 1, B, tb ? 1 : L, 0.0f, C,
+                   L);
       int bad = 0;
       for (int i = 0; i < L; i++)
         for (int j = 0; j < L; j++) {
@@ -182,12 +182,12 @@ typedef struct gemm_case {
   int64_t M, N, K;
   bool ta, tb;
   float alpha, beta;
-  int64_t pad;   // extra leading-dimension elements on A, B and C
-  int64_t batch; // > 1: strided batch
-  bool share_a, share_b, share_c; // stride 0
+  int64_t pad;    // extra leading-dimension elements on A, B and C
+  int64_t batch;  // > 1: strided batch
+  bool share_a, share_b, share_c;  // stride 0
 } gemm_case;
 
-static double max_err[4]; // per path, relative to the scale
+static double max_err[4];  // per path, relative to the scale
 
 static void check_case(const gemm_case *g) {
   const int64_t M = g->M, N = g->N, K = g->K, batch = g->batch;
@@ -206,11 +206,11 @@ static void check_case(const gemm_case *g) {
   float *A = random_floats(na), *B = random_floats(nb);
   float *C = random_floats(nc), *C0 = malloc(nc * sizeof(float));
   if (g->beta == 0.0f)
-    for (size_t i = 0; i < nc; i++) C[i] = NAN; // must not leak into C
+    for (size_t i = 0; i < nc; i++) C[i] = NAN;  // must not leak into C
   memcpy(C0, C, nc * sizeof(float));
 
-  ct_gemm_bf16_batched(g->ta, g->tb, M, N, K, g->alpha, A, lda, sa, B, ldb,
-                       sb, g->beta, C, ldc, sc, batch);
+  ct_gemm_bf16_batched(g->ta, g->tb, M, N, K, g->alpha, A, lda, sa, B, ldb, sb,
+                       g->beta, C, ldc, sc, batch);
 
   const ct_gemm_bf16_path path = ct_gemm_bf16_active_path();
   int bad = 0;
@@ -236,7 +236,7 @@ static void check_case(const gemm_case *g) {
           scale += fabs(g->beta * (double)C0[at]);
         }
         double err = fabs((double)C[at] - ref) / fmax(scale, 1e-30);
-        if (!(err <= 1e-5)) { // also catches NaN
+        if (!(err <= 1e-5)) {  // also catches NaN
           if (bad++ < 3)
             CHECK(false,
                   "%s M=%lld N=%lld K=%lld ta=%d tb=%d alpha=%g beta=%g "
@@ -278,16 +278,26 @@ static void check_path(void) {
   for (int mi = 0; mi < NSIZES; mi++)
     for (int ni = 0; ni < NSIZES; ni++, v++) {
       int t = (mi + 2 * ni) % 4;
-      gemm_case g = {sizes[mi], sizes[ni], sizes[(3 * mi + 7 * ni) % NSIZES],
-                     t & 1, t >> 1, ab[v % 5][0], ab[v % 5][1], (v % 3) * 5,
-                     1, 0, 0, 0};
+      gemm_case g = {sizes[mi],
+                     sizes[ni],
+                     sizes[(3 * mi + 7 * ni) % NSIZES],
+                     t & 1,
+                     t >> 1,
+                     ab[v % 5][0],
+                     ab[v % 5][1],
+                     (v % 3) * 5,
+                     1,
+                     0,
+                     0,
+                     0};
       check_case(&g);
     }
   // Cubes, all four transposes each.
   for (int s = 0; s < NSIZES; s++)
     for (int t = 0; t < 4; t++, v++) {
-      gemm_case g = {sizes[s], sizes[s], sizes[s], t & 1, t >> 1,
-                     ab[v % 5][0], ab[v % 5][1], v % 2, 1, 0, 0, 0};
+      gemm_case g = {
+          sizes[s],     sizes[s], sizes[s], t & 1, t >> 1, ab[v % 5][0],
+          ab[v % 5][1], v % 2,    1,        0,     0,      0};
       check_case(&g);
     }
 
@@ -424,11 +434,12 @@ static void check_precision_switch(int64_t M, int64_t N, int64_t K, bool ta,
   ct_gemm_set_precision(CT_GEMM_BF16);
   CHECK(ct_gemm_get_precision() == CT_GEMM_BF16, "precision reads back");
   ct_gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, got, N);
-  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm %lldx%lldx%lld ta=%d "
-        "tb=%d is not ct_gemm_bf16", path_name(), (long long)M, (long long)N,
-        (long long)K, ta, tb);
-  ct_gemm_batched(ta, tb, M, N, K, 0.5f, A, lda, 0, B, ldb, 0, 0.0f, got, N,
-                  0, 1);
+  CHECK(same_bits(got, want, nc),
+        "%s: bf16 ct_gemm %lldx%lldx%lld ta=%d "
+        "tb=%d is not ct_gemm_bf16",
+        path_name(), (long long)M, (long long)N, (long long)K, ta, tb);
+  ct_gemm_batched(ta, tb, M, N, K, 0.5f, A, lda, 0, B, ldb, 0, 0.0f, got, N, 0,
+                  1);
   CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_batched differs",
         path_name());
 
@@ -450,14 +461,12 @@ static void check_precision_switch(int64_t M, int64_t N, int64_t K, bool ta,
   for (int64_t i = 0; i < M; i++)
     memcpy(want + i * N, bias, (size_t)N * sizeof(float));
   ct_gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, want, N);
-  for (size_t i = 0; i < nc; i++) got[i] = NAN; // C is not read
+  for (size_t i = 0; i < nc; i++) got[i] = NAN;  // C is not read
   ct_gemm_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, got, N);
-  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_bias differs",
-        path_name());
+  CHECK(same_bits(got, want, nc), "%s: bf16 ct_gemm_bias differs", path_name());
   for (size_t i = 0; i < nc; i++) got[i] = NAN;
   ct_gemm_bf16_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, got, N);
-  CHECK(same_bits(got, want, nc), "%s: ct_gemm_bf16_bias differs",
-        path_name());
+  CHECK(same_bits(got, want, nc), "%s: ct_gemm_bf16_bias differs", path_name());
 
   // Back to fp32: the products are no longer rounded.
   ct_gemm_set_precision(CT_GEMM_FP32);
@@ -517,7 +526,7 @@ int main(void) {
   printf("auto path: %s\n", path_name());
   for (int p = 0; p < 3; p++)
     if (tested[paths[p]])
-      printf("max |err| / scale, %s: %.3g\n",
-             ct_gemm_bf16_path_name(paths[p]), max_err[paths[p]]);
+      printf("max |err| / scale, %s: %.3g\n", ct_gemm_bf16_path_name(paths[p]),
+             max_err[paths[p]]);
   return test_summary("gemm_bf16");
 }

@@ -109,12 +109,12 @@ static int64_t sum_mismatches(const bias_case *g) {
 
 int main(void) {
   const bias_case cases[] = {
-      {1, 1, 1, false, true, 0},      {13, 31, 7, false, true, 0},
-      {15, 33, 17, false, true, 3},   {64, 40, 300, false, true, 0},
-      {65, 97, 513, false, true, 1},  {200, 256, 256, false, true, 0},
-      {300, 1000, 64, false, true, 0}, {29, 70, 600, false, false, 0},
-      {50, 20, 30, true, false, 2},   {90, 130, 280, true, true, 0},
-      {17, 45, 0, false, true, 0},    {180, 1100, 40, false, false, 0},
+      {1, 1, 1, false, true, 0},        {13, 31, 7, false, true, 0},
+      {15, 33, 17, false, true, 3},     {64, 40, 300, false, true, 0},
+      {65, 97, 513, false, true, 1},    {200, 256, 256, false, true, 0},
+      {300, 1000, 64, false, true, 0},  {29, 70, 600, false, false, 0},
+      {50, 20, 30, true, false, 2},     {90, 130, 280, true, true, 0},
+      {17, 45, 0, false, true, 0},      {180, 1100, 40, false, false, 0},
       {256, 256, 1600, true, false, 0}, {1000, 256, 700, true, false, 0},
       {40, 1030, 900, true, false, 5},
   };
@@ -143,10 +143,11 @@ int main(void) {
               (long long)g->M, (long long)g->N, (long long)g->K, g->ta, g->tb,
               (long long)g->pad, (long long)bad_sums);
       }
-      printf("path %s, %d threads: %d cases, elements differing: %lld "
-             "(gemm_bias), %lld (gemm_sum_a)\n",
-             ct_gemm_path_name(ct_gemm_active_path()), threads, ncases,
-             (long long)total, (long long)total_sums);
+      printf(
+          "path %s, %d threads: %d cases, elements differing: %lld "
+          "(gemm_bias), %lld (gemm_sum_a)\n",
+          ct_gemm_path_name(ct_gemm_active_path()), threads, ncases,
+          (long long)total, (long long)total_sums);
     }
   }
   ct_gemm_force_path(CT_GEMM_AUTO);

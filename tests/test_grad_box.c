@@ -61,24 +61,21 @@ static void test_convert_grads(void) {
 
 // Matched pairs (row n of a with row n of b), one of each configuration.
 static const float pair_a[6 * 4] = {
-  0.10f, 0.20f, 0.60f, 0.70f,  // overlapping corners
-  0.00f, 0.00f, 0.20f, 0.30f,  // disjoint in x and y
-  0.00f, 0.10f, 0.20f, 0.50f,  // disjoint in x, overlapping in y
-  0.10f, 0.10f, 0.90f, 0.80f,  // a contains b
-  0.30f, 0.25f, 0.50f, 0.60f,  // b contains a
-  0.10f, 0.40f, 0.90f, 0.60f,  // a cross: each sticks out of the other
+    0.10f, 0.20f, 0.60f, 0.70f,  // overlapping corners
+    0.00f, 0.00f, 0.20f, 0.30f,  // disjoint in x and y
+    0.00f, 0.10f, 0.20f, 0.50f,  // disjoint in x, overlapping in y
+    0.10f, 0.10f, 0.90f, 0.80f,  // a contains b
+    0.30f, 0.25f, 0.50f, 0.60f,  // b contains a
+    0.10f, 0.40f, 0.90f, 0.60f,  // a cross: each sticks out of the other
 };
 static const float pair_b[6 * 4] = {
-  0.30f, 0.35f, 0.90f, 0.80f,
-  0.50f, 0.60f, 0.90f, 0.80f,
-  0.40f, 0.20f, 0.70f, 0.60f,
-  0.30f, 0.25f, 0.50f, 0.60f,
-  0.10f, 0.10f, 0.90f, 0.80f,
-  0.40f, 0.10f, 0.60f, 0.90f,
+    0.30f, 0.35f, 0.90f, 0.80f, 0.50f, 0.60f, 0.90f, 0.80f,
+    0.40f, 0.20f, 0.70f, 0.60f, 0.30f, 0.25f, 0.50f, 0.60f,
+    0.10f, 0.10f, 0.90f, 0.80f, 0.40f, 0.10f, 0.60f, 0.90f,
 };
 
 static void test_giou_grads(void) {
-  const char *names[6] = {"overlapping", "disjoint", "disjoint in x",
+  const char *names[6] = {"overlapping",  "disjoint",     "disjoint in x",
                           "a contains b", "b contains a", "cross"};
   for (int i = 0; i < 6; i++) {
     char what[64];
@@ -97,14 +94,12 @@ static void test_giou_grads(void) {
         (ct_tensor *[]){boxes(pair_a, 6, false), boxes(pair_b, 6, true)}, 2);
   // DETR's chain: cxcywh predictions and targets -> xyxy -> GIoU.
   const float pred[3 * 4] = {
-    0.40f, 0.45f, 0.50f, 0.40f,
-    0.20f, 0.30f, 0.20f, 0.30f,
-    0.55f, 0.50f, 0.30f, 0.60f,
+      0.40f, 0.45f, 0.50f, 0.40f, 0.20f, 0.30f,
+      0.20f, 0.30f, 0.55f, 0.50f, 0.30f, 0.60f,
   };
   const float tgt[3 * 4] = {
-    0.55f, 0.60f, 0.40f, 0.60f,
-    0.70f, 0.75f, 0.30f, 0.20f,
-    0.45f, 0.55f, 0.60f, 0.20f,
+      0.55f, 0.60f, 0.40f, 0.60f, 0.70f, 0.75f,
+      0.30f, 0.20f, 0.45f, 0.55f, 0.60f, 0.20f,
   };
   check("giou_pairs via cxcywh (3, 4)", OP_GIOU_CXCYWH,
         (ct_tensor *[]){boxes(pred, 3, true), boxes(tgt, 3, true)}, 2);
@@ -135,8 +130,8 @@ static void test_gather_grads(void) {
 static double giou1(float ax0, float ay0, float ax1, float ay1, float bx0,
                     float by0, float bx1, float by1) {
   const float a[4] = {ax0, ay0, ax1, ay1}, b[4] = {bx0, by0, bx1, by1};
-  ct_tensor *y = ct_generalized_box_iou_pairs(boxes(a, 1, false),
-                                              boxes(b, 1, false));
+  ct_tensor *y =
+      ct_generalized_box_iou_pairs(boxes(a, 1, false), boxes(b, 1, false));
   return y ? ct_f32(y)[0] : NAN;
 }
 
@@ -210,9 +205,8 @@ static void test_giou_identical_grad(void) {
 static void test_bad_input(void) {
   const float inverted[4] = {0.5f, 0.1f, 0.4f, 0.3f};  // x1 < x0
   ct_tensor *good = boxes(pair_a, 2, false);
-  ct_tensor *bad = ct_tensor_from(CT_F32, (float[8]){0, 0, 1, 1, 0.5f, 0.1f,
-                                                     0.4f, 0.3f},
-                                  CT_SHAPE(2, 4));
+  ct_tensor *bad = ct_tensor_from(
+      CT_F32, (float[8]){0, 0, 1, 1, 0.5f, 0.1f, 0.4f, 0.3f}, CT_SHAPE(2, 4));
   CHECK(!ct_generalized_box_iou_pairs(good, bad) &&
             ct_last_status() == CT_ERR_ARG &&
             strstr(ct_last_error(), "generalized_box_iou_pairs") &&
@@ -233,14 +227,15 @@ static void test_bad_input(void) {
   CHECK(!ct_box_xyxy_to_cxcywh(ct_tensor_zeros(CT_I32, CT_SHAPE(2, 4))) &&
             ct_last_status() == CT_ERR_DTYPE,
         "i32 boxes: %s", ct_last_error());
-  CHECK(!ct_generalized_box_iou_pairs(ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 4)),
-                                      ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 4))) &&
+  CHECK(!ct_generalized_box_iou_pairs(
+            ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 4)),
+            ct_tensor_zeros(CT_F32, CT_SHAPE(2, 2, 4))) &&
             ct_last_status() == CT_ERR_SHAPE,
         "3-D boxes: %s", ct_last_error());
 
   const int32_t out_of_range[2] = {0, 2};
-  CHECK(!ct_gather_rows(good, ct_tensor_from(CT_I32, out_of_range,
-                                             CT_SHAPE(2))) &&
+  CHECK(!ct_gather_rows(good,
+                        ct_tensor_from(CT_I32, out_of_range, CT_SHAPE(2))) &&
             ct_last_status() == CT_ERR_INDEX &&
             strstr(ct_last_error(), "gather_rows: idx[1] = 2"),
         "index out of range: %s", ct_last_error());

@@ -33,8 +33,8 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   switch (c->op) {
   case OP_CONV: return ct_conv2d(in[0], in[1], in[2], c->stride, c->padding);
   case OP_BN:
-    return ct_batchnorm2d(in[0], in[1], in[2], c->running_mean,
-                          c->running_var, c->training, 0.1f, 1e-5f);
+    return ct_batchnorm2d(in[0], in[1], in[2], c->running_mean, c->running_var,
+                          c->training, 0.1f, 1e-5f);
   case OP_MAX: return ct_max_pool2d(in[0], c->kernel, c->stride, c->padding);
   case OP_AVG: return ct_avg_pool2d(in[0], c->kernel, c->stride);
   case OP_GAP: return ct_global_avg_pool2d(in[0]);
@@ -66,8 +66,8 @@ static ct_gradcheck_opts bn_opts(void) {
 // ---- conv2d -------------------------------------------------------------------
 
 static void check_conv(const char *what, int64_t N, int64_t C, int64_t H,
-                       int64_t W, int64_t O, int64_t kh, int64_t kw,
-                       bool bias, int stride, int padding) {
+                       int64_t W, int64_t O, int64_t kh, int64_t kw, bool bias,
+                       int stride, int padding) {
   op_case c = {.op = OP_CONV, .stride = stride, .padding = padding};
   ct_tensor *in[3] = {grad_input(CT_SHAPE(N, C, H, W)),
                       grad_input(CT_SHAPE(O, C, kh, kw)),
@@ -85,8 +85,8 @@ static void test_conv(void) {
   check_conv("conv 3x3 s3 p1, 8x7", 2, 2, 8, 7, 3, 3, 3, true, 3, 1);
   check_conv("conv 1x1 s1 p0 bias (direct path)", 2, 4, 3, 5, 5, 1, 1, true, 1,
              0);
-  check_conv("conv 1x1 s1 p0 no bias (direct path)", 3, 3, 4, 4, 2, 1, 1,
-             false, 1, 0);
+  check_conv("conv 1x1 s1 p0 no bias (direct path)", 3, 3, 4, 4, 2, 1, 1, false,
+             1, 0);
   check_conv("conv 1x1 s2 p0 (downsample)", 2, 4, 5, 5, 3, 1, 1, false, 2, 0);
   check_conv("conv 1x1 s1 p1", 2, 2, 3, 3, 2, 1, 1, true, 1, 1);
   check_conv("conv 2x3 s1 p1", 2, 2, 5, 6, 3, 2, 3, true, 1, 1);
@@ -103,8 +103,8 @@ static void check_bn(const char *what, bool training, bool affine,
     c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
     c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
   }
-  ct_tensor *x = ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f,
-                                 CT_SHAPE(3, C, 2, 3));
+  ct_tensor *x =
+      ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f, CT_SHAPE(3, C, 2, 3));
   ct_tensor *in[3] = {ct_requires_grad(x), NULL, NULL};
   if (affine) {
     in[1] = ct_requires_grad(
@@ -143,10 +143,10 @@ static ct_tensor *distinct_input(int ndim, const int64_t *shape) {
 
 static void check_pool(const char *what, op_kind op, int kernel, int stride,
                        int padding, int ndim, const int64_t *shape) {
-  op_case c = {.op = op, .kernel = kernel, .stride = stride,
-               .padding = padding};
-  ct_tensor *x = op == OP_MAX ? distinct_input(ndim, shape)
-                              : grad_input(ndim, shape);
+  op_case c = {
+      .op = op, .kernel = kernel, .stride = stride, .padding = padding};
+  ct_tensor *x =
+      op == OP_MAX ? distinct_input(ndim, shape) : grad_input(ndim, shape);
   ct_gradcheck_opts o = linear_opts();
   if (op == OP_MAX) o.eps = 1e-2;
   grad_check(what, run, &c, &x, 1, &o);
@@ -171,8 +171,7 @@ static void test_pools(void) {
 
 static void check_chain(const char *what, bool training) {
   const int64_t C = 2, O = 3;
-  op_case c = {.op = OP_CHAIN, .stride = 2, .padding = 1,
-               .training = training};
+  op_case c = {.op = OP_CHAIN, .stride = 2, .padding = 1, .training = training};
   c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(O));
   c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(O));
   ct_tensor *in[4] = {

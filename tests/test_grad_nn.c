@@ -176,8 +176,8 @@ static void check_mha(const char *what, int64_t Tq, int64_t Tk, bool cross,
                       bool want_weights, bool training) {
   ct_params p;
   ct_params_init(&p);
-  mha_case c = {.cross = cross, .want_weights = want_weights,
-                .training = training};
+  mha_case c = {
+      .cross = cross, .want_weights = want_weights, .training = training};
   ct_status st = ct_nn_mha_init(&c.m, &p, "attn", E, H, 0.2f, true, &init_rng);
   CHECK(st == CT_OK, "%s: init: %s", what, ct_last_error());
   perturb(&p);
@@ -188,8 +188,8 @@ static void check_mha(const char *what, int64_t Tq, int64_t Tk, bool cross,
   if (mask == MASK_BOOL) c.masks.attn_mask = bool_mask(CT_SHAPE(Tq, Tk));
   if (mask == MASK_PER_HEAD)
     c.masks.attn_mask = bool_mask(CT_SHAPE(B * H, Tq, Tk));
-  if (mask == MASK_FLOAT) data[n++] = c.masks.attn_mask =
-      grad_input(CT_SHAPE(Tq, Tk));
+  if (mask == MASK_FLOAT)
+    data[n++] = c.masks.attn_mask = grad_input(CT_SHAPE(Tq, Tk));
   if (n_pad) c.masks.key_padding_mask = padding(Tk, n_pad);
   c.masks.causal = causal;
   check_with_params(what, mha_fn, &c, &p, n, data);
@@ -209,8 +209,8 @@ static void test_mha(void) {
   check_mha("mha causal", 5, 5, false, MASK_NONE, 0, true, false, false);
   check_mha("mha cross Tq=3 Tk=5 + padding", 3, 5, true, MASK_NONE, 2, false,
             false, false);
-  check_mha("mha cross causal Tq=3 Tk=5", 3, 5, true, MASK_NONE, 0, true,
-            false, false);
+  check_mha("mha cross causal Tq=3 Tk=5", 3, 5, true, MASK_NONE, 0, true, false,
+            false);
   check_mha("mha need_weights, masks", 4, 4, false, MASK_BOOL, 1, true, true,
             false);
   check_mha("mha need_weights cross, float mask", 3, 5, true, MASK_FLOAT, 2,
@@ -265,8 +265,8 @@ static void check_encoder_layer(const char *what, bool norm_first,
   ct_params_init(&p);
   layer_case c = {.training = training};
   ct_nn_transformer_config cfg = layer_config(norm_first, act);
-  ct_status st = ct_nn_encoder_layer_init(&c.enc, &p, "layers.0", &cfg,
-                                          &init_rng);
+  ct_status st =
+      ct_nn_encoder_layer_init(&c.enc, &p, "layers.0", &cfg, &init_rng);
   CHECK(st == CT_OK, "%s: init: %s", what, ct_last_error());
   perturb(&p);
   ct_tensor *x = grad_input(CT_SHAPE(B, 4, E));
@@ -282,8 +282,8 @@ static void check_decoder_layer(const char *what, bool norm_first,
   ct_params_init(&p);
   layer_case c = {.training = training};
   ct_nn_transformer_config cfg = layer_config(norm_first, act);
-  ct_status st = ct_nn_decoder_layer_init(&c.dec, &p, "layers.0", &cfg,
-                                          &init_rng);
+  ct_status st =
+      ct_nn_decoder_layer_init(&c.dec, &p, "layers.0", &cfg, &init_rng);
   CHECK(st == CT_OK, "%s: init: %s", what, ct_last_error());
   perturb(&p);
   ct_tensor *xs[2] = {grad_input(CT_SHAPE(B, 3, E)),

@@ -13,7 +13,13 @@
 #include <string.h>
 
 enum {
-  OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYERNORM, OP_CE, OP_KL, OP_MSE, OP_L1,
+  OP_SOFTMAX,
+  OP_LOG_SOFTMAX,
+  OP_LAYERNORM,
+  OP_CE,
+  OP_KL,
+  OP_MSE,
+  OP_L1,
 };
 
 typedef struct op_case {
@@ -89,8 +95,8 @@ static void test_softmax_grads(void) {
         1, NULL);
   check("softmax (3, 129)", sm, (ct_tensor *[]){grad_input(CT_SHAPE(3, 129))},
         1, NULL);
-  check("softmax (2, 3, 7)", sm,
-        (ct_tensor *[]){grad_input(CT_SHAPE(2, 3, 7))}, 1, NULL);
+  check("softmax (2, 3, 7)", sm, (ct_tensor *[]){grad_input(CT_SHAPE(2, 3, 7))},
+        1, NULL);
   check("log_softmax (1)", lsm, (ct_tensor *[]){grad_input(CT_SHAPE(1))}, 1,
         NULL);
   check("log_softmax (129, 7)", lsm,
@@ -108,8 +114,8 @@ static void test_layernorm_grads(void) {
                         grad_input(CT_SHAPE(7))},
         3, NULL);
   check("layernorm (3, 129) w, b", ln,
-        (ct_tensor *[]){grad_input(CT_SHAPE(3, 129)),
-                        grad_input(CT_SHAPE(129)), grad_input(CT_SHAPE(129))},
+        (ct_tensor *[]){grad_input(CT_SHAPE(3, 129)), grad_input(CT_SHAPE(129)),
+                        grad_input(CT_SHAPE(129))},
         3, NULL);
   check("layernorm (2, 3, 7) w, b", ln,
         (ct_tensor *[]){grad_input(CT_SHAPE(2, 3, 7)), grad_input(CT_SHAPE(7)),
@@ -153,8 +159,10 @@ static void test_norm_values(void) {
     }
     worst_sum = fmax(worst_sum, fabs(s - 1.0));
   }
-  printf("  softmax rows sum to 1 within %.2e; |exp(log_softmax) - softmax| "
-         "<= %.2e\n", worst_sum, worst_exp);
+  printf(
+      "  softmax rows sum to 1 within %.2e; |exp(log_softmax) - softmax| "
+      "<= %.2e\n",
+      worst_sum, worst_exp);
   CHECK(worst_sum < 1e-6, "softmax row sum off by %g", worst_sum);
   CHECK(worst_exp < 1e-6, "exp(log_softmax) differs from softmax by %g",
         worst_exp);
@@ -189,10 +197,12 @@ static void test_norm_values(void) {
 static void run_ops_for_threads(int threads, float *sums) {
   ct_set_threads(threads);
   ct_rng r = ct_rng_make(5, 5);
-  ct_tensor *x = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
+  ct_tensor *x =
+      ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
   ct_tensor *w = ct_requires_grad(ct_tensor_randn(&r, 1, 1, CT_SHAPE(257)));
   ct_tensor *b = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(257)));
-  ct_tensor *u = ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
+  ct_tensor *u =
+      ct_requires_grad(ct_tensor_randn(&r, 0, 1, CT_SHAPE(300, 257)));
   ct_tensor *cw = ct_tensor_rand(&r, 0.1f, 2.0f, CT_SHAPE(257));
   ct_tensor *t = ct_tensor_empty(CT_I32, CT_SHAPE(300));
   for (int64_t i = 0; i < 300; i++)
@@ -245,8 +255,8 @@ static void check_ce(const char *what, op_case c, int ndim,
   int64_t K = shape[ndim - 1];
   ct_tensor *x = ct_requires_grad(
       ct_tensor_randn(&grad_test_rng, 0.0f, 2.0f, ndim, shape));
-  ct_tensor *t = targets_for(ndim - 1, shape, K, ignore_frac,
-                             c.ce.ignore_index);
+  ct_tensor *t =
+      targets_for(ndim - 1, shape, K, ignore_frac, c.ce.ignore_index);
   int64_t rows = t->numel;
   ct_gradcheck_opts o = loss_opts(1e-2 / (double)rows / 10);
   check(what, c, (ct_tensor *[]){x, t}, 2, &o);
@@ -295,8 +305,7 @@ static void test_ce_all_ignored(void) {
     CHECK(ct_backward(loss) == CT_OK, "%s", ct_last_error());
     int nonzero = 0;
     for (int i = 0; i < 24; i++) nonzero += x->grad && x->grad[i] != 0.0f;
-    CHECK(x->grad && nonzero == 0, "all-ignored grad has %d nonzeros",
-          nonzero);
+    CHECK(x->grad && nonzero == 0, "all-ignored grad has %d nonzeros", nonzero);
     ct_arena_reset();
   }
 }
@@ -315,7 +324,8 @@ static void test_kl_grads(void) {
       {"kl_div log_target batchmean", true, CT_REDUCE_BATCHMEAN},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    op_case c = {.op = OP_KL, .log_target = kinds[i].log_target,
+    op_case c = {.op = OP_KL,
+                 .log_target = kinds[i].log_target,
                  .reduce = kinds[i].reduce};
     ct_tensor *x = uniform(-3.0f, 0.0f, CT_SHAPE(2, 3, 7), true);
     // Probabilities away from 0 (log's curvature), or log-probabilities.
@@ -369,7 +379,8 @@ static void test_kl_values(void) {
 
 static void test_mse_l1(void) {
   const op_case mse = {.op = OP_MSE}, l1 = {.op = OP_L1};
-  ct_tensor *a = grad_input(CT_SHAPE(129, 7)), *b = grad_input(CT_SHAPE(129, 7));
+  ct_tensor *a = grad_input(CT_SHAPE(129, 7)),
+            *b = grad_input(CT_SHAPE(129, 7));
   ct_gradcheck_opts o = loss_opts(2e-2 / (129 * 7));
   check("mse (129, 7)", mse, (ct_tensor *[]){a, b}, 2, &o);
   a = grad_input(CT_SHAPE(2, 3, 7));
@@ -395,7 +406,8 @@ static void test_mse_l1(void) {
   }
 
   // Values, and the gradient at the kink: sign(0) = 0.
-  const float av[4] = {1.0f, -2.0f, 0.5f, 3.0f}, bv[4] = {0.0f, 1.0f, 0.5f, 1.0f};
+  const float av[4] = {1.0f, -2.0f, 0.5f, 3.0f},
+              bv[4] = {0.0f, 1.0f, 0.5f, 1.0f};
   ct_tensor *x = ct_requires_grad(ct_tensor_from(CT_F32, av, CT_SHAPE(2, 2)));
   ct_tensor *y = ct_tensor_from(CT_F32, bv, CT_SHAPE(2, 2));
   ct_tensor *m = ct_mse(x, y);
@@ -418,9 +430,12 @@ static void test_no_grad(void) {
   ct_tensor *t = targets_for(1, (const int64_t[]){3}, 4, 0, -100);
   bool was = ct_grad_set_enabled(false);
   int before = ct_tape_size();
-  ct_tensor *outs[] = {ct_softmax(x), ct_log_softmax(x),
+  ct_tensor *outs[] = {ct_softmax(x),
+                       ct_log_softmax(x),
                        ct_layernorm(x, NULL, NULL, 1e-5f),
-                       ct_cross_entropy(x, t, NULL), ct_mse(x, x), ct_l1(x, x),
+                       ct_cross_entropy(x, t, NULL),
+                       ct_mse(x, x),
+                       ct_l1(x, x),
                        ct_kl_div(x, x, true, CT_REDUCE_SUM)};
   ct_grad_set_enabled(was);
   CHECK(ct_tape_size() == before, "recording off, yet %d nodes recorded",
@@ -455,16 +470,18 @@ static void test_bad_input(void) {
                "log_softmax", NULL);
   expect_error("layernorm i32", ct_layernorm(ids, NULL, NULL, 1e-5f),
                CT_ERR_DTYPE, "layernorm", NULL);
-  expect_error("layernorm weight (4)",
-               ct_layernorm(x, ct_tensor_zeros(CT_F32, CT_SHAPE(4)), NULL, 1e-5f),
-               CT_ERR_SHAPE, "layernorm", "[4]");
-  expect_error("layernorm bias (5, 1)",
-               ct_layernorm(x, NULL, ct_tensor_zeros(CT_F32, CT_SHAPE(5, 1)),
-                            1e-5f),
-               CT_ERR_SHAPE, "layernorm", "bias");
-  expect_error("layernorm weight i32",
-               ct_layernorm(x, ct_tensor_zeros(CT_I32, CT_SHAPE(5)), NULL, 1e-5f),
-               CT_ERR_DTYPE, "layernorm", "weight");
+  expect_error(
+      "layernorm weight (4)",
+      ct_layernorm(x, ct_tensor_zeros(CT_F32, CT_SHAPE(4)), NULL, 1e-5f),
+      CT_ERR_SHAPE, "layernorm", "[4]");
+  expect_error(
+      "layernorm bias (5, 1)",
+      ct_layernorm(x, NULL, ct_tensor_zeros(CT_F32, CT_SHAPE(5, 1)), 1e-5f),
+      CT_ERR_SHAPE, "layernorm", "bias");
+  expect_error(
+      "layernorm weight i32",
+      ct_layernorm(x, ct_tensor_zeros(CT_I32, CT_SHAPE(5)), NULL, 1e-5f),
+      CT_ERR_DTYPE, "layernorm", "weight");
   expect_error("layernorm eps < 0", ct_layernorm(x, NULL, NULL, -1.0f),
                CT_ERR_ARG, "layernorm", "eps");
 
@@ -476,12 +493,13 @@ static void test_bad_input(void) {
   expect_error("ce targets (5)",
                ct_cross_entropy(x, ct_tensor_zeros(CT_I32, CT_SHAPE(5)), NULL),
                CT_ERR_SHAPE, "cross_entropy", "[5]");
-  expect_error("ce targets (4, 1)",
-               ct_cross_entropy(x, ct_tensor_zeros(CT_I32, CT_SHAPE(4, 1)), NULL),
-               CT_ERR_SHAPE, "cross_entropy", NULL);
+  expect_error(
+      "ce targets (4, 1)",
+      ct_cross_entropy(x, ct_tensor_zeros(CT_I32, CT_SHAPE(4, 1)), NULL),
+      CT_ERR_SHAPE, "cross_entropy", NULL);
   ct_i32(t)[2] = 5;
-  expect_error("ce target 5 of K 5", ct_cross_entropy(x, t, NULL),
-               CT_ERR_INDEX, "cross_entropy", "target 5 at row 2");
+  expect_error("ce target 5 of K 5", ct_cross_entropy(x, t, NULL), CT_ERR_INDEX,
+               "cross_entropy", "target 5 at row 2");
   ct_i32(t)[2] = -1;
   expect_error("ce target -1", ct_cross_entropy(x, t, NULL), CT_ERR_INDEX,
                "cross_entropy", "target -1 at row 2");
@@ -517,9 +535,9 @@ static void test_bad_input(void) {
   ct_error(CT_ERR_NOMEM, "an earlier failure");
   CHECK(!ct_softmax(NULL) && !ct_log_softmax(NULL) &&
             !ct_layernorm(NULL, NULL, NULL, 1e-5f) &&
-            !ct_cross_entropy(NULL, t, NULL) && !ct_cross_entropy(x, NULL, NULL) &&
-            !ct_mse(x, NULL) && !ct_l1(NULL, x) &&
-            !ct_kl_div(NULL, x, false, CT_REDUCE_SUM),
+            !ct_cross_entropy(NULL, t, NULL) &&
+            !ct_cross_entropy(x, NULL, NULL) && !ct_mse(x, NULL) &&
+            !ct_l1(NULL, x) && !ct_kl_div(NULL, x, false, CT_REDUCE_SUM),
         "an op returned non-NULL for a NULL input");
   CHECK(ct_last_status() == CT_ERR_NOMEM &&
             strcmp(ct_last_error(), "an earlier failure") == 0,

@@ -18,10 +18,28 @@ typedef struct op_case {
 } op_case;
 
 enum {
-  OP_ADD, OP_SUB, OP_MUL, OP_SCALE, OP_RELU, OP_GELU, OP_SIGMOID, OP_TANH,
-  OP_DROPOUT, OP_MATMUL, OP_LINEAR, OP_LINEAR_NOBIAS, OP_SUM, OP_MEAN,
-  OP_SUM_LAST, OP_MEAN_LAST, OP_RESHAPE, OP_PERMUTE, OP_TRANSPOSE, OP_CONCAT,
-  OP_SLICE, OP_EMBEDDING,
+  OP_ADD,
+  OP_SUB,
+  OP_MUL,
+  OP_SCALE,
+  OP_RELU,
+  OP_GELU,
+  OP_SIGMOID,
+  OP_TANH,
+  OP_DROPOUT,
+  OP_MATMUL,
+  OP_LINEAR,
+  OP_LINEAR_NOBIAS,
+  OP_SUM,
+  OP_MEAN,
+  OP_SUM_LAST,
+  OP_MEAN_LAST,
+  OP_RESHAPE,
+  OP_PERMUTE,
+  OP_TRANSPOSE,
+  OP_CONCAT,
+  OP_SLICE,
+  OP_EMBEDDING,
 };
 
 static ct_tensor *run(ct_tensor *const *in, void *ctx) {
@@ -91,8 +109,8 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(3, 4, 5)), grad_input(CT_SHAPE(1, 4, 1)));
   GRAD("mul same shape 129", ((op_case){.op = OP_MUL}),
        grad_input(CT_SHAPE(129)), grad_input(CT_SHAPE(129)));
-  GRAD("mul shared input", ((op_case){.op = OP_MUL}),
-       grad_input(CT_SHAPE(1)), grad_input(CT_SHAPE(7)));
+  GRAD("mul shared input", ((op_case){.op = OP_MUL}), grad_input(CT_SHAPE(1)),
+       grad_input(CT_SHAPE(7)));
   GRAD("scale", ((op_case){.op = OP_SCALE}), grad_input(CT_SHAPE(2, 7)));
   GRAD("relu", ((op_case){.op = OP_RELU}),
        away_from_zero(grad_input(CT_SHAPE(3, 43)), 0.05f));
@@ -134,12 +152,12 @@ static void broadcast_values(void) {
     int ndb;
     int64_t b[3];
   } cases[] = {
-      {3, {64, 50, 16}, 3, {64, 1, 1}},   // per-sample scale (drop path)
-      {3, {64, 1, 1}, 3, {64, 50, 16}},   // the same, block operand first
-      {2, {50, 1}, 3, {64, 50, 16}},      // block in the middle
-      {3, {64, 50, 16}, 3, {64, 50, 16}}, // same shapes
-      {3, {64, 50, 16}, 1, {16}},         // suffix
-      {3, {64, 1, 16}, 2, {50, 1}},       // general
+      {3, {64, 50, 16}, 3, {64, 1, 1}},    // per-sample scale (drop path)
+      {3, {64, 1, 1}, 3, {64, 50, 16}},    // the same, block operand first
+      {2, {50, 1}, 3, {64, 50, 16}},       // block in the middle
+      {3, {64, 50, 16}, 3, {64, 50, 16}},  // same shapes
+      {3, {64, 50, 16}, 1, {16}},          // suffix
+      {3, {64, 1, 16}, 2, {50, 1}},        // general
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     for (int op = OP_ADD; op <= OP_MUL; op++) {
@@ -162,7 +180,8 @@ static void broadcast_values(void) {
         continue;
       }
       ct_tensor *seed = grad_input(3, y->shape);
-      CHECK(ct_backward_seeded(y, ct_f32(seed)) == CT_OK, "case %zu backward", c);
+      CHECK(ct_backward_seeded(y, ct_f32(seed)) == CT_OK, "case %zu backward",
+            c);
       // Reference sums in double; a float sum of many terms may differ by
       // rounding relative to the sum of the terms' magnitudes.
       double *wa = calloc((size_t)a->numel * 2, sizeof *wa);
@@ -179,9 +198,11 @@ static void broadcast_values(void) {
       }
       double err = 0;
       for (int64_t i = 0; i < a->numel; i++)
-        err = fmax(err, fabs(a->grad[i] - wa[2 * i]) / fmax(1.0, wa[2 * i + 1]));
+        err =
+            fmax(err, fabs(a->grad[i] - wa[2 * i]) / fmax(1.0, wa[2 * i + 1]));
       for (int64_t i = 0; i < b->numel; i++)
-        err = fmax(err, fabs(b->grad[i] - wb[2 * i]) / fmax(1.0, wb[2 * i + 1]));
+        err =
+            fmax(err, fabs(b->grad[i] - wb[2 * i]) / fmax(1.0, wb[2 * i + 1]));
       CHECK(err < 1e-6, "case %zu: mul gradient off by %g", c, err);
       free(wa);
       free(wb);
@@ -227,7 +248,8 @@ static void reductions(void) {
   GRAD("sum", ((op_case){.op = OP_SUM}), grad_input(CT_SHAPE(3, 43)));
   GRAD("mean", ((op_case){.op = OP_MEAN}), grad_input(CT_SHAPE(2, 3, 7)));
   GRAD("mean of one", ((op_case){.op = OP_MEAN}), grad_input(CT_SHAPE(1)));
-  GRAD("sum_last", ((op_case){.op = OP_SUM_LAST}), grad_input(CT_SHAPE(3, 129)));
+  GRAD("sum_last", ((op_case){.op = OP_SUM_LAST}),
+       grad_input(CT_SHAPE(3, 129)));
   GRAD("mean_last keepdim", ((op_case){.op = OP_MEAN_LAST, .dim = 1}),
        grad_input(CT_SHAPE(2, 3, 7)));
 }
@@ -244,9 +266,11 @@ static void shapes(void) {
   GRAD("concat last dim", ((op_case){.op = OP_CONCAT, .dim = -1}),
        grad_input(CT_SHAPE(3, 2)), grad_input(CT_SHAPE(3, 7)),
        grad_input(CT_SHAPE(3, 1)));
-  GRAD("slice dim 1", ((op_case){.op = OP_SLICE, .dim = 1, .start = 2, .len = 3}),
+  GRAD("slice dim 1",
+       ((op_case){.op = OP_SLICE, .dim = 1, .start = 2, .len = 3}),
        grad_input(CT_SHAPE(2, 7, 3)));
-  GRAD("slice dim 0", ((op_case){.op = OP_SLICE, .dim = 0, .start = 1, .len = 1}),
+  GRAD("slice dim 0",
+       ((op_case){.op = OP_SLICE, .dim = 0, .start = 1, .len = 1}),
        grad_input(CT_SHAPE(3, 5)));
   // Embedding with repeated ids and a padding row.
   const int32_t ids[] = {3, 1, 3, 0, 6, 3, 1};
@@ -266,7 +290,8 @@ static void shapes(void) {
     CHECK(y && y->ndim == 3 && y->shape[2] == 4, "embedding shape");
     ct_backward(ct_sum(y));
     CHECK(table->grad[3 * 4] == 0.0f && table->grad[1 * 4] == 2.0f,
-          "padding row grad %g, row 1 grad %g", table->grad[12], table->grad[4]);
+          "padding row grad %g, row 1 grad %g", table->grad[12],
+          table->grad[4]);
     ct_arena_reset();
   }
 }

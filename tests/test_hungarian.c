@@ -25,7 +25,7 @@ static ct_rng rng = {.seed = 8, .stream = 31, .offset = 0};
 typedef struct brute {
   const double *cost;
   int rows, cols;
-  bool tall;          // assign columns to rows instead
+  bool tall;  // assign columns to rows instead
   bool used[SMALL_MAX];
   double best;
 } brute;
@@ -51,7 +51,10 @@ static void brute_search(brute *b, int k, double sum) {
 
 // The optimal total, summing each map in the order of the smaller side.
 static double brute_best(const double *cost, int rows, int cols) {
-  brute b = {.cost = cost, .rows = rows, .cols = cols, .tall = rows > cols,
+  brute b = {.cost = cost,
+             .rows = rows,
+             .cols = cols,
+             .tall = rows > cols,
              .best = INFINITY};
   brute_search(&b, 0, 0.0);
   return b.best;
@@ -84,8 +87,10 @@ static bool check_matching(const char *what, const double *cost, int rows,
 
 static void random_costs(double *cost, int n, bool integer, bool negative) {
   for (int i = 0; i < n; i++) {
-    if (integer) cost[i] = (double)ct_rng_next_below(&rng, 4);  // many ties
-    else cost[i] = ct_rng_next_double(&rng);
+    if (integer)
+      cost[i] = (double)ct_rng_next_below(&rng, 4);  // many ties
+    else
+      cost[i] = ct_rng_next_double(&rng);
     if (negative) cost[i] = 2.0 * cost[i] - 3.0;
   }
 }
@@ -104,7 +109,8 @@ static void test_brute_force(void) {
         char what[64];
         snprintf(what, sizeof what, "%dx%d %s trial %d", rows, cols,
                  integer ? "integer" : "float", trial);
-        ct_status st = ct_nn_linear_assignment(cost, rows, cols, r2c, c2r, &total);
+        ct_status st =
+            ct_nn_linear_assignment(cost, rows, cols, r2c, c2r, &total);
         CHECK(st == CT_OK, "%s: %s", what, ct_last_error());
         if (st != CT_OK) continue;
         check_matching(what, cost, rows, cols, r2c, c2r, total);
@@ -117,8 +123,10 @@ static void test_brute_force(void) {
           CHECK(false, "%s: total %.17g, brute force %.17g", what, total, best);
         }
       }
-  printf("  brute force: %d cases, %d not optimal, max |total - optimum| "
-         "%.2e\n", cases, wrong, worst);
+  printf(
+      "  brute force: %d cases, %d not optimal, max |total - optimum| "
+      "%.2e\n",
+      cases, wrong, worst);
 }
 
 // Ties: a constant matrix gives the identity (documented order), and a
@@ -129,11 +137,13 @@ static void test_ties(void) {
   for (int i = 0; i < 4 * 6; i++) cost[i] = 7.0;
   CHECK(ct_nn_linear_assignment(cost, 4, 6, r2c, c2r, NULL) == CT_OK, "%s",
         ct_last_error());
-  for (int r = 0; r < 4; r++) CHECK(r2c[r] == r, "wide: row %d -> %d", r, r2c[r]);
+  for (int r = 0; r < 4; r++)
+    CHECK(r2c[r] == r, "wide: row %d -> %d", r, r2c[r]);
   CHECK(c2r[4] == -1 && c2r[5] == -1, "wide: columns 4, 5 must be free");
   CHECK(ct_nn_linear_assignment(cost, 6, 4, r2c, c2r, NULL) == CT_OK, "%s",
         ct_last_error());
-  for (int c = 0; c < 4; c++) CHECK(c2r[c] == c, "tall: col %d -> %d", c, c2r[c]);
+  for (int c = 0; c < 4; c++)
+    CHECK(c2r[c] == c, "tall: col %d -> %d", c, c2r[c]);
   CHECK(r2c[4] == -1 && r2c[5] == -1, "tall: rows 4, 5 must be free");
 
   double m[5 * 5];
@@ -168,13 +178,13 @@ static void test_bad_and_empty(void) {
     CHECK(st == CT_ERR_NUMERIC, "%g: status %d", bad[k], (int)st);
     CHECK(strstr(ct_last_error(), "cost[1][2]") != NULL,
           "%g: the message should name the entry: %s", bad[k], ct_last_error());
-    CHECK(r2c[0] == -1 && r2c[1] == -1, "%g: nothing must be assigned",
-          bad[k]);
+    CHECK(r2c[0] == -1 && r2c[1] == -1, "%g: nothing must be assigned", bad[k]);
     // Transposed (tall) too: the entry is then row 2, col 1.
     double t[6] = {1, 4, 2, 5, 3, bad[k]};
-    CHECK(ct_nn_linear_assignment(t, 3, 2, NULL, NULL, NULL) == CT_ERR_NUMERIC &&
-              strstr(ct_last_error(), "cost[2][1]") != NULL,
-          "tall %g: %s", bad[k], ct_last_error());
+    CHECK(
+        ct_nn_linear_assignment(t, 3, 2, NULL, NULL, NULL) == CT_ERR_NUMERIC &&
+            strstr(ct_last_error(), "cost[2][1]") != NULL,
+        "tall %g: %s", bad[k], ct_last_error());
   }
   cost[5] = NAN;
   ct_nn_linear_assignment(cost, 2, 3, NULL, NULL, NULL);
@@ -218,11 +228,13 @@ static void test_large(void) {
         ct_last_error());
   check_matching("300x200", tr, C, R, c2r, r2c, total_t);
   double greedy = greedy_total(cost, R, C);
-  printf("  200x300: total %.6f, transposed %.6f, greedy %.6f, %.3f s\n",
-         total, total_t, greedy, secs);
+  printf("  200x300: total %.6f, transposed %.6f, greedy %.6f, %.3f s\n", total,
+         total_t, greedy, secs);
   CHECK(total <= greedy, "optimal %.9g above greedy %.9g", total, greedy);
-  CHECK(fabs(total - total_t) <= 1e-9, "transposing changed the optimum: "
-        "%.17g vs %.17g", total, total_t);
+  CHECK(fabs(total - total_t) <= 1e-9,
+        "transposing changed the optimum: "
+        "%.17g vs %.17g",
+        total, total_t);
   CHECK(secs < 2.0, "200x300 took %.3f s", secs);
   CHECK(ct_arena_used_bytes() == used_before,
         "the solver must give its scratch memory back");
@@ -241,20 +253,17 @@ static ct_tensor *f32(const float *v, int64_t rows, int64_t cols) {
 static void test_detr_match(void) {
   // K = 2 classes plus "no object"; Q = 4 queries, T = 2 targets.
   const float probs[4 * 3] = {
-    0.10f, 0.80f, 0.10f,  // q0: class 1, near target 1
-    0.05f, 0.05f, 0.90f,  // q1: no object
-    0.85f, 0.05f, 0.10f,  // q2: class 0, near target 0
-    0.30f, 0.30f, 0.40f,  // q3: unsure, far from both
+      0.10f, 0.80f, 0.10f,  // q0: class 1, near target 1
+      0.05f, 0.05f, 0.90f,  // q1: no object
+      0.85f, 0.05f, 0.10f,  // q2: class 0, near target 0
+      0.30f, 0.30f, 0.40f,  // q3: unsure, far from both
   };
   const float pred[4 * 4] = {
-    0.74f, 0.76f, 0.31f, 0.29f,
-    0.50f, 0.50f, 0.10f, 0.10f,
-    0.26f, 0.24f, 0.20f, 0.21f,
-    0.10f, 0.90f, 0.05f, 0.05f,
+      0.74f, 0.76f, 0.31f, 0.29f, 0.50f, 0.50f, 0.10f, 0.10f,
+      0.26f, 0.24f, 0.20f, 0.21f, 0.10f, 0.90f, 0.05f, 0.05f,
   };
   const float tgt[2 * 4] = {
-    0.25f, 0.25f, 0.20f, 0.20f,
-    0.75f, 0.75f, 0.30f, 0.30f,
+      0.25f, 0.25f, 0.20f, 0.20f, 0.75f, 0.75f, 0.30f, 0.30f,
   };
   const int32_t lab[2] = {0, 1};
   ct_tensor *p = f32(probs, 4, 3), *pb = f32(pred, 4, 4), *tb = f32(tgt, 2, 4);
@@ -273,7 +282,8 @@ static void test_detr_match(void) {
   float probs2[4 * 3];
   memcpy(probs2, probs, sizeof probs2);
   probs2[1] = 0.2f;
-  ct_nn_detr_cost_weights cls_only = {.class_w = 1.0, .l1_w = 0.0, .giou_w = 0.0};
+  ct_nn_detr_cost_weights cls_only = {
+      .class_w = 1.0, .l1_w = 0.0, .giou_w = 0.0};
   st = ct_nn_detr_match(f32(probs2, 4, 3), pb, l, tb, &cls_only, t2q, NULL);
   CHECK(st == CT_OK && t2q[0] == 2 && t2q[1] == 3,
         "class-only matching: %d %d, want 2 3 (%s)", t2q[0], t2q[1],
@@ -299,8 +309,8 @@ static void test_detr_match(void) {
 
   // Bad input.
   const int32_t bad_lab[2] = {0, 3};
-  CHECK(ct_nn_detr_match(p, pb, ct_tensor_from(CT_I32, bad_lab, CT_SHAPE(2)), tb,
-                      NULL, t2q, q2t) == CT_ERR_INDEX,
+  CHECK(ct_nn_detr_match(p, pb, ct_tensor_from(CT_I32, bad_lab, CT_SHAPE(2)),
+                         tb, NULL, t2q, q2t) == CT_ERR_INDEX,
         "label 3 of 3 classes: %s", ct_last_error());
   printf("  bad label: %s\n", ct_last_error());
   float neg[2 * 4];
@@ -321,8 +331,8 @@ static void test_detr_match(void) {
   CHECK(ct_nn_detr_match(p, f32(pred, 2, 4), l, tb, NULL, t2q, q2t) ==
             CT_ERR_SHAPE,
         "4 probs rows, 2 boxes: %s", ct_last_error());
-  CHECK(ct_nn_detr_match(p, ct_tensor_empty(CT_F32, CT_SHAPE(4, 3)), l, tb, NULL,
-                      t2q, q2t) == CT_ERR_SHAPE,
+  CHECK(ct_nn_detr_match(p, ct_tensor_empty(CT_F32, CT_SHAPE(4, 3)), l, tb,
+                         NULL, t2q, q2t) == CT_ERR_SHAPE,
         "boxes (4, 3): %s", ct_last_error());
   ct_error(CT_ERR_INDEX, "an earlier error");
   CHECK(ct_nn_detr_match(NULL, pb, l, tb, NULL, t2q, q2t) == CT_ERR_INDEX,

@@ -51,8 +51,8 @@ static void check_error(ct_status st, ct_status want, const char *needle,
                         const char *what) {
   CHECK(st == want, "%s: status %s, want %s (%s)", what, ct_status_name(st),
         ct_status_name(want), ct_last_error());
-  CHECK(strstr(ct_last_error(), needle) != NULL,
-        "%s: message '%s' lacks '%s'", what, ct_last_error(), needle);
+  CHECK(strstr(ct_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'",
+        what, ct_last_error(), needle);
 }
 
 // ---- IDX ---------------------------------------------------------------------
@@ -99,8 +99,8 @@ static void test_idx(void) {
 
   ct_image_dataset d;
   // Plain images, gzipped labels.
-  ct_status st = ct_idx_load(&d, tmp_path("img.idx"), tmp_path("lab.idx.gz"),
-                             10);
+  ct_status st =
+      ct_idx_load(&d, tmp_path("img.idx"), tmp_path("lab.idx.gz"), 10);
   CHECK(st == CT_OK, "idx load: %s", ct_last_error());
   if (!st) {
     CHECK(d.N == 3 && d.C == 1 && d.H == 2 && d.W == 4 && d.K == 10,
@@ -120,29 +120,27 @@ static void test_idx(void) {
         ct_last_error());
   ct_image_dataset_free(&d);
 
-  check_error(ct_idx_load(&d, tmp_path("lab.idx.gz"), tmp_path("lab.idx.gz"),
-                          10),
-              CT_ERR_FORMAT, "lab.idx.gz: magic number 0x00000801",
-              "idx swapped");
-  check_error(ct_idx_load(&d, tmp_path("img_trunc.idx"), tmp_path("lab.idx.gz"),
-                          10),
-              CT_ERR_FORMAT, "img_trunc.idx: truncated", "idx truncated");
-  check_error(ct_idx_load(&d, tmp_path("img_cut.idx.gz"),
-                          tmp_path("lab.idx.gz"), 10),
-              CT_ERR_FORMAT, "img_cut.idx.gz: cannot read", "idx cut gzip");
-  check_error(ct_idx_load(&d, tmp_path("img_long.idx"), tmp_path("lab.idx.gz"),
-                          10),
-              CT_ERR_FORMAT, "img_long.idx: 1 bytes after", "idx long");
-  check_error(ct_idx_load(&d, tmp_path("img.idx"), tmp_path("lab_two.idx"),
-                          10),
+  check_error(
+      ct_idx_load(&d, tmp_path("lab.idx.gz"), tmp_path("lab.idx.gz"), 10),
+      CT_ERR_FORMAT, "lab.idx.gz: magic number 0x00000801", "idx swapped");
+  check_error(
+      ct_idx_load(&d, tmp_path("img_trunc.idx"), tmp_path("lab.idx.gz"), 10),
+      CT_ERR_FORMAT, "img_trunc.idx: truncated", "idx truncated");
+  check_error(
+      ct_idx_load(&d, tmp_path("img_cut.idx.gz"), tmp_path("lab.idx.gz"), 10),
+      CT_ERR_FORMAT, "img_cut.idx.gz: cannot read", "idx cut gzip");
+  check_error(
+      ct_idx_load(&d, tmp_path("img_long.idx"), tmp_path("lab.idx.gz"), 10),
+      CT_ERR_FORMAT, "img_long.idx: 1 bytes after", "idx long");
+  check_error(ct_idx_load(&d, tmp_path("img.idx"), tmp_path("lab_two.idx"), 10),
               CT_ERR_FORMAT, "lab_two.idx: 2 labels for the 3 images",
               "idx count");
   check_error(ct_idx_load(&d, tmp_path("img.idx"), tmp_path("lab.idx.gz"), 9),
               CT_ERR_INDEX, "lab.idx.gz: image 2: label 9 outside [0, 9)",
               "idx label range");
-  check_error(ct_idx_load(&d, tmp_path("missing.idx"), tmp_path("lab.idx.gz"),
-                          10),
-              CT_ERR_IO, "missing.idx: cannot open", "idx missing");
+  check_error(
+      ct_idx_load(&d, tmp_path("missing.idx"), tmp_path("lab.idx.gz"), 10),
+      CT_ERR_IO, "missing.idx: cannot open", "idx missing");
   CHECK(d.pixels == NULL && d.N == 0, "failed load leaves an empty dataset");
 }
 
@@ -176,8 +174,9 @@ static void test_cifar(void) {
   snprintf(path, sizeof path, "%s/test_batch.bin", dir10);
   write_bytes(path, rec, 3073, false);
   snprintf(path, sizeof path, "%s/batches.meta.txt", dir10);
-  write_text(path, "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\n"
-                   "ship\ntruck\n\n");
+  write_text(path,
+             "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\n"
+             "ship\ntruck\n\n");
   ct_image_dataset d;
   ct_status st = ct_cifar_load(&d, dir10, CT_CIFAR10, true);
   CHECK(st == CT_OK, "cifar10 train: %s", ct_last_error());
@@ -235,8 +234,8 @@ static void test_cifar(void) {
   check_error(ct_cifar_load_files(&d, CT_CIFAR10, bad, 1), CT_ERR_INDEX,
               "badlabel.bin: record 1: label 10 outside [0, 10)",
               "cifar label");
-  check_error(ct_cifar_load_files(&d, CT_CIFAR100_FINE, cut, 1),
-              CT_ERR_FORMAT, "CIFAR-100 records", "cifar100 truncated");
+  check_error(ct_cifar_load_files(&d, CT_CIFAR100_FINE, cut, 1), CT_ERR_FORMAT,
+              "CIFAR-100 records", "cifar100 truncated");
   snprintf(path, sizeof path, "%s/batches.meta.txt", dir10);
   write_text(path, "airplane\nautomobile\n");
   check_error(ct_cifar_load(&d, dir10, CT_CIFAR10, false), CT_ERR_FORMAT,
@@ -254,8 +253,8 @@ static void write_png(const char *path, int w, int h, int color_type,
                       int bit_depth, const uint8_t *data,
                       const png_color *palette, int palette_n) {
   FILE *f = fopen(path, "wb");
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL,
-                                            NULL, NULL);
+  png_structp png =
+      png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
   png_infop info = png_create_info_struct(png);
   if (setjmp(png_jmpbuf(png))) {
     CHECK(false, "libpng failed writing %s", path);
@@ -264,8 +263,8 @@ static void write_png(const char *path, int w, int h, int color_type,
     return;
   }
   png_init_io(png, f);
-  png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, bit_depth,
-               color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+  png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, bit_depth, color_type,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
   if (palette) png_set_PLTE(png, info, palette, palette_n);
   png_write_info(png, info);
@@ -301,8 +300,8 @@ static void test_png(void) {
     for (int c = 0; c < 3; c++) rgb[3 * p + c] = (uint8_t)(p * 10 * (c + 1));
     for (int c = 0; c < 3; c++) rgba[4 * p + c] = (uint8_t)(p * 10 * (c + 1));
     rgba[4 * p + 3] = 128;
-    pal[p] = (png_color){(uint8_t)(p * 10), (uint8_t)(p * 20),
-                         (uint8_t)(p * 30)};
+    pal[p] =
+        (png_color){(uint8_t)(p * 10), (uint8_t)(p * 20), (uint8_t)(p * 30)};
     pal_idx[p] = (uint8_t)p;
     uint16_t v = (uint16_t)(p * 10 * 257);  // scales back to p * 10
     g16[2 * p] = (uint8_t)(v >> 8);
@@ -357,16 +356,15 @@ static void test_png(void) {
   }
   // Resized: a 4x2 gray ramp to 8x4, bilinear with half-pixel centres.
   st = ct_png_folder_load(&d, root, 1, 4, 8);
-  CHECK(st == CT_OK && d.H == 4 && d.W == 8, "png resize: %s",
-        ct_last_error());
+  CHECK(st == CT_OK && d.H == 4 && d.W == 8, "png resize: %s", ct_last_error());
   if (!st) {
     const uint8_t *img = ct_image_dataset_image(&d, 0);
     // Output (y=1, x=3): source (0.25, 1.25) -> rows 0,1 weight .25,
     // cols 1,2 weight .25: top = 10*.75+20*.25 = 12.5, bottom = 52.5,
     // value = 12.5*.75 + 52.5*.25 = 22.5 -> 23.
     CHECK(img[1 * 8 + 3] == 23, "bilinear got %d", img[1 * 8 + 3]);
-    CHECK(img[0] == 0 && img[4 * 8 - 1] == 70, "bilinear corners %d %d",
-          img[0], img[31]);
+    CHECK(img[0] == 0 && img[4 * 8 - 1] == 70, "bilinear corners %d %d", img[0],
+          img[31]);
     ct_image_dataset_free(&d);
   }
   uint8_t one[3 * 2 * 2];
@@ -437,7 +435,8 @@ static void make_dataset(ct_image_dataset *d, int64_t n, int K) {
 static void test_normalize(void) {
   ct_image_dataset d;
   make_dataset(&d, 5, 3);
-  ct_image_loader_options o = {.batch_size = 2, .seed = 1,
+  ct_image_loader_options o = {.batch_size = 2,
+                               .seed = 1,
                                .mean = {0.5f, 0.25f, 0.f},
                                .std = {0.5f, 0.25f, 2.f}};
   ct_image_loader l;
@@ -499,8 +498,8 @@ static void test_crop_flip(void) {
           for (int y = 0; y < H && ok; y++)
             for (int x = 0; x < W && ok; x++) {
               int sy = y + dy, sx = (f ? W - 1 - x : x) + dx;
-              int want = sy >= 0 && sy < H && sx >= 0 && sx < W
-                             ? src[sy * W + sx] : 0;
+              int want =
+                  sy >= 0 && sy < H && sx >= 0 && sx < W ? src[sy * W + sx] : 0;
               ok = dst[y * W + x] == want;
             }
           if (ok) {
@@ -562,14 +561,22 @@ static size_t run_loader(const ct_image_dataset *d,
 static void test_batches(void) {
   ct_image_dataset d;
   make_dataset(&d, 22, 5);
-  ct_image_loader_options o = {
-      .batch_size = 4, .shuffle = true, .seed = 7,
-      .mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f},
-      .aug = {.crop_padding = 2, .hflip = true, .randaug_ops = 2,
-              .randaug_magnitude = 9, .randaug_magnitude_std = 0.5f,
-              .mixup_alpha = 0.8f, .cutmix_alpha = 1.0f, .mix_prob = 1.0f,
-              .switch_prob = 0.5f, .label_smoothing = 0.1f},
-      .threads = 1};
+  ct_image_loader_options o = {.batch_size = 4,
+                               .shuffle = true,
+                               .seed = 7,
+                               .mean = {0.5f, 0.5f, 0.5f},
+                               .std = {0.25f, 0.25f, 0.25f},
+                               .aug = {.crop_padding = 2,
+                                       .hflip = true,
+                                       .randaug_ops = 2,
+                                       .randaug_magnitude = 9,
+                                       .randaug_magnitude_std = 0.5f,
+                                       .mixup_alpha = 0.8f,
+                                       .cutmix_alpha = 1.0f,
+                                       .mix_prob = 1.0f,
+                                       .switch_prob = 0.5f,
+                                       .label_smoothing = 0.1f},
+                               .threads = 1};
   // 6 batches an epoch (22 = 5*4 + 2); 14 batches cross two boundaries.
   enum { BATCHES = 14 };
   size_t cap = BATCHES * 4 * (192 * 4 + 4 + 8 + 5 * 4);
@@ -634,15 +641,14 @@ static void test_batches(void) {
         for (int e = 0; e < 192; e++) {
           float a = bp->images[r * 192 + e];
           float b = bp->images[(bm->B - 1 - r) * 192 + e];
-          worst = fmax(worst, fabs(bm->images[r * 192 + e] -
-                                   (a * lam + b * (1 - lam))));
+          worst = fmax(
+              worst, fabs(bm->images[r * 192 + e] - (a * lam + b * (1 - lam))));
         }
     }
     cutmixes += bm->cutmix;
   }
   CHECK(sum_err < 1e-5, "targets sum to 1 (off by %g)", sum_err);
-  CHECK(mixups > 0 && cutmixes > 0, "mixups %d, cutmixes %d", mixups,
-        cutmixes);
+  CHECK(mixups > 0 && cutmixes > 0, "mixups %d, cutmixes %d", mixups, cutmixes);
   CHECK(worst < 1e-6, "mixup blend off by %g", worst);
   ct_image_loader_free(&lm);
   ct_image_loader_free(&lp);
@@ -663,8 +669,7 @@ static void test_batches(void) {
               memcmp(b4->images + r * 192, b8->images + (4 * k + r) * 192,
                      192 * sizeof(float)) == 0;
   }
-  CHECK(same == 8, "batch size changed the augmentation (%d of 8 same)",
-        same);
+  CHECK(same == 8, "batch size changed the augmentation (%d of 8 same)", same);
   ct_image_loader_free(&l4);
   ct_image_loader_free(&l8);
   CHECK(ct_image_loader_init(&l4, &d, &o4) == CT_OK, "init");

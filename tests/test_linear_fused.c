@@ -59,10 +59,11 @@ static void forward_backward(const fcase *c, bool fused, bool twice,
 
 // Sizes: past one vector and one GELU block with odd tails (37, 131, 29);
 // or rows in two chunks of the GELU path (40, 8200, 3).
-static void check_same_bits(const fcase *c, bool twice, int64_t N,
-                            int64_t IN, int64_t OUT) {
-  ct_tensor *in[4] = {grad_input(CT_SHAPE(N, IN)), grad_input(CT_SHAPE(OUT, IN)),
-                      grad_input(CT_SHAPE(OUT)), grad_input(CT_SHAPE(N, OUT))};
+static void check_same_bits(const fcase *c, bool twice, int64_t N, int64_t IN,
+                            int64_t OUT) {
+  ct_tensor *in[4] = {grad_input(CT_SHAPE(N, IN)),
+                      grad_input(CT_SHAPE(OUT, IN)), grad_input(CT_SHAPE(OUT)),
+                      grad_input(CT_SHAPE(N, OUT))};
   ct_tensor *s = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, OUT));
   ct_tensor *t = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, IN));
   float *f[N_OUT], *g[N_OUT];

@@ -105,7 +105,8 @@ static void test_ranking(void) {
   ct_map_eval ev;
   ct_map_eval_init(&ev, 1);
   ct_map_box d0 = box(0, 0.9f, 0, 0, 10, 10);
-  ct_map_box d1[2] = {box(0, 0.5f, 0, 0, 10, 10), box(0, 0.95f, 30, 30, 40, 40)};
+  ct_map_box d1[2] = {box(0, 0.5f, 0, 0, 10, 10),
+                      box(0, 0.95f, 30, 30, 40, 40)};
   CHECK(!ct_map_eval_add_image(&ev, &d0, 1, &g1, 1), "%s", ct_last_error());
   CHECK(!ct_map_eval_add_image(&ev, d1, 2, &g1, 1), "%s", ct_last_error());
   CHECK(!ct_map_compute(&ev, &m50, &m), "%s", ct_last_error());
@@ -119,7 +120,8 @@ static void test_ranking(void) {
   gmixed[1].label = 0;
   double class_ap[3];
   ct_map_eval_init(&ev, 3);
-  CHECK(!ct_map_eval_add_image(&ev, mixed, 3, gmixed, 3), "%s", ct_last_error());
+  CHECK(!ct_map_eval_add_image(&ev, mixed, 3, gmixed, 3), "%s",
+        ct_last_error());
   CHECK(!ct_map_compute_detail(&ev, ap, class_ap), "%s", ct_last_error());
   CHECK(!ct_map_compute(&ev, &m50, &m), "%s", ct_last_error());
   ct_map_eval_free(&ev);
@@ -182,7 +184,8 @@ static void test_with_dataset(void) {
         xyxy[4 * CT_TOY_DETECTION_MAX_OBJECTS];
     int64_t T = ct_detection_targets(&d, i, labels, cxcywh);
     ct_detection_cxcywh_to_pixels(cxcywh, T, d.W, d.H, xyxy);
-    ct_map_box det[CT_TOY_DETECTION_MAX_OBJECTS], gt[CT_TOY_DETECTION_MAX_OBJECTS];
+    ct_map_box det[CT_TOY_DETECTION_MAX_OBJECTS],
+        gt[CT_TOY_DETECTION_MAX_OBJECTS];
     for (int64_t t = 0; t < T; t++) {
       det[t] = (ct_map_box){labels[t], 0.5f, {0}};
       memcpy(det[t].box, xyxy + 4 * t, sizeof det[t].box);

@@ -109,12 +109,15 @@ static ct_tensor *forward(const model *m, const nn_fixture *f, ct_tensor *x,
   ct_nn_attn_masks self = {.causal = f->causal}, memory = {0};
   if (f->attn_mask_ndim == 3) {
     self.attn_mask = f->attn_mask_bool
-        ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(B * NH, T, keys))
-        : ct_tensor_from(CT_F32, f->attn_mask_float, CT_SHAPE(B * NH, T, keys));
+                         ? ct_tensor_from(CT_I32, f->attn_mask_bool,
+                                          CT_SHAPE(B * NH, T, keys))
+                         : ct_tensor_from(CT_F32, f->attn_mask_float,
+                                          CT_SHAPE(B * NH, T, keys));
   } else if (f->attn_mask_ndim == 2) {
-    self.attn_mask = f->attn_mask_bool
-        ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(T, keys))
-        : ct_tensor_from(CT_F32, f->attn_mask_float, CT_SHAPE(T, keys));
+    self.attn_mask =
+        f->attn_mask_bool
+            ? ct_tensor_from(CT_I32, f->attn_mask_bool, CT_SHAPE(T, keys))
+            : ct_tensor_from(CT_F32, f->attn_mask_float, CT_SHAPE(T, keys));
   }
   if (f->key_padding)
     self.key_padding_mask =
@@ -151,11 +154,12 @@ static void check_case(const nn_fixture *f, errors *worst) {
   if (st != CT_OK || !load_params(&p, f)) goto done;
 
   const int64_t B = f->B, Tq = f->Tq, Tk = f->Tk, E = f->E;
-  ct_tensor *x = ct_requires_grad(
-      ct_tensor_from(CT_F32, f->x, CT_SHAPE(B, Tq, E)));
-  ct_tensor *mem = f->mem ? ct_requires_grad(ct_tensor_from(
-                                CT_F32, f->mem, CT_SHAPE(B, Tk, E)))
-                          : NULL;
+  ct_tensor *x =
+      ct_requires_grad(ct_tensor_from(CT_F32, f->x, CT_SHAPE(B, Tq, E)));
+  ct_tensor *mem =
+      f->mem
+          ? ct_requires_grad(ct_tensor_from(CT_F32, f->mem, CT_SHAPE(B, Tk, E)))
+          : NULL;
   ct_tensor *weights = NULL;
   ct_tensor *out = forward(&m, f, x, mem, &weights);
   ct_tensor *loss = contract(out, f->r_out);
@@ -174,8 +178,8 @@ static void check_case(const nn_fixture *f, errors *worst) {
     check_err(f, "weights", e.weights);
   }
   e.grad_in = rel_err(x->grad, f->grad_x, x->numel);
-  if (mem) e.grad_in = fmax(e.grad_in, rel_err(mem->grad, f->grad_mem,
-                                               mem->numel));
+  if (mem)
+    e.grad_in = fmax(e.grad_in, rel_err(mem->grad, f->grad_mem, mem->numel));
   check_err(f, "input grad", e.grad_in);
   e.worst_param = "";
   for (int i = 0; i < f->n_params; i++) {
@@ -255,11 +259,13 @@ static void test_names_flags_init(void) {
   CHECK(flags_of(&p, "encoder.layers.1.self_attn.in_proj_weight") == 0,
         "attention weights decay");
   CHECK(flags_of(&p, "encoder.layers.0.linear2.weight") == 0, "linear decays");
-  const char *no_decay[] = {
-      "encoder.layers.0.self_attn.in_proj_bias",
-      "encoder.layers.0.self_attn.out_proj.bias",
-      "encoder.layers.1.norm2.weight", "encoder.norm.bias",
-      "blocks.0.mlp.fc1.bias", "embed.weight", "pos_embed"};
+  const char *no_decay[] = {"encoder.layers.0.self_attn.in_proj_bias",
+                            "encoder.layers.0.self_attn.out_proj.bias",
+                            "encoder.layers.1.norm2.weight",
+                            "encoder.norm.bias",
+                            "blocks.0.mlp.fc1.bias",
+                            "embed.weight",
+                            "pos_embed"};
   for (size_t i = 0; i < sizeof no_decay / sizeof *no_decay; i++)
     CHECK(flags_of(&p, no_decay[i]) == CT_PARAM_NO_DECAY, "%s: NO_DECAY",
           no_decay[i]);
@@ -323,8 +329,8 @@ static void test_dropout_context(void) {
   ct_params_init(&p);
   ct_rng rng = ct_rng_make(4, 0);
   ct_nn_mha mha;
-  CHECK(ct_nn_mha_init(&mha, &p, "attn", 8, 2, 0.3f, true, &rng) == CT_OK,
-        "%s", ct_last_error());
+  CHECK(ct_nn_mha_init(&mha, &p, "attn", 8, 2, 0.3f, true, &rng) == CT_OK, "%s",
+        ct_last_error());
   ct_rng data = ct_rng_make(8, 1);
   ct_tensor *x = ct_tensor_randn(&data, 0.0f, 1.0f, CT_SHAPE(2, 5, 8));
   ct_nn_attn_masks causal = {.causal = true};
@@ -367,10 +373,11 @@ int main(void) {
   errors worst = {0};
   for (int i = 0; i < nn_fixture_count; i++)
     check_case(&nn_fixtures[i], &worst);
-  printf("nn parity: %d cases, worst: out %.2e, weights %.2e, input grads "
-         "%.2e, param grads %.2e\n",
-         nn_fixture_count, worst.out, worst.weights, worst.grad_in,
-         worst.grad_param);
+  printf(
+      "nn parity: %d cases, worst: out %.2e, weights %.2e, input grads "
+      "%.2e, param grads %.2e\n",
+      nn_fixture_count, worst.out, worst.weights, worst.grad_in,
+      worst.grad_param);
   ct_arena_release();
   return test_summary("nn_parity");
 }

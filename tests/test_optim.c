@@ -31,12 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const double TOL = 1e-5;      // model parity, floor 0.1 * max|ref|
+static const double TOL = 1e-5;        // model parity, floor 0.1 * max|ref|
 static const double TOL_ALONE = 1e-6;  // optimizer alone, same floor
 
-static const int64_t mlp_shapes[OPTIM_PARAMS][2] = {
-    {OPTIM_HID, OPTIM_IN}, {OPTIM_HID, 0}, {OPTIM_OUT, OPTIM_HID},
-    {OPTIM_OUT, 0}};
+static const int64_t mlp_shapes[OPTIM_PARAMS][2] = {{OPTIM_HID, OPTIM_IN},
+                                                    {OPTIM_HID, 0},
+                                                    {OPTIM_OUT, OPTIM_HID},
+                                                    {OPTIM_OUT, 0}};
 
 // Registers `n` parameters (2-D shapes, or 1-D where the second dim is 0)
 // with flags from the bit masks, and copies their values from `values` laid
@@ -76,8 +77,7 @@ static param_error params_compare(ct_tensor *const *t, int n,
   for (int i = 0; i < n; i++) {
     const float *got = ct_f32(t[i]);
     double scale = 0.0;
-    for (int64_t j = 0; j < t[i]->numel; j++)
-      scale = fmax(scale, fabs(ref[j]));
+    for (int64_t j = 0; j < t[i]->numel; j++) scale = fmax(scale, fabs(ref[j]));
     for (int64_t j = 0; j < t[i]->numel; j++) {
       double d = fabs((double)got[j] - ref[j]), r = fabs(ref[j]);
       e.abs = fmax(e.abs, d);
@@ -119,8 +119,8 @@ static ct_tensor *mlp_loss(ct_tensor *const *t, bool cross_entropy) {
   if (cross_entropy)
     return ct_cross_entropy(
         out, ct_tensor_from(CT_I32, optim_labels, CT_SHAPE(OPTIM_N)), NULL);
-  return ct_mse(out, ct_tensor_from(CT_F32, optim_y,
-                                    CT_SHAPE(OPTIM_N, OPTIM_OUT)));
+  return ct_mse(out,
+                ct_tensor_from(CT_F32, optim_y, CT_SHAPE(OPTIM_N, OPTIM_OUT)));
 }
 
 // Frozen parameters keep their values and get no optimizer state.
@@ -158,8 +158,8 @@ static param_error check_model_parity(const optim_fixture *f) {
     CHECK(ct_optim_step(&opt, &p, f->lr[s]) == CT_OK, "%s: %s", f->name,
           ct_last_error());
     ct_arena_reset();
-    param_error e = params_compare(t, OPTIM_PARAMS,
-                                   f->params + (size_t)s * OPTIM_NUMEL);
+    param_error e =
+        params_compare(t, OPTIM_PARAMS, f->params + (size_t)s * OPTIM_NUMEL);
     CHECK(e.tested <= TOL, "%s: step %d: params differ from torch by %.2e",
           f->name, s, e.tested);
     CHECK(loss_err <= TOL, "%s: step %d: loss differs from torch by %.2e",
@@ -195,8 +195,10 @@ static param_error check_optimizer_alone(const optim_fixture *f) {
     CHECK(ct_optim_step(&opt, &p, f->lr[s]) == CT_OK, "%s", ct_last_error());
     param_error e =
         params_compare(t, 2, f->vec_params + (size_t)s * OPTIM_VEC_NUMEL);
-    CHECK(e.tested <= TOL_ALONE, "%s: alone, step %d: differs from torch by "
-          "%.2e", f->name, s, e.tested);
+    CHECK(e.tested <= TOL_ALONE,
+          "%s: alone, step %d: differs from torch by "
+          "%.2e",
+          f->name, s, e.tested);
     error_merge(&worst, e);
   }
   ct_params_free(&p);
@@ -204,8 +206,9 @@ static param_error check_optimizer_alone(const optim_fixture *f) {
 }
 
 static void check_optim_parity(void) {
-  printf("model parity, |d| / max(|ref|, floor), floor = 0.1 * max|ref|, "
-         "0.01 * max|ref|, 1e-6:\n");
+  printf(
+      "model parity, |d| / max(|ref|, floor), floor = 0.1 * max|ref|, "
+      "0.01 * max|ref|, 1e-6:\n");
   param_error worst = {0};
   param_error alone = {0};
   for (int i = 0; i < optim_fixture_count; i++)
@@ -217,10 +220,11 @@ static void check_optim_parity(void) {
            e.tested, e.fine, e.plain, e.abs);
     error_merge(&alone, e);
   }
-  printf("optim parity: %d cases x %d steps, max err %.2e (tol %.0e; floor "
-         "0.01: %.2e, plain: %.2e); optimizer alone %.2e (tol %.0e)\n",
-         optim_fixture_count, OPTIM_STEPS, worst.tested, TOL, worst.fine,
-         worst.plain, alone.tested, TOL_ALONE);
+  printf(
+      "optim parity: %d cases x %d steps, max err %.2e (tol %.0e; floor "
+      "0.01: %.2e, plain: %.2e); optimizer alone %.2e (tol %.0e)\n",
+      optim_fixture_count, OPTIM_STEPS, worst.tested, TOL, worst.fine,
+      worst.plain, alone.tested, TOL_ALONE);
 }
 
 // clip_grad_norm_ on fixed gradients: the norm and the scaled gradients.
@@ -301,16 +305,17 @@ static void check_thread_independence(void) {
       double sum = 0.0;
       for (int i = 0; i < q.n; i++)
         for (int64_t j = 0; !(q.items[i].flags & CT_PARAM_FROZEN) &&
-                            j < q.items[i].tensor->numel; j++) {
+                            j < q.items[i].tensor->numel;
+             j++) {
           double g = q.grad[q.items[i].offset + j];
           sum += g * g;
         }
-      CHECK(fabs(norm - sqrt(sum)) <= 1e-12 * norm, "norm %.17g vs %.17g",
-            norm, sqrt(sum));
+      CHECK(fabs(norm - sqrt(sum)) <= 1e-12 * norm, "norm %.17g vs %.17g", norm,
+            sqrt(sum));
       ct_params_free(&q);
     } else {
-      CHECK(norm == norm1, "%d threads: norm %.17g, 1 thread %.17g",
-            threads[k], norm, norm1);
+      CHECK(norm == norm1, "%d threads: norm %.17g, 1 thread %.17g", threads[k],
+            norm, norm1);
       CHECK(memcmp(p.data, data1, p.count * sizeof(float)) == 0,
             "%d threads: Adam steps differ from 1 thread", threads[k]);
     }
@@ -340,12 +345,12 @@ static void check_non_finite(void) {
   CHECK(!isfinite(ct_grad_norm(&p)), "norm of a NaN gradient is finite");
   t[2]->grad[5] = 0.0f;
   CHECK(ct_grads_check_finite(&p, -1) == CT_ERR_NUMERIC, "Inf not found");
-  CHECK(strstr(ct_last_error(), "non-finite gradient in 'fc2.bias' (element 0 "
-                                "is inf)") != NULL,
+  CHECK(strstr(ct_last_error(),
+               "non-finite gradient in 'fc2.bias' (element 0 "
+               "is inf)") != NULL,
         "message: %s", ct_last_error());
   // Clipping leaves non-finite gradients for the check to report.
-  CHECK(isinf(ct_clip_grad_norm(&p, 1.0)) &&
-            t[1]->grad[0] == ct_f32(t[1])[0],
+  CHECK(isinf(ct_clip_grad_norm(&p, 1.0)) && t[1]->grad[0] == ct_f32(t[1])[0],
         "clipping scaled a non-finite gradient set");
   ct_params_free(&p);
 }
@@ -359,8 +364,7 @@ static void check_config_errors(void) {
         "nesterov without momentum: %s", ct_last_error());
   c = ct_adam_defaults();
   c.beta2 = 1.0;
-  CHECK(ct_optim_init(&o, &c) == CT_ERR_ARG &&
-            strstr(ct_last_error(), "beta2"),
+  CHECK(ct_optim_init(&o, &c) == CT_ERR_ARG && strstr(ct_last_error(), "beta2"),
         "beta2 1: %s", ct_last_error());
   c = ct_adamw_defaults();
   c.weight_decay = -0.1;

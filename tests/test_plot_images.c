@@ -31,7 +31,8 @@ static int dir_entries(void) {
   DIR *d = opendir(dir);
   int n = 0;
   if (!d) return -1;
-  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  for (struct dirent *e; (e = readdir(d));)
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
   closedir(d);
   return n;
 }
@@ -67,7 +68,8 @@ static bool find_color(const image *im, int r, int g, int b, int *x, int *y) {
 }
 
 // Pixels in [x0, x1) x [y0, y1) of a color.
-static long count_color(const image *im, int x0, int y0, int x1, int y1, int r, int g, int b) {
+static long count_color(const image *im, int x0, int y0, int x1, int y1, int r,
+                        int g, int b) {
   long n = 0;
   for (int y = y0; y < y1; y++)
     for (int x = x0; x < x1; x++) n += is(at(im, x, y), r, g, b);
@@ -75,10 +77,11 @@ static long count_color(const image *im, int x0, int y0, int x1, int y1, int r, 
 }
 
 static void test_png_write_rgb(void) {
-  const uint8_t rgb[2 * 3 * 3] = {255, 0, 0, 0, 255, 0, 0, 0, 255,
-                                  10, 20, 30, 40, 50, 60, 70, 80, 90};
+  const uint8_t rgb[2 * 3 * 3] = {255, 0,  0,  0,  255, 0,  0,  0,  255,
+                                  10,  20, 30, 40, 50,  60, 70, 80, 90};
   const char *path = tmp_path("raw.png");
-  CHECK(ct_png_write_rgb(path, 3, 2, rgb) == CT_OK, "write: %s", ct_last_error());
+  CHECK(ct_png_write_rgb(path, 3, 2, rgb) == CT_OK, "write: %s",
+        ct_last_error());
   image im = image_load(path);
   CHECK(im.w == 3 && im.h == 2, "size %dx%d", im.w, im.h);
   CHECK(im.px && !memcmp(im.px, rgb, sizeof rgb), "pixels differ");
@@ -87,14 +90,17 @@ static void test_png_write_rgb(void) {
   int before = dir_entries();
   const char *nodir = "/nonexistent/dir/x.png";
   CHECK(ct_png_write_rgb(nodir, 3, 2, rgb) == CT_ERR_IO, "unwritable path");
-  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'", ct_last_error());
+  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'",
+        ct_last_error());
   const char *bad = tmp_path("bad.png");
   CHECK(ct_png_write_rgb(bad, 3, 2, NULL) == CT_ERR_ARG, "NULL pixels");
-  CHECK(strstr(ct_last_error(), bad) == ct_last_error(), "'%s'", ct_last_error());
+  CHECK(strstr(ct_last_error(), bad) == ct_last_error(), "'%s'",
+        ct_last_error());
   CHECK(ct_png_write_rgb(bad, 0, 2, rgb) == CT_ERR_ARG, "zero width");
   CHECK(ct_png_write_rgb(bad, 3, -1, rgb) == CT_ERR_ARG, "negative height");
   CHECK(ct_png_write_rgb(NULL, 3, 2, rgb) == CT_ERR_ARG, "NULL path");
-  CHECK(dir_entries() == before && access(bad, F_OK) != 0, "nothing written on error");
+  CHECK(dir_entries() == before && access(bad, F_OK) != 0,
+        "nothing written on error");
 }
 
 enum { DARK_R = 8, DARK_G = 48, DARK_B = 107 };  // a full row fraction
@@ -108,10 +114,13 @@ static void test_confusion(void) {
   for (int i = 0; i < K; i++) counts[i * K + i] = diag[i];
   const char *names[K] = {"cat", "dog", NULL, "a very long class name indeed"};
   const char *path = tmp_path("confusion.png");
-  CHECK(ct_plot_confusion_png(path, K, counts, names, "confusion matrix, test, accuracy 91.23%") ==
-            CT_OK, "confusion: %s", ct_last_error());
+  CHECK(
+      ct_plot_confusion_png(path, K, counts, names,
+                            "confusion matrix, test, accuracy 91.23%") == CT_OK,
+      "confusion: %s", ct_last_error());
   image im = image_load(path);
-  CHECK(im.w > K * CELL && im.w < 600 && im.h > K * CELL && im.h < 400, "size %dx%d", im.w, im.h);
+  CHECK(im.w > K * CELL && im.w < 600 && im.h > K * CELL && im.h < 400,
+        "size %dx%d", im.w, im.h);
   int x0 = 0, y0 = 0;
   CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0), "no dark cell");
   for (int i = 0; i < K; i++)
@@ -120,24 +129,28 @@ static void test_confusion(void) {
       bool ok = i == j ? is(p, DARK_R, DARK_G, DARK_B) : is(p, 255, 255, 255);
       CHECK(ok, "cell (%d,%d) is (%d,%d,%d)", i, j, p[0], p[1], p[2]);
     }
-  long text_white = count_color(&im, x0, y0, x0 + CELL, y0 + CELL, 255, 255, 255);
-  long text_big = count_color(&im, x0 + 3 * CELL, y0 + 3 * CELL, x0 + 4 * CELL, y0 + 4 * CELL,
-                              255, 255, 255);
-  long text_black = count_color(&im, x0 + CELL, y0, x0 + 2 * CELL, y0 + CELL, 0, 0, 0);
-  CHECK(text_white > 5 && text_black > 5, "counts drawn: %ld white, %ld black", text_white,
-        text_black);
-  CHECK(text_big > text_white, "1234567 shows as 1234k, wider than 5: %ld", text_big);
+  long text_white =
+      count_color(&im, x0, y0, x0 + CELL, y0 + CELL, 255, 255, 255);
+  long text_big = count_color(&im, x0 + 3 * CELL, y0 + 3 * CELL, x0 + 4 * CELL,
+                              y0 + 4 * CELL, 255, 255, 255);
+  long text_black =
+      count_color(&im, x0 + CELL, y0, x0 + 2 * CELL, y0 + CELL, 0, 0, 0);
+  CHECK(text_white > 5 && text_black > 5, "counts drawn: %ld white, %ld black",
+        text_white, text_black);
+  CHECK(text_big > text_white, "1234567 shows as 1234k, wider than 5: %ld",
+        text_big);
   long title_ink = count_color(&im, 0, 0, im.w, 30, 0, 0, 0);
   long labels_left = count_color(&im, 0, y0, x0, y0 + K * CELL, 0, 0, 0);
   long labels_top = count_color(&im, x0, y0 - 14, x0 + K * CELL, y0, 0, 0, 0);
-  CHECK(title_ink > 100 && labels_left > 50 && labels_top > 30, "title %ld, labels %ld %ld",
-        title_ink, labels_left, labels_top);
+  CHECK(title_ink > 100 && labels_left > 50 && labels_top > 30,
+        "title %ld, labels %ld %ld", title_ink, labels_left, labels_top);
   free(im.px);
 
   // Shades by row fraction: 3/4 and 1/4 of white -> dark blue; an empty row
   // stays white.
   int64_t two[4] = {3, 1, 0, 0};
-  CHECK(ct_plot_confusion_png(path, 2, two, NULL, NULL) == CT_OK, "2x2: %s", ct_last_error());
+  CHECK(ct_plot_confusion_png(path, 2, two, NULL, NULL) == CT_OK, "2x2: %s",
+        ct_last_error());
   im = image_load(path);
   CHECK(find_color(&im, 70, 100, 144, &x0, &y0), "no 3/4 cell");
   const uint8_t *p = at(&im, x0 + CELL + 10, y0 + 10);
@@ -148,7 +161,8 @@ static void test_confusion(void) {
 
   // One class.
   int64_t one = 5;
-  CHECK(ct_plot_confusion_png(path, 1, &one, NULL, "") == CT_OK, "K=1: %s", ct_last_error());
+  CHECK(ct_plot_confusion_png(path, 1, &one, NULL, "") == CT_OK, "K=1: %s",
+        ct_last_error());
   im = image_load(path);
   CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0) &&
             is(at(&im, x0 + CELL - 1, y0 + CELL - 1), DARK_R, DARK_G, DARK_B) &&
@@ -166,26 +180,31 @@ static void test_confusion_large(int K, int cell, int max_side) {
   for (int i = 0; i < K; i++) counts[(size_t)i * K + i] = 7 + i;
   counts[K - 1] = 3;  // true 0, predicted K-1: a small share of row 0
   const char *path = tmp_path("confusion_large.png");
-  CHECK(ct_plot_confusion_png(path, K, counts, NULL, "big") == CT_OK, "K=%d: %s", K,
-        ct_last_error());
+  CHECK(ct_plot_confusion_png(path, K, counts, NULL, "big") == CT_OK,
+        "K=%d: %s", K, ct_last_error());
   free(counts);
   image im = image_load(path);
-  CHECK(im.w > K * cell && im.w < max_side && im.h > K * cell && im.h < max_side,
-        "K=%d size %dx%d", K, im.w, im.h);
+  CHECK(
+      im.w > K * cell && im.w < max_side && im.h > K * cell && im.h < max_side,
+      "K=%d size %dx%d", K, im.w, im.h);
   int x0 = 0, y0 = 0;
   // Rows 1.. are diagonal only: find cell (1,1), the first fully dark pixel.
-  CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0), "K=%d: no dark cell", K);
+  CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0), "K=%d: no dark cell",
+        K);
   x0 -= cell, y0 -= cell;  // back to cell (0,0)
   for (int i = 1; i < K; i += K / 10 + 1) {
-    long dark = count_color(&im, x0 + i * cell, y0 + i * cell, x0 + (i + 1) * cell,
-                            y0 + (i + 1) * cell, DARK_R, DARK_G, DARK_B);
-    CHECK(dark == (long)cell * cell, "K=%d: cell (%d,%d) has %ld dark pixels, no count", K, i, i,
-          dark);
+    long dark =
+        count_color(&im, x0 + i * cell, y0 + i * cell, x0 + (i + 1) * cell,
+                    y0 + (i + 1) * cell, DARK_R, DARK_G, DARK_B);
+    CHECK(dark == (long)cell * cell,
+          "K=%d: cell (%d,%d) has %ld dark pixels, no count", K, i, i, dark);
     const uint8_t *p = at(&im, x0 + ((i + K / 2) % K) * cell, y0 + i * cell);
-    CHECK(is(p, 255, 255, 255), "K=%d: off-diagonal (%d,%d,%d)", K, p[0], p[1], p[2]);
+    CHECK(is(p, 255, 255, 255), "K=%d: off-diagonal (%d,%d,%d)", K, p[0], p[1],
+          p[2]);
   }
   const uint8_t *p = at(&im, x0 + (K - 1) * cell, y0);
-  CHECK(p[2] > p[0] && p[0] < 255, "K=%d: cell (0,K-1) tinted (%d,%d,%d)", K, p[0], p[1], p[2]);
+  CHECK(p[2] > p[0] && p[0] < 255, "K=%d: cell (0,K-1) tinted (%d,%d,%d)", K,
+        p[0], p[1], p[2]);
   free(im.px);
 }
 
@@ -193,22 +212,36 @@ static void test_confusion_errors(void) {
   int64_t counts[4] = {1, 2, 3, 4};
   const char *path = tmp_path("never.png");
   int before = dir_entries();
-  CHECK(ct_plot_confusion_png(path, 0, counts, NULL, NULL) == CT_ERR_ARG, "K=0");
-  CHECK(strstr(ct_last_error(), path) == ct_last_error(), "'%s'", ct_last_error());
-  CHECK(ct_plot_confusion_png(path, 1001, counts, NULL, NULL) == CT_ERR_ARG, "K=1001");
-  CHECK(ct_plot_confusion_png(path, 2, NULL, NULL, NULL) == CT_ERR_ARG, "NULL counts");
+  CHECK(ct_plot_confusion_png(path, 0, counts, NULL, NULL) == CT_ERR_ARG,
+        "K=0");
+  CHECK(strstr(ct_last_error(), path) == ct_last_error(), "'%s'",
+        ct_last_error());
+  CHECK(ct_plot_confusion_png(path, 1001, counts, NULL, NULL) == CT_ERR_ARG,
+        "K=1001");
+  CHECK(ct_plot_confusion_png(path, 2, NULL, NULL, NULL) == CT_ERR_ARG,
+        "NULL counts");
   counts[2] = -1;
-  CHECK(ct_plot_confusion_png(path, 2, counts, NULL, NULL) == CT_ERR_ARG, "negative count");
-  CHECK(strstr(ct_last_error(), "true class 1, predicted 0") != NULL, "'%s'", ct_last_error());
+  CHECK(ct_plot_confusion_png(path, 2, counts, NULL, NULL) == CT_ERR_ARG,
+        "negative count");
+  CHECK(strstr(ct_last_error(), "true class 1, predicted 0") != NULL, "'%s'",
+        ct_last_error());
   counts[2] = 3;
-  CHECK(ct_plot_confusion_png(NULL, 2, counts, NULL, NULL) == CT_ERR_ARG, "NULL path");
+  CHECK(ct_plot_confusion_png(NULL, 2, counts, NULL, NULL) == CT_ERR_ARG,
+        "NULL path");
   const char *nodir = "/nonexistent/dir/x.png";
-  CHECK(ct_plot_confusion_png(nodir, 2, counts, NULL, NULL) == CT_ERR_IO, "unwritable");
-  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'", ct_last_error());
+  CHECK(ct_plot_confusion_png(nodir, 2, counts, NULL, NULL) == CT_ERR_IO,
+        "unwritable");
+  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'",
+        ct_last_error());
   CHECK(dir_entries() == before, "nothing written on error");
 }
 
-enum { SIDE = 28, PANEL = 224, M = 10, CAPTION = 20 };  // 28 px images upscale 8x
+enum {
+  SIDE = 28,
+  PANEL = 224,
+  M = 10,
+  CAPTION = 20
+};  // 28 px images upscale 8x
 
 // One gray 28x28 image, a 4x4 map hot in cell (1,2): pixels farther than
 // one cell (56 px) from that cell's center keep the image's gray exactly,
@@ -223,28 +256,37 @@ static void test_attention_region(void) {
   const float *maps[1] = {map};
   const char *captions[1] = {"coat 97.1%"};
   const char *path = tmp_path("attention.png");
-  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, maps, G, G, captions) == CT_OK,
+  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, maps, G, G,
+                              captions) == CT_OK,
         "attention: %s", ct_last_error());
   image im = image_load(path);
-  CHECK(im.w == PANEL + 2 * M && im.h == PANEL + CAPTION + 2 * M, "size %dx%d", im.w, im.h);
+  CHECK(im.w == PANEL + 2 * M && im.h == PANEL + CAPTION + 2 * M, "size %dx%d",
+        im.w, im.h);
   long outside_bad = 0, inside_bad = 0, hot = 0;
   double cy = 1.5 * PANEL / G, cx = 2.5 * PANEL / G, cell = (double)PANEL / G;
   for (int y = 0; y < PANEL; y++)
     for (int x = 0; x < PANEL; x++) {
       const uint8_t *p = at(&im, M + x, M + y);
       bool near = fabs(y + 0.5 - cy) < cell && fabs(x + 0.5 - cx) < cell;
-      if (!near) outside_bad += !is(p, 100, 100, 100);
-      else inside_bad += !(p[0] >= 100 && p[0] >= p[1] && p[2] <= 100);
+      if (!near)
+        outside_bad += !is(p, 100, 100, 100);
+      else
+        inside_bad += !(p[0] >= 100 && p[0] >= p[1] && p[2] <= 100);
       hot += p[0] > 160 && p[2] < 70;
     }
-  CHECK(outside_bad == 0, "%ld pixels tinted outside the attended region", outside_bad);
-  CHECK(inside_bad == 0, "%ld pixels in the region not blended toward red/yellow", inside_bad);
+  CHECK(outside_bad == 0, "%ld pixels tinted outside the attended region",
+        outside_bad);
+  CHECK(inside_bad == 0,
+        "%ld pixels in the region not blended toward red/yellow", inside_bad);
   CHECK(hot > 300 && hot < 56 * 56, "%ld strongly tinted pixels", hot);
   const uint8_t *c = at(&im, M + (int)cx, M + (int)cy);
-  CHECK(c[0] > 180 && c[1] > 170 && c[2] < 60, "center (%d,%d,%d)", c[0], c[1], c[2]);
-  long caption = count_color(&im, M, M + PANEL, M + PANEL, M + PANEL + CAPTION, 0, 0, 0);
+  CHECK(c[0] > 180 && c[1] > 170 && c[2] < 60, "center (%d,%d,%d)", c[0], c[1],
+        c[2]);
+  long caption =
+      count_color(&im, M, M + PANEL, M + PANEL, M + PANEL + CAPTION, 0, 0, 0);
   long margin = count_color(&im, 0, 0, im.w, M, 255, 255, 255);
-  CHECK(caption > 30 && margin == (long)im.w * M, "caption ink %ld, margin %ld", caption, margin);
+  CHECK(caption > 30 && margin == (long)im.w * M, "caption ink %ld, margin %ld",
+        caption, margin);
   free(im.px);
 }
 
@@ -254,21 +296,26 @@ static void test_attention_region(void) {
 static void test_attention_rgb(void) {
   enum { H = 8, W = 4, S = 28 };
   uint8_t img[3 * H * W];
-  for (int i = 0; i < H * W; i++) img[i] = 10, img[H * W + i] = 200, img[2 * H * W + i] = 30;
-  img[2 * W + 3] = 250, img[H * W + 2 * W + 3] = 0, img[2 * H * W + 2 * W + 3] = 5;
+  for (int i = 0; i < H * W; i++)
+    img[i] = 10, img[H * W + i] = 200, img[2 * H * W + i] = 30;
+  img[2 * W + 3] = 250, img[H * W + 2 * W + 3] = 0,
+              img[2 * H * W + 2 * W + 3] = 5;
   float map[2 * 2] = {0};
   const uint8_t *images[1] = {img};
   const float *maps[1] = {map};
   const char *path = tmp_path("attention_rgb.png");
-  CHECK(ct_plot_attention_png(path, 1, images, 3, H, W, maps, 2, 2, NULL) == CT_OK,
+  CHECK(ct_plot_attention_png(path, 1, images, 3, H, W, maps, 2, 2, NULL) ==
+            CT_OK,
         "rgb: %s", ct_last_error());
   image im = image_load(path);
-  CHECK(im.w == W * S + 2 * M && im.h == H * S + CAPTION + 2 * M, "size %dx%d", im.w, im.h);
+  CHECK(im.w == W * S + 2 * M && im.h == H * S + CAPTION + 2 * M, "size %dx%d",
+        im.w, im.h);
   long special = count_color(&im, M, M, M + W * S, M + H * S, 250, 0, 5);
   long plain = count_color(&im, M, M, M + W * S, M + H * S, 10, 200, 30);
-  CHECK(special == S * S && plain == (long)(H * W - 1) * S * S, "special %ld, plain %ld", special,
-        plain);
-  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 0, 5) && is(at(&im, M + 3 * S - 1, M + 2 * S), 10, 200, 30),
+  CHECK(special == S * S && plain == (long)(H * W - 1) * S * S,
+        "special %ld, plain %ld", special, plain);
+  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 0, 5) &&
+            is(at(&im, M + 3 * S - 1, M + 2 * S), 10, 200, 30),
         "block edges");
   free(im.px);
 }
@@ -291,16 +338,21 @@ static void test_attention_many(void) {
   }
   map[5][0] = NAN, map[6][1] = -3, map[7][2] = 40;  // clamped
   const char *path = tmp_path("attention_many.png");
-  CHECK(ct_plot_attention_png(path, N, images, 1, SIDE, SIDE, maps, G, G, captions) == CT_OK,
+  CHECK(ct_plot_attention_png(path, N, images, 1, SIDE, SIDE, maps, G, G,
+                              captions) == CT_OK,
         "64 panels: %s", ct_last_error());
   image im = image_load(path);
   int want_w = 2 * M + PER_ROW * PANEL + (PER_ROW - 1) * M;
-  int want_h = 2 * M + (N / PER_ROW) * (PANEL + CAPTION) + (N / PER_ROW - 1) * M;
-  CHECK(im.w == want_w && im.h == want_h, "size %dx%d, want %dx%d", im.w, im.h, want_w, want_h);
+  int want_h =
+      2 * M + (N / PER_ROW) * (PANEL + CAPTION) + (N / PER_ROW - 1) * M;
+  CHECK(im.w == want_w && im.h == want_h, "size %dx%d, want %dx%d", im.w, im.h,
+        want_w, want_h);
   for (int k = 0; k < N; k++) {
-    int x = M + (k % PER_ROW) * (PANEL + M), y = M + (k / PER_ROW) * (PANEL + CAPTION + M);
+    int x = M + (k % PER_ROW) * (PANEL + M),
+        y = M + (k / PER_ROW) * (PANEL + CAPTION + M);
     const uint8_t *p = at(&im, x, y);
-    CHECK(is(p, 2 * k, 2 * k, 2 * k), "panel %d top-left (%d,%d,%d)", k, p[0], p[1], p[2]);
+    CHECK(is(p, 2 * k, 2 * k, 2 * k), "panel %d top-left (%d,%d,%d)", k, p[0],
+          p[1], p[2]);
     CHECK(is(at(&im, x - 1, y), 255, 255, 255), "panel %d margin", k);
   }
   free(im.px);
@@ -313,32 +365,46 @@ static void test_attention_errors(void) {
   const float *maps[2] = {map, map};
   const char *path = tmp_path("never.png");
   int before = dir_entries();
-  CHECK(ct_plot_attention_png(path, 0, images, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 0, images, 1, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "n=0");
-  CHECK(strstr(ct_last_error(), path) == ct_last_error(), "'%s'", ct_last_error());
-  CHECK(ct_plot_attention_png(path, 65, images, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(strstr(ct_last_error(), path) == ct_last_error(), "'%s'",
+        ct_last_error());
+  CHECK(ct_plot_attention_png(path, 65, images, 1, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "n=65");
-  CHECK(ct_plot_attention_png(path, 2, images, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 2, images, 1, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "NULL image 1");
-  CHECK(strstr(ct_last_error(), "image 1 is NULL") != NULL, "'%s'", ct_last_error());
-  CHECK(ct_plot_attention_png(path, 1, NULL, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(strstr(ct_last_error(), "image 1 is NULL") != NULL, "'%s'",
+        ct_last_error());
+  CHECK(ct_plot_attention_png(path, 1, NULL, 1, SIDE, SIDE, maps, 2, 2, NULL) ==
+            CT_ERR_ARG,
         "NULL images");
-  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, NULL, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, NULL, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "NULL maps");
-  CHECK(ct_plot_attention_png(path, 1, images, 2, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 1, images, 2, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "2 channels");
-  CHECK(ct_plot_attention_png(path, 1, images, 1, 0, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 1, images, 1, 0, SIDE, maps, 2, 2, NULL) ==
+            CT_ERR_ARG,
         "height 0");
-  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, 513, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, 513, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "width 513");
-  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, maps, 0, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(path, 1, images, 1, SIDE, SIDE, maps, 0, 2,
+                              NULL) == CT_ERR_ARG,
         "grid 0");
-  CHECK(ct_plot_attention_png(NULL, 1, images, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_ARG,
+  CHECK(ct_plot_attention_png(NULL, 1, images, 1, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_ARG,
         "NULL path");
   const char *nodir = "/nonexistent/dir/x.png";
-  CHECK(ct_plot_attention_png(nodir, 1, images, 1, SIDE, SIDE, maps, 2, 2, NULL) == CT_ERR_IO,
+  CHECK(ct_plot_attention_png(nodir, 1, images, 1, SIDE, SIDE, maps, 2, 2,
+                              NULL) == CT_ERR_IO,
         "unwritable");
-  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'", ct_last_error());
+  CHECK(strstr(ct_last_error(), nodir) == ct_last_error(), "'%s'",
+        ct_last_error());
   CHECK(dir_entries() == before, "nothing written on error");
 }
 
@@ -348,15 +414,18 @@ static void test_attention_errors(void) {
 static void test_boxes_image(void) {
   enum { H = 8, W = 4, S = 56 };
   uint8_t img[3 * H * W];
-  for (int i = 0; i < H * W; i++) img[i] = 10, img[H * W + i] = 200, img[2 * H * W + i] = 30;
-  img[2 * W + 3] = 250, img[H * W + 2 * W + 3] = 0, img[2 * H * W + 2 * W + 3] = 5;
+  for (int i = 0; i < H * W; i++)
+    img[i] = 10, img[H * W + i] = 200, img[2 * H * W + i] = 30;
+  img[2 * W + 3] = 250, img[H * W + 2 * W + 3] = 0,
+              img[2 * H * W + 2 * W + 3] = 5;
   const char *path = tmp_path("boxes_rgb.png");
   float box[4] = {1, 4, 2, 6};
   int label = 0;
-  CHECK(ct_plot_boxes_png(path, img, 3, H, W, 1, box, &label, NULL) == CT_OK, "rgb: %s",
-        ct_last_error());
+  CHECK(ct_plot_boxes_png(path, img, 3, H, W, 1, box, &label, NULL) == CT_OK,
+        "rgb: %s", ct_last_error());
   image im = image_load(path);
-  CHECK(im.w == W * S + 2 * M && im.h == H * S + 2 * M, "size %dx%d", im.w, im.h);
+  CHECK(im.w == W * S + 2 * M && im.h == H * S + 2 * M, "size %dx%d", im.w,
+        im.h);
   CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 0, 5) &&
             is(at(&im, M + 3 * S - 1, M + 2 * S), 10, 200, 30) &&
             is(at(&im, M + W * S - 1, M + H * S - 1), 10, 200, 30),
@@ -365,16 +434,19 @@ static void test_boxes_image(void) {
             is(at(&im, M + S + S / 2, M + 5 * S), 10, 200, 30),
         "box frame, inside untouched");
   free(im.px);
-  CHECK(ct_plot_boxes_png(path, img, 1, H, W, 0, NULL, NULL, NULL) == CT_OK, "gray: %s",
-        ct_last_error());
+  CHECK(ct_plot_boxes_png(path, img, 1, H, W, 0, NULL, NULL, NULL) == CT_OK,
+        "gray: %s", ct_last_error());
   im = image_load(path);
-  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 250, 250) && is(at(&im, M, M), 10, 10, 10),
+  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 250, 250) &&
+            is(at(&im, M, M), 10, 10, 10),
         "gray repeated");
   free(im.px);
-  CHECK(ct_plot_boxes_png(path, img, 2, H, W, 0, NULL, NULL, NULL) == CT_ERR_ARG &&
+  CHECK(ct_plot_boxes_png(path, img, 2, H, W, 0, NULL, NULL, NULL) ==
+                CT_ERR_ARG &&
             strstr(ct_last_error(), "images need 1 or 3 channels, got 2"),
         "2 channels: %s", ct_last_error());
-  CHECK(ct_plot_boxes_png(path, img, 3, H, 0, 0, NULL, NULL, NULL) == CT_ERR_ARG &&
+  CHECK(ct_plot_boxes_png(path, img, 3, H, 0, 0, NULL, NULL, NULL) ==
+                CT_ERR_ARG &&
             strstr(ct_last_error(), "image size 8x0 outside 1..512"),
         "width 0: %s", ct_last_error());
 }
@@ -394,7 +466,9 @@ int main(void) {
   test_boxes_image();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (getenv("CT_KEEP_TMP")) printf("kept %s\n", dir);
-  else if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  if (getenv("CT_KEEP_TMP"))
+    printf("kept %s\n", dir);
+  else if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
   return test_summary("plot_images");
 }

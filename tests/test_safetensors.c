@@ -58,11 +58,15 @@ static void test_reference_vectors(void) {
       {"attn.0",
        "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":"
        "[0,24]}}",
-       3, {1, 2, 3}, 64},
+       3,
+       {1, 2, 3},
+       64},
       {"attn0",
        "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,"
        "24]}}       ",
-       4, {1, 1, 2, 3}, 72},
+       4,
+       {1, 1, 2, 3},
+       72},
   };
   for (int k = 0; k < 2; k++) {
     ct_params p;
@@ -155,8 +159,8 @@ static void expect_load(const image *im, unsigned flags, ct_status want,
   ct_params p;
   small_store(&p);
   uint64_t before = ct_params_digest(&p, NULL);
-  ct_status st = ct_safetensors_load_buffer(im->bytes, im->len, "hand.st", &p,
-                                            flags);
+  ct_status st =
+      ct_safetensors_load_buffer(im->bytes, im->len, "hand.st", &p, flags);
   CHECK(st == want && (want == CT_OK || (has(ct_last_error(), "hand.st") &&
                                          has(ct_last_error(), text))),
         "want %s \"%s\", got %s: %s", ct_status_name(want), text,
@@ -219,8 +223,7 @@ static void test_hand_built(void) {
   image im = build(ok, data, 32);
   ct_params p;
   small_store(&p);
-  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) ==
-            CT_OK,
+  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) == CT_OK,
         "hand-built: %s", ct_last_error());
   float *w = p.data + ct_params_find(&p, "w")->offset;
   float *bb = p.data + ct_params_find(&p, "b")->offset;
@@ -235,36 +238,37 @@ static void test_hand_built(void) {
   memcpy(conv, half, 12);
   memcpy(conv + 12, bf16, 4);
   memcpy(conv + 16, f64, 16);
-  im = build("{\"w\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,"
-             "12]},\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":"
-             "[12,16]},\"d\":{\"dtype\":\"F64\",\"shape\":[2],"
-             "\"data_offsets\":[16,32]}}",
-             conv, sizeof conv);
+  im = build(
+      "{\"w\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,"
+      "12]},\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":"
+      "[12,16]},\"d\":{\"dtype\":\"F64\",\"shape\":[2],"
+      "\"data_offsets\":[16,32]}}",
+      conv, sizeof conv);
   small_store(&p);
   ct_params_add(&p, "d", CT_SHAPE(2), 0);
-  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) ==
-            CT_OK,
+  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) == CT_OK,
         "conversions: %s", ct_last_error());
   w = p.data + ct_params_find(&p, "w")->offset;
   bb = p.data + ct_params_find(&p, "b")->offset;
   float *d = p.data + ct_params_find(&p, "d")->offset;
-  CHECK(w[0] == 1.5f && w[1] == -2.0f && w[2] == 65504.0f &&
-            w[3] == 0x1p-24f && w[4] == 0 && signbit(w[4]) && w[5] == 1.0f,
+  CHECK(w[0] == 1.5f && w[1] == -2.0f && w[2] == 65504.0f && w[3] == 0x1p-24f &&
+            w[4] == 0 && signbit(w[4]) && w[5] == 1.0f,
         "F16: %g %g %g %g %g %g", w[0], w[1], w[2], w[3], w[4], w[5]);
   CHECK(bb[0] == 1.5f && bb[1] == -123.5f, "BF16: %g %g", bb[0], bb[1]);
   CHECK(d[0] == 0.1f && d[1] == -1e30f, "F64: %g %g", d[0], d[1]);
   ct_params_free(&p);
 
   // Escaped names decode to UTF-8.
-  im = build("{\"caf\\u00e9\\ud83d\\ude00\\\"\\n\":{\"dtype\":\"F32\","
-             "\"shape\":[],\"data_offsets\":[0,4]}}",
-             w_values, 4);
+  im = build(
+      "{\"caf\\u00e9\\ud83d\\ude00\\\"\\n\":{\"dtype\":\"F32\","
+      "\"shape\":[],\"data_offsets\":[0,4]}}",
+      w_values, 4);
   ct_params_init(&p);
   ct_params_add(&p, "caf\xc3\xa9\xf0\x9f\x98\x80\"\n", 0, NULL, 0);
-  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) ==
-                CT_OK &&
-            p.data[0] == 1.0f,
-        "escaped name: %s", ct_last_error());
+  CHECK(
+      ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p, 0) == CT_OK &&
+          p.data[0] == 1.0f,
+      "escaped name: %s", ct_last_error());
   ct_params_free(&p);
 
   // Names and shapes against the store.
@@ -288,15 +292,17 @@ static void test_hand_built(void) {
               "has 1 tensor(s) the model does not: 'bn.num_batches_tracked' "
               "[]");
   expect_load(&im, CT_LOAD_ALLOW_UNEXPECTED, CT_OK, "");
-  im = build("{\"w\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,"
-             "24]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-             "[24,32]}}",
-             data, 32);
+  im = build(
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,"
+      "24]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
+      "[24,32]}}",
+      data, 32);
   expect_load(&im, 0, CT_ERR_SHAPE, "has 'w' [3, 2], the model expects [2, 3]");
-  im = build("{\"w\":{\"dtype\":\"I32\",\"shape\":[2,3],\"data_offsets\":[0,"
-             "24]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-             "[24,32]}}",
-             data, 32);
+  im = build(
+      "{\"w\":{\"dtype\":\"I32\",\"shape\":[2,3],\"data_offsets\":[0,"
+      "24]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
+      "[24,32]}}",
+      data, 32);
   expect_load(&im, 0, CT_ERR_DTYPE, "tensor 'w' is I32");
 
   // Every error kind of the file itself (W23 starts a header with w [2, 3]).
@@ -311,12 +317,12 @@ static void test_hand_built(void) {
       {W23 "[0,20]}}", 24, "needs 24 bytes"},
       {W23 "[0,24]}}", 20, "truncated file?"},
       {W23 "[0,24]},"
-       "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}",
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}",
        24, "overlap"},
       {W23 "[8,32]}}", 32, "belong to no tensor"},
       {W23 "[0,24]}}", 32, "8 data bytes after the last tensor"},
       {W23 "[0,24]},"
-       "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
+           "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
        32, "'w' appears twice"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3]}}", 0, "lacks data_offsets"},
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
@@ -337,17 +343,18 @@ static void test_hand_built(void) {
       {"{\"w\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808,0],"
        "\"data_offsets\":[0,0]}}",
        0, "shape: expected an integer below 2^63"},
-      {"{\"w\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,12]}}",
-       12, "shape that is not an array"},
-      {"{\"w\":{\"dtype\":32,\"shape\":[3],\"data_offsets\":[0,12]}}",
-       12, "dtype that is not a string"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,12]}}", 12,
+       "shape that is not an array"},
+      {"{\"w\":{\"dtype\":32,\"shape\":[3],\"data_offsets\":[0,12]}}", 12,
+       "dtype that is not a string"},
       {"{\"w\":[]}", 0, "tensor 'w' must be an object"},
       {W23 "[0,"
-       "99999999999999999999]}}",
+           "99999999999999999999]}}",
        24, "below 2^64"},
       {"[1, 2]", 0, "'{' at the start"},
       {"{\"w\" {}}", 0, "expected ':'"},
-      {"{\"w\":{\"dtype\":\"F32", 0, "unterminated string (header line 1, column 15)"},
+      {"{\"w\":{\"dtype\":\"F32", 0,
+       "unterminated string (header line 1, column 15)"},
       {"{\"w\\x\":{}}", 0, "invalid escape in a string"},
       {"{\"w\\u0000\":{}}", 0, "\\u0000 in a string is not supported"},
       {"{\"w\\ud800x\":{}}", 0, "unpaired UTF-16 surrogate"},
@@ -366,9 +373,9 @@ static void test_hand_built(void) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     unsigned char zeros[64] = {0};
     im = build(bad[k].json, zeros, bad[k].data_len);
-    ct_status st = ct_safetensors_load_buffer(im.bytes, im.len, "hand.st", &p,
-                                              CT_LOAD_ALLOW_MISSING |
-                                                  CT_LOAD_ALLOW_UNEXPECTED);
+    ct_status st = ct_safetensors_load_buffer(
+        im.bytes, im.len, "hand.st", &p,
+        CT_LOAD_ALLOW_MISSING | CT_LOAD_ALLOW_UNEXPECTED);
     CHECK(st == CT_ERR_FORMAT && has(ct_last_error(), "hand.st") &&
               has(ct_last_error(), bad[k].message),
           "case %zu: want \"%s\", got %s: %s", k, bad[k].message,
@@ -379,8 +386,7 @@ static void test_hand_built(void) {
   // the JSON reader's limit are fine (x's outer array is at depth 2, its
   // innermost at depth + 1); deeper nesting is refused, not a stack overflow.
   char deep[2 * CT_JSON_MAX_DEPTH + 200];
-  for (int depth = CT_JSON_MAX_DEPTH - 1; depth <= CT_JSON_MAX_DEPTH;
-       depth++) {
+  for (int depth = CT_JSON_MAX_DEPTH - 1; depth <= CT_JSON_MAX_DEPTH; depth++) {
     snprintf(deep, sizeof deep, " \r\n\t" W23 "[0,24],\"x\":");
     for (int i = 0; i < depth; i++) strcat(deep, "[");
     for (int i = 0; i < depth; i++) strcat(deep, "]");
@@ -411,8 +417,7 @@ static void test_hand_built(void) {
                 CT_ERR_FORMAT &&
             has(ct_last_error(), "truncated: the header needs 100 bytes"),
         "short header: %s", ct_last_error());
-  CHECK(ct_safetensors_load("/nonexistent/x.safetensors", &p, 0) ==
-                CT_ERR_IO &&
+  CHECK(ct_safetensors_load("/nonexistent/x.safetensors", &p, 0) == CT_ERR_IO &&
             has(ct_last_error(), "/nonexistent/x.safetensors"),
         "missing file: %s", ct_last_error());
   ct_params_free(&p);
@@ -430,20 +435,22 @@ static void test_damage(void) {
   size_t len;
   read_back(tmp_path, &good, &len);
   buf = malloc(len);
-  const unsigned char values[] = {'"', '{', '}', '[', ']', ',', ':', '\\',
+  const unsigned char values[] = {'"', '{', '}', '[', ']',  ',',  ':', '\\',
                                   '9', '0', ' ', 'x', 0x00, 0x80, 0xff};
   int tries = 0, unclear = 0;
   for (size_t k = 0; k <= len + len * sizeof values; k++) {
     memcpy(buf, good, len);
     size_t n = len;
-    if (k <= len) n = k;
-    else buf[(k - len - 1) / sizeof values] =
-        values[(k - len - 1) % sizeof values];
+    if (k <= len)
+      n = k;
+    else
+      buf[(k - len - 1) / sizeof values] =
+          values[(k - len - 1) % sizeof values];
     tries++;
     ct_status st = ct_safetensors_load_buffer(buf, n, "damaged.st", &p, 0);
-    if (st != CT_OK && (!has(ct_last_error(), "damaged.st") ||
-                        (st != CT_ERR_FORMAT && st != CT_ERR_SHAPE &&
-                         st != CT_ERR_DTYPE))) {
+    if (st != CT_OK &&
+        (!has(ct_last_error(), "damaged.st") ||
+         (st != CT_ERR_FORMAT && st != CT_ERR_SHAPE && st != CT_ERR_DTYPE))) {
       if (!unclear++) printf("unclear: %s\n", ct_last_error());
     }
     if (st == CT_OK && n != len) unclear++;

@@ -31,10 +31,14 @@ static ct_schedule_kind kind_named(const char *name) {
 }
 
 static ct_schedule fixture_schedule(const schedule_fixture *f) {
-  ct_schedule s = {.kind = kind_named(f->kind), .lr = f->lr,
-                   .min_lr = f->min_lr, .gamma = f->gamma,
-                   .warmup_steps = f->warmup, .total_steps = f->total,
-                   .d_model = f->d_model, .step_size = f->step_size};
+  ct_schedule s = {.kind = kind_named(f->kind),
+                   .lr = f->lr,
+                   .min_lr = f->min_lr,
+                   .gamma = f->gamma,
+                   .warmup_steps = f->warmup,
+                   .total_steps = f->total,
+                   .d_model = f->d_model,
+                   .step_size = f->step_size};
   CHECK(ct_schedule_check(&s) == CT_OK, "%s: %s", f->name, ct_last_error());
   return s;
 }
@@ -85,10 +89,16 @@ static void check_bad_fields(void) {
       {{.kind = CT_SCHEDULE_CONSTANT, .lr = NAN}, "lr"},
       {{.kind = CT_SCHEDULE_CONSTANT, .lr = 1.0, .warmup_steps = -1},
        "warmup_steps"},
-      {{.kind = CT_SCHEDULE_COSINE, .lr = 1.0, .total_steps = 10,
-        .warmup_steps = 10}, "total_steps"},
-      {{.kind = CT_SCHEDULE_LINEAR, .lr = 1.0, .min_lr = 2.0,
-        .total_steps = 10}, "min_lr"},
+      {{.kind = CT_SCHEDULE_COSINE,
+        .lr = 1.0,
+        .total_steps = 10,
+        .warmup_steps = 10},
+       "total_steps"},
+      {{.kind = CT_SCHEDULE_LINEAR,
+        .lr = 1.0,
+        .min_lr = 2.0,
+        .total_steps = 10},
+       "min_lr"},
       {{.kind = CT_SCHEDULE_INVERSE_SQRT, .lr = 1.0, .warmup_steps = 10},
        "d_model"},
       {{.kind = CT_SCHEDULE_INVERSE_SQRT, .lr = 1.0, .d_model = 8},
@@ -106,8 +116,11 @@ static void check_bad_fields(void) {
 // Purity: asking again, or out of order, gives the same value; a negative
 // step counts as 0.
 static void check_pure(void) {
-  ct_schedule s = {.kind = CT_SCHEDULE_COSINE, .lr = 1e-3, .min_lr = 1e-5,
-                   .warmup_steps = 10, .total_steps = 100};
+  ct_schedule s = {.kind = CT_SCHEDULE_COSINE,
+                   .lr = 1e-3,
+                   .min_lr = 1e-5,
+                   .warmup_steps = 10,
+                   .total_steps = 100};
   float a = ct_schedule_lr(&s, 57);
   ct_schedule_lr(&s, 3);
   CHECK(ct_schedule_lr(&s, 57) == a, "not pure");

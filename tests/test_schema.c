@@ -20,11 +20,13 @@ typedef struct value_list {
   int n;
 } value_list;
 
-#define LIST(section, key, X)                                    \
-  {section, key, CT_SCHEMA_CHOICES(X),                           \
-   (const char *const[]){X(CT_SCHEMA_NAME)},                     \
-   (const int[]){X(CT_SCHEMA_VALUE)},                            \
-   (int)(sizeof (const int[]){X(CT_SCHEMA_VALUE)} / sizeof(int))}
+#define LIST(section, key, X)                                        \
+  {                                                                  \
+    section, key, CT_SCHEMA_CHOICES(X),                              \
+        (const char *const[]){X(CT_SCHEMA_NAME)},                    \
+        (const int[]){X(CT_SCHEMA_VALUE)},                           \
+        (int)(sizeof(const int[]){X(CT_SCHEMA_VALUE)} / sizeof(int)) \
+  }
 
 static const value_list lists[] = {
     LIST("run", "task", CT_RUN_TASKS),
@@ -59,8 +61,10 @@ static void test_every_enum_key_has_a_list(void) {
     if (k->type != CT_CONFIG_ENUM) continue;
     enums++;
     const value_list *l = find_list(k->section, k->key);
-    CHECK(l != NULL, "[%s] %s is an enum key without a value list in "
-          "train/schema.h", k->section, k->key);
+    CHECK(l != NULL,
+          "[%s] %s is an enum key without a value list in "
+          "train/schema.h",
+          k->section, k->key);
     if (!l) continue;
     CHECK(!strcmp(k->choices, l->choices), "[%s] %s: choices '%s', list '%s'",
           k->section, k->key, k->choices, l->choices);
@@ -106,8 +110,8 @@ static void test_lower_layer_names(void) {
         CT_OPTIM_KIND_COUNT);
   for (int v = 0; v < l->n; v++)
     CHECK(!strcmp(ct_optim_kind_name((ct_optim_kind)l->values[v]), l->names[v]),
-          "optimizer '%s' is '%s' in optim/",
-          l->names[v], ct_optim_kind_name((ct_optim_kind)l->values[v]));
+          "optimizer '%s' is '%s' in optim/", l->names[v],
+          ct_optim_kind_name((ct_optim_kind)l->values[v]));
   l = list_of("schedule", "kind");
   CHECK(l->n == CT_SCHEDULE_KIND_COUNT, "%d schedules, %d kinds", l->n,
         CT_SCHEDULE_KIND_COUNT);

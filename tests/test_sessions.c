@@ -43,14 +43,25 @@ static void model_init(model *m, bool is_vit) {
   ct_rng init = ct_rng_make(is_vit ? 11 : 12, 0);
   ct_status st;
   if (is_vit) {
-    ct_nn_vit_config c = {.image_h = SIDE, .image_w = SIDE, .in_channels = 3,
-                          .patch = 4, .dim = 32, .depth = 2, .heads = 2,
-                          .mlp_dim = 64, .num_classes = K, .dropout = 0.1f,
-                          .attn_dropout = 0.1f, .drop_path = 0.1f};
+    ct_nn_vit_config c = {.image_h = SIDE,
+                          .image_w = SIDE,
+                          .in_channels = 3,
+                          .patch = 4,
+                          .dim = 32,
+                          .depth = 2,
+                          .heads = 2,
+                          .mlp_dim = 64,
+                          .num_classes = K,
+                          .dropout = 0.1f,
+                          .attn_dropout = 0.1f,
+                          .drop_path = 0.1f};
     st = ct_nn_vit_init(&m->vit, &m->p, "", &c, &init);
   } else {
-    ct_nn_resnet_config c = {.in_channels = 3, .num_classes = K, .width = 8,
-                             .stages = 2, .blocks = 1};
+    ct_nn_resnet_config c = {.in_channels = 3,
+                             .num_classes = K,
+                             .width = 8,
+                             .stages = 2,
+                             .blocks = 1};
     st = ct_nn_resnet_init(&m->resnet, &m->p, "", &c, &init);
   }
   CHECK(st == CT_OK, "init: %s", ct_last_error());
@@ -61,8 +72,10 @@ static void model_init(model *m, bool is_vit) {
 }
 
 static void model_free(model *m) {
-  if (m->is_vit) ct_nn_vit_free(&m->vit);
-  else ct_nn_resnet_free(&m->resnet);
+  if (m->is_vit)
+    ct_nn_vit_free(&m->vit);
+  else
+    ct_nn_resnet_free(&m->resnet);
   ct_params_free(&m->p);
 }
 
@@ -109,8 +122,8 @@ static bool evaluate(model *m, float *out) {
 
 typedef struct job {
   model *m;
-  bool evaluate;   // EVALS evaluations instead of a training
-  float *out;      // evaluations: EVALS * BATCH * K floats
+  bool evaluate;  // EVALS evaluations instead of a training
+  float *out;     // evaluations: EVALS * BATCH * K floats
   bool ok;
   char error[256];
 } job;
@@ -170,9 +183,10 @@ static void test_two_trainings(const float *vit_alone,
   run_together(&ja, &jb);
   size_t da = differ(a->p.data, vit_alone, a->p.count);
   size_t db = differ(b->p.data, resnet_alone, b->p.count);
-  printf("two trainings at once: ViT %zu of %zu, ResNet (bf16) %zu of %zu "
-         "parameters differ from the runs alone\n",
-         da, a->p.count, db, b->p.count);
+  printf(
+      "two trainings at once: ViT %zu of %zu, ResNet (bf16) %zu of %zu "
+      "parameters differ from the runs alone\n",
+      da, a->p.count, db, b->p.count);
   CHECK(da == 0 && db == 0, "trainings in two sessions differ from alone");
   model_free(a);
   model_free(b);
@@ -194,10 +208,12 @@ static void test_eval_beside_training(const float *vit_alone) {
   job jt = {.m = t}, je = {.m = e, .evaluate = true, .out = outs};
   run_together(&jt, &je);
   size_t dt = differ(t->p.data, vit_alone, t->p.count), de = 0;
-  for (int i = 0; i < EVALS; i++) de += differ(outs + i * BATCH * K, ref,
-                                               BATCH * K);
-  printf("training beside %d evaluations (recording off, bf16): %zu "
-         "parameters and %zu logits differ\n", EVALS, dt, de);
+  for (int i = 0; i < EVALS; i++)
+    de += differ(outs + i * BATCH * K, ref, BATCH * K);
+  printf(
+      "training beside %d evaluations (recording off, bf16): %zu "
+      "parameters and %zu logits differ\n",
+      EVALS, dt, de);
   CHECK(dt == 0, "the training differs when another thread evaluates");
   CHECK(de == 0, "the evaluations differ when another thread trains");
   free(outs);

@@ -59,8 +59,9 @@ int main(void) {
   // Bad shapes: clear errors, no crash.
   ct_clear_error();
   CHECK(ct_tensor_zeros(CT_F32, CT_SHAPE(1, 2, 3, 4, 5, 6)) == NULL, "6 dims");
-  CHECK(ct_last_status() == CT_ERR_SHAPE && strstr(ct_last_error(), "at most 5"),
-        "6-dim message '%s'", ct_last_error());
+  CHECK(
+      ct_last_status() == CT_ERR_SHAPE && strstr(ct_last_error(), "at most 5"),
+      "6-dim message '%s'", ct_last_error());
   CHECK(ct_tensor_zeros(CT_F32, CT_SHAPE(2, -1)) == NULL, "negative dim");
   CHECK(strstr(ct_last_error(), "invalid shape [2, -1]"), "message '%s'",
         ct_last_error());

@@ -63,8 +63,8 @@ static void test_pair_layout(bool gz) {
   CHECK(st == CT_OK, "read pair (gz %d): %s", gz, ct_last_error());
   CHECK(ct_parallel_text_count(&p) == 4, "got %lld pairs",
         (long long)ct_parallel_text_count(&p));
-  check_line(&p.src, 0, "Hallo Welt");  // BOM and \r\n stripped
-  check_line(&p.src, 2, "");            // empty lines kept
+  check_line(&p.src, 0, "Hallo Welt");             // BOM and \r\n stripped
+  check_line(&p.src, 2, "");                       // empty lines kept
   check_line(&p.src, 3, "vierte Zeile: Mädchen");  // no final newline
   check_line(&p.tgt, 3, "fourth line: girl");
   ct_parallel_text_free(&p);
@@ -139,7 +139,8 @@ static void test_errors(void) {
               "missing.de.gz: cannot open", "missing tsv");
   // A truncated gzip stream.
   char big[4000];
-  for (size_t i = 0; i < sizeof big; i++) big[i] = i % 61 == 60 ? '\n' : 'a' + (char)(i * 7 % 26);
+  for (size_t i = 0; i < sizeof big; i++)
+    big[i] = i % 61 == 60 ? '\n' : 'a' + (char)(i * 7 % 26);
   const char *gz = write_file("trunc.gz", big, sizeof big, true);
   struct stat sb;
   stat(gz, &sb);
@@ -159,8 +160,10 @@ static void test_multi30k(const char *dir) {
     printf("multi30k: %s not found, skipped\n", a);
     return;
   }
-  static const struct { const char *split; int64_t lines; } splits[] = {
-      {"train", 29000}, {"val", 1014}, {"test_2016_flickr", 1000}};
+  static const struct {
+    const char *split;
+    int64_t lines;
+  } splits[] = {{"train", 29000}, {"val", 1014}, {"test_2016_flickr", 1000}};
   for (int i = 0; i < 3; i++) {
     snprintf(a, sizeof a, "%s/%s.de.gz", dir, splits[i].split);
     snprintf(b, sizeof b, "%s/%s.en.gz", dir, splits[i].split);
@@ -170,11 +173,12 @@ static void test_multi30k(const char *dir) {
     CHECK(ct_parallel_text_count(&p) == splits[i].lines,
           "multi30k %s: %lld lines, want %lld", splits[i].split,
           (long long)ct_parallel_text_count(&p), (long long)splits[i].lines);
-    printf("multi30k %s: %lld pairs, %lld+%lld bytes; first: \"%s\" -> \"%s\"\n",
-           splits[i].split, (long long)ct_parallel_text_count(&p),
-           (long long)p.src.chars_len, (long long)p.tgt.chars_len,
-           ct_parallel_text_count(&p) ? ct_string_list_get(&p.src, 0) : "",
-           ct_parallel_text_count(&p) ? ct_string_list_get(&p.tgt, 0) : "");
+    printf(
+        "multi30k %s: %lld pairs, %lld+%lld bytes; first: \"%s\" -> \"%s\"\n",
+        splits[i].split, (long long)ct_parallel_text_count(&p),
+        (long long)p.src.chars_len, (long long)p.tgt.chars_len,
+        ct_parallel_text_count(&p) ? ct_string_list_get(&p.src, 0) : "",
+        ct_parallel_text_count(&p) ? ct_string_list_get(&p.tgt, 0) : "");
     ct_parallel_text_free(&p);
   }
 }
@@ -215,8 +219,10 @@ int main(int argc, char **argv) {
   printf("error messages:\n");
   test_errors();
   test_byte_buffer();
-  if (argc > 1) test_multi30k(argv[1]);
-  else printf("multi30k: no directory given, skipped\n");
+  if (argc > 1)
+    test_multi30k(argv[1]);
+  else
+    printf("multi30k: no directory given, skipped\n");
   for (int i = 0; i < made_count; i++) remove(made[i]);
   rmdir(tmpdir);
   return test_summary("text");

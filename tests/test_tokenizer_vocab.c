@@ -132,8 +132,8 @@ static void test_vocab(void) {
                                          "dog",   "apple", "zebra"};
   CHECK(ct_vocab_size(&v) == 11, "size %lld", (long long)ct_vocab_size(&v));
   for (int i = 0; i < 11 && i < ct_vocab_size(&v); i++)
-    CHECK(!strcmp(ct_vocab_token(&v, i), want_all[i]), "id %d: %s, want %s",
-          i, ct_vocab_token(&v, i), want_all[i]);
+    CHECK(!strcmp(ct_vocab_token(&v, i), want_all[i]), "id %d: %s, want %s", i,
+          ct_vocab_token(&v, i), want_all[i]);
   CHECK(ct_vocab_id(&v, "<eos>") == CT_VOCAB_EOS, "eos id");
   CHECK(ct_vocab_id(&v, "<unk>") == CT_VOCAB_UNK, "<unk> in the corpus");
   CHECK(ct_vocab_id(&v, "missing") == CT_VOCAB_UNK, "unknown -> unk");
@@ -232,11 +232,20 @@ static void test_vocab(void) {
 // The one UTF-8 encoder (data/utf8.h) at every length boundary, and its WTF-8
 // variant for the lone surrogates JSON escapes may carry.
 static void test_utf8_encode(void) {
-  static const struct { int32_t cp; const char *utf8; } cases[] = {
-      {0x00, ""}, {0x7F, "\x7F"}, {0x80, "\xC2\x80"}, {0x7FF, "\xDF\xBF"},
-      {0x800, "\xE0\xA0\x80"}, {0xD7FF, "\xED\x9F\xBF"},
-      {0xE000, "\xEE\x80\x80"}, {0xFFFF, "\xEF\xBF\xBF"},
-      {0x10000, "\xF0\x90\x80\x80"}, {0x10FFFF, "\xF4\x8F\xBF\xBF"},
+  static const struct {
+    int32_t cp;
+    const char *utf8;
+  } cases[] = {
+      {0x00, ""},
+      {0x7F, "\x7F"},
+      {0x80, "\xC2\x80"},
+      {0x7FF, "\xDF\xBF"},
+      {0x800, "\xE0\xA0\x80"},
+      {0xD7FF, "\xED\x9F\xBF"},
+      {0xE000, "\xEE\x80\x80"},
+      {0xFFFF, "\xEF\xBF\xBF"},
+      {0x10000, "\xF0\x90\x80\x80"},
+      {0x10FFFF, "\xF4\x8F\xBF\xBF"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char out[4], wtf[4];
@@ -244,26 +253,35 @@ static void test_utf8_encode(void) {
     int want = cases[i].cp ? (int)strlen(cases[i].utf8) : 1;
     size_t pos = 0;
     CHECK(n == want && !memcmp(out, cases[i].utf8, (size_t)want) &&
-              ct_wtf8_encode(cases[i].cp, wtf) == n && !memcmp(wtf, out, (size_t)n) &&
-              ct_utf8_decode(out, (size_t)n, &pos) == cases[i].cp && pos == (size_t)n,
+              ct_wtf8_encode(cases[i].cp, wtf) == n &&
+              !memcmp(wtf, out, (size_t)n) &&
+              ct_utf8_decode(out, (size_t)n, &pos) == cases[i].cp &&
+              pos == (size_t)n,
           "U+%04X: %d bytes", (unsigned)cases[i].cp, n);
   }
-  static const struct { int32_t cp; const char *wtf8; } surrogates[] = {
-      {0xD800, "\xED\xA0\x80"}, {0xDBFF, "\xED\xAF\xBF"},
-      {0xDC00, "\xED\xB0\x80"}, {0xDFFF, "\xED\xBF\xBF"},
+  static const struct {
+    int32_t cp;
+    const char *wtf8;
+  } surrogates[] = {
+      {0xD800, "\xED\xA0\x80"},
+      {0xDBFF, "\xED\xAF\xBF"},
+      {0xDC00, "\xED\xB0\x80"},
+      {0xDFFF, "\xED\xBF\xBF"},
   };
   for (size_t i = 0; i < sizeof surrogates / sizeof surrogates[0]; i++) {
     char out[4];
     CHECK(ct_utf8_encode(surrogates[i].cp, out) == 0, "U+%04X is no UTF-8",
           (unsigned)surrogates[i].cp);
-    CHECK(ct_wtf8_encode(surrogates[i].cp, out) == 3 && !memcmp(out, surrogates[i].wtf8, 3) &&
+    CHECK(ct_wtf8_encode(surrogates[i].cp, out) == 3 &&
+              !memcmp(out, surrogates[i].wtf8, 3) &&
               ct_utf8_find_invalid(out, 3) == 0,
           "U+%04X as WTF-8", (unsigned)surrogates[i].cp);
   }
   const int32_t out_of_range[] = {-1, 0x110000, INT32_MAX};
   for (size_t i = 0; i < 3; i++) {
     char out[4];
-    CHECK(ct_utf8_encode(out_of_range[i], out) == 0 && ct_wtf8_encode(out_of_range[i], out) == 0,
+    CHECK(ct_utf8_encode(out_of_range[i], out) == 0 &&
+              ct_wtf8_encode(out_of_range[i], out) == 0,
           "%d out of range", (int)out_of_range[i]);
   }
 }

@@ -14,9 +14,15 @@
 enum { MAX_INPUTS = 128 };
 
 static ct_nn_vit_config tiny(bool distilled) {
-  return (ct_nn_vit_config){.image_h = 8, .image_w = 4, .in_channels = 2,
-                            .patch = 2, .dim = 8, .depth = 2, .heads = 2,
-                            .mlp_dim = 12, .num_classes = 3,
+  return (ct_nn_vit_config){.image_h = 8,
+                            .image_w = 4,
+                            .in_channels = 2,
+                            .patch = 2,
+                            .dim = 8,
+                            .depth = 2,
+                            .heads = 2,
+                            .mlp_dim = 12,
+                            .num_classes = 3,
                             .distilled = distilled};
 }
 
@@ -26,7 +32,8 @@ static void test_names(void) {
   ct_nn_vit m;
   ct_rng r = ct_rng_make(1, 0);
   ct_nn_vit_config c = tiny(true);
-  CHECK(ct_nn_vit_init(&m, &p, "", &c, &r) == CT_OK, "init: %s", ct_last_error());
+  CHECK(ct_nn_vit_init(&m, &p, "", &c, &r) == CT_OK, "init: %s",
+        ct_last_error());
   static const struct {
     const char *name;
     int ndim;
@@ -65,14 +72,16 @@ static void test_names(void) {
   CHECK(ct_params_find(&p, "pos_embed")->flags & CT_PARAM_NO_DECAY,
         "pos_embed must not decay");
   CHECK(!(ct_params_find(&p, "blocks.0.attn.qkv.weight")->flags &
-          CT_PARAM_NO_DECAY), "qkv weight decays");
+          CT_PARAM_NO_DECAY),
+        "qkv weight decays");
   // Bad configs name the problem.
   ct_nn_vit bad;
   ct_params q;
   ct_params_init(&q);
   c.patch = 3;
   CHECK(ct_nn_vit_init(&bad, &q, "", &c, &r) == CT_ERR_ARG &&
-            strstr(ct_last_error(), "patch"), "patch not dividing the image");
+            strstr(ct_last_error(), "patch"),
+        "patch not dividing the image");
   ct_nn_vit_free(&bad);
   c = tiny(false);
   c.heads = 3;
@@ -111,8 +120,8 @@ static void check_vit(const char *what, bool distilled, bool training,
   ct_rng pr = ct_rng_make(99, 1);
   for (size_t i = 0; i < p.count; i++)
     p.data[i] += 0.2f * (float)(ct_rng_next_double(&pr) - 0.5);
-  ct_tensor *x = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f,
-                                 CT_SHAPE(3, 2, 8, 4));
+  ct_tensor *x =
+      ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(3, 2, 8, 4));
   ct_tensor *in[MAX_INPUTS] = {x};
   int n = 1;
   for (int i = 0; i < p.n; i++) in[n++] = p.items[i].tensor;
@@ -129,8 +138,8 @@ static void test_forward(void) {
   ct_nn_vit_config cfg = tiny(true);
   cfg.drop_path = 0.5f;
   CHECK(ct_nn_vit_init(&m, &p, "", &cfg, &r) == CT_OK, "init");
-  ct_tensor *x = ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f,
-                                 CT_SHAPE(16, 2, 8, 4));
+  ct_tensor *x =
+      ct_tensor_randn(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(16, 2, 8, 4));
   bool was = ct_grad_set_enabled(false);
   ct_tensor *dist = NULL;
   ct_tensor *a = ct_nn_vit_forward(&m, NULL, x, &dist, NULL);
@@ -150,7 +159,8 @@ static void test_forward(void) {
   ct_tensor *u = ct_nn_vit_forward(&m, &ctx_b, x, NULL, NULL);
   int changed = 0;
   for (int64_t b = 0; t && u && b < 16; b++)
-    changed += memcmp(ct_f32(t) + 3 * b, ct_f32(u) + 3 * b, 3 * sizeof(float)) != 0;
+    changed +=
+        memcmp(ct_f32(t) + 3 * b, ct_f32(u) + 3 * b, 3 * sizeof(float)) != 0;
   CHECK(changed > 0 && changed < 16, "drop path: %d of 16 samples changed",
         changed);
   ct_nn_ctx ctx2 = ct_nn_train_ctx(7, 1);
@@ -160,15 +170,16 @@ static void test_forward(void) {
   // The attention maps are row-stochastic (B, T, T).
   ct_tensor *att[2] = {0};
   ct_tensor *w = ct_nn_vit_forward(&m, NULL, x, NULL, att);
-  CHECK(w && att[0] && att[1] && att[0]->shape[1] == m.tokens, "attention maps");
+  CHECK(w && att[0] && att[1] && att[0]->shape[1] == m.tokens,
+        "attention maps");
   double row = 0.0;
   for (int64_t j = 0; att[0] && j < m.tokens; j++) row += ct_f32(att[0])[j];
   CHECK(fabs(row - 1.0) < 1e-5, "attention rows sum to 1 (%g)", row);
   // Wrong image shape: an error naming the expected shape.
   ct_tensor *bad = ct_tensor_zeros(CT_F32, CT_SHAPE(1, 1, 8, 4));
   CHECK(!ct_nn_vit_forward(&m, NULL, bad, NULL, NULL) &&
-            strstr(ct_last_error(), "(B, 2, 8, 4)"), "bad input shape: %s",
-        ct_last_error());
+            strstr(ct_last_error(), "(B, 2, 8, 4)"),
+        "bad input shape: %s", ct_last_error());
   ct_grad_set_enabled(was);
   ct_arena_reset();
   ct_nn_vit_free(&m);
@@ -190,9 +201,9 @@ static void test_rollout(void) {
     // (token 4), every other token at itself.
     for (int64_t i = 0; i < T; i++)
       for (int64_t j = 0; j < T; j++)
-        ct_f32(att[l])[i * T + j] =
-            l == 0 ? 1.0f / (float)T
-                   : (i == 0 ? (j == 4) : (i == j)) ? 1.0f : 0.0f;
+        ct_f32(att[l])[i * T + j] = l == 0 ? 1.0f / (float)T
+                                    : (i == 0 ? (j == 4) : (i == j)) ? 1.0f
+                                                                     : 0.0f;
   }
   float out[8];
   CHECK(ct_nn_vit_rollout(&m, att, out) == CT_OK, "rollout");
@@ -203,7 +214,8 @@ static void test_rollout(void) {
     if (out[i] > out[argmax]) argmax = i;
   CHECK(argmax == 3 && fabsf(out[3] - 1.0f) < 1e-6f, "patch 3 is the peak");
   float want = (0.5f / (float)T) / (0.25f + 0.5f / (float)T);
-  CHECK(fabsf(out[0] - want) < 1e-5f, "other patches %g, want %g", out[0], want);
+  CHECK(fabsf(out[0] - want) < 1e-5f, "other patches %g, want %g", out[0],
+        want);
   ct_tensor *wrong[2] = {att[0], ct_tensor_zeros(CT_F32, CT_SHAPE(1, 3, 3))};
   CHECK(ct_nn_vit_rollout(&m, wrong, out) == CT_ERR_SHAPE, "bad map shape");
   ct_arena_reset();
@@ -248,12 +260,14 @@ static void test_losses(void) {
         b ? ct_f32(b)[0] : 0.0);
   ct_arena_reset();
   // Gradients of the soft CE w.r.t. the logits.
-  ct_tensor *soft[2] = {grad_input(CT_SHAPE(N, K)),
-                        ct_tensor_rand(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, K))};
+  ct_tensor *soft[2] = {
+      grad_input(CT_SHAPE(N, K)),
+      ct_tensor_rand(&grad_test_rng, 0.0f, 1.0f, CT_SHAPE(N, K))};
   grad_check("soft cross-entropy", soft_ce_fn, NULL, soft, 2, NULL);
 
   // Hard distillation: (1-a) CE_smooth(z, y) + a CE(zd, argmax t).
-  distill_case c = {.o = {.kind = CT_NN_DISTILL_HARD, .alpha = 0.3f,
+  distill_case c = {.o = {.kind = CT_NN_DISTILL_HARD,
+                          .alpha = 0.3f,
                           .label_smoothing = 0.1f}};
   labels = make_labels();
   ct_tensor *zc = grad_input(CT_SHAPE(N, K)), *zd = grad_input(CT_SHAPE(N, K));
@@ -264,21 +278,24 @@ static void test_losses(void) {
   for (int i = 0; i < N; i++) {
     int best = 0;
     for (int k = 1; k < K; k++)
-      if (ct_f32(c.teacher)[i * K + k] > ct_f32(c.teacher)[i * K + best]) best = k;
+      if (ct_f32(c.teacher)[i * K + k] > ct_f32(c.teacher)[i * K + best])
+        best = k;
     tl[i] = best;
   }
   ct_ce_opts smooth = ct_ce_defaults();
   smooth.label_smoothing = 0.1f;
-  double want = 0.7 * ct_f32(ct_cross_entropy(zc, labels, &smooth))[0] +
-                0.3 * ct_f32(ct_cross_entropy(
-                          zd, ct_tensor_from(CT_I32, tl, CT_SHAPE(N)), NULL))[0];
-  CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5, "hard distillation %g vs %g",
-        loss ? ct_f32(loss)[0] : 0.0, want);
+  double want =
+      0.7 * ct_f32(ct_cross_entropy(zc, labels, &smooth))[0] +
+      0.3 * ct_f32(ct_cross_entropy(zd, ct_tensor_from(CT_I32, tl, CT_SHAPE(N)),
+                                    NULL))[0];
+  CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5,
+        "hard distillation %g vs %g", loss ? ct_f32(loss)[0] : 0.0, want);
   ct_tensor *hard[2] = {zc, zd};
   grad_check("hard distillation loss", distill_fn, &c, hard, 2, NULL);
 
   // Soft distillation: tau^2 * sum KL / numel, computed by hand in double.
-  c.o = (ct_nn_distill_opts){.kind = CT_NN_DISTILL_SOFT, .alpha = 0.5f, .tau = 2.0f};
+  c.o = (ct_nn_distill_opts){
+      .kind = CT_NN_DISTILL_SOFT, .alpha = 0.5f, .tau = 2.0f};
   zc = grad_input(CT_SHAPE(N, K));
   zd = grad_input(CT_SHAPE(N, K));
   c.labels = labels = make_labels();
@@ -298,13 +315,13 @@ static void test_losses(void) {
   }
   want = 0.5 * ct_f32(ct_cross_entropy(zc, labels, NULL))[0] +
          0.5 * 4.0 * kl / (N * K);
-  CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5, "soft distillation %g vs %g",
-        loss ? ct_f32(loss)[0] : 0.0, want);
+  CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5,
+        "soft distillation %g vs %g", loss ? ct_f32(loss)[0] : 0.0, want);
   // The per-image KL (kl_per_sample) is K times the reference's term.
   c.o.kl_per_sample = true;
   loss = ct_nn_distill_loss(zc, zd, c.teacher, labels, NULL, &c.o);
-  want = 0.5 * ct_f32(ct_cross_entropy(zc, labels, NULL))[0] +
-         0.5 * 4.0 * kl / N;
+  want =
+      0.5 * ct_f32(ct_cross_entropy(zc, labels, NULL))[0] + 0.5 * 4.0 * kl / N;
   CHECK(loss && fabs(ct_f32(loss)[0] - want) < 1e-5,
         "per-image soft distillation %g vs %g", loss ? ct_f32(loss)[0] : 0.0,
         want);

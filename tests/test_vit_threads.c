@@ -33,10 +33,17 @@ static float step(const ct_nn_vit *m, ct_params *p, const float *images,
 }
 
 static void check_threads(const char *what, float dropout, float drop_path) {
-  ct_nn_vit_config c = {.image_h = 16, .image_w = 16, .in_channels = 3,
-                        .patch = 4, .dim = 64, .depth = 2, .heads = 4,
-                        .mlp_dim = 256, .num_classes = K,
-                        .dropout = dropout, .attn_dropout = dropout,
+  ct_nn_vit_config c = {.image_h = 16,
+                        .image_w = 16,
+                        .in_channels = 3,
+                        .patch = 4,
+                        .dim = 64,
+                        .depth = 2,
+                        .heads = 4,
+                        .mlp_dim = 256,
+                        .num_classes = K,
+                        .dropout = dropout,
+                        .attn_dropout = dropout,
                         .drop_path = drop_path};
   ct_params p;
   ct_params_init(&p);

@@ -71,7 +71,9 @@ static void test_exp(void) {
   free(y);
 }
 
-static double gelu_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+static double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
 static double gelu_deriv_ref(double x) {
   return 0.5 * (1.0 + erf(x / sqrt(2.0))) +
          x * exp(-0.5 * x * x) * 0.39894228040143268;  // 1/sqrt(2 pi)
@@ -87,11 +89,11 @@ static void test_gelu(void) {
   for (int64_t i = 0; i < N; i++) {
     double s = fmax(1.0, fabs((double)x[i]));
     wf = fmax(wf, fabs((double)y[i] - gelu_ref(x[i])) / s);
-    wb = fmax(wb, fabs((double)gx[i] - g[i] * gelu_deriv_ref(x[i])) /
-                      (s * g[i]));
+    wb = fmax(wb,
+              fabs((double)gx[i] - g[i] * gelu_deriv_ref(x[i])) / (s * g[i]));
   }
-  printf("gelu: max error %.3g, derivative %.3g (relative to max(1,|x|))\n",
-         wf, wb);
+  printf("gelu: max error %.3g, derivative %.3g (relative to max(1,|x|))\n", wf,
+         wb);
   CHECK(wf <= 2e-7, "gelu error %.3g", wf);
   CHECK(wb <= 4e-7, "gelu derivative error %.3g", wb);
   // Accumulating adds g gelu'(x) to what is there.

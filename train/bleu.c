@@ -19,14 +19,16 @@
 // Byte length of the whitespace character at s (Python's str.isspace), or 0.
 static size_t space_len(const unsigned char *s) {
   unsigned char c = s[0];
-  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) return 1;
+  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f))
+    return 1;
   if (c == 0xC2 && (s[1] == 0x85 || s[1] == 0xA0)) return 2;
-  if (c == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3;           // U+1680
+  if (c == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3;  // U+1680
   if (c == 0xE2 && s[1] == 0x80 &&
-      (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF))  // U+2000-200A, 2028, 2029, 202F
+      (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 ||
+       s[2] == 0xAF))  // U+2000-200A, 2028, 2029, 202F
     return s[2] >= 0x80 ? 3 : 0;
-  if (c == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3;           // U+205F
-  if (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3;           // U+3000
+  if (c == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3;  // U+205F
+  if (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3;  // U+3000
   return 0;
 }
 
@@ -52,8 +54,9 @@ static bool is_period_comma(char c) { return c == '.' || c == ','; }
 // Rule 1: ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '
 static bool is_symbol(char ch) {
   unsigned char c = (unsigned char)ch;
-  return (c >= '{' && c <= '~') || (c >= '[' && c <= '`') || (c >= ' ' && c <= '&') ||
-         (c >= '(' && c <= '+') || (c >= ':' && c <= '@') || c == '/';
+  return (c >= '{' && c <= '~') || (c >= '[' && c <= '`') ||
+         (c >= ' ' && c <= '&') || (c >= '(' && c <= '+') ||
+         (c >= ':' && c <= '@') || c == '/';
 }
 
 // One re.sub pass of the two-character rules 2..4 from `in` to `out`.
@@ -192,7 +195,8 @@ static int64_t split_tokens(const char *s, token **out) {
 }
 
 // The sorted n-grams of order `order` of a token list; count is max(0, T-order+1).
-static ngram *sorted_ngrams(const token *t, int64_t nt, int order, int64_t *count) {
+static ngram *sorted_ngrams(const token *t, int64_t nt, int order,
+                            int64_t *count) {
   int64_t c = nt - order + 1;
   if (c < 0) c = 0;
   ngram *g = malloc((size_t)(c ? c : 1) * sizeof *g);
@@ -208,8 +212,10 @@ static int64_t ngram_count(const ngram *g, int64_t n, const ngram *key) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (ngram_cmp(&g[mid], key) < 0) lo = mid + 1;
-    else hi = mid;
+    if (ngram_cmp(&g[mid], key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   int64_t k = lo;
   while (k < n && ngram_cmp(&g[k], key) == 0) k++;
@@ -217,10 +223,10 @@ static int64_t ngram_count(const ngram *g, int64_t n, const ngram *key) {
 }
 
 typedef struct segment {
-  char *text[1 + 64];     // tokenized hypothesis, then references
+  char *text[1 + 64];  // tokenized hypothesis, then references
   token *tok[1 + 64];
   int64_t ntok[1 + 64];
-  int count;              // 1 + references
+  int count;  // 1 + references
 } segment;
 
 static void segment_free(segment *s) {
@@ -247,7 +253,8 @@ static ct_status segment_stats(const segment *s, ct_bleu *out) {
   int64_t closest = -1, closest_diff = -1;
   for (int r = 1; r < s->count; r++) {
     int64_t len = s->ntok[r], diff = llabs(hyp_len - len);
-    if (closest_diff < 0 || diff < closest_diff || (diff == closest_diff && len < closest)) {
+    if (closest_diff < 0 || diff < closest_diff ||
+        (diff == closest_diff && len < closest)) {
       closest_diff = diff;
       closest = len;
     }
@@ -285,7 +292,8 @@ static ct_status segment_stats(const segment *s, ct_bleu *out) {
 // sacreBLEU's compute_bleu with smooth_method='exp', effective_order=False.
 static void bleu_finish(ct_bleu *b) {
   if (b->sys_len < b->ref_len)
-    b->bp = b->sys_len > 0 ? exp(1.0 - (double)b->ref_len / (double)b->sys_len) : 0.0;
+    b->bp = b->sys_len > 0 ? exp(1.0 - (double)b->ref_len / (double)b->sys_len)
+                           : 0.0;
   else
     b->bp = 1.0;
   bool any = false;
@@ -316,10 +324,14 @@ ct_status ct_bleu_corpus(const char *const *hyps, const char *const *refs,
   if (!out) return ct_error(CT_ERR_ARG, "bleu: NULL result");
   memset(out, 0, sizeof *out);
   if (n < 0 || n_refs < 1 || n_refs > 64 || (n > 0 && (!hyps || !refs)))
-    return ct_error(CT_ERR_ARG, "bleu: need hypotheses and 1..64 reference streams "
-                                "(got n = %lld, n_refs = %d)", (long long)n, n_refs);
+    return ct_error(CT_ERR_ARG,
+                    "bleu: need hypotheses and 1..64 reference streams "
+                    "(got n = %lld, n_refs = %d)",
+                    (long long)n, n_refs);
   for (int64_t i = 0; i < n; i++) {
-    if (!hyps[i]) return ct_error(CT_ERR_ARG, "bleu: hypothesis %lld is NULL", (long long)i);
+    if (!hyps[i])
+      return ct_error(CT_ERR_ARG, "bleu: hypothesis %lld is NULL",
+                      (long long)i);
     segment s = {.count = 0};
     bool ok = segment_add(&s, hyps[i]);
     for (int r = 0; ok && r < n_refs; r++) {
@@ -327,9 +339,11 @@ ct_status ct_bleu_corpus(const char *const *hyps, const char *const *refs,
       if (ref && ref[0]) ok = segment_add(&s, ref);
     }
     ct_status st = CT_OK;
-    if (!ok) st = ct_error(CT_ERR_NOMEM, "bleu: out of memory");
+    if (!ok)
+      st = ct_error(CT_ERR_NOMEM, "bleu: out of memory");
     else if (s.count == 1)
-      st = ct_error(CT_ERR_ARG, "bleu: segment %lld has no reference (empty line)",
+      st = ct_error(CT_ERR_ARG,
+                    "bleu: segment %lld has no reference (empty line)",
                     (long long)i);
     else
       st = segment_stats(&s, out);
@@ -342,10 +356,12 @@ ct_status ct_bleu_corpus(const char *const *hyps, const char *const *refs,
 
 char *ct_bleu_format(const ct_bleu *b, char *buf, size_t size) {
   double ratio = b->ref_len ? (double)b->sys_len / (double)b->ref_len : 0.0;
-  snprintf(buf, size,
-           "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
-           "ref_len = %lld)",
-           b->score, b->precisions[0], b->precisions[1], b->precisions[2],
-           b->precisions[3], b->bp, ratio, (long long)b->sys_len, (long long)b->ref_len);
+  snprintf(
+      buf, size,
+      "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
+      "ref_len = %lld)",
+      b->score, b->precisions[0], b->precisions[1], b->precisions[2],
+      b->precisions[3], b->bp, ratio, (long long)b->sys_len,
+      (long long)b->ref_len);
   return buf;
 }

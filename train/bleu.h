@@ -26,12 +26,12 @@
 enum { CT_BLEU_ORDER = 4 };
 
 typedef struct ct_bleu {
-  double score;                       // 0..100
-  double precisions[CT_BLEU_ORDER];   // percent, after smoothing
-  int64_t correct[CT_BLEU_ORDER];     // clipped matches per order
-  int64_t total[CT_BLEU_ORDER];       // hypothesis n-grams per order
-  double bp;                          // brevity penalty
-  int64_t sys_len, ref_len;           // tokens, summed over the corpus
+  double score;                      // 0..100
+  double precisions[CT_BLEU_ORDER];  // percent, after smoothing
+  int64_t correct[CT_BLEU_ORDER];    // clipped matches per order
+  int64_t total[CT_BLEU_ORDER];      // hypothesis n-grams per order
+  double bp;                         // brevity penalty
+  int64_t sys_len, ref_len;          // tokens, summed over the corpus
 } ct_bleu;
 
 // Scores `n` hypotheses against `n_refs` reference streams: refs[r * n + i]

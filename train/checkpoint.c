@@ -97,8 +97,10 @@ static ct_status deflate_bytes(const void *src, size_t len, int level,
   unsigned char *buf = cap ? malloc(cap) : NULL;
   if (cap && !buf) {
     deflateEnd(&z);
-    return ct_error(CT_ERR_NOMEM, "checkpoint: out of memory compressing "
-                    "%zu bytes", len);
+    return ct_error(CT_ERR_NOMEM,
+                    "checkpoint: out of memory compressing "
+                    "%zu bytes",
+                    len);
   }
   const unsigned char *in = src;
   size_t in_left = len, done = 0;
@@ -205,17 +207,18 @@ ct_status ct_ckpt_writer_set_level(ct_ckpt_writer *w, int level) {
 ct_status ct_ckpt_writer_add(ct_ckpt_writer *w, const char *name,
                              const void *data, size_t len) {
   if (!w || !name || (!data && len))
-    return ct_error(CT_ERR_ARG, "checkpoint: add needs a writer, a name and "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: add needs a writer, a name and "
                     "data");
   size_t name_len = strlen(name);
   if (!valid_section_name(name, name_len))
-    return ct_error(CT_ERR_ARG, "checkpoint: bad section name '%.300s' "
-                    "(1..%d printable ASCII characters, no spaces)", name,
-                    CT_CKPT_NAME_MAX);
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: bad section name '%.300s' "
+                    "(1..%d printable ASCII characters, no spaces)",
+                    name, CT_CKPT_NAME_MAX);
   for (int i = 0; i < w->n; i++)
     if (strcmp(w->items[i].name, name) == 0)
-      return ct_error(CT_ERR_ARG, "checkpoint: section '%s' added twice",
-                      name);
+      return ct_error(CT_ERR_ARG, "checkpoint: section '%s' added twice", name);
   if (w->n == w->cap) {
     int cap = w->cap ? 2 * w->cap : 8;
     writer_section *items = realloc(w->items, (size_t)cap * sizeof *items);
@@ -235,8 +238,10 @@ ct_status ct_ckpt_writer_add(ct_ckpt_writer *w, const char *name,
   } else if (st == CT_OK) {
     s.stored = len ? malloc(len) : NULL;
     if (len && !s.stored)
-      st = ct_error(CT_ERR_NOMEM, "checkpoint: out of memory copying "
-                    "section '%s' (%zu bytes)", name, len);
+      st = ct_error(CT_ERR_NOMEM,
+                    "checkpoint: out of memory copying "
+                    "section '%s' (%zu bytes)",
+                    name, len);
     else if (len)
       memcpy(s.stored, data, len);
     s.stored_len = len;
@@ -316,8 +321,10 @@ static ct_status build_pieces(const ct_ckpt_writer *w, file_pieces *f) {
 }
 
 ct_status ct_ckpt_write(const ct_ckpt_writer *w, const char *path) {
-  if (!w || !path) return ct_error(CT_ERR_ARG, "checkpoint: write needs a "
-                                   "writer and a path");
+  if (!w || !path)
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: write needs a "
+                    "writer and a path");
   file_pieces f;
   ct_status st = build_pieces(w, &f);
   if (st != CT_OK) return st;
@@ -327,10 +334,11 @@ ct_status ct_ckpt_write(const ct_ckpt_writer *w, const char *path) {
   return st;
 }
 
-ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
-                                   unsigned char **out, size_t *len) {
+ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w, unsigned char **out,
+                                   size_t *len) {
   if (!w || !out || !len)
-    return ct_error(CT_ERR_ARG, "checkpoint: serialize needs a writer and "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: serialize needs a writer and "
                     "outputs");
   *out = NULL;
   *len = 0;
@@ -348,8 +356,10 @@ ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
     }
     *out = buf;
   } else {
-    st = ct_error(CT_ERR_NOMEM, "checkpoint: out of memory serializing %zu "
-                  "bytes", total);
+    st = ct_error(CT_ERR_NOMEM,
+                  "checkpoint: out of memory serializing %zu "
+                  "bytes",
+                  total);
   }
   free(f.pieces);
   free(f.headers);
@@ -401,7 +411,8 @@ static ct_status parse_header(const unsigned char *b, size_t len,
                               uint32_t *count) {
   size_t magic_seen = len < 8 ? len : 8;
   if (len > 0 && memcmp(b, ckpt_magic, magic_seen) != 0)
-    return bad_file(what, "not a ctrain checkpoint (its first bytes are not "
+    return bad_file(what,
+                    "not a ctrain checkpoint (its first bytes are not "
                     "\"CTRNCKPT\")");
   *version = len >= 12 ? (uint32_t)ct_get_le(b + 8, 4) : 0;
   if (*version > CT_CKPT_FORMAT_VERSION) {
@@ -416,40 +427,50 @@ static ct_status parse_header(const unsigned char *b, size_t len,
         if (v == 0 || v > CT_CKPT_FORMAT_VERSION) continue;
         ct_put_le(h + 8, v, 4);
         if (ct_get_le(b + 28, 4) == crc32_of(0, h, 28))
-          return bad_file(what, "the header is corrupt (its format version "
-                          "reads %u, a damaged %u)", *version, v);
+          return bad_file(what,
+                          "the header is corrupt (its format version "
+                          "reads %u, a damaged %u)",
+                          *version, v);
       }
     }
-    return bad_file(what, "written by a newer ctrain (format %u, this build "
-                    "reads up to %d): upgrade ctrain", *version,
-                    CT_CKPT_FORMAT_VERSION);
+    return bad_file(what,
+                    "written by a newer ctrain (format %u, this build "
+                    "reads up to %d): upgrade ctrain",
+                    *version, CT_CKPT_FORMAT_VERSION);
   }
   if (len < CKPT_HEADER_BYTES)
-    return bad_file(what, "truncated: %zu bytes, shorter than the %d-byte "
-                    "header (was the write interrupted?)", len,
-                    CKPT_HEADER_BYTES);
-  if (*version == 0)
-    return bad_file(what, "corrupt header (format version 0)");
+    return bad_file(what,
+                    "truncated: %zu bytes, shorter than the %d-byte "
+                    "header (was the write interrupted?)",
+                    len, CKPT_HEADER_BYTES);
+  if (*version == 0) return bad_file(what, "corrupt header (format version 0)");
   if (ct_get_le(b + 28, 4) != crc32_of(0, b, 28))
     return bad_file(what, "the header is corrupt (CRC mismatch)");
   uint64_t total = ct_get_le(b + 16, 8);
   if (total < len)
-    return bad_file(what, "%zu bytes where the header says %llu: trailing "
-                    "garbage after the checkpoint", len,
-                    (unsigned long long)total);
+    return bad_file(what,
+                    "%zu bytes where the header says %llu: trailing "
+                    "garbage after the checkpoint",
+                    len, (unsigned long long)total);
   if (total > len)
-    return bad_file(what, "truncated: %zu of %llu bytes (was the write "
-                    "interrupted?)", len, (unsigned long long)total);
+    return bad_file(what,
+                    "truncated: %zu of %llu bytes (was the write "
+                    "interrupted?)",
+                    len, (unsigned long long)total);
   if (ct_get_le(b + 24, 4) != 0)
-    return bad_file(what, "header flags 0x%llx are unknown to this build: "
-                    "upgrade ctrain", (unsigned long long)ct_get_le(b + 24, 4));
+    return bad_file(what,
+                    "header flags 0x%llx are unknown to this build: "
+                    "upgrade ctrain",
+                    (unsigned long long)ct_get_le(b + 24, 4));
   *count = (uint32_t)ct_get_le(b + 12, 4);
   size_t room = len - CKPT_HEADER_BYTES;
   if (room < CKPT_TRAILER_BYTES)
     return bad_file(what, "truncated: no end marker");
   if (*count > (room - CKPT_TRAILER_BYTES) / (CKPT_SECTION_FIXED_BYTES + 1))
-    return bad_file(what, "the header claims %u sections, more than %zu "
-                    "bytes can hold", *count, room);
+    return bad_file(what,
+                    "the header claims %u sections, more than %zu "
+                    "bytes can hold",
+                    *count, room);
   return CT_OK;
 }
 
@@ -466,8 +487,10 @@ static ct_status parse_section(const unsigned char *b, size_t end, size_t *pos,
     return bad_file(what, "section %d runs past the end of the file", index);
   const unsigned char *f = b + p + 2 + name_len;
   if (ct_get_le(f + 24, 4) != crc32_of(0, b + p, 2 + name_len + 24))
-    return bad_file(what, "the header of section %d is corrupt (CRC "
-                    "mismatch)", index);
+    return bad_file(what,
+                    "the header of section %d is corrupt (CRC "
+                    "mismatch)",
+                    index);
   if (!valid_section_name((const char *)b + p + 2, name_len))
     return bad_file(what, "section %d has an invalid name", index);
   memcpy(s->name, b + p + 2, name_len);
@@ -478,22 +501,28 @@ static ct_status parse_section(const unsigned char *b, size_t end, size_t *pos,
   *crc = (uint32_t)ct_get_le(f + 20, 4);
   p += CKPT_SECTION_FIXED_BYTES + name_len;
   if (*flags & ~(uint32_t)CKPT_SECTION_KNOWN_FLAGS)
-    return bad_file(what, "section '%s' uses flags 0x%x unknown to this "
-                    "build: upgrade ctrain", s->name, (unsigned)*flags);
+    return bad_file(what,
+                    "section '%s' uses flags 0x%x unknown to this "
+                    "build: upgrade ctrain",
+                    s->name, (unsigned)*flags);
   if (*stored_len > end - p)
-    return bad_file(what, "section '%s' claims %llu bytes, past the end of "
-                    "the file", s->name, (unsigned long long)*stored_len);
+    return bad_file(what,
+                    "section '%s' claims %llu bytes, past the end of "
+                    "the file",
+                    s->name, (unsigned long long)*stored_len);
   bool zlib = *flags & CKPT_SECTION_ZLIB;
   if (!zlib && *raw_len != *stored_len)
-    return bad_file(what, "section '%s' is stored raw but its lengths "
-                    "differ (%llu and %llu)", s->name,
-                    (unsigned long long)*raw_len,
+    return bad_file(what,
+                    "section '%s' is stored raw but its lengths "
+                    "differ (%llu and %llu)",
+                    s->name, (unsigned long long)*raw_len,
                     (unsigned long long)*stored_len);
   if (zlib && (*raw_len > *stored_len * zlib_max_ratio + zlib_slack ||
                *raw_len > SIZE_MAX / 2))
-    return bad_file(what, "section '%s' claims %llu bytes uncompressed, "
-                    "impossible for %llu compressed bytes", s->name,
-                    (unsigned long long)*raw_len,
+    return bad_file(what,
+                    "section '%s' claims %llu bytes uncompressed, "
+                    "impossible for %llu compressed bytes",
+                    s->name, (unsigned long long)*raw_len,
                     (unsigned long long)*stored_len);
   *pos = p;
   return CT_OK;
@@ -501,7 +530,7 @@ static ct_status parse_section(const unsigned char *b, size_t end, size_t *pos,
 
 // Parses a whole file held in `file`, which it takes over (freed on error).
 static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
-                            ct_ckpt **out) {
+                             ct_ckpt **out) {
   uint32_t version = 0, count = 0;
   ct_status st = parse_header(file, len, what, &version, &count);
   if (st != CT_OK) {
@@ -518,8 +547,7 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
   }
   if (!c || !c->path || (count && !c->sections)) {
     ct_ckpt_free(c);
-    return ct_error(CT_ERR_NOMEM, "%s: out of memory reading checkpoint",
-                    what);
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory reading checkpoint", what);
   }
   c->file_len = len;
   c->version = version;
@@ -539,16 +567,18 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
     if (flags & CKPT_SECTION_ZLIB) {
       s->owned = malloc(raw_len ? (size_t)raw_len : 1);
       if (!s->owned) {
-        st = ct_error(CT_ERR_NOMEM, "%s: out of memory for section '%s' "
-                      "(%llu bytes)", what, s->name,
-                      (unsigned long long)raw_len);
+        st = ct_error(CT_ERR_NOMEM,
+                      "%s: out of memory for section '%s' "
+                      "(%llu bytes)",
+                      what, s->name, (unsigned long long)raw_len);
         break;
       }
       if (!inflate_bytes(b + pos, (size_t)stored_len, s->owned,
                          (size_t)raw_len)) {
-        st = bad_file(what, "section '%s' is corrupt (zlib data does not "
-                      "decompress to its %llu bytes)", s->name,
-                      (unsigned long long)raw_len);
+        st = bad_file(what,
+                      "section '%s' is corrupt (zlib data does not "
+                      "decompress to its %llu bytes)",
+                      s->name, (unsigned long long)raw_len);
         free(s->owned);
         s->owned = NULL;
         break;
@@ -570,7 +600,8 @@ static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
     st = bad_file(what, "the end marker is missing or corrupt");
   if (st == CT_OK && (ct_get_le(b + end + 8, 4) != count ||
                       ct_get_le(b + end + 12, 4) != crc32_of(0, b, len - 4)))
-    st = bad_file(what, "the file is corrupt (its end marker's CRC does not "
+    st = bad_file(what,
+                  "the file is corrupt (its end marker's CRC does not "
                   "match)");
   if (st != CT_OK) {
     ct_ckpt_free(c);
@@ -593,14 +624,15 @@ ct_status ct_ckpt_parse(const void *bytes, size_t len, const char *what,
 }
 
 ct_status ct_ckpt_read(const char *path, ct_ckpt **out) {
-  if (!out || !path) return ct_error(CT_ERR_ARG, "checkpoint: read needs a "
-                                     "path and an output");
+  if (!out || !path)
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: read needs a "
+                    "path and an output");
   *out = NULL;
   char *data;
   size_t len;
   ct_status st = ct_file_read_all(path, &data, &len);
-  return st == CT_OK ? parse_owned((unsigned char *)data, len, path, out)
-                     : st;
+  return st == CT_OK ? parse_owned((unsigned char *)data, len, path, out) : st;
 }
 
 static const reader_section *find_section(const ct_ckpt *c, const char *name) {
@@ -609,16 +641,16 @@ static const reader_section *find_section(const ct_ckpt *c, const char *name) {
   return NULL;
 }
 
-ct_status ct_ckpt_section(const ct_ckpt *c, const char *name,
-                          const void **data, size_t *len) {
+ct_status ct_ckpt_section(const ct_ckpt *c, const char *name, const void **data,
+                          size_t *len) {
   if (!c || !name || !data || !len)
-    return ct_error(CT_ERR_ARG, "checkpoint: section lookup needs a "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: section lookup needs a "
                     "checkpoint, a name and outputs");
   const reader_section *s = find_section(c, name);
   *data = s ? s->data : NULL;
   *len = s ? s->len : 0;
-  if (!s) return bad_file(c->path, "no section '%s' in this checkpoint",
-                          name);
+  if (!s) return bad_file(c->path, "no section '%s' in this checkpoint", name);
   return CT_OK;
 }
 
@@ -642,7 +674,8 @@ ct_status ct_ckpt_writer_add_rec(ct_ckpt_writer *w, const char *name,
                                  const ct_rec *r) {
   if (!r) return ct_error(CT_ERR_ARG, "checkpoint: no record");
   ct_status st = ct_rec_status(r);
-  return st != CT_OK ? st : ct_ckpt_writer_add(w, name, r->bytes.data, r->bytes.len);
+  return st != CT_OK ? st
+                     : ct_ckpt_writer_add(w, name, r->bytes.data, r->bytes.len);
 }
 
 ct_status ct_ckpt_section_reader(const ct_ckpt *c, const char *name,

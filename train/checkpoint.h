@@ -61,8 +61,8 @@ ct_status ct_ckpt_writer_add(ct_ckpt_writer *w, const char *name,
 ct_status ct_ckpt_write(const ct_ckpt_writer *w, const char *path);
 // The bytes ct_ckpt_write would write, in a malloc'd buffer (the caller
 // frees it).
-ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w,
-                                   unsigned char **out, size_t *len);
+ct_status ct_ckpt_writer_serialize(const ct_ckpt_writer *w, unsigned char **out,
+                                   size_t *len);
 
 // ---- Reading ----------------------------------------------------------------
 
@@ -79,8 +79,8 @@ void ct_ckpt_free(ct_ckpt *c);
 
 // The section called `name`: its uncompressed bytes, valid until
 // ct_ckpt_free. CT_ERR_FORMAT naming the file when there is none.
-ct_status ct_ckpt_section(const ct_ckpt *c, const char *name,
-                          const void **data, size_t *len);
+ct_status ct_ckpt_section(const ct_ckpt *c, const char *name, const void **data,
+                          size_t *len);
 bool ct_ckpt_has(const ct_ckpt *c, const char *name);
 int ct_ckpt_section_count(const ct_ckpt *c);
 // Name and size of section i (in file order), for `ctrain inspect`.

@@ -11,7 +11,8 @@
 ct_status ct_ckpt_filename(char *buf, size_t size, const char *dir,
                            int64_t step) {
   if (!buf || !dir || step < 0)
-    return ct_error(CT_ERR_ARG, "checkpoint: filename needs a buffer, a "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: filename needs a buffer, a "
                     "folder and a step >= 0");
   int n = snprintf(buf, size, "%s/ckpt-%08lld.ct", dir, (long long)step);
   if (n < 0 || (size_t)n >= size)
@@ -40,8 +41,9 @@ typedef struct ckpt_entry {
 
 static int compare_newest_first(const void *a, const void *b) {
   const ckpt_entry *x = a, *y = b;
-  return x->step < y->step ? 1 : x->step > y->step ? -1
-                                                   : strcmp(x->path, y->path);
+  return x->step < y->step   ? 1
+         : x->step > y->step ? -1
+                             : strcmp(x->path, y->path);
 }
 
 static void free_entries(ckpt_entry *e, int n) {
@@ -79,8 +81,7 @@ static ct_status list_checkpoints(const char *dir, ckpt_entry **out, int *n) {
     size_t len = strlen(dir) + 1 + strlen(de->d_name) + 1;
     char *path = malloc(len);
     if (!path) {
-      st = ct_error(CT_ERR_NOMEM, "%s: out of memory listing checkpoints",
-                    dir);
+      st = ct_error(CT_ERR_NOMEM, "%s: out of memory listing checkpoints", dir);
       break;
     }
     snprintf(path, len, "%s/%s", dir, de->d_name);
@@ -109,7 +110,8 @@ void ct_ckpt_latest_free(ct_ckpt_latest *l) {
 
 ct_status ct_ckpt_find_latest(const char *dir, ct_ckpt_latest *out) {
   if (!dir || !out)
-    return ct_error(CT_ERR_ARG, "checkpoint: find_latest needs a folder and "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: find_latest needs a folder and "
                     "an output");
   memset(out, 0, sizeof *out);
   out->step = -1;
@@ -127,8 +129,10 @@ ct_status ct_ckpt_find_latest(const char *dir, ct_ckpt_latest *out) {
     } else if (rs != CT_OK) {
       // The message already names the path.
       char *why = strdup(ct_last_error());
-      if (!why) st = ct_error(CT_ERR_NOMEM, "out of memory");
-      else out->skipped[out->n_skipped++] = why;
+      if (!why)
+        st = ct_error(CT_ERR_NOMEM, "out of memory");
+      else
+        out->skipped[out->n_skipped++] = why;
     } else {
       out->ckpt = c;
       out->step = e[i].step;
@@ -137,8 +141,10 @@ ct_status ct_ckpt_find_latest(const char *dir, ct_ckpt_latest *out) {
     }
   }
   free_entries(e, n);
-  if (st != CT_OK) ct_ckpt_latest_free(out);
-  else ct_clear_error();  // the skipped files' errors are in out->skipped
+  if (st != CT_OK)
+    ct_ckpt_latest_free(out);
+  else
+    ct_clear_error();  // the skipped files' errors are in out->skipped
   return st;
 }
 
@@ -146,7 +152,8 @@ ct_status ct_ckpt_prune(const char *dir, int keep_last, int64_t keep_step,
                         int *n_deleted) {
   if (n_deleted) *n_deleted = 0;
   if (!dir || keep_last < 0)
-    return ct_error(CT_ERR_ARG, "checkpoint: prune needs a folder and "
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: prune needs a folder and "
                     "keep_last >= 0");
   ckpt_entry *e;
   int n;

@@ -29,7 +29,7 @@ typedef struct ct_ckpt_latest {
   char *path;     // the newest checkpoint that reads cleanly, or NULL
   int64_t step;   // its step (-1 when none)
   ct_ckpt *ckpt;  // it, already read; take it (set to NULL) or leave it to free
-  char **skipped; // "PATH: reason" for each newer checkpoint that was corrupt
+  char **skipped;  // "PATH: reason" for each newer checkpoint that was corrupt
   int n_skipped;
 } ct_ckpt_latest;
 

@@ -40,12 +40,15 @@ ct_status ct_ckpt_put_params(ct_ckpt_writer *w, const char *section,
 ct_status ct_ckpt_put_param_state(ct_ckpt_writer *w, const char *section,
                                   const ct_params *p, int slot) {
   if (!p || slot < 0 || slot >= CT_PARAM_STATE_SLOTS)
-    return ct_error(CT_ERR_ARG, "checkpoint: need a store and a state slot "
-                    "in 0..%d (got %d)", CT_PARAM_STATE_SLOTS - 1, slot);
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: need a store and a state slot "
+                    "in 0..%d (got %d)",
+                    CT_PARAM_STATE_SLOTS - 1, slot);
   if (!p->state[slot])
-    return ct_error(CT_ERR_STATE, "checkpoint: optimizer state slot %d was "
-                    "never allocated; nothing to save in '%s'", slot,
-                    section ? section : "?");
+    return ct_error(CT_ERR_STATE,
+                    "checkpoint: optimizer state slot %d was "
+                    "never allocated; nothing to save in '%s'",
+                    slot, section ? section : "?");
   return put_buffer(w, section, p, p->state[slot]);
 }
 
@@ -75,7 +78,8 @@ static ct_status get_buffer(const ct_ckpt *c, const char *section,
     uint32_t dtype = ct_rec_get_u32(&r), ndim = ct_rec_get_u32(&r);
     if (r.status != CT_OK) break;
     if (dtype != PARAMS_DTYPE_F32 || ndim > CT_FILE_MAX_DIMS) {
-      r.status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has dtype %u and "
+      r.status = ct_error(CT_ERR_FORMAT,
+                          "%s: tensor '%s' has dtype %u and "
                           "%u dims (this build reads f32, up to %d dims)",
                           what, e->name, dtype, ndim, CT_FILE_MAX_DIMS);
       break;
@@ -95,13 +99,14 @@ static ct_status get_buffer(const ct_ckpt *c, const char *section,
     size_t nbytes = 0;
     e->data = ct_rec_get_bytes(&r, &nbytes);
     if (r.status == CT_OK && (overflow || nbytes != numel * 4))
-      r.status = ct_error(CT_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, "
-                          "which does not fit its shape", what, e->name,
-                          nbytes);
+      r.status = ct_error(CT_ERR_FORMAT,
+                          "%s: tensor '%s' holds %zu bytes, "
+                          "which does not fit its shape",
+                          what, e->name, nbytes);
   }
   st = ct_rec_reader_done(&r);
-  if (st == CT_OK) st = ct_params_load_named(dst, buf, t, (int)count, flags,
-                                             what);
+  if (st == CT_OK)
+    st = ct_params_load_named(dst, buf, t, (int)count, flags, what);
   for (uint32_t i = 0; t && i < count; i++) free((char *)t[i].name);
   free(t);
   return st;
@@ -109,15 +114,19 @@ static ct_status get_buffer(const ct_ckpt *c, const char *section,
 
 ct_status ct_ckpt_get_params(const ct_ckpt *c, const char *section,
                              ct_params *dst, unsigned flags) {
-  if (!c || !dst) return ct_error(CT_ERR_ARG, "checkpoint: get_params needs "
-                                  "a checkpoint and a store");
+  if (!c || !dst)
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: get_params needs "
+                    "a checkpoint and a store");
   return get_buffer(c, section, dst, dst->data, flags);
 }
 
 ct_status ct_ckpt_get_param_state(const ct_ckpt *c, const char *section,
                                   ct_params *dst, int slot, unsigned flags) {
-  if (!c || !dst) return ct_error(CT_ERR_ARG, "checkpoint: get_param_state "
-                                  "needs a checkpoint and a store");
+  if (!c || !dst)
+    return ct_error(CT_ERR_ARG,
+                    "checkpoint: get_param_state "
+                    "needs a checkpoint and a store");
   if (!ct_ckpt_has(c, section))  // before allocating the slot
     return ct_error(CT_ERR_FORMAT, "%s: no section '%s' in this checkpoint",
                     ct_ckpt_path(c), section ? section : "?");

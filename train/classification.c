@@ -109,21 +109,25 @@ static ct_status model_build(model *m, const classification_config *c,
 
 static void model_free(model *m) {
   if (!m->ready) return;
-  if (m->arch == CT_ARCH_RESNET) ct_nn_resnet_free(&m->resnet);
-  else ct_nn_vit_free(&m->vit);
+  if (m->arch == CT_ARCH_RESNET)
+    ct_nn_resnet_free(&m->resnet);
+  else
+    ct_nn_vit_free(&m->vit);
   m->ready = false;
 }
 
 // Training forward: the class logits and, for DeiT, the distillation head's.
 static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
                                 ct_tensor **dist) {
-  if (m->arch == CT_ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, ctx, x);
+  if (m->arch == CT_ARCH_RESNET)
+    return ct_nn_resnet_forward(&m->resnet, ctx, x);
   return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
 }
 
 // Evaluation logits (DeiT: the mean of both heads), eval mode.
 static ct_tensor *model_predict(const model *m, ct_tensor *x) {
-  if (m->arch == CT_ARCH_RESNET) return ct_nn_resnet_forward(&m->resnet, NULL, x);
+  if (m->arch == CT_ARCH_RESNET)
+    return ct_nn_resnet_forward(&m->resnet, NULL, x);
   return ct_nn_vit_predict(&m->vit, x);
 }
 
@@ -153,16 +157,20 @@ static ct_status load_files(const classification_config *c, bool train,
   }
   const char *dir = c->image_dir;
   if (!*dir)
-    return ct_error(CT_ERR_ARG, "[data] image_dir is not set (image_format = "
-                    "%s)", format_names[c->image_format]);
+    return ct_error(CT_ERR_ARG,
+                    "[data] image_dir is not set (image_format = "
+                    "%s)",
+                    format_names[c->image_format]);
   if (c->image_format == CT_IMAGE_FORMAT_IDX) {
     ct_status st = ct_idx_load_dir(d, dir, train, 10);
     if (st == CT_OK && contains_ci(dir, "fashion"))
       st = ct_image_dataset_set_names(d, ct_fashion_mnist_class_names, 10);
     return st;
   }
-  return ct_cifar_load(d, dir, c->image_format == CT_IMAGE_FORMAT_CIFAR100
-                                   ? CT_CIFAR100_FINE : CT_CIFAR10,
+  return ct_cifar_load(d, dir,
+                       c->image_format == CT_IMAGE_FORMAT_CIFAR100
+                           ? CT_CIFAR100_FINE
+                           : CT_CIFAR10,
                        train);
 }
 
@@ -171,14 +179,15 @@ static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
                           int64_t count, uint64_t seed) {
   const int64_t N = train->N;
   if (count >= N)
-    return ct_error(CT_ERR_ARG, "[data] val_holdout = %lld leaves no training "
-                    "images (the training split has %lld)", (long long)count,
-                    (long long)N);
+    return ct_error(CT_ERR_ARG,
+                    "[data] val_holdout = %lld leaves no training "
+                    "images (the training split has %lld)",
+                    (long long)count, (long long)N);
   int64_t *perm = malloc((size_t)N * sizeof *perm);
   bool *is_val = calloc((size_t)N, sizeof *is_val);
   ct_image_dataset kept = {0};
-  ct_status st = perm && is_val ? CT_OK
-                                : ct_error(CT_ERR_NOMEM, "holdout: out of memory");
+  ct_status st =
+      perm && is_val ? CT_OK : ct_error(CT_ERR_NOMEM, "holdout: out of memory");
   if (st == CT_OK) {
     ct_rng r = ct_rng_make(seed, ct_rng_stream(RNG_HOLDOUT, 0));
     ct_rng_permutation(&r, perm, N);
@@ -200,7 +209,8 @@ static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
   }
   // Both keep the class names.
   const char **names = malloc((size_t)train->K * sizeof *names);
-  if (st == CT_OK && !names) st = ct_error(CT_ERR_NOMEM, "holdout: out of memory");
+  if (st == CT_OK && !names)
+    st = ct_error(CT_ERR_NOMEM, "holdout: out of memory");
   for (int k = 0; st == CT_OK && k < train->K; k++)
     names[k] = ct_string_list_get(&train->class_names, k);
   if (st == CT_OK) st = ct_image_dataset_set_names(val, names, train->K);
@@ -226,8 +236,8 @@ static ct_status load_data(classification *c, ct_task_need need) {
     st = ct_toy_images_generate(&c->train, cc->toy_train, size, classes,
                                 cc->seed, 0);
     if (st == CT_OK)
-      st = ct_toy_images_generate(&c->val, cc->toy_val, size, classes,
-                                  cc->seed, 1);
+      st = ct_toy_images_generate(&c->val, cc->toy_val, size, classes, cc->seed,
+                                  1);
     if (st == CT_OK)
       st = ct_toy_images_generate(&c->test, cc->toy_test, size, classes,
                                   cc->seed, 2);
@@ -251,7 +261,8 @@ static ct_status load_data(classification *c, ct_task_need need) {
   }
   if (st == CT_OK && holdout == 0) {
     if (!c->have_test)
-      return ct_error(CT_ERR_ARG, "[data] val_holdout = 0 validates on the "
+      return ct_error(CT_ERR_ARG,
+                      "[data] val_holdout = 0 validates on the "
                       "test split, but there is none (set [data] png_test)");
     c->val_is_test = true;
   }
@@ -262,7 +273,10 @@ static ct_status load_data(classification *c, ct_task_need need) {
 
 static ct_status save_sections(ct_task *t, ct_ckpt_writer *w) {
   classification *c = t->state;
-  ct_image_meta im = {.C = c->m.C, .H = c->m.H, .W = c->m.W, .K = c->m.K,
+  ct_image_meta im = {.C = c->m.C,
+                      .H = c->m.H,
+                      .W = c->m.W,
+                      .K = c->m.K,
                       .class_names = c->class_names};
   memcpy(im.mean, c->m.mean, sizeof im.mean);
   memcpy(im.std, c->m.std, sizeof im.std);
@@ -301,41 +315,43 @@ static void classification_close(ct_task *t) {
 
 // Reads the keys of this task into *out, with range checks whose
 // messages name the key.
-static ct_status read_config(const ct_config *cfg,
-                             classification_config *out) {
+static ct_status read_config(const ct_config *cfg, classification_config *out) {
   static const char *const positive[][2] = {
-      {"model", "patch"}, {"model", "dim"}, {"model", "depth"},
-      {"model", "heads"}, {"model", "mlp_dim"}, {"model", "width"},
-      {"model", "stages"}, {"model", "blocks"}, {"data", "batch_size"},
+      {"model", "patch"},  {"model", "dim"},     {"model", "depth"},
+      {"model", "heads"},  {"model", "mlp_dim"}, {"model", "width"},
+      {"model", "stages"}, {"model", "blocks"},  {"data", "batch_size"},
       {"data", "channels"}};
   ct_status checked = ct_config_check_min(
       cfg, positive, sizeof positive / sizeof positive[0], 1);
   if (checked != CT_OK) return checked;
-  static const char *const non_negative[][2] = {
-      {"data", "val_holdout"}, {"data", "crop_padding"}, {"data", "image_size"},
-      {"data", "randaug_ops"}};
-  checked = ct_config_check_min(cfg, non_negative,
-                                sizeof non_negative / sizeof non_negative[0], 0);
+  static const char *const non_negative[][2] = {{"data", "val_holdout"},
+                                                {"data", "crop_padding"},
+                                                {"data", "image_size"},
+                                                {"data", "randaug_ops"}};
+  checked = ct_config_check_min(
+      cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
   if (checked != CT_OK) return checked;
   int64_t ch = ct_config_int(cfg, "data", "channels");
   if (ch != 1 && ch != 3)
     return ct_error(CT_ERR_ARG, "[data] channels = %lld: must be 1 or 3",
                     (long long)ch);
   static const char *const unit[][2] = {
-      {"model", "dropout"}, {"model", "attn_dropout"}, {"model", "drop_path"},
-      {"train", "label_smoothing"}, {"data", "mix_prob"},
-      {"data", "switch_prob"}, {"train", "distill_alpha"}};
+      {"model", "dropout"},      {"model", "attn_dropout"},
+      {"model", "drop_path"},    {"train", "label_smoothing"},
+      {"data", "mix_prob"},      {"data", "switch_prob"},
+      {"train", "distill_alpha"}};
   for (size_t i = 0; i < sizeof unit / sizeof unit[0]; i++) {
     double v = ct_config_float(cfg, unit[i][0], unit[i][1]);
     bool closed = !strcmp(unit[i][1], "mix_prob") ||
                   !strcmp(unit[i][1], "switch_prob") ||
                   !strcmp(unit[i][1], "distill_alpha");
     if (!(v >= 0.0 && (closed ? v <= 1.0 : v < 1.0)))
-      return ct_error(CT_ERR_ARG, "[%s] %s = %g: must be in [0, 1%s", unit[i][0],
-                      unit[i][1], v, closed ? "]" : ")");
+      return ct_error(CT_ERR_ARG, "[%s] %s = %g: must be in [0, 1%s",
+                      unit[i][0], unit[i][1], v, closed ? "]" : ")");
   }
   static const char *const non_negative_f[][2] = {
-      {"data", "mixup_alpha"}, {"data", "cutmix_alpha"},
+      {"data", "mixup_alpha"},
+      {"data", "cutmix_alpha"},
       {"data", "randaug_magnitude"}};
   for (size_t i = 0; i < 3; i++) {
     double v = ct_config_float(cfg, non_negative_f[i][0], non_negative_f[i][1]);
@@ -346,17 +362,19 @@ static ct_status read_config(const ct_config *cfg,
   if (!(ct_config_float(cfg, "train", "distill_tau") > 0.0))
     return ct_error(CT_ERR_ARG, "[train] distill_tau = %g: must be positive",
                     ct_config_float(cfg, "train", "distill_tau"));
-  const ct_model_arch arch = CT_SCHEMA_ENUM(cfg, "model", "arch",
-                                            CT_MODEL_ARCHS, ct_model_arch);
+  const ct_model_arch arch =
+      CT_SCHEMA_ENUM(cfg, "model", "arch", CT_MODEL_ARCHS, ct_model_arch);
   const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
       cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");
   if (arch == CT_ARCH_DEIT && distill != CT_NN_DISTILL_NONE && !*teacher)
-    return ct_error(CT_ERR_ARG, "[model] arch = deit with [train] distillation "
+    return ct_error(CT_ERR_ARG,
+                    "[model] arch = deit with [train] distillation "
                     "= %s needs [model] teacher (a classification checkpoint), "
                     "or set distillation = none",
                     ct_config_text(cfg, "train", "distillation"));
-  const float smoothing = (float)ct_config_float(cfg, "train", "label_smoothing");
+  const float smoothing =
+      (float)ct_config_float(cfg, "train", "label_smoothing");
   *out = (classification_config){
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
@@ -377,44 +395,50 @@ static ct_status read_config(const ct_config *cfg,
       .normalize = ct_config_bool(cfg, "data", "normalize"),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .prefetch = ct_config_bool(cfg, "data", "prefetch"),
-      .aug = {
-          .crop_padding = (int)ct_config_int(cfg, "data", "crop_padding"),
-          .hflip = ct_config_bool(cfg, "data", "hflip"),
-          .randaug_ops = (int)ct_config_int(cfg, "data", "randaug_ops"),
-          .randaug_magnitude =
-              (float)ct_config_float(cfg, "data", "randaug_magnitude"),
-          .randaug_magnitude_std = 0.5f,
-          .mixup_alpha = (float)ct_config_float(cfg, "data", "mixup_alpha"),
-          .cutmix_alpha = (float)ct_config_float(cfg, "data", "cutmix_alpha"),
-          .mix_prob = (float)ct_config_float(cfg, "data", "mix_prob"),
-          .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
-          .label_smoothing = smoothing,
-      },
+      .aug =
+          {
+              .crop_padding = (int)ct_config_int(cfg, "data", "crop_padding"),
+              .hflip = ct_config_bool(cfg, "data", "hflip"),
+              .randaug_ops = (int)ct_config_int(cfg, "data", "randaug_ops"),
+              .randaug_magnitude =
+                  (float)ct_config_float(cfg, "data", "randaug_magnitude"),
+              .randaug_magnitude_std = 0.5f,
+              .mixup_alpha = (float)ct_config_float(cfg, "data", "mixup_alpha"),
+              .cutmix_alpha =
+                  (float)ct_config_float(cfg, "data", "cutmix_alpha"),
+              .mix_prob = (float)ct_config_float(cfg, "data", "mix_prob"),
+              .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
+              .label_smoothing = smoothing,
+          },
       .arch = arch,
-      .vit = {
-          .patch = ct_config_int(cfg, "model", "patch"),
-          .dim = ct_config_int(cfg, "model", "dim"),
-          .depth = ct_config_int(cfg, "model", "depth"),
-          .heads = ct_config_int(cfg, "model", "heads"),
-          .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
-          .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-          .attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout"),
-          .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
-      },
-      .resnet = {
-          .width = ct_config_int(cfg, "model", "width"),
-          .stages = (int)ct_config_int(cfg, "model", "stages"),
-          .blocks = (int)ct_config_int(cfg, "model", "blocks"),
-      },
-      .distill = {
-          .kind = arch == CT_ARCH_DEIT ? distill : CT_NN_DISTILL_NONE,
-          .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
-          .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
-          .kl_per_sample = CT_SCHEMA_ENUM(cfg, "train", "distill_kl",
-                                          CT_DISTILL_KLS, ct_distill_kl) ==
-                           CT_DISTILL_KL_SAMPLE,
-          .label_smoothing = smoothing,
-      },
+      .vit =
+          {
+              .patch = ct_config_int(cfg, "model", "patch"),
+              .dim = ct_config_int(cfg, "model", "dim"),
+              .depth = ct_config_int(cfg, "model", "depth"),
+              .heads = ct_config_int(cfg, "model", "heads"),
+              .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
+              .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+              .attn_dropout =
+                  (float)ct_config_float(cfg, "model", "attn_dropout"),
+              .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
+          },
+      .resnet =
+          {
+              .width = ct_config_int(cfg, "model", "width"),
+              .stages = (int)ct_config_int(cfg, "model", "stages"),
+              .blocks = (int)ct_config_int(cfg, "model", "blocks"),
+          },
+      .distill =
+          {
+              .kind = arch == CT_ARCH_DEIT ? distill : CT_NN_DISTILL_NONE,
+              .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
+              .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
+              .kl_per_sample =
+                  CT_SCHEMA_ENUM(cfg, "train", "distill_kl", CT_DISTILL_KLS,
+                                 ct_distill_kl) == CT_DISTILL_KL_SAMPLE,
+              .label_smoothing = smoothing,
+          },
       .teacher = teacher,
   };
   return CT_OK;
@@ -429,8 +453,10 @@ static ct_status open_teacher(classification *c) {
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     if (ct_ckpt_find_latest(path, &latest) != CT_OK || !latest.path) {
       ct_ckpt_latest_free(&latest);
-      return ct_error(CT_ERR_IO, "[model] teacher = %s: no valid checkpoint in "
-                      "this run folder", path);
+      return ct_error(CT_ERR_IO,
+                      "[model] teacher = %s: no valid checkpoint in "
+                      "this run folder",
+                      path);
     }
     path = latest.path;
   }
@@ -440,21 +466,24 @@ static ct_status open_teacher(classification *c) {
   if (st == CT_OK)
     fprintf(stderr, "ctrain: teacher %s (%s, step %lld)\n", path,
             c->teacher.task.ops == &ct_task_classification
-                ? arch_names[tc->m.arch] : c->teacher.task.ops->name,
+                ? arch_names[tc->m.arch]
+                : c->teacher.task.ops->name,
             (long long)c->teacher.state.step);
   ct_ckpt_latest_free(&latest);
   path = c->cfg.teacher;
-  if (st != CT_OK)
-    return ct_error(st, "[model] teacher: %s", ct_last_error());
+  if (st != CT_OK) return ct_error(st, "[model] teacher: %s", ct_last_error());
   if (c->teacher.task.ops != &ct_task_classification)
-    return ct_error(CT_ERR_ARG, "[model] teacher = %s: a %s checkpoint, not a "
-                    "classification one", path, c->teacher.task.ops->name);
+    return ct_error(CT_ERR_ARG,
+                    "[model] teacher = %s: a %s checkpoint, not a "
+                    "classification one",
+                    path, c->teacher.task.ops->name);
   if (tc->m.K != c->m.K || tc->m.C != c->m.C || tc->m.H != c->m.H ||
       tc->m.W != c->m.W)
-    return ct_error(CT_ERR_ARG, "[model] teacher = %s: it classifies %dx%dx%d "
-                    "images into %d classes, this run %dx%dx%d into %d", path,
-                    tc->m.C, tc->m.H, tc->m.W, tc->m.K, c->m.C, c->m.H, c->m.W,
-                    c->m.K);
+    return ct_error(CT_ERR_ARG,
+                    "[model] teacher = %s: it classifies %dx%dx%d "
+                    "images into %d classes, this run %dx%dx%d into %d",
+                    path, tc->m.C, tc->m.H, tc->m.W, tc->m.K, c->m.C, c->m.H,
+                    c->m.W, c->m.K);
   return CT_OK;
 }
 
@@ -519,11 +548,14 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
     const ct_image_dataset *d = splits[i];
     if (d->N == 0) continue;
     if (d->C != c->m.C || d->H != c->m.H || d->W != c->m.W || d->K > c->m.K)
-      return ct_error(CT_ERR_ARG, "classification: the %s images are "
+      return ct_error(CT_ERR_ARG,
+                      "classification: the %s images are "
                       "%dx%dx%d with %d classes, the model takes %dx%dx%d "
-                      "with %d classes", i == 0 ? "training" : i == 1
-                      ? "validation" : "test", d->C, d->H, d->W, d->K, c->m.C,
-                      c->m.H, c->m.W, c->m.K);
+                      "with %d classes",
+                      i == 0   ? "training"
+                      : i == 1 ? "validation"
+                               : "test",
+                      d->C, d->H, d->W, d->K, c->m.C, c->m.H, c->m.W, c->m.K);
   }
   st = model_build(&c->m, &cc, p);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
@@ -532,9 +564,10 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
 
   ct_image_loader_options o = loader_options(c, true);
   if (c->train.N < o.batch_size)
-    return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the "
-                    "%lld training images", (long long)o.batch_size,
-                    (long long)c->train.N);
+    return ct_error(CT_ERR_ARG,
+                    "[data] batch_size = %lld is larger than the "
+                    "%lld training images",
+                    (long long)o.batch_size, (long long)c->train.N);
   st = ct_image_loader_init(&c->loader, &c->train, &o);
   c->loader_ready = st == CT_OK;
   return st;
@@ -583,24 +616,27 @@ static ct_tensor *classification_train_loss(ct_task *t, ct_nn_ctx *ctx,
   const ct_image_batch *b;
   if (ct_image_loader_next(&c->loader, &b) != CT_OK) return NULL;
   *items = (double)b->B;
-  ct_tensor *x = ct_tensor_from(CT_F32, b->images,
-                                CT_SHAPE(b->B, b->C, b->H, b->W));
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, b->images, CT_SHAPE(b->B, b->C, b->H, b->W));
   ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
-  ct_tensor *targets = b->targets ? ct_tensor_from(CT_F32, b->targets,
-                                                   CT_SHAPE(b->B, c->m.K))
-                                  : NULL;
+  ct_tensor *targets =
+      b->targets ? ct_tensor_from(CT_F32, b->targets, CT_SHAPE(b->B, c->m.K))
+                 : NULL;
   ct_tensor *dist = NULL;
   ct_tensor *logits = model_forward(&c->m, ctx, x, &dist);
   ct_tensor *teacher = NULL;
   const ct_nn_distill_opts *distill = &c->cfg.distill;
   if (distill->kind != CT_NN_DISTILL_NONE) teacher = teacher_logits(c, x);
-  if (c->m.arch == CT_ARCH_DEIT && distill->kind == CT_NN_DISTILL_NONE && dist) {
+  if (c->m.arch == CT_ARCH_DEIT && distill->kind == CT_NN_DISTILL_NONE &&
+      dist) {
     // Without a teacher both heads learn the labels (DeiT's "none" mode
     // trains the class head only; training both keeps head_dist useful
     // for the averaged prediction).
     ct_nn_distill_opts plain = *distill;
-    ct_tensor *a = ct_nn_distill_loss(logits, NULL, NULL, labels, targets, &plain);
-    ct_tensor *d = ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
+    ct_tensor *a =
+        ct_nn_distill_loss(logits, NULL, NULL, labels, targets, &plain);
+    ct_tensor *d =
+        ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
     return ct_scale(ct_add(a, d), 0.5f);
   }
   return ct_nn_distill_loss(logits, dist, teacher, labels, targets, distill);
@@ -660,7 +696,8 @@ static void print_confusion(FILE *f, const classification *c,
   fprintf(f, "\n");
   for (int k = 0; k < K; k++) {
     fprintf(f, "%2d %-9.9s", k, ct_string_list_get(&c->class_names, k));
-    for (int j = 0; j < K; j++) fprintf(f, " %6lld", (long long)conf[k * K + j]);
+    for (int j = 0; j < K; j++)
+      fprintf(f, " %6lld", (long long)conf[k * K + j]);
     fprintf(f, "\n");
   }
 }
@@ -693,13 +730,14 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
   int64_t correct = 0, top5 = 0, seen = 0;
   const int n_top = K < 5 ? K : 5;
   bool was = ct_grad_set_enabled(false);
-  for (int64_t i = 0; i < ct_image_loader_epoch_batches(&l) && st == CT_OK; i++) {
+  for (int64_t i = 0; i < ct_image_loader_epoch_batches(&l) && st == CT_OK;
+       i++) {
     const ct_image_batch *b;
     st = ct_image_loader_next(&l, &b);
     if (st != CT_OK) break;
     ct_arena_mark mark = ct_arena_get_mark();
-    ct_tensor *x = ct_tensor_from(CT_F32, b->images,
-                                  CT_SHAPE(b->B, b->C, b->H, b->W));
+    ct_tensor *x =
+        ct_tensor_from(CT_F32, b->images, CT_SHAPE(b->B, b->C, b->H, b->W));
     ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
     ct_tensor *logits = model_predict(&c->m, x);
     ct_tensor *loss = ct_cross_entropy(logits, labels, NULL);
@@ -733,9 +771,10 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
   ct_eval_metrics_add(out, "top5", acc5);
   ct_eval_metrics_add_count(out, "images", seen);
   if (summary) {
-    fprintf(summary, "%s%s: %lld images, loss %.4f, accuracy %.2f%%, top-5 "
-            "%.2f%%\n", split, c->val_is_test && !test ? " (the test split)"
-                                                       : "",
+    fprintf(summary,
+            "%s%s: %lld images, loss %.4f, accuracy %.2f%%, top-5 "
+            "%.2f%%\n",
+            split, c->val_is_test && !test ? " (the test split)" : "",
             (long long)seen, loss, 100.0 * acc, 100.0 * acc5);
     print_confusion(summary, c, conf);
   }
@@ -765,7 +804,8 @@ static ct_status classification_figures(ct_task *t, const char *dir) {
 // ---- forward -------------------------------------------------------------------
 
 // Copies an arena result into a new store entry `name`.
-static ct_status put_output(ct_params *out, const char *name, const ct_tensor *t) {
+static ct_status put_output(ct_params *out, const char *name,
+                            const ct_tensor *t) {
   if (!t) return ct_last_status();
   ct_tensor *dst = ct_params_add(out, name, t->ndim, t->shape, CT_PARAM_FROZEN);
   if (!dst) return ct_last_status();
@@ -780,8 +820,10 @@ static ct_status classification_forward(ct_task *t, const ct_params *in,
   classification *c = t->state;
   const ct_param *images = ct_params_find(in, "images");
   if (!images)
-    return ct_error(CT_ERR_ARG, "forward: the inputs have no 'images' tensor "
-                    "(B, %d, %d, %d)", c->m.C, c->m.H, c->m.W);
+    return ct_error(CT_ERR_ARG,
+                    "forward: the inputs have no 'images' tensor "
+                    "(B, %d, %d, %d)",
+                    c->m.C, c->m.H, c->m.W);
   bool was = ct_grad_set_enabled(false);
   ct_tensor *x = ct_tensor_copy(images->tensor);
   ct_status st = put_output(out, "logits", model_predict(&c->m, x));
@@ -798,12 +840,13 @@ static ct_status classification_forward(ct_task *t, const ct_params *in,
 // ---- classify ----------------------------------------------------------------------
 
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
-                                     int n, int top,
-                                     const char *attention_png, FILE *out) {
+                                     int n, int top, const char *attention_png,
+                                     FILE *out) {
   classification *c = t->state;
   const model *m = &c->m;
   if (attention_png && m->arch == CT_ARCH_RESNET)
-    return ct_error(CT_ERR_ARG, "classify --attention: the model is a ResNet; "
+    return ct_error(CT_ERR_ARG,
+                    "classify --attention: the model is a ResNet; "
                     "attention maps need a ViT or DeiT");
   if (top < 1) top = 1;
   if (top > m->K) top = m->K;
@@ -821,7 +864,8 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
   float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
   char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
   int *ranks = malloc((size_t)top * sizeof *ranks);
-  if (!maps || !captions || !ranks) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+  if (!maps || !captions || !ranks)
+    st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
   bool was = ct_grad_set_enabled(false);
   for (int i = 0; i < n && st == CT_OK; i++) {
     ct_arena_mark mark = ct_arena_get_mark();
@@ -833,8 +877,8 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     const int64_t plane = (int64_t)m->H * m->W;
     for (int64_t p = 0; p < pixels; p++) {
       int ch = (int)(p / plane);
-      ct_f32(x)[p] = ((float)raw[i * pixels + p] / 255.0f - m->mean[ch]) /
-                     m->std[ch];
+      ct_f32(x)[p] =
+          ((float)raw[i * pixels + p] / 255.0f - m->mean[ch]) / m->std[ch];
     }
     ct_tensor *logits;
     ct_tensor *att[64] = {0};
@@ -862,8 +906,10 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     if (attention_png) {
       maps[i] = malloc((size_t)m->vit.patches * sizeof **maps);
       captions[i] = malloc(128);
-      if (!maps[i] || !captions[i]) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
-      else st = ct_nn_vit_rollout(&m->vit, att, maps[i]);
+      if (!maps[i] || !captions[i])
+        st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+      else
+        st = ct_nn_vit_rollout(&m->vit, att, maps[i]);
       if (st == CT_OK)
         snprintf(captions[i], 128, "%s %.1f%%",
                  ct_string_list_get(&c->class_names, ranks[0]),
@@ -878,10 +924,10 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     for (int i = 0; images && i < n; i++) images[i] = raw + i * pixels;
     const int64_t P = m->vit.cfg.patch;
     if (st == CT_OK)
-      st = ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
-                                 (const float *const *)maps, (int)(m->H / P),
-                                 (int)(m->W / P),
-                                 (const char *const *)captions);
+      st =
+          ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
+                                (const float *const *)maps, (int)(m->H / P),
+                                (int)(m->W / P), (const char *const *)captions);
     free(images);
     if (st == CT_OK) fprintf(out, "attention maps: %s\n", attention_png);
   }
@@ -899,12 +945,18 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
 // The recipe defaults of DeiT/timm for image classification, where a config
 // leaves the key at its schema default.
 static const char *const classification_defaults[][3] = {
-    {"optim", "optimizer", "adamw"},   {"optim", "lr", "5e-4"},
-    {"optim", "beta2", "0.999"},       {"optim", "eps", "1e-8"},
-    {"optim", "weight_decay", "0.05"}, {"schedule", "kind", "cosine"},
-    {"schedule", "warmup", "500"},     {"schedule", "min_lr", "1e-5"},
-    {"model", "heads", "3"},           {"model", "dropout", "0"},
-    {"train", "eval_every", "0"},      {"data", "batch_size", "128"},
+    {"optim", "optimizer", "adamw"},
+    {"optim", "lr", "5e-4"},
+    {"optim", "beta2", "0.999"},
+    {"optim", "eps", "1e-8"},
+    {"optim", "weight_decay", "0.05"},
+    {"schedule", "kind", "cosine"},
+    {"schedule", "warmup", "500"},
+    {"schedule", "min_lr", "1e-5"},
+    {"model", "heads", "3"},
+    {"model", "dropout", "0"},
+    {"train", "eval_every", "0"},
+    {"data", "batch_size", "128"},
     {NULL, NULL, NULL}};
 
 const ct_task_ops ct_task_classification = {

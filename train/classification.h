@@ -31,7 +31,7 @@ extern const ct_task_ops ct_task_classification;
 // `out`. With attention_png (ViT/DeiT only), also writes the images with
 // the class token's attention rollout overlaid, side by side.
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
-                                     int n, int top,
-                                     const char *attention_png, FILE *out);
+                                     int n, int top, const char *attention_png,
+                                     FILE *out);
 
 #endif

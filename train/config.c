@@ -16,12 +16,13 @@
 #include <strings.h>
 
 typedef struct config_value {
-  char *text;    // canonical text: what ct_config_text returns and the writer writes
+  char *
+      text;  // canonical text: what ct_config_text returns and the writer writes
   char *origin;  // "default", "path:line" or "--set"
   int64_t i;
   double f;
   bool b;
-  int e;         // enum index
+  int e;  // enum index
 } config_value;
 
 struct ct_config {
@@ -89,9 +90,11 @@ static bool close_enough(const char *typed, int dist) {
 
 // ---- schema lookups ----
 
-static int key_index(const ct_config *cfg, const char *section, const char *key) {
+static int key_index(const ct_config *cfg, const char *section,
+                     const char *key) {
   for (int i = 0; i < cfg->n; i++)
-    if (!strcmp(cfg->schema[i].section, section) && !strcmp(cfg->schema[i].key, key))
+    if (!strcmp(cfg->schema[i].section, section) &&
+        !strcmp(cfg->schema[i].key, key))
       return i;
   return -1;
 }
@@ -103,8 +106,8 @@ static bool section_exists(const ct_config *cfg, const char *section) {
 }
 
 // "unknown section [optimm] (did you mean [optim]?)", prefixed by `where`.
-static ct_status unknown_section(const ct_config *cfg, const char *where, const char *section,
-                                 ct_status status) {
+static ct_status unknown_section(const ct_config *cfg, const char *where,
+                                 const char *section, ct_status status) {
   const char *best = NULL;
   int best_d = 1 << 30;
   for (int i = 0; i < cfg->n; i++) {
@@ -112,19 +115,22 @@ static ct_status unknown_section(const ct_config *cfg, const char *where, const 
     if (d < best_d) best_d = d, best = cfg->schema[i].section;
   }
   if (best && close_enough(section, best_d))
-    return ct_error(status, "%s: unknown section [%s] (did you mean [%s]?)", where, section, best);
+    return ct_error(status, "%s: unknown section [%s] (did you mean [%s]?)",
+                    where, section, best);
   return ct_error(status, "%s: unknown section [%s]", where, section);
 }
 
 // "unknown key 'lerning_rate' in [optim] (did you mean 'learning_rate'?)",
 // prefixed by `where`. The hint is the same key in another section if there
 // is one, else the nearest spelling in this section, else nothing.
-static ct_status unknown_key(const ct_config *cfg, const char *where, const char *section,
-                             const char *key, ct_status status) {
+static ct_status unknown_key(const ct_config *cfg, const char *where,
+                             const char *section, const char *key,
+                             ct_status status) {
   for (int i = 0; i < cfg->n; i++)
     if (!strcmp(cfg->schema[i].key, key))
-      return ct_error(status, "%s: unknown key '%s' in [%s] (it belongs in [%s])", where, key,
-                      section, cfg->schema[i].section);
+      return ct_error(status,
+                      "%s: unknown key '%s' in [%s] (it belongs in [%s])",
+                      where, key, section, cfg->schema[i].section);
   const char *best = NULL;
   int best_d = 1 << 30;
   for (int i = 0; i < cfg->n; i++) {
@@ -133,8 +139,8 @@ static ct_status unknown_key(const ct_config *cfg, const char *where, const char
     if (d < best_d) best_d = d, best = cfg->schema[i].key;
   }
   if (best && close_enough(key, best_d))
-    return ct_error(status, "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where, key,
-                    section, best);
+    return ct_error(status, "%s: unknown key '%s' in [%s] (did you mean '%s'?)",
+                    where, key, section, best);
   return ct_error(status, "%s: unknown key '%s' in [%s]", where, key, section);
 }
 
@@ -145,11 +151,11 @@ static ct_status unknown_key(const ct_config *cfg, const char *where, const char
 static const char *value_parse(const ct_config_key *k, const char *text,
                                config_value *out, char *why, size_t why_size) {
   for (const char *p = text; *p; p++)
-    if ((unsigned char)*p < 0x20 && *p != '\t') return "control characters are not allowed";
+    if ((unsigned char)*p < 0x20 && *p != '\t')
+      return "control characters are not allowed";
   char *end;
   switch (k->type) {
-  case CT_CONFIG_STRING:
-    return NULL;
+  case CT_CONFIG_STRING: return NULL;
   case CT_CONFIG_INT: {
     if (!*text) return "expected an integer";
     errno = 0;
@@ -189,7 +195,8 @@ static const char *value_parse(const ct_config_key *k, const char *text,
     }
     // "expected one of adam, adamw, sgd"
     size_t w = (size_t)snprintf(why, why_size, "expected one of ");
-    for (const char *p = k->choices ? k->choices : ""; *p && w + 3 < why_size; p++) {
+    for (const char *p = k->choices ? k->choices : ""; *p && w + 3 < why_size;
+         p++) {
       if (*p == '|') {
         why[w++] = ',';
         why[w++] = ' ';
@@ -218,7 +225,8 @@ static ct_status value_assign(ct_config *cfg, int idx, const char *text,
   if (why)
     return ct_error(bad_status, "%s: [%s] %s = '%s': %s", where, k->section,
                     k->key, text, why);
-  char *t = str_dup(k->type == CT_CONFIG_BOOL ? (parsed.b ? "true" : "false") : text);
+  char *t =
+      str_dup(k->type == CT_CONFIG_BOOL ? (parsed.b ? "true" : "false") : text);
   char *o = str_dup(origin);
   if (!t || !o) {
     free(t);
@@ -257,13 +265,16 @@ ct_config *ct_config_new(const ct_config_key *schema, int n_keys) {
     snprintf(where, sizeof where, "config schema entry %d", i);
     if (!k->section || !k->key || !k->def ||
         (k->type == CT_CONFIG_ENUM && !k->choices)) {
-      ct_error(CT_ERR_ARG, "%s: section, key, default (and choices for an enum) are required",
-               where);
+      ct_error(
+          CT_ERR_ARG,
+          "%s: section, key, default (and choices for an enum) are required",
+          where);
       ct_config_free(cfg);
       return NULL;
     }
     if (key_index(cfg, k->section, k->key) != i) {
-      ct_error(CT_ERR_ARG, "config schema: [%s] %s declared twice", k->section, k->key);
+      ct_error(CT_ERR_ARG, "config schema: [%s] %s declared twice", k->section,
+               k->key);
       ct_config_free(cfg);
       return NULL;
     }
@@ -325,8 +336,10 @@ static char *value_text(const char *s, const char *e, const char **why) {
 }
 
 ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
-  if (!cfg || !text || !name) return ct_error(CT_ERR_ARG, "config parse: NULL argument");
-  int *seen = calloc((size_t)cfg->n, sizeof *seen);  // line a key was set on, this text
+  if (!cfg || !text || !name)
+    return ct_error(CT_ERR_ARG, "config parse: NULL argument");
+  int *seen =
+      calloc((size_t)cfg->n, sizeof *seen);  // line a key was set on, this text
   if (!seen) return ct_error(CT_ERR_NOMEM, "%s: out of memory", name);
   if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;  // UTF-8 byte order mark
   char section[128] = "";
@@ -347,7 +360,8 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
       const char *after = close ? close + 1 : e;
       while (after < e && is_blank(*after)) after++;
       if (!close || (after < e && *after != '#' && *after != ';')) {
-        st = ct_error(CT_ERR_FORMAT, "%s: malformed section header '%.*s' (expected [name])",
+        st = ct_error(CT_ERR_FORMAT,
+                      "%s: malformed section header '%.*s' (expected [name])",
                       where, (int)(e - s), s);
         break;
       }
@@ -360,7 +374,8 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
     }
     const char *eq = memchr(s, '=', (size_t)(e - s));
     if (!eq) {
-      st = ct_error(CT_ERR_FORMAT, "%s: expected 'key = value' or '[section]', got '%.*s'",
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: expected 'key = value' or '[section]', got '%.*s'",
                     where, (int)(e - s), s);
       break;
     }
@@ -373,8 +388,10 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
       break;
     }
     if (!section[0]) {
-      st = ct_error(CT_ERR_FORMAT, "%s: key '%s' outside any section (add a [section] line above it)",
-                    where, key);
+      st = ct_error(
+          CT_ERR_FORMAT,
+          "%s: key '%s' outside any section (add a [section] line above it)",
+          where, key);
       break;
     }
     int idx = key_index(cfg, section, key);
@@ -383,7 +400,8 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
       break;
     }
     if (seen[idx]) {
-      st = ct_error(CT_ERR_FORMAT, "%s: duplicate key '%s' in [%s] (first set on line %d)",
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: duplicate key '%s' in [%s] (first set on line %d)",
                     where, key, section, seen[idx]);
       break;
     }
@@ -391,8 +409,9 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
     const char *why = NULL;
     char *value = value_text(eq + 1, e, &why);
     if (!value) {
-      st = ct_error(why && strcmp(why, "out of memory") ? CT_ERR_FORMAT : CT_ERR_NOMEM,
-                    "%s: [%s] %s: %s", where, section, key, why ? why : "out of memory");
+      st = ct_error(
+          why && strcmp(why, "out of memory") ? CT_ERR_FORMAT : CT_ERR_NOMEM,
+          "%s: [%s] %s: %s", where, section, key, why ? why : "out of memory");
       break;
     }
     st = value_assign(cfg, idx, value, where, where, CT_ERR_FORMAT);
@@ -410,7 +429,8 @@ ct_status ct_config_load(ct_config *cfg, const char *path) {
   if (st != CT_OK) return st;
   if (strlen(text) != len) {
     free(text);
-    return ct_error(CT_ERR_FORMAT, "%s: contains a NUL byte (not a text file?)", path);
+    return ct_error(CT_ERR_FORMAT, "%s: contains a NUL byte (not a text file?)",
+                    path);
   }
   st = ct_config_parse(cfg, text, path);
   free(text);
@@ -422,7 +442,8 @@ ct_status ct_config_set(ct_config *cfg, const char *assignment) {
   char where[512];
   snprintf(where, sizeof where, "--set %s", assignment);
   const char *eq = strchr(assignment, '=');
-  const char *dot = eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
+  const char *dot =
+      eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
   if (!eq || !dot)
     return ct_error(CT_ERR_ARG, "%s: expected section.key=value", where);
   const char *ss = assignment, *se = dot, *ks = dot + 1, *ke = eq;
@@ -433,7 +454,8 @@ ct_status ct_config_set(ct_config *cfg, const char *assignment) {
   char section[128], key[128];
   snprintf(section, sizeof section, "%.*s", (int)(se - ss), ss);
   snprintf(key, sizeof key, "%.*s", (int)(ke - ks), ks);
-  if (!section_exists(cfg, section)) return unknown_section(cfg, where, section, CT_ERR_ARG);
+  if (!section_exists(cfg, section))
+    return unknown_section(cfg, where, section, CT_ERR_ARG);
   int idx = key_index(cfg, section, key);
   if (idx < 0) return unknown_key(cfg, where, section, key, CT_ERR_ARG);
   char *value = str_ndup(vs, (size_t)(ve - vs));
@@ -455,8 +477,9 @@ ct_status ct_config_set_default(ct_config *cfg, const char *section,
   return value_assign(cfg, idx, value, where, "default", CT_ERR_ARG);
 }
 
-ct_status ct_config_check_min(const ct_config *cfg, const char *const (*keys)[2],
-                              size_t n, int64_t min) {
+ct_status ct_config_check_min(const ct_config *cfg,
+                              const char *const (*keys)[2], size_t n,
+                              int64_t min) {
   for (size_t i = 0; i < n; i++) {
     int64_t v = ct_config_int(cfg, keys[i][0], keys[i][1]);
     if (v >= min) continue;
@@ -472,57 +495,71 @@ ct_status ct_config_check_min(const ct_config *cfg, const char *const (*keys)[2]
 // ---- getters ----
 
 static const config_value *lookup(const ct_config *cfg, const char *section,
-                                  const char *key, int type, const char *getter) {
+                                  const char *key, int type,
+                                  const char *getter) {
   if (!cfg || !section || !key) {
     ct_error(CT_ERR_ARG, "%s: NULL argument", getter);
     return NULL;
   }
   int idx = key_index(cfg, section, key);
   if (idx < 0) {
-    ct_error(CT_ERR_ARG, "%s: [%s] %s is not in the config schema", getter, section, key);
+    ct_error(CT_ERR_ARG, "%s: [%s] %s is not in the config schema", getter,
+             section, key);
     return NULL;
   }
   int t = (int)cfg->schema[idx].type;
   bool ok = type < 0 || t == type ||
             (type == CT_CONFIG_STRING && t == CT_CONFIG_ENUM);
   if (!ok) {
-    ct_error(CT_ERR_ARG, "%s: [%s] %s has another type in the schema", getter, section, key);
+    ct_error(CT_ERR_ARG, "%s: [%s] %s has another type in the schema", getter,
+             section, key);
     return NULL;
   }
   return &cfg->v[idx];
 }
 
-int64_t ct_config_int(const ct_config *cfg, const char *section, const char *key) {
-  const config_value *v = lookup(cfg, section, key, CT_CONFIG_INT, "ct_config_int");
+int64_t ct_config_int(const ct_config *cfg, const char *section,
+                      const char *key) {
+  const config_value *v =
+      lookup(cfg, section, key, CT_CONFIG_INT, "ct_config_int");
   return v ? v->i : 0;
 }
 
-double ct_config_float(const ct_config *cfg, const char *section, const char *key) {
-  const config_value *v = lookup(cfg, section, key, CT_CONFIG_FLOAT, "ct_config_float");
+double ct_config_float(const ct_config *cfg, const char *section,
+                       const char *key) {
+  const config_value *v =
+      lookup(cfg, section, key, CT_CONFIG_FLOAT, "ct_config_float");
   return v ? v->f : 0.0;
 }
 
-bool ct_config_bool(const ct_config *cfg, const char *section, const char *key) {
-  const config_value *v = lookup(cfg, section, key, CT_CONFIG_BOOL, "ct_config_bool");
+bool ct_config_bool(const ct_config *cfg, const char *section,
+                    const char *key) {
+  const config_value *v =
+      lookup(cfg, section, key, CT_CONFIG_BOOL, "ct_config_bool");
   return v ? v->b : false;
 }
 
-const char *ct_config_str(const ct_config *cfg, const char *section, const char *key) {
-  const config_value *v = lookup(cfg, section, key, CT_CONFIG_STRING, "ct_config_str");
+const char *ct_config_str(const ct_config *cfg, const char *section,
+                          const char *key) {
+  const config_value *v =
+      lookup(cfg, section, key, CT_CONFIG_STRING, "ct_config_str");
   return v ? v->text : NULL;
 }
 
 int ct_config_enum(const ct_config *cfg, const char *section, const char *key) {
-  const config_value *v = lookup(cfg, section, key, CT_CONFIG_ENUM, "ct_config_enum");
+  const config_value *v =
+      lookup(cfg, section, key, CT_CONFIG_ENUM, "ct_config_enum");
   return v ? v->e : -1;
 }
 
-const char *ct_config_text(const ct_config *cfg, const char *section, const char *key) {
+const char *ct_config_text(const ct_config *cfg, const char *section,
+                           const char *key) {
   const config_value *v = lookup(cfg, section, key, -1, "ct_config_text");
   return v ? v->text : NULL;
 }
 
-const char *ct_config_origin(const ct_config *cfg, const char *section, const char *key) {
+const char *ct_config_origin(const ct_config *cfg, const char *section,
+                             const char *key) {
   const config_value *v = lookup(cfg, section, key, -1, "ct_config_origin");
   return v ? v->origin : NULL;
 }
@@ -532,7 +569,8 @@ const char *ct_config_origin(const ct_config *cfg, const char *section, const ch
 // Strings that the parser would read differently when bare get quoted.
 static bool needs_quotes(const char *s) {
   size_t n = strlen(s);
-  if (n == 0 || is_blank(s[0]) || is_blank(s[n - 1]) || s[0] == '"') return true;
+  if (n == 0 || is_blank(s[0]) || is_blank(s[n - 1]) || s[0] == '"')
+    return true;
   for (size_t i = 0; i < n; i++)
     if (s[i] == '#' || s[i] == ';' || s[i] == '\\') return true;
   return false;
@@ -541,7 +579,8 @@ static bool needs_quotes(const char *s) {
 char *ct_config_to_string(const ct_config *cfg) {
   if (!cfg) return NULL;
   ct_byte_buffer b = {0};
-  ct_byte_buffer_printf(&b, "# Resolved ctrain config: every key with its final value.\n");
+  ct_byte_buffer_printf(
+      &b, "# Resolved ctrain config: every key with its final value.\n");
   for (int i = 0; i < cfg->n; i++) {
     const char *section = cfg->schema[i].section;
     bool first = true;  // print each section once, at its first schema entry
@@ -554,17 +593,20 @@ char *ct_config_to_string(const ct_config *cfg) {
       if (strcmp(k->section, section)) continue;
       if (k->doc && k->doc[0]) ct_byte_buffer_printf(&b, "# %s", k->doc);
       if (k->type == CT_CONFIG_ENUM) {
-        ct_byte_buffer_printf(&b, "%s(one of: ", k->doc && k->doc[0] ? " " : "# ");
+        ct_byte_buffer_printf(&b,
+                              "%s(one of: ", k->doc && k->doc[0] ? " " : "# ");
         for (const char *c = k->choices; *c; c++)
           ct_byte_buffer_printf(&b, "%s", *c == '|' ? ", " : (char[2]){*c, 0});
         ct_byte_buffer_printf(&b, ")");
       }
-      if ((k->doc && k->doc[0]) || k->type == CT_CONFIG_ENUM) ct_byte_buffer_printf(&b, "\n");
+      if ((k->doc && k->doc[0]) || k->type == CT_CONFIG_ENUM)
+        ct_byte_buffer_printf(&b, "\n");
       const char *t = cfg->v[j].text;
       if (k->type == CT_CONFIG_STRING && needs_quotes(t)) {
         ct_byte_buffer_printf(&b, "%s = \"", k->key);
         for (const char *c = t; *c; c++)
-          ct_byte_buffer_printf(&b, "%s%c", *c == '"' || *c == '\\' ? "\\" : "", *c);
+          ct_byte_buffer_printf(&b, "%s%c", *c == '"' || *c == '\\' ? "\\" : "",
+                                *c);
         ct_byte_buffer_printf(&b, "\"\n");
       } else {
         ct_byte_buffer_printf(&b, "%s = %s\n", k->key, t);
@@ -573,7 +615,8 @@ char *ct_config_to_string(const ct_config *cfg) {
   }
   if (b.failed) {
     ct_byte_buffer_free(&b);
-    ct_error(CT_ERR_NOMEM, "config: out of memory formatting the resolved config");
+    ct_error(CT_ERR_NOMEM,
+             "config: out of memory formatting the resolved config");
     return NULL;
   }
   return b.data;

@@ -47,9 +47,11 @@ typedef struct ct_config_key {
   const char *section;
   const char *key;
   ct_config_type type;
-  const char *def;      // default, written as in a config file ("" allowed for strings)
-  const char *choices;  // CT_CONFIG_ENUM: allowed values separated by '|'; else NULL
-  const char *doc;      // one line, written as a comment in the resolved config
+  const char
+      *def;  // default, written as in a config file ("" allowed for strings)
+  const char
+      *choices;  // CT_CONFIG_ENUM: allowed values separated by '|'; else NULL
+  const char *doc;  // one line, written as a comment in the resolved config
 } ct_config_key;
 
 typedef struct ct_config ct_config;
@@ -77,23 +79,29 @@ ct_status ct_config_set_default(ct_config *cfg, const char *section,
 // Checks that the integer keys {section, key} of `keys` are all >= min
 // (0 or 1); the first that is not is CT_ERR_ARG "[section] key = v: must
 // not be negative" (min 0) or "... must be at least 1" (min 1).
-ct_status ct_config_check_min(const ct_config *cfg, const char *const (*keys)[2],
-                              size_t n, int64_t min);
+ct_status ct_config_check_min(const ct_config *cfg,
+                              const char *const (*keys)[2], size_t n,
+                              int64_t min);
 
 // Typed getters. Asking for a key that is not in the schema, or with the wrong
 // type, is a bug in the caller: it records a CT_ERR_ARG error and returns
 // 0 / false / NULL.
-int64_t ct_config_int(const ct_config *cfg, const char *section, const char *key);
-double ct_config_float(const ct_config *cfg, const char *section, const char *key);
+int64_t ct_config_int(const ct_config *cfg, const char *section,
+                      const char *key);
+double ct_config_float(const ct_config *cfg, const char *section,
+                       const char *key);
 bool ct_config_bool(const ct_config *cfg, const char *section, const char *key);
 // CT_CONFIG_STRING or CT_CONFIG_ENUM values.
-const char *ct_config_str(const ct_config *cfg, const char *section, const char *key);
+const char *ct_config_str(const ct_config *cfg, const char *section,
+                          const char *key);
 // CT_CONFIG_ENUM: the index of the value among the choices (0-based), -1 on error.
 int ct_config_enum(const ct_config *cfg, const char *section, const char *key);
 // Any type: the value as it would be written in a config file.
-const char *ct_config_text(const ct_config *cfg, const char *section, const char *key);
+const char *ct_config_text(const ct_config *cfg, const char *section,
+                           const char *key);
 // Where the value came from: "default", "path:line" or "--set".
-const char *ct_config_origin(const ct_config *cfg, const char *section, const char *key);
+const char *ct_config_origin(const ct_config *cfg, const char *section,
+                             const char *key);
 
 // The resolved config as INI text (malloc'd; NULL on allocation failure):
 // every schema key grouped by section, with its doc line as a comment.

@@ -64,9 +64,10 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
   const int beam = opts->beam;
   const int64_t T = opts->max_len, V = m->cfg.tgt_vocab, N = B * beam;
   if (beam < 1 || T < 1 || B < 1 || S < 1)
-    return ct_error(CT_ERR_ARG, "decode: beam %d, max_len %lld, batch %lld "
-                    "and source length %lld must be >= 1", beam, (long long)T,
-                    (long long)B, (long long)S);
+    return ct_error(CT_ERR_ARG,
+                    "decode: beam %d, max_len %lld, batch %lld "
+                    "and source length %lld must be >= 1",
+                    beam, (long long)T, (long long)B, (long long)S);
   bool was = ct_grad_set_enabled(false);
   ct_arena_mark start = ct_arena_get_mark();
   ct_nn_seq2seq_cache cache;
@@ -85,7 +86,8 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
   int32_t *tok = malloc((size_t)N * sizeof *tok);
   int32_t *hist = calloc((size_t)(N * T), sizeof *hist);
   int32_t *hist_next = calloc((size_t)(N * T), sizeof *hist_next);
-  int64_t *hlen = calloc((size_t)N, sizeof *hlen), *hlen_next = calloc((size_t)N, sizeof *hlen_next);
+  int64_t *hlen = calloc((size_t)N, sizeof *hlen),
+          *hlen_next = calloc((size_t)N, sizeof *hlen_next);
   int64_t *parent = malloc((size_t)N * sizeof *parent);
   double *logp = malloc((size_t)V * sizeof *logp);
   double *best = malloc((size_t)beam * sizeof *best);
@@ -152,9 +154,15 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
     }
     ct_arena_rewind(step_mark);
     ct_nn_seq2seq_cache_reorder(&cache, parent);
-    int32_t *th = hist; hist = hist_next; hist_next = th;
-    int64_t *tl = hlen; hlen = hlen_next; hlen_next = tl;
-    bool *td = done; done = done_next; done_next = td;
+    int32_t *th = hist;
+    hist = hist_next;
+    hist_next = th;
+    int64_t *tl = hlen;
+    hlen = hlen_next;
+    hlen_next = tl;
+    bool *td = done;
+    done = done_next;
+    done_next = td;
   }
   // Pick each sentence's best row by length-normalised score; strip <eos>.
   for (int64_t b = 0; b < B; b++) {
@@ -175,9 +183,19 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
     lens[b] = len;
   }
 cleanup:
-  free(score); free(done); free(tok); free(hist); free(hist_next);
-  free(hlen); free(hlen_next); free(parent); free(logp); free(best);
-  free(best_ids); free(cand); free(done_next);
+  free(score);
+  free(done);
+  free(tok);
+  free(hist);
+  free(hist_next);
+  free(hlen);
+  free(hlen_next);
+  free(parent);
+  free(logp);
+  free(best);
+  free(best_ids);
+  free(cand);
+  free(done_next);
   ct_nn_seq2seq_cache_free(&cache);
   ct_arena_rewind(start);
   ct_grad_set_enabled(was);

@@ -72,7 +72,8 @@ static ct_status load_data(detection *d, ct_task_need need) {
     if (fmnist) {
       st = ct_idx_load_dir(&items, c->image_dir, true, 10);
       if (st == CT_OK)
-        st = ct_image_dataset_set_names(&items, ct_fashion_mnist_class_names, 10);
+        st = ct_image_dataset_set_names(&items, ct_fashion_mnist_class_names,
+                                        10);
     }
     if (st == CT_OK && need == CT_TASK_ALL_DATA) {
       st = ct_toy_detection_generate(&d->train, c->toy_train, c->toy_image_size,
@@ -91,12 +92,15 @@ static ct_status load_data(detection *d, ct_task_need need) {
   }
   for (int s = need == CT_TASK_ALL_DATA ? 0 : 1; s < 2 && st == CT_OK; s++) {
     if (!*c->coco[s] || !*c->coco_images[s])
-      return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files)",
+      return ct_error(CT_ERR_ARG,
+                      "[data] %s and %s must be set (source = files)",
                       coco_keys[s][0], coco_keys[s][1]);
     st = ct_coco_load(s ? &d->val : &d->train, c->coco[s], c->coco_images[s],
                       c->channels, c->image_size);
-    if (s) d->have_val = st == CT_OK;
-    else d->have_train = st == CT_OK;
+    if (s)
+      d->have_val = st == CT_OK;
+    else
+      d->have_train = st == CT_OK;
   }
   return st;
 }
@@ -119,7 +123,8 @@ static ct_tensor *make_batch(const detection *d, const ct_detection_dataset *ds,
       for (int y = 0; y < m->H; y++)
         for (int xx = 0; xx < m->W; xx++) {
           int sx = flip && flip[b] ? m->W - 1 - xx : xx;
-          dst[y * m->W + xx] = ((float)p[y * m->W + sx] / 255.0f - m->mean[c]) / m->std[c];
+          dst[y * m->W + xx] =
+              ((float)p[y * m->W + sx] / 255.0f - m->mean[c]) / m->std[c];
         }
     }
     int64_t n = ct_detection_targets(ds, idx[b], labels + t, boxes + 4 * t);
@@ -153,11 +158,16 @@ static void detection_close(ct_task *t) {
 // Reads the keys of this task into *out, with range checks whose
 // messages name the key.
 static ct_status read_config(const ct_config *cfg, detection_config *out) {
-  static const char *const positive[][2] = {
-      {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
-      {"model", "encoder_layers"}, {"model", "decoder_layers"},
-      {"model", "queries"}, {"model", "width"}, {"model", "stages"},
-      {"model", "blocks"}, {"data", "batch_size"}};
+  static const char *const positive[][2] = {{"model", "d_model"},
+                                            {"model", "heads"},
+                                            {"model", "ff"},
+                                            {"model", "encoder_layers"},
+                                            {"model", "decoder_layers"},
+                                            {"model", "queries"},
+                                            {"model", "width"},
+                                            {"model", "stages"},
+                                            {"model", "blocks"},
+                                            {"data", "batch_size"}};
   ct_status checked = ct_config_check_min(
       cfg, positive, sizeof positive / sizeof positive[0], 1);
   if (checked != CT_OK) return checked;
@@ -174,8 +184,8 @@ static ct_status read_config(const ct_config *cfg, detection_config *out) {
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
                                ct_data_source),
-      .toy_items = CT_SCHEMA_ENUM(cfg, "data", "toy_items", CT_TOY_ITEMS,
-                                  ct_toy_items),
+      .toy_items =
+          CT_SCHEMA_ENUM(cfg, "data", "toy_items", CT_TOY_ITEMS, ct_toy_items),
       .image_dir = ct_config_str(cfg, "data", "image_dir"),
       .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
       .toy_classes = (int)ct_config_int(cfg, "data", "toy_classes"),
@@ -183,19 +193,20 @@ static ct_status read_config(const ct_config *cfg, detection_config *out) {
       .toy_val = ct_config_int(cfg, "data", "toy_val"),
       .channels = (int)ct_config_int(cfg, "data", "channels"),
       .image_size = (int)ct_config_int(cfg, "data", "image_size"),
-      .model = {
-          .backbone_width = ct_config_int(cfg, "model", "width"),
-          .backbone_stages = (int)ct_config_int(cfg, "model", "stages"),
-          .backbone_blocks = (int)ct_config_int(cfg, "model", "blocks"),
-          .d_model = ct_config_int(cfg, "model", "d_model"),
-          .nhead = ct_config_int(cfg, "model", "heads"),
-          .enc_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
-          .dec_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
-          .dim_feedforward = ct_config_int(cfg, "model", "ff"),
-          .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-          .num_queries = ct_config_int(cfg, "model", "queries"),
-          .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
-      },
+      .model =
+          {
+              .backbone_width = ct_config_int(cfg, "model", "width"),
+              .backbone_stages = (int)ct_config_int(cfg, "model", "stages"),
+              .backbone_blocks = (int)ct_config_int(cfg, "model", "blocks"),
+              .d_model = ct_config_int(cfg, "model", "d_model"),
+              .nhead = ct_config_int(cfg, "model", "heads"),
+              .enc_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
+              .dec_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
+              .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+              .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+              .num_queries = ct_config_int(cfg, "model", "queries"),
+              .aux_loss = ct_config_bool(cfg, "model", "aux_loss"),
+          },
       .loss = ct_nn_detr_loss_defaults(),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .hflip = ct_config_bool(cfg, "data", "hflip"),
@@ -228,7 +239,8 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
   if (ckpt) {
     st = ct_image_meta_load(&d->meta, ckpt);
   } else {
-    if (!d->have_train) return ct_error(CT_ERR_STATE, "detection: no training data");
+    if (!d->have_train)
+      return ct_error(CT_ERR_STATE, "detection: no training data");
     const ct_detection_dataset *s = &d->train;
     d->meta.C = s->C;
     d->meta.H = s->H;
@@ -245,10 +257,12 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
   for (int i = 0; i < 2; i++)
     if (sets[i]->N && (sets[i]->C != d->meta.C || sets[i]->H != d->meta.H ||
                        sets[i]->W != d->meta.W || sets[i]->K > d->meta.K))
-      return ct_error(CT_ERR_ARG, "detection: the %s images are %dx%dx%d with %d "
-                      "classes, the model takes %dx%dx%d with %d", i ? "validation"
-                      : "training", sets[i]->C, sets[i]->H, sets[i]->W, sets[i]->K,
-                      d->meta.C, d->meta.H, d->meta.W, d->meta.K);
+      return ct_error(CT_ERR_ARG,
+                      "detection: the %s images are %dx%dx%d with %d "
+                      "classes, the model takes %dx%dx%d with %d",
+                      i ? "validation" : "training", sets[i]->C, sets[i]->H,
+                      sets[i]->W, sets[i]->K, d->meta.C, d->meta.H, d->meta.W,
+                      d->meta.K);
   ct_nn_detr_config mc = c.model;
   mc.in_channels = d->meta.C;
   mc.num_classes = d->meta.K;
@@ -258,8 +272,10 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
   d->batches = d->train.N / c.batch_size;
   if (d->batches < 1)
-    return ct_error(CT_ERR_ARG, "[data] batch_size = %lld is larger than the %lld "
-                    "training images", (long long)c.batch_size, (long long)d->train.N);
+    return ct_error(CT_ERR_ARG,
+                    "[data] batch_size = %lld is larger than the %lld "
+                    "training images",
+                    (long long)c.batch_size, (long long)d->train.N);
   d->order = malloc((size_t)d->train.N * sizeof *d->order);
   return d->order ? CT_OK : ct_error(CT_ERR_NOMEM, "detection: out of memory");
 }
@@ -271,22 +287,24 @@ static int64_t detection_model_width(const ct_task *t) {
 
 // ---- training ------------------------------------------------------------------
 
-static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items) {
+static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
+                                       double *items) {
   detection *d = t->state;
   if (d->position >= d->batches) {
     d->epoch++;
     d->position = 0;
   }
   if (d->order_epoch != d->epoch) {
-    ct_rng r = ct_rng_make(d->cfg.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
+    ct_rng r =
+        ct_rng_make(d->cfg.seed, ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
     ct_rng_permutation(&r, d->order, d->train.N);
     d->order_epoch = d->epoch;
   }
   const int64_t B = d->cfg.batch_size;
   const int64_t *idx = d->order + d->position * B;
   int64_t T = 0;
-  for (int64_t b = 0; b < B; b++) T += ct_detection_box_count(&d->train, idx[b]);
+  for (int64_t b = 0; b < B; b++)
+    T += ct_detection_box_count(&d->train, idx[b]);
   int *counts = ct_arena_alloc((size_t)B * sizeof *counts);
   int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
   float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
@@ -304,22 +322,26 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx, double *items
   *items = (double)B;
   ct_nn_detr_out out;
   if (!x || ct_nn_detr_forward(&d->model, ctx, x, &out) != CT_OK) return NULL;
-  ct_nn_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
-                        .boxes = boxes};
+  ct_nn_detr_targets tg = {
+      .batch = (int)B, .counts = counts, .labels = labels, .boxes = boxes};
   return ct_nn_detr_loss(&out, out.layers, &tg, &d->cfg.loss, NULL);
 }
 
-static void detection_data_position(const ct_task *t, int64_t *epoch, int64_t *position) {
+static void detection_data_position(const ct_task *t, int64_t *epoch,
+                                    int64_t *position) {
   const detection *d = t->state;
   *epoch = d->epoch;
   *position = d->position;
 }
 
-static ct_status detection_data_seek(ct_task *t, int64_t epoch, int64_t position) {
+static ct_status detection_data_seek(ct_task *t, int64_t epoch,
+                                     int64_t position) {
   detection *d = t->state;
   if (epoch < 0 || position < 0 || position > d->batches)
-    return ct_error(CT_ERR_ARG, "detection: cannot seek to epoch %lld batch %lld "
-                    "(%lld batches per epoch)", (long long)epoch, (long long)position,
+    return ct_error(CT_ERR_ARG,
+                    "detection: cannot seek to epoch %lld batch %lld "
+                    "(%lld batches per epoch)",
+                    (long long)epoch, (long long)position,
                     (long long)d->batches);
   d->epoch = epoch;
   d->position = position;
@@ -357,9 +379,11 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
   (void)beam;
   detection *d = t->state;
   if (!strcmp(split, "test"))
-    return ct_error(CT_ERR_ARG, "detection: there is no test split; evaluate "
+    return ct_error(CT_ERR_ARG,
+                    "detection: there is no test split; evaluate "
                     "--split val (the toy validation set, or [data] coco_val)");
-  if (!d->have_val) return ct_error(CT_ERR_ARG, "detection: no validation data");
+  if (!d->have_val)
+    return ct_error(CT_ERR_ARG, "detection: no validation data");
   const ct_detection_dataset *ds = &d->val;
   int64_t n = limit > 0 && limit < ds->N ? limit : ds->N;
   ct_map_eval ev;
@@ -367,7 +391,8 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
   if (st != CT_OK) return st;
   const int64_t N = d->model.cfg.num_queries;
   ct_map_box *dets = malloc((size_t)N * sizeof *dets);
-  ct_map_box *gts = malloc((size_t)(ct_detection_max_boxes(ds) + 1) * sizeof *gts);
+  ct_map_box *gts =
+      malloc((size_t)(ct_detection_max_boxes(ds) + 1) * sizeof *gts);
   if (!dets || !gts) st = ct_error(CT_ERR_NOMEM, "detection: out of memory");
   double loss_sum = 0.0;
   int64_t boxes_total = 0;
@@ -383,19 +408,21 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
     int counts[EVAL_BATCH];
     int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
     float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
-    ct_tensor *x = labels && boxes ? make_batch(d, ds, idx, NULL, B, counts, labels, boxes)
-                                   : NULL;
+    ct_tensor *x = labels && boxes
+                       ? make_batch(d, ds, idx, NULL, B, counts, labels, boxes)
+                       : NULL;
     ct_nn_detr_out o;
     if (!x || ct_nn_detr_forward(&d->model, NULL, x, &o) != CT_OK) {
       st = ct_last_status();
       ct_arena_rewind(mark);
       break;
     }
-    ct_nn_detr_targets tg = {.batch = (int)B, .counts = counts, .labels = labels,
-                          .boxes = boxes};
+    ct_nn_detr_targets tg = {
+        .batch = (int)B, .counts = counts, .labels = labels, .boxes = boxes};
     // The loss of the final layer, weighted by the batch's boxes.
     ct_nn_detr_loss_parts parts;
-    ct_nn_detr_out last = {.layers = 1, .logits = {o.logits[o.layers - 1]},
+    ct_nn_detr_out last = {.layers = 1,
+                           .logits = {o.logits[o.layers - 1]},
                            .boxes = {o.boxes[o.layers - 1]}};
     ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->cfg.loss, &parts);
     ct_tensor *probs = ct_softmax(last.logits[0]);
@@ -429,9 +456,10 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
     ct_eval_metrics_add(out, "map", map);
     ct_eval_metrics_add_count(out, "images", n);
     if (summary)
-      fprintf(summary, "%s: %lld images, %lld boxes, loss %.4f, mAP@0.5 %.4f, "
-              "mAP@[.5:.95] %.4f\n", split, (long long)n, (long long)boxes_total,
-              loss, map50, map);
+      fprintf(summary,
+              "%s: %lld images, %lld boxes, loss %.4f, mAP@0.5 %.4f, "
+              "mAP@[.5:.95] %.4f\n",
+              split, (long long)n, (long long)boxes_total, loss, map50, map);
   }
   ct_map_eval_free(&ev);
   free(dets);
@@ -445,15 +473,18 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
                               float threshold, const char *out_png, FILE *out) {
   detection *d = t->state;
   const ct_image_meta *m = &d->meta;
-  const int64_t pixels = (int64_t)m->C * m->H * m->W, N = d->model.cfg.num_queries;
+  const int64_t pixels = (int64_t)m->C * m->H * m->W,
+                N = d->model.cfg.num_queries;
   uint8_t *raw = malloc((size_t)pixels);
   ct_map_box *dets = malloc((size_t)N * sizeof *dets);
   float *draw_boxes = malloc((size_t)N * 4 * sizeof *draw_boxes);
   int *draw_labels = malloc((size_t)N * sizeof *draw_labels);
-  char (*captions)[64] = malloc((size_t)N * sizeof *captions);
+  char(*captions)[64] = malloc((size_t)N * sizeof *captions);
   const char **caption_ptr = malloc((size_t)N * sizeof *caption_ptr);
-  ct_status st = raw && dets && draw_boxes && draw_labels && captions && caption_ptr
-                     ? CT_OK : ct_error(CT_ERR_NOMEM, "detect: out of memory");
+  ct_status st =
+      raw && dets && draw_boxes && draw_labels && captions && caption_ptr
+          ? CT_OK
+          : ct_error(CT_ERR_NOMEM, "detect: out of memory");
   bool was = ct_grad_set_enabled(false);
   for (int i = 0; i < n && st == CT_OK; i++) {
     // The file's own size, to report boxes in its pixels.
@@ -467,7 +498,8 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
     ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(1, m->C, m->H, m->W));
     const int64_t plane = (int64_t)m->H * m->W;
     for (int64_t p = 0; x && p < pixels; p++)
-      ct_f32(x)[p] = ((float)raw[p] / 255.0f - m->mean[p / plane]) / m->std[p / plane];
+      ct_f32(x)[p] =
+          ((float)raw[p] / 255.0f - m->mean[p / plane]) / m->std[p / plane];
     ct_nn_detr_out o;
     ct_tensor *probs = NULL;
     if (x && ct_nn_detr_forward(&d->model, NULL, x, &o) == CT_OK)
@@ -515,16 +547,26 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
 
 // DETR's recipe, scaled to the small generated set (see the README).
 static const char *const detection_defaults[][3] = {
-    {"optim", "optimizer", "adamw"}, {"optim", "lr", "2e-4"},
-    {"optim", "beta2", "0.999"},     {"optim", "eps", "1e-8"},
-    {"optim", "weight_decay", "1e-4"}, {"optim", "clip_norm", "0.1"},
-    {"schedule", "kind", "cosine"},  {"schedule", "warmup", "200"},
-    {"model", "d_model", "128"},     {"model", "heads", "4"},
-    {"model", "ff", "512"},          {"model", "encoder_layers", "3"},
-    {"model", "decoder_layers", "3"}, {"model", "width", "16"},
-    {"data", "toy_image_size", "64"}, {"data", "toy_train", "4000"},
-    {"data", "toy_val", "200"},      {"data", "batch_size", "32"},
-    {"data", "channels", "1"},       {"train", "eval_every", "0"},
+    {"optim", "optimizer", "adamw"},
+    {"optim", "lr", "2e-4"},
+    {"optim", "beta2", "0.999"},
+    {"optim", "eps", "1e-8"},
+    {"optim", "weight_decay", "1e-4"},
+    {"optim", "clip_norm", "0.1"},
+    {"schedule", "kind", "cosine"},
+    {"schedule", "warmup", "200"},
+    {"model", "d_model", "128"},
+    {"model", "heads", "4"},
+    {"model", "ff", "512"},
+    {"model", "encoder_layers", "3"},
+    {"model", "decoder_layers", "3"},
+    {"model", "width", "16"},
+    {"data", "toy_image_size", "64"},
+    {"data", "toy_train", "4000"},
+    {"data", "toy_val", "200"},
+    {"data", "batch_size", "32"},
+    {"data", "channels", "1"},
+    {"train", "eval_every", "0"},
     {NULL, NULL, NULL}};
 
 const ct_task_ops ct_task_detection = {

@@ -42,15 +42,19 @@ static ct_status check_boxes(const ct_map_eval *ev, const ct_map_box *b,
   for (int64_t i = 0; i < n; i++) {
     const float *x = b[i].box;
     if (b[i].label < 0 || b[i].label >= ev->K)
-      return ct_error(CT_ERR_INDEX, "map eval: image %lld: %s[%lld] has label "
-                      "%d, outside [0, %d)", (long long)ev->images, what,
-                      (long long)i, b[i].label, ev->K);
+      return ct_error(CT_ERR_INDEX,
+                      "map eval: image %lld: %s[%lld] has label "
+                      "%d, outside [0, %d)",
+                      (long long)ev->images, what, (long long)i, b[i].label,
+                      ev->K);
     if ((scored && !isfinite(b[i].score)) || !isfinite(x[0]) ||
-        !isfinite(x[1]) || !isfinite(x[2]) || !isfinite(x[3]) ||
-        x[2] < x[0] || x[3] < x[1])
-      return ct_error(CT_ERR_ARG, "map eval: image %lld: %s[%lld]: score %g, "
+        !isfinite(x[1]) || !isfinite(x[2]) || !isfinite(x[3]) || x[2] < x[0] ||
+        x[3] < x[1])
+      return ct_error(CT_ERR_ARG,
+                      "map eval: image %lld: %s[%lld]: score %g, "
                       "box (%g, %g, %g, %g): need finite values and x0 <= x1, "
-                      "y0 <= y1", (long long)ev->images, what, (long long)i,
+                      "y0 <= y1",
+                      (long long)ev->images, what, (long long)i,
                       (double)b[i].score, (double)x[0], (double)x[1],
                       (double)x[2], (double)x[3]);
   }
@@ -74,11 +78,14 @@ ct_status ct_map_eval_add_image(ct_map_eval *ev, const ct_map_box *dets,
                                 int64_t n_dets, const ct_map_box *gts,
                                 int64_t n_gts) {
   if (ev->K < 1)
-    return ct_error(CT_ERR_STATE, "map eval: not initialized (call "
+    return ct_error(CT_ERR_STATE,
+                    "map eval: not initialized (call "
                     "ct_map_eval_init)");
   if (n_dets < 0 || n_gts < 0 || (n_dets && !dets) || (n_gts && !gts))
-    return ct_error(CT_ERR_ARG, "map eval: bad counts %lld detections, %lld "
-                    "ground-truth boxes", (long long)n_dets, (long long)n_gts);
+    return ct_error(CT_ERR_ARG,
+                    "map eval: bad counts %lld detections, %lld "
+                    "ground-truth boxes",
+                    (long long)n_dets, (long long)n_gts);
   ct_status st = check_boxes(ev, dets, n_dets, true, "detection");
   if (!st) st = check_boxes(ev, gts, n_gts, false, "ground truth");
   int64_t n_before = ev->n_dets;
@@ -121,17 +128,16 @@ typedef struct class_scratch {
 // Matches one image's kept detections kept[0..nd) to its ground truth
 // gt[0..ng) at every threshold (COCOeval.evaluateImg).
 static ct_status match_image(const ct_map_eval *ev, class_scratch *s,
-                             const int64_t *kept, int64_t nd,
-                             const int64_t *gt, int64_t ng, uint8_t *tp,
-                             int64_t stride) {
+                             const int64_t *kept, int64_t nd, const int64_t *gt,
+                             int64_t ng, uint8_t *tp, int64_t stride) {
   if (ct_grow_array((void **)&s->iou, &s->iou_cap, nd * ng, sizeof *s->iou,
                     "map eval IoUs") ||
       ct_grow_array((void **)&s->taken, &s->taken_cap, ng, 1, "map eval"))
     return CT_ERR_NOMEM;
   for (int64_t i = 0; i < nd; i++)
     for (int64_t g = 0; g < ng; g++)
-      s->iou[i * ng + g] = ct_detection_iou(ev->dets[kept[i]].b.box,
-                                            ev->gts[gt[g]].b.box);
+      s->iou[i * ng + g] =
+          ct_detection_iou(ev->dets[kept[i]].b.box, ev->gts[gt[g]].b.box);
   for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) {
     memset(s->taken, 0, (size_t)ng);
     for (int64_t i = 0; i < nd; i++) {
@@ -179,8 +185,8 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
     while (gi < G && ev->gts[s->gt[gi]].image < img) gi++;
     int64_t ng = 0;
     while (gi + ng < G && ev->gts[s->gt[gi + ng]].image == img) ng++;
-    ct_status st = match_image(ev, s, s->kept + i, end - i, s->gt + gi, ng,
-                               s->tp + i, nk);
+    ct_status st =
+        match_image(ev, s, s->kept + i, end - i, s->gt + gi, ng, s->tp + i, nk);
     if (st) return st;
     i = end;
   }
@@ -198,8 +204,10 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
   for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) {
     double tps = 0, fps = 0;
     for (int64_t i = 0; i < nk; i++) {
-      if (s->tp[t * nk + s->order[i].pos]) tps++;
-      else fps++;
+      if (s->tp[t * nk + s->order[i].pos])
+        tps++;
+      else
+        fps++;
       rc[i] = tps / (double)G;
       pr[i] = tps / (fps + tps + 2.220446049250313e-16);  // np.spacing(1)
     }
@@ -224,7 +232,8 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
 ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
                                 double *class_ap_out) {
   if (ev->K < 1)
-    return ct_error(CT_ERR_STATE, "map eval: not initialized (call "
+    return ct_error(CT_ERR_STATE,
+                    "map eval: not initialized (call "
                     "ct_map_eval_init)");
   int64_t nd = ev->n_dets ? ev->n_dets : 1, ng = ev->n_gts ? ev->n_gts : 1;
   class_scratch s = {0};

@@ -98,8 +98,7 @@ static ct_status write_pieces(FILE *f, const char *path, void *ctx) {
   for (int i = 0; i < c->n; i++) {
     size_t len = c->pieces[i].len;
     if (len && fwrite(c->pieces[i].data, 1, len, f) != len)
-      return ct_error(CT_ERR_IO, "%s: write failed: %s", path,
-                      strerror(errno));
+      return ct_error(CT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
   }
   return CT_OK;
 }
@@ -116,7 +115,8 @@ ct_status ct_file_read_all(const char *path, char **data, size_t *len) {
   *data = NULL;
   *len = 0;
   FILE *f = fopen(path, "rb");
-  if (!f) return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (!f)
+    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   for (;;) {

@@ -76,8 +76,8 @@ void ct_image_meta_stats(ct_image_meta *m, const uint8_t *pixels, int64_t n,
     }
     double count = (double)n * (double)plane;
     double mean = count > 0 ? (double)sum / count / 255.0 : 0.0;
-    double var = count > 0 ? (double)sq / count / (255.0 * 255.0) - mean * mean
-                           : 0.0;
+    double var =
+        count > 0 ? (double)sq / count / (255.0 * 255.0) - mean * mean : 0.0;
     m->mean[c] = (float)mean;
     m->std[c] = var > 1e-12 ? (float)sqrt(var) : 1.0f;
   }

@@ -104,31 +104,40 @@ ct_status ct_jsonl_open(ct_jsonl *j, const char *path) {
     return ct_error(CT_ERR_ARG, "metrics log: no path or path too long");
   snprintf(j->path, sizeof j->path, "%s", path);
   int fd = open(path, O_RDWR | O_CREAT, 0666);
-  if (fd < 0) return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (fd < 0)
+    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   off_t dropped = drop_torn_tail(fd);
   int err = errno;
   close(fd);
-  if (dropped < 0) return ct_error(CT_ERR_IO, "%s: cannot read or repair: %s", path, strerror(err));
+  if (dropped < 0)
+    return ct_error(CT_ERR_IO, "%s: cannot read or repair: %s", path,
+                    strerror(err));
   if (dropped > 0)
     snprintf(j->warning, sizeof j->warning,
-             "%s: dropped a torn last line (%lld bytes) left by an interrupted write",
+             "%s: dropped a torn last line (%lld bytes) left by an interrupted "
+             "write",
              path, (long long)dropped);
   j->f = fopen(path, "ab");
-  if (!j->f) return ct_error(CT_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
+  if (!j->f)
+    return ct_error(CT_ERR_IO, "%s: cannot open for appending: %s", path,
+                    strerror(errno));
   return CT_OK;
 }
 
 ct_status ct_jsonl_write(ct_jsonl *j, ct_json_obj *o) {
   if (!j || !j->f) return ct_error(CT_ERR_STATE, "metrics log: not open");
   const char *text = ct_json_obj_text(o);
-  if (!text) return ct_error(CT_ERR_NOMEM, "%s: out of memory building a line", j->path);
+  if (!text)
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory building a line", j->path);
   // One fwrite for the line and its newline, then flush.
   ct_byte_buffer *b = &o->text;
   b->data[b->len + 1] = '\n';
   size_t n = b->len + 2;
   bool ok = fwrite(b->data, 1, n, j->f) == n && fflush(j->f) == 0;
   b->data[b->len + 1] = '\0';
-  if (!ok) return ct_error(CT_ERR_IO, "%s: write failed: %s", j->path, strerror(errno));
+  if (!ok)
+    return ct_error(CT_ERR_IO, "%s: write failed: %s", j->path,
+                    strerror(errno));
   return CT_OK;
 }
 
@@ -136,7 +145,9 @@ ct_status ct_jsonl_close(ct_jsonl *j) {
   if (!j || !j->f) return CT_OK;
   int rc = fclose(j->f);
   j->f = NULL;
-  if (rc != 0) return ct_error(CT_ERR_IO, "%s: close failed: %s", j->path, strerror(errno));
+  if (rc != 0)
+    return ct_error(CT_ERR_IO, "%s: close failed: %s", j->path,
+                    strerror(errno));
   return CT_OK;
 }
 
@@ -160,8 +171,8 @@ static char *copy_text(const char *s) {
 // The members of the flat object `obj` as fields (kinds per jsonl.h); a
 // nested value is CT_ERR_FORMAT, described in *err.
 static ct_status record_from_object(const ct_json_doc *doc,
-                                    const ct_json_value *obj,
-                                    ct_json_record *r, ct_json_error *err) {
+                                    const ct_json_value *obj, ct_json_record *r,
+                                    ct_json_error *err) {
   r->fields = calloc((size_t)obj->count + 1, sizeof *r->fields);
   if (!r->fields) return ct_error(CT_ERR_NOMEM, "metrics: out of memory");
   for (const ct_json_value *v = ct_json_first(doc, obj); v;
@@ -174,30 +185,42 @@ static ct_status record_from_object(const ct_json_doc *doc,
       f->kind = CT_JSON_STR;
       if (!(f->str = copy_text(ct_json_str(doc, v)))) return CT_ERR_NOMEM;
       break;
-    case CT_JVAL_NUMBER: f->kind = CT_JSON_NUM; f->num = v->number; break;
-    case CT_JVAL_BOOL: f->kind = CT_JSON_BOOL; f->num = v->number; break;
-    case CT_JVAL_NULL: f->kind = CT_JSON_NULL; f->num = NAN; break;
+    case CT_JVAL_NUMBER:
+      f->kind = CT_JSON_NUM;
+      f->num = v->number;
+      break;
+    case CT_JVAL_BOOL:
+      f->kind = CT_JSON_BOOL;
+      f->num = v->number;
+      break;
+    case CT_JVAL_NULL:
+      f->kind = CT_JSON_NULL;
+      f->num = NAN;
+      break;
     case CT_JVAL_ARRAY:
     case CT_JVAL_OBJECT:
       *err = (ct_json_error){.line = v->line, .column = v->column};
-      snprintf(err->what, sizeof err->what, "nested objects and arrays are "
-               "not supported (key '%s')", f->key);
+      snprintf(err->what, sizeof err->what,
+               "nested objects and arrays are "
+               "not supported (key '%s')",
+               f->key);
       return CT_ERR_FORMAT;
     }
   }
   return CT_OK;
 }
 
-ct_status ct_json_parse_object(const char *text, size_t len, ct_json_record *out,
-                               char *why, size_t why_size) {
+ct_status ct_json_parse_object(const char *text, size_t len,
+                               ct_json_record *out, char *why,
+                               size_t why_size) {
   memset(out, 0, sizeof *out);
   ct_json_doc doc;
   ct_json_error err;
   ct_status st = ct_json_doc_parse_quiet(&doc, text, len, CT_JSON_PYTHON, &err);
   const ct_json_value *root = ct_json_root(&doc);
   if (st == CT_OK && root->type != CT_JVAL_OBJECT) {
-    err = (ct_json_error){.line = root->line, .column = root->column,
-                          .what = "expected '{'"};
+    err = (ct_json_error){
+        .line = root->line, .column = root->column, .what = "expected '{'"};
     st = CT_ERR_FORMAT;
   }
   if (st == CT_OK) st = record_from_object(&doc, root, out, &err);
@@ -210,7 +233,8 @@ ct_status ct_json_parse_object(const char *text, size_t len, ct_json_record *out
   return st;
 }
 
-const ct_json_field *ct_json_record_get(const ct_json_record *r, const char *key) {
+const ct_json_field *ct_json_record_get(const ct_json_record *r,
+                                        const char *key) {
   for (int i = 0; i < r->n; i++)
     if (!strcmp(r->fields[i].key, key)) return &r->fields[i];
   return NULL;
@@ -232,12 +256,13 @@ const char *ct_json_record_str(const ct_json_record *r, const char *key) {
 
 // Called for each parsed line with the record (owned by the callee when it
 // returns true) and the raw line text.
-typedef ct_status (*line_fn)(ct_json_record *r, const char *line, size_t len, void *ctx);
+typedef ct_status (*line_fn)(ct_json_record *r, const char *line, size_t len,
+                             void *ctx);
 
 // Reads `path` and parses each non-blank line. A malformed last line without
 // a newline is the torn write of a crash: skipped, with `warning` set.
-static ct_status scan_lines(const char *path, line_fn fn, void *ctx, char *warning,
-                            size_t warning_size) {
+static ct_status scan_lines(const char *path, line_fn fn, void *ctx,
+                            char *warning, size_t warning_size) {
   char *text;
   size_t len;
   ct_status st = ct_file_read_all(path, &text, &len);
@@ -261,11 +286,14 @@ static ct_status scan_lines(const char *path, line_fn fn, void *ctx, char *warni
       if (!nl) {
         st = CT_OK;
         snprintf(warning, warning_size,
-                 "%s:%d: skipped a truncated last line (the run was interrupted while "
-                 "writing it)", path, line);
+                 "%s:%d: skipped a truncated last line (the run was "
+                 "interrupted while "
+                 "writing it)",
+                 path, line);
         break;
       }
-      st = ct_error(CT_ERR_FORMAT, "%s:%d: malformed JSON: %s", path, line, why);
+      st =
+          ct_error(CT_ERR_FORMAT, "%s:%d: malformed JSON: %s", path, line, why);
       break;
     }
     r.line = line;
@@ -275,12 +303,14 @@ static ct_status scan_lines(const char *path, line_fn fn, void *ctx, char *warni
   return st;
 }
 
-static ct_status collect(ct_json_record *r, const char *line, size_t len, void *ctx) {
+static ct_status collect(ct_json_record *r, const char *line, size_t len,
+                         void *ctx) {
   (void)line;
   (void)len;
   ct_jsonl_data *d = ctx;
   if ((d->n & (d->n - 1)) == 0) {  // grow at powers of two
-    ct_json_record *rs = realloc(d->records, (size_t)(d->n ? 2 * d->n : 1) * sizeof *rs);
+    ct_json_record *rs =
+        realloc(d->records, (size_t)(d->n ? 2 * d->n : 1) * sizeof *rs);
     if (!rs) {
       ct_json_record_free(r);
       return ct_error(CT_ERR_NOMEM, "metrics: out of memory");
@@ -293,7 +323,8 @@ static ct_status collect(ct_json_record *r, const char *line, size_t len, void *
 
 ct_status ct_jsonl_read(const char *path, ct_jsonl_data *out) {
   memset(out, 0, sizeof *out);
-  ct_status st = scan_lines(path, collect, out, out->warning, sizeof out->warning);
+  ct_status st =
+      scan_lines(path, collect, out, out->warning, sizeof out->warning);
   if (st != CT_OK) {
     char keep[sizeof out->warning];
     memcpy(keep, out->warning, sizeof keep);
@@ -317,7 +348,8 @@ typedef struct keep_ctx {
   ct_byte_buffer kept;  // the lines kept, each with its newline
 } keep_ctx;
 
-static ct_status keep_line(ct_json_record *r, const char *line, size_t len, void *ctx) {
+static ct_status keep_line(ct_json_record *r, const char *line, size_t len,
+                           void *ctx) {
   keep_ctx *k = ctx;
   double v;
   bool keep = !ct_json_record_num(r, k->key, &v) || !(v > k->max);
@@ -336,7 +368,8 @@ static ct_status write_kept(FILE *f, const char *path, void *ctx) {
   return CT_OK;
 }
 
-ct_status ct_jsonl_truncate_after(const char *path, const char *key, double max) {
+ct_status ct_jsonl_truncate_after(const char *path, const char *key,
+                                  double max) {
   if (access(path, F_OK) != 0 && errno == ENOENT) return CT_OK;
   keep_ctx k = {.key = key, .max = max};
   char warning[512];

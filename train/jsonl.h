@@ -71,7 +71,12 @@ ct_status ct_jsonl_close(ct_jsonl *j);
 
 // ---- reading ----
 
-typedef enum ct_json_kind { CT_JSON_NUM, CT_JSON_STR, CT_JSON_BOOL, CT_JSON_NULL } ct_json_kind;
+typedef enum ct_json_kind {
+  CT_JSON_NUM,
+  CT_JSON_STR,
+  CT_JSON_BOOL,
+  CT_JSON_NULL
+} ct_json_kind;
 
 typedef struct ct_json_field {
   char *key;
@@ -98,12 +103,13 @@ void ct_jsonl_data_free(ct_jsonl_data *d);
 // Parses one flat object from text[0..len). On malformed text returns
 // CT_ERR_FORMAT with the reason and column in `why` (not recorded as the last
 // error); CT_ERR_NOMEM when memory runs out.
-ct_status ct_json_parse_object(const char *text, size_t len, ct_json_record *out,
-                               char *why, size_t why_size);
+ct_status ct_json_parse_object(const char *text, size_t len,
+                               ct_json_record *out, char *why, size_t why_size);
 void ct_json_record_free(ct_json_record *r);
 
 // The field named `key`, or NULL.
-const ct_json_field *ct_json_record_get(const ct_json_record *r, const char *key);
+const ct_json_field *ct_json_record_get(const ct_json_record *r,
+                                        const char *key);
 // The numeric value of `key` (a number, bool or null); false when absent or a string.
 bool ct_json_record_num(const ct_json_record *r, const char *key, double *out);
 // The string value of `key`, or NULL when absent or not a string.
@@ -112,6 +118,7 @@ const char *ct_json_record_str(const ct_json_record *r, const char *key);
 // Rewrites `path` atomically keeping only the lines whose numeric `key` is
 // <= max (lines without it are kept). For resume: drop the metrics logged
 // after the checkpoint being resumed. A missing file is not an error.
-ct_status ct_jsonl_truncate_after(const char *path, const char *key, double max);
+ct_status ct_jsonl_truncate_after(const char *path, const char *key,
+                                  double max);
 
 #endif

@@ -43,15 +43,20 @@ static const char *const usage =
     "usage: ctrain COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  train CONFIG [--set section.key=value]... [--resume PATH|auto] [--threads N]\n"
+    "  train CONFIG [--set section.key=value]... [--resume PATH|auto] "
+    "[--threads N]\n"
     "                             train a model described by a config file\n"
     "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
-    "                             evaluate a checkpoint (last line: JSON metrics)\n"
+    "                             evaluate a checkpoint (last line: JSON "
+    "metrics)\n"
     "  translate CKPT [--beam N] [TEXT]...\n"
     "                             translate TEXT, or stdin lines when none\n"
-    "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads N]\n"
-    "                             top classes of images; ViT/DeiT attention maps\n"
-    "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads N]\n"
+    "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads "
+    "N]\n"
+    "                             top classes of images; ViT/DeiT attention "
+    "maps\n"
+    "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads "
+    "N]\n"
     "                             objects found in images, drawn on the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
@@ -63,11 +68,13 @@ static const char *const usage =
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
     "                             write a built-in toy corpus as files\n"
-    "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes N]\n"
+    "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes "
+    "N]\n"
     "      [--train N] [--test N] [--seed N] [--force]\n"
     "                             write the generated shape images as files\n"
     "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
-    "      [--seed N] [--force]       write the generated detection set (COCO)\n"
+    "      [--seed N] [--force]       write the generated detection set "
+    "(COCO)\n"
     "  info                       version, threads, gemm kernel\n"
     "  help                       this text\n";
 
@@ -109,7 +116,9 @@ static long threads_value(const char *s) {
 // Parses a --threads value into *n; a usage error (2) when it is not one.
 static int threads_option(const char *value, int *n) {
   long v = threads_value(value);
-  if (v < 0) return usage_error("--threads wants an integer in 1..4096, not '%s'", value);
+  if (v < 0)
+    return usage_error("--threads wants an integer in 1..4096, not '%s'",
+                       value);
   *n = (int)v;
   return 0;
 }
@@ -122,14 +131,20 @@ static int cmd_train(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--set")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else sets[a.n_sets++] = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        sets[a.n_sets++] = v;
     } else if (!strcmp(argv[i], "--resume")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else a.resume = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        a.resume = v;
     } else if (!strcmp(argv[i], "--threads")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else rc = threads_option(v, &a.threads);
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        rc = threads_option(v, &a.threads);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = usage_error("train: unknown option '%s'", argv[i]);
     } else if (a.config_path) {
@@ -138,7 +153,8 @@ static int cmd_train(int argc, char **argv) {
       a.config_path = argv[i];
     }
   }
-  if (!rc && !a.config_path) rc = usage_error("%s", "train needs a CONFIG file");
+  if (!rc && !a.config_path)
+    rc = usage_error("%s", "train needs a CONFIG file");
   if (!rc) rc = ct_train_run(&a);
   free(sets);
   return rc;
@@ -178,8 +194,7 @@ static int model_arg(model_args *a, int argc, char **argv, int *i) {
 
 // After the arguments of command `cmd`: a usage error (2) without CKPT or,
 // when `images` are needed, without any; else 0.
-static int model_args_check(const model_args *a, const char *cmd,
-                            bool images) {
+static int model_args_check(const model_args *a, const char *cmd, bool images) {
   if (!a->ckpt) return usage_error("%s: a checkpoint path is needed", cmd);
   if (images && a->n_rest == 0) return usage_error("%s: no image given", cmd);
   return 0;
@@ -338,13 +353,17 @@ static int cmd_classify(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--top")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
       else if (positive(v) < 1 || positive(v) > 1000)
         rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
-      else top = (int)positive(v);
+      else
+        top = (int)positive(v);
     } else if (!strcmp(argv[i], "--attention")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else attention = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        attention = v;
     } else {
       rc = model_arg(&a, argc, argv, &i);
     }
@@ -374,12 +393,16 @@ static int cmd_detect(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--out")) {
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else out_png = v;
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        out_png = v;
     } else if (!strcmp(argv[i], "--threshold")) {
       char *end;
-      if (!(v = option_value(argc, argv, &i))) rc = 2;
-      else if ((threshold = strtof(v, &end), *end) || !(threshold >= 0.0f && threshold <= 1.0f))
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else if ((threshold = strtof(v, &end), *end) ||
+               !(threshold >= 0.0f && threshold <= 1.0f))
         rc = usage_error("--threshold wants a number in [0, 1], not '%s'", v);
     } else {
       rc = model_arg(&a, argc, argv, &i);
@@ -481,7 +504,8 @@ static int cmd_forward(int argc, char **argv) {
       weights = v;
     } else if (!strcmp(argv[i], "--threads")) {
       int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t)) return 2;
+      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
+        return 2;
       ct_set_threads(t);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return usage_error("unknown option '%s'", argv[i]);
@@ -492,7 +516,8 @@ static int cmd_forward(int argc, char **argv) {
     }
   }
   if (n != 3)
-    return usage_error("%s", "forward takes a checkpoint, an input and an "
+    return usage_error("%s",
+                       "forward takes a checkpoint, an input and an "
                        "output .safetensors file");
   ct_run_model m;
   ct_params in, out;
@@ -548,8 +573,8 @@ static int cmd_plot(int argc, char **argv) {
     if (ct_plot_run_dir(dirs[0], warning, sizeof warning) != CT_OK)
       rc = runtime_error();
     else
-      printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0],
-             dirs[0], dirs[0]);
+      printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0], dirs[0],
+             dirs[0]);
   } else if (!rc) {
     if (ct_plot_compare_runs(out, dirs, n, warning, sizeof warning) != CT_OK)
       rc = runtime_error();
@@ -584,8 +609,8 @@ static ct_status toy_format_word(const char *text, void *format) {
 // and the positive integers of `numbers` (ended by a NULL name). 0, or the
 // exit code after a usage error.
 static int toy_options(int argc, char **argv, const char **out, bool *force,
-                       const char *word_name, toy_word_fn read_word,
-                       void *word, const toy_number *numbers) {
+                       const char *word_name, toy_word_fn read_word, void *word,
+                       const toy_number *numbers) {
   for (int i = 3; i < argc; i++) {
     const char *opt = argv[i], *v;
     if (!strcmp(opt, "--force")) {
@@ -603,7 +628,8 @@ static int toy_options(int argc, char **argv, const char **out, bool *force,
     if (is_out) {
       *out = v;
     } else if (is_word) {
-      if (read_word(v, word) != CT_OK) return usage_error("%s", ct_last_error());
+      if (read_word(v, word) != CT_OK)
+        return usage_error("%s", ct_last_error());
     } else if (positive(v) < 0) {
       return usage_error("option wants a positive integer, not '%s'", v);
     } else {
@@ -620,9 +646,9 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_toy_image_format format = CT_TOY_IMAGES_PNG;
   long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
   bool force = false;
-  const toy_number numbers[] = {
-      {"--seed", &seed},   {"--size", &size}, {"--classes", &classes},
-      {"--train", &train}, {"--test", &test}, {NULL, NULL}};
+  const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
+                                {"--classes", &classes}, {"--train", &train},
+                                {"--test", &test},       {NULL, NULL}};
   int rc = toy_options(argc, argv, &out, &force, "--format", toy_format_word,
                        &format, numbers);
   if (rc) return rc;
@@ -638,8 +664,10 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_image_dataset_free(&tr);
   ct_image_dataset_free(&te);
   if (st != CT_OK) return runtime_error();
-  printf("wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
-         "%s\n", train, test, size, size, classes, out);
+  printf(
+      "wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
+      "%s\n",
+      train, test, size, size, classes, out);
   return 0;
 }
 
@@ -648,9 +676,9 @@ static int cmd_toy_detection(int argc, char **argv) {
   const char *out = NULL;
   long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
   bool force = false;
-  const toy_number numbers[] = {
-      {"--seed", &seed},   {"--size", &size}, {"--classes", &classes},
-      {"--train", &train}, {"--val", &val},   {NULL, NULL}};
+  const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
+                                {"--classes", &classes}, {"--train", &train},
+                                {"--val", &val},         {NULL, NULL}};
   int rc = toy_options(argc, argv, &out, &force, NULL, NULL, NULL, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
@@ -658,36 +686,46 @@ static int cmd_toy_detection(int argc, char **argv) {
   ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
                                            (uint64_t)seed, 0, NULL);
   if (st == CT_OK)
-    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes, (uint64_t)seed,
-                                   1, NULL);
+    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes,
+                                   (uint64_t)seed, 1, NULL);
   if (st == CT_OK) st = ct_toy_detection_write(out, &tr, &va, force);
   ct_detection_dataset_free(&tr);
   ct_detection_dataset_free(&va);
   if (st != CT_OK) return runtime_error();
-  printf("wrote %s/{train,val}.json and %s/{train,val}/*.png (%ld + %ld images, "
-         "%ldx%ld, %ld classes)\n", out, out, train, val, size, size, classes);
+  printf(
+      "wrote %s/{train,val}.json and %s/{train,val}/*.png (%ld + %ld images, "
+      "%ldx%ld, %ld classes)\n",
+      out, out, train, val, size, size, classes);
   return 0;
 }
 
 static int cmd_toy(int argc, char **argv) {
-  if (argc >= 3 && !strcmp(argv[2], "images")) return cmd_toy_images(argc, argv);
-  if (argc >= 3 && !strcmp(argv[2], "detection")) return cmd_toy_detection(argc, argv);
+  if (argc >= 3 && !strcmp(argv[2], "images"))
+    return cmd_toy_images(argc, argv);
+  if (argc >= 3 && !strcmp(argv[2], "detection"))
+    return cmd_toy_detection(argc, argv);
   if (argc < 3 || strcmp(argv[2], "translation"))
-    return usage_error("%s", "toy: the kinds are 'translation' (ctrain toy "
+    return usage_error("%s",
+                       "toy: the kinds are 'translation' (ctrain toy "
                        "translation --out DIR), 'images' and 'detection'");
   ct_toy_task task = CT_TOY_GRAMMAR;
   long seed = 1, train = 20000, val = 500, test = 500;
   const char *out = NULL;
   bool force = false;
-  const toy_number numbers[] = {
-      {"--seed", &seed}, {"--train", &train}, {"--val", &val},
-      {"--test", &test}, {NULL, NULL}};
-  int rc = toy_options(argc, argv, &out, &force, "--task", toy_task_word,
-                       &task, numbers);
+  const toy_number numbers[] = {{"--seed", &seed},
+                                {"--train", &train},
+                                {"--val", &val},
+                                {"--test", &test},
+                                {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--task", toy_task_word, &task,
+                       numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
-  ct_toy_options o = {.task = task, .seed = (uint64_t)seed,
-                      .train_size = train, .val_size = val, .test_size = test};
+  ct_toy_options o = {.task = task,
+                      .seed = (uint64_t)seed,
+                      .train_size = train,
+                      .val_size = val,
+                      .test_size = test};
   if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
   printf("wrote %s/{train,val,test}.{src,tgt} (%s, seed %llu)\n", out,
          ct_toy_task_name(o.task), (unsigned long long)o.seed);

@@ -124,13 +124,15 @@ ct_status ct_params_load_named(ct_params *dst, float *buf,
       name_list_add(&missing, dst->items[i].name, dst->items[i].tensor->ndim,
                     dst->items[i].tensor->shape);
   if (st == CT_OK && unexpected.count && !(flags & CT_LOAD_ALLOW_UNEXPECTED))
-    st = ct_error(CT_ERR_FORMAT, "%s: has %d tensor(s) the model does not: "
-                  "%s (allow unexpected tensors to ignore them)", source,
-                  unexpected.count, name_list_end(&unexpected));
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: has %d tensor(s) the model does not: "
+                  "%s (allow unexpected tensors to ignore them)",
+                  source, unexpected.count, name_list_end(&unexpected));
   if (st == CT_OK && missing.count && !(flags & CT_LOAD_ALLOW_MISSING))
-    st = ct_error(CT_ERR_FORMAT, "%s: lacks %d model parameter(s): %s (allow "
-                  "missing tensors to keep their current values)", source,
-                  missing.count, name_list_end(&missing));
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: lacks %d model parameter(s): %s (allow "
+                  "missing tensors to keep their current values)",
+                  source, missing.count, name_list_end(&missing));
   for (int i = 0; i < dst->n && st == CT_OK; i++)
     if (found[i] >= 0)
       convert_to_f32(buf + dst->items[i].offset, t[found[i]].data,

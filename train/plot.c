@@ -26,13 +26,14 @@ typedef struct rgb {
   uint8_t r, g, b;
 } rgb;
 
-static const rgb white = {255, 255, 255}, black = {0, 0, 0}, grid = {228, 228, 228},
-                 gray = {110, 110, 110};
+static const rgb white = {255, 255, 255}, black = {0, 0, 0},
+                 grid = {228, 228, 228}, gray = {110, 110, 110};
 // Series colors (the matplotlib "tab10" cycle with its gray made dark blue,
 // since the legend placement tells data from axes by grayness), reused in order.
 static const rgb palette[] = {
-  {31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40}, {148, 103, 189},
-  {140, 86, 75},  {227, 119, 194}, {0, 0, 139},     {188, 189, 34}, {23, 190, 207},
+    {31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
+    {148, 103, 189}, {140, 86, 75},  {227, 119, 194}, {0, 0, 139},
+    {188, 189, 34},  {23, 190, 207},
 };
 enum { N_COLORS = sizeof palette / sizeof palette[0] };
 
@@ -42,101 +43,101 @@ enum { N_COLORS = sizeof palette / sizeof palette[0] };
 // hang below that baseline.
 enum { GLYPH_W = 5, GLYPH_H = 7, GLYPH_ADVANCE = 6 };
 static const uint8_t font5x7[95][7] = {
-  {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},  // space
-  {0x04, 0x04, 0x04, 0x04, 0x04, 0x00, 0x04},  // !
-  {0x0a, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00},  // "
-  {0x0a, 0x0a, 0x1f, 0x0a, 0x1f, 0x0a, 0x0a},  // #
-  {0x04, 0x0f, 0x14, 0x0e, 0x05, 0x1e, 0x04},  // $
-  {0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03},  // %
-  {0x0c, 0x12, 0x14, 0x08, 0x15, 0x12, 0x0d},  // &
-  {0x04, 0x04, 0x08, 0x00, 0x00, 0x00, 0x00},  // quote
-  {0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02},  // (
-  {0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08},  // )
-  {0x00, 0x04, 0x15, 0x0e, 0x15, 0x04, 0x00},  // *
-  {0x00, 0x04, 0x04, 0x1f, 0x04, 0x04, 0x00},  // +
-  {0x00, 0x00, 0x00, 0x00, 0x0c, 0x04, 0x08},  // ,
-  {0x00, 0x00, 0x00, 0x1f, 0x00, 0x00, 0x00},  // -
-  {0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x0c},  // .
-  {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x00},  // /
-  {0x0e, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0e},  // 0
-  {0x04, 0x0c, 0x04, 0x04, 0x04, 0x04, 0x0e},  // 1
-  {0x0e, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1f},  // 2
-  {0x1f, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0e},  // 3
-  {0x02, 0x06, 0x0a, 0x12, 0x1f, 0x02, 0x02},  // 4
-  {0x1f, 0x10, 0x1e, 0x01, 0x01, 0x11, 0x0e},  // 5
-  {0x06, 0x08, 0x10, 0x1e, 0x11, 0x11, 0x0e},  // 6
-  {0x1f, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08},  // 7
-  {0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e},  // 8
-  {0x0e, 0x11, 0x11, 0x0f, 0x01, 0x02, 0x0c},  // 9
-  {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x0c, 0x00},  // :
-  {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x04, 0x08},  // ;
-  {0x02, 0x04, 0x08, 0x10, 0x08, 0x04, 0x02},  // <
-  {0x00, 0x00, 0x1f, 0x00, 0x1f, 0x00, 0x00},  // =
-  {0x08, 0x04, 0x02, 0x01, 0x02, 0x04, 0x08},  // >
-  {0x0e, 0x11, 0x01, 0x02, 0x04, 0x00, 0x04},  // ?
-  {0x0e, 0x11, 0x01, 0x0d, 0x15, 0x15, 0x0e},  // @
-  {0x0e, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // A
-  {0x1e, 0x11, 0x11, 0x1e, 0x11, 0x11, 0x1e},  // B
-  {0x0e, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0e},  // C
-  {0x1c, 0x12, 0x11, 0x11, 0x11, 0x12, 0x1c},  // D
-  {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x1f},  // E
-  {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x10},  // F
-  {0x0e, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0f},  // G
-  {0x11, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // H
-  {0x0e, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // I
-  {0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0c},  // J
-  {0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11},  // K
-  {0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1f},  // L
-  {0x11, 0x1b, 0x15, 0x15, 0x11, 0x11, 0x11},  // M
-  {0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11},  // N
-  {0x0e, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // O
-  {0x1e, 0x11, 0x11, 0x1e, 0x10, 0x10, 0x10},  // P
-  {0x0e, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0d},  // Q
-  {0x1e, 0x11, 0x11, 0x1e, 0x14, 0x12, 0x11},  // R
-  {0x0f, 0x10, 0x10, 0x0e, 0x01, 0x01, 0x1e},  // S
-  {0x1f, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // T
-  {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // U
-  {0x11, 0x11, 0x11, 0x11, 0x11, 0x0a, 0x04},  // V
-  {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0a},  // W
-  {0x11, 0x11, 0x0a, 0x04, 0x0a, 0x11, 0x11},  // X
-  {0x11, 0x11, 0x0a, 0x04, 0x04, 0x04, 0x04},  // Y
-  {0x1f, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f},  // Z
-  {0x0e, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0e},  // [
-  {0x00, 0x10, 0x08, 0x04, 0x02, 0x01, 0x00},  // backslash
-  {0x0e, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0e},  // ]
-  {0x04, 0x0a, 0x11, 0x00, 0x00, 0x00, 0x00},  // ^
-  {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1f},  // _
-  {0x08, 0x04, 0x02, 0x00, 0x00, 0x00, 0x00},  // `
-  {0x00, 0x00, 0x0e, 0x01, 0x0f, 0x11, 0x0f},  // a
-  {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x1e},  // b
-  {0x00, 0x00, 0x0e, 0x10, 0x10, 0x11, 0x0e},  // c
-  {0x01, 0x01, 0x0d, 0x13, 0x11, 0x11, 0x0f},  // d
-  {0x00, 0x00, 0x0e, 0x11, 0x1f, 0x10, 0x0e},  // e
-  {0x06, 0x09, 0x08, 0x1c, 0x08, 0x08, 0x08},  // f
-  {0x0f, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // g
-  {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x11},  // h
-  {0x04, 0x00, 0x0c, 0x04, 0x04, 0x04, 0x0e},  // i
-  {0x02, 0x00, 0x06, 0x02, 0x02, 0x12, 0x0c},  // j
-  {0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12},  // k
-  {0x0c, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // l
-  {0x00, 0x00, 0x1a, 0x15, 0x15, 0x11, 0x11},  // m
-  {0x00, 0x00, 0x16, 0x19, 0x11, 0x11, 0x11},  // n
-  {0x00, 0x00, 0x0e, 0x11, 0x11, 0x11, 0x0e},  // o
-  {0x1e, 0x11, 0x11, 0x11, 0x1e, 0x10, 0x10},  // p
-  {0x0f, 0x11, 0x11, 0x11, 0x0f, 0x01, 0x01},  // q
-  {0x00, 0x00, 0x16, 0x19, 0x10, 0x10, 0x10},  // r
-  {0x00, 0x00, 0x0e, 0x10, 0x0e, 0x01, 0x1e},  // s
-  {0x08, 0x08, 0x1c, 0x08, 0x08, 0x09, 0x06},  // t
-  {0x00, 0x00, 0x11, 0x11, 0x11, 0x13, 0x0d},  // u
-  {0x00, 0x00, 0x11, 0x11, 0x11, 0x0a, 0x04},  // v
-  {0x00, 0x00, 0x11, 0x11, 0x15, 0x15, 0x0a},  // w
-  {0x00, 0x00, 0x11, 0x0a, 0x04, 0x0a, 0x11},  // x
-  {0x11, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // y
-  {0x00, 0x00, 0x1f, 0x02, 0x04, 0x08, 0x1f},  // z
-  {0x02, 0x04, 0x04, 0x08, 0x04, 0x04, 0x02},  // {
-  {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // |
-  {0x08, 0x04, 0x04, 0x02, 0x04, 0x04, 0x08},  // }
-  {0x00, 0x00, 0x08, 0x15, 0x02, 0x00, 0x00},  // ~
+    {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},  // space
+    {0x04, 0x04, 0x04, 0x04, 0x04, 0x00, 0x04},  // !
+    {0x0a, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00},  // "
+    {0x0a, 0x0a, 0x1f, 0x0a, 0x1f, 0x0a, 0x0a},  // #
+    {0x04, 0x0f, 0x14, 0x0e, 0x05, 0x1e, 0x04},  // $
+    {0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03},  // %
+    {0x0c, 0x12, 0x14, 0x08, 0x15, 0x12, 0x0d},  // &
+    {0x04, 0x04, 0x08, 0x00, 0x00, 0x00, 0x00},  // quote
+    {0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02},  // (
+    {0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08},  // )
+    {0x00, 0x04, 0x15, 0x0e, 0x15, 0x04, 0x00},  // *
+    {0x00, 0x04, 0x04, 0x1f, 0x04, 0x04, 0x00},  // +
+    {0x00, 0x00, 0x00, 0x00, 0x0c, 0x04, 0x08},  // ,
+    {0x00, 0x00, 0x00, 0x1f, 0x00, 0x00, 0x00},  // -
+    {0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x0c},  // .
+    {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x00},  // /
+    {0x0e, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0e},  // 0
+    {0x04, 0x0c, 0x04, 0x04, 0x04, 0x04, 0x0e},  // 1
+    {0x0e, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1f},  // 2
+    {0x1f, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0e},  // 3
+    {0x02, 0x06, 0x0a, 0x12, 0x1f, 0x02, 0x02},  // 4
+    {0x1f, 0x10, 0x1e, 0x01, 0x01, 0x11, 0x0e},  // 5
+    {0x06, 0x08, 0x10, 0x1e, 0x11, 0x11, 0x0e},  // 6
+    {0x1f, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08},  // 7
+    {0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e},  // 8
+    {0x0e, 0x11, 0x11, 0x0f, 0x01, 0x02, 0x0c},  // 9
+    {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x0c, 0x00},  // :
+    {0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x04, 0x08},  // ;
+    {0x02, 0x04, 0x08, 0x10, 0x08, 0x04, 0x02},  // <
+    {0x00, 0x00, 0x1f, 0x00, 0x1f, 0x00, 0x00},  // =
+    {0x08, 0x04, 0x02, 0x01, 0x02, 0x04, 0x08},  // >
+    {0x0e, 0x11, 0x01, 0x02, 0x04, 0x00, 0x04},  // ?
+    {0x0e, 0x11, 0x01, 0x0d, 0x15, 0x15, 0x0e},  // @
+    {0x0e, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // A
+    {0x1e, 0x11, 0x11, 0x1e, 0x11, 0x11, 0x1e},  // B
+    {0x0e, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0e},  // C
+    {0x1c, 0x12, 0x11, 0x11, 0x11, 0x12, 0x1c},  // D
+    {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x1f},  // E
+    {0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x10},  // F
+    {0x0e, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0f},  // G
+    {0x11, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11},  // H
+    {0x0e, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // I
+    {0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0c},  // J
+    {0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11},  // K
+    {0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1f},  // L
+    {0x11, 0x1b, 0x15, 0x15, 0x11, 0x11, 0x11},  // M
+    {0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11},  // N
+    {0x0e, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // O
+    {0x1e, 0x11, 0x11, 0x1e, 0x10, 0x10, 0x10},  // P
+    {0x0e, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0d},  // Q
+    {0x1e, 0x11, 0x11, 0x1e, 0x14, 0x12, 0x11},  // R
+    {0x0f, 0x10, 0x10, 0x0e, 0x01, 0x01, 0x1e},  // S
+    {0x1f, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // T
+    {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e},  // U
+    {0x11, 0x11, 0x11, 0x11, 0x11, 0x0a, 0x04},  // V
+    {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0a},  // W
+    {0x11, 0x11, 0x0a, 0x04, 0x0a, 0x11, 0x11},  // X
+    {0x11, 0x11, 0x0a, 0x04, 0x04, 0x04, 0x04},  // Y
+    {0x1f, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f},  // Z
+    {0x0e, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0e},  // [
+    {0x00, 0x10, 0x08, 0x04, 0x02, 0x01, 0x00},  // backslash
+    {0x0e, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0e},  // ]
+    {0x04, 0x0a, 0x11, 0x00, 0x00, 0x00, 0x00},  // ^
+    {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1f},  // _
+    {0x08, 0x04, 0x02, 0x00, 0x00, 0x00, 0x00},  // `
+    {0x00, 0x00, 0x0e, 0x01, 0x0f, 0x11, 0x0f},  // a
+    {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x1e},  // b
+    {0x00, 0x00, 0x0e, 0x10, 0x10, 0x11, 0x0e},  // c
+    {0x01, 0x01, 0x0d, 0x13, 0x11, 0x11, 0x0f},  // d
+    {0x00, 0x00, 0x0e, 0x11, 0x1f, 0x10, 0x0e},  // e
+    {0x06, 0x09, 0x08, 0x1c, 0x08, 0x08, 0x08},  // f
+    {0x0f, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // g
+    {0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x11},  // h
+    {0x04, 0x00, 0x0c, 0x04, 0x04, 0x04, 0x0e},  // i
+    {0x02, 0x00, 0x06, 0x02, 0x02, 0x12, 0x0c},  // j
+    {0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12},  // k
+    {0x0c, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e},  // l
+    {0x00, 0x00, 0x1a, 0x15, 0x15, 0x11, 0x11},  // m
+    {0x00, 0x00, 0x16, 0x19, 0x11, 0x11, 0x11},  // n
+    {0x00, 0x00, 0x0e, 0x11, 0x11, 0x11, 0x0e},  // o
+    {0x1e, 0x11, 0x11, 0x11, 0x1e, 0x10, 0x10},  // p
+    {0x0f, 0x11, 0x11, 0x11, 0x0f, 0x01, 0x01},  // q
+    {0x00, 0x00, 0x16, 0x19, 0x10, 0x10, 0x10},  // r
+    {0x00, 0x00, 0x0e, 0x10, 0x0e, 0x01, 0x1e},  // s
+    {0x08, 0x08, 0x1c, 0x08, 0x08, 0x09, 0x06},  // t
+    {0x00, 0x00, 0x11, 0x11, 0x11, 0x13, 0x0d},  // u
+    {0x00, 0x00, 0x11, 0x11, 0x11, 0x0a, 0x04},  // v
+    {0x00, 0x00, 0x11, 0x11, 0x15, 0x15, 0x0a},  // w
+    {0x00, 0x00, 0x11, 0x0a, 0x04, 0x0a, 0x11},  // x
+    {0x11, 0x11, 0x11, 0x13, 0x0d, 0x01, 0x0e},  // y
+    {0x00, 0x00, 0x1f, 0x02, 0x04, 0x08, 0x1f},  // z
+    {0x02, 0x04, 0x04, 0x08, 0x04, 0x04, 0x02},  // {
+    {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // |
+    {0x08, 0x04, 0x04, 0x02, 0x04, 0x04, 0x08},  // }
+    {0x00, 0x00, 0x08, 0x15, 0x02, 0x00, 0x00},  // ~
 };
 
 // Allocates a white canvas; false when out of memory.
@@ -162,17 +163,21 @@ static void rect_fill(canvas *c, int x0, int y0, int x1, int y1, rgb col) {
 }
 
 static void rect_frame(canvas *c, int x0, int y0, int x1, int y1, rgb col) {
-  for (int x = x0; x <= x1; x++) pixel_set(c, x, y0, col), pixel_set(c, x, y1, col);
-  for (int y = y0; y <= y1; y++) pixel_set(c, x0, y, col), pixel_set(c, x1, y, col);
+  for (int x = x0; x <= x1; x++)
+    pixel_set(c, x, y0, col), pixel_set(c, x, y1, col);
+  for (int y = y0; y <= y1; y++)
+    pixel_set(c, x0, y, col), pixel_set(c, x1, y, col);
 }
 
 // A line `thick` pixels wide (Bresenham with a square brush).
-static void line_draw(canvas *c, int x0, int y0, int x1, int y1, rgb col, int thick) {
+static void line_draw(canvas *c, int x0, int y0, int x1, int y1, rgb col,
+                      int thick) {
   int dx = abs(x1 - x0), dy = -abs(y1 - y0);
   int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
   for (;;) {
     for (int i = 0; i < thick; i++)
-      for (int j = 0; j < thick; j++) pixel_set(c, x0 + i - thick / 2, y0 + j - thick / 2, col);
+      for (int j = 0; j < thick; j++)
+        pixel_set(c, x0 + i - thick / 2, y0 + j - thick / 2, col);
     if (x0 == x1 && y0 == y1) break;
     int e2 = 2 * err;
     if (e2 >= dy) err += dy, x0 += sx;
@@ -186,7 +191,8 @@ static int text_width(const char *s, int scale) {
 
 // Draws `s` with its top-left corner at (x, y); characters outside the
 // font's range draw as '?'.
-static void text_draw(canvas *c, int x, int y, const char *s, int scale, rgb col) {
+static void text_draw(canvas *c, int x, int y, const char *s, int scale,
+                      rgb col) {
   for (; *s; s++, x += GLYPH_ADVANCE * scale) {
     unsigned ch = (unsigned char)*s;
     if (ch < 32 || ch > 126) ch = '?';
@@ -195,37 +201,45 @@ static void text_draw(canvas *c, int x, int y, const char *s, int scale, rgb col
     for (int r = 0; r < GLYPH_H; r++)
       for (int b = 0; b < GLYPH_W; b++)
         if (g[r] & (0x10 >> b))
-          rect_fill(c, x + b * scale, y + drop + r * scale, x + b * scale + scale - 1,
-                    y + drop + r * scale + scale - 1, col);
+          rect_fill(c, x + b * scale, y + drop + r * scale,
+                    x + b * scale + scale - 1, y + drop + r * scale + scale - 1,
+                    col);
   }
 }
 
 // Copies the longest prefix of `s` that is at most `max_px` wide at `scale`
 // (and fits `size`) into buf.
-static void text_fit(char *buf, size_t size, const char *s, int max_px, int scale) {
+static void text_fit(char *buf, size_t size, const char *s, int max_px,
+                     int scale) {
   size_t n = 0;
-  while (s[n] && n + 1 < size && (int)(n + 1) * GLYPH_ADVANCE * scale - scale <= max_px) n++;
+  while (s[n] && n + 1 < size &&
+         (int)(n + 1) * GLYPH_ADVANCE * scale - scale <= max_px)
+    n++;
   memcpy(buf, s, n);
   buf[n] = '\0';
 }
 
 // Draws `s` turned a quarter turn counter-clockwise, reading upwards: the
 // tops of the glyphs face left at column x, the first glyph ends at row y.
-static void text_draw_up(canvas *c, int x, int y, const char *s, int scale, rgb col) {
-  int w = text_width(s, scale), h = (GLYPH_H + 2) * scale;  // + 2: the tails of g, p, q, y
+static void text_draw_up(canvas *c, int x, int y, const char *s, int scale,
+                         rgb col) {
+  int w = text_width(s, scale),
+      h = (GLYPH_H + 2) * scale;  // + 2: the tails of g, p, q, y
   if (w < 1) return;
   canvas t;
   if (!canvas_alloc(&t, w, h)) return;
   text_draw(&t, 0, 0, s, scale, black);
   for (int v = 0; v < h; v++)
     for (int u = 0; u < w; u++)
-      if (t.rgb[((size_t)v * (size_t)w + (size_t)u) * 3] == 0) pixel_set(c, x + v, y - u, col);
+      if (t.rgb[((size_t)v * (size_t)w + (size_t)u) * 3] == 0)
+        pixel_set(c, x + v, y - u, col);
   free(t.rgb);
 }
 
 // (1 - t) * a + t * b per channel, t in [0, 1].
 static rgb rgb_mix(rgb a, rgb b, double t) {
-  return (rgb){(uint8_t)lround(a.r + t * (b.r - a.r)), (uint8_t)lround(a.g + t * (b.g - a.g)),
+  return (rgb){(uint8_t)lround(a.r + t * (b.r - a.r)),
+               (uint8_t)lround(a.g + t * (b.g - a.g)),
                (uint8_t)lround(a.b + t * (b.b - a.b))};
 }
 
@@ -240,7 +254,8 @@ typedef struct axis {
 // A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target`
 // intervals over `range`.
 static double nice_step(double range, int target) {
-  double raw = range / target, mag = pow(10, floor(log10(raw))), norm = raw / mag;
+  double raw = range / target, mag = pow(10, floor(log10(raw))),
+         norm = raw / mag;
   return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
 }
 
@@ -254,7 +269,8 @@ static axis axis_fit(double lo, double hi, bool log_scale, int target) {
     a.step = ceil((a.hi - a.lo) / 8);  // whole decades, at most ~8 ticks
     return a;
   }
-  if (hi - lo <= 1e-12 * fmax(fabs(lo), fabs(hi))) {  // one value: widen around it
+  if (hi - lo <=
+      1e-12 * fmax(fabs(lo), fabs(hi))) {  // one value: widen around it
     double pad = lo == 0 ? 1 : fabs(lo) * 0.1;
     lo -= pad;
     hi += pad;
@@ -276,8 +292,10 @@ static void exponent_trim(char *s) {
   memmove(z, e, strlen(e) + 1);
   e = z;
   char *d = e + 1;
-  if (*d == '+' ) memmove(d, d + 1, strlen(d));
-  else if (*d == '-') d++;
+  if (*d == '+')
+    memmove(d, d + 1, strlen(d));
+  else if (*d == '-')
+    d++;
   while (*d == '0' && d[1]) memmove(d, d + 1, strlen(d));
 }
 
@@ -286,9 +304,12 @@ static void exponent_trim(char *s) {
 static void tick_label(char *buf, size_t size, double v, const axis *a) {
   if (a->log) {
     double x = pow(10, v);
-    if (v >= 0 && v < 7) snprintf(buf, size, "%.0f", x);
-    else if (v < 0 && v >= -3) snprintf(buf, size, "%.*f", (int)-v, x);
-    else snprintf(buf, size, "1e%d", (int)lround(v));
+    if (v >= 0 && v < 7)
+      snprintf(buf, size, "%.0f", x);
+    else if (v < 0 && v >= -3)
+      snprintf(buf, size, "%.*f", (int)-v, x);
+    else
+      snprintf(buf, size, "1e%d", (int)lround(v));
     return;
   }
   if (fabs(v) < a->step * 1e-9) {
@@ -322,7 +343,8 @@ static double y_value(double y, bool log_y) {
   return y;
 }
 
-static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch) {
+static void panel_draw(canvas *c, int top, int W, int H,
+                       const ct_plot_chart *ch) {
   enum { LEFT = 78, RIGHT = 24, TOP = 36, BOTTOM = 44, MARKER_MAX_POINTS = 40 };
   int px0 = LEFT, px1 = W - RIGHT, py0 = top + TOP, py1 = top + H - BOTTOM;
   const char *title = ch->title ? ch->title : "";
@@ -342,7 +364,8 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
   if (!(xlo <= xhi)) {
     rect_frame(c, px0, py0, px1, py1, gray);
     const char *note = "no data";
-    text_draw(c, (px0 + px1 - text_width(note, 2)) / 2, (py0 + py1) / 2 - 7, note, 2, gray);
+    text_draw(c, (px0 + px1 - text_width(note, 2)) / 2, (py0 + py1) / 2 - 7,
+              note, 2, gray);
     return;
   }
   // About one x tick per 90 pixels and one y tick per 50, at least 2.
@@ -371,7 +394,8 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
     text_draw(c, x - text_width(label, 1) / 2, py1 + 8, label, 1, black);
   }
   if (ch->x_label)
-    text_draw(c, (px0 + px1 - text_width(ch->x_label, 1)) / 2, py1 + 24, ch->x_label, 1, gray);
+    text_draw(c, (px0 + px1 - text_width(ch->x_label, 1)) / 2, py1 + 24,
+              ch->x_label, 1, gray);
   rect_frame(c, px0, py0, px1, py1, black);
 
   // Series: consecutive drawable points are joined; a skipped one breaks the line.
@@ -419,9 +443,11 @@ static void panel_draw(canvas *c, int top, int W, int H, const ct_plot_chart *ch
       for (int x = corner_x[k]; x <= corner_x[k] + lw; x++) {
         if (x < 0 || y < 0 || x >= c->w || y >= c->h) continue;
         const uint8_t *p = c->rgb + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
-        covered += !(p[0] == p[1] && p[1] == p[2]);  // series colors are not gray
+        covered +=
+            !(p[0] == p[1] && p[1] == p[2]);  // series colors are not gray
       }
-    if (fewest < 0 || covered < fewest) fewest = covered, lx = corner_x[k], ly = corner_y[k];
+    if (fewest < 0 || covered < fewest)
+      fewest = covered, lx = corner_x[k], ly = corner_y[k];
   }
   rect_fill(c, lx, ly, lx + lw, ly + lh, white);
   rect_frame(c, lx, ly, lx + lw, ly + lh, gray);
@@ -444,8 +470,8 @@ typedef struct png_job {
 
 static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   png_job *job = ctx;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &job->failure,
-                                            ct_png_on_error, ct_png_on_warning);
+  png_structp png = png_create_write_struct(
+      PNG_LIBPNG_VER_STRING, &job->failure, ct_png_on_error, ct_png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!png || !info) {
     png_destroy_write_struct(&png, NULL);
@@ -453,24 +479,29 @@ static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   }
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
-    return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path, job->failure.message);
+    return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path,
+                    job->failure.message);
   }
   png_init_io(png, f);
-  png_set_IHDR(png, info, (png_uint_32)job->w, (png_uint_32)job->h, 8, PNG_COLOR_TYPE_RGB,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, (png_uint_32)job->w, (png_uint_32)job->h, 8,
+               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (int y = 0; y < job->h; y++) png_write_row(png, job->rgb + (size_t)y * (size_t)job->w * 3);
+  for (int y = 0; y < job->h; y++)
+    png_write_row(png, job->rgb + (size_t)y * (size_t)job->w * 3);
   png_write_end(png, NULL);
   png_destroy_write_struct(&png, &info);
   return CT_OK;
 }
 
-ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_t *rgb) {
+ct_status ct_png_write_rgb(const char *path, int width, int height,
+                           const uint8_t *rgb) {
   if (!path) return ct_error(CT_ERR_ARG, "png: no path");
   if (!rgb) return ct_error(CT_ERR_ARG, "%s: no pixels", path);
-  if (width < 1 || width > CT_PNG_MAX_SIDE || height < 1 || height > CT_PNG_MAX_SIDE)
-    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, width, height,
-                    CT_PNG_MAX_SIDE);
+  if (width < 1 || width > CT_PNG_MAX_SIDE || height < 1 ||
+      height > CT_PNG_MAX_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
+                    width, height, CT_PNG_MAX_SIDE);
   png_job job = {rgb, width, height, {""}};
   return ct_file_write_atomic(path, rgb_png_write, &job);
 }
@@ -483,23 +514,29 @@ static ct_status canvas_save(canvas *c, const char *path) {
   return st;
 }
 
-ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts, int n_charts,
-                            int width, int height) {
+ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts,
+                            int n_charts, int width, int height) {
   if (!path) return ct_error(CT_ERR_ARG, "plot: no path");
   if (!charts || n_charts < 1 || n_charts > 64)
-    return ct_error(CT_ERR_ARG, "%s: need 1..64 charts, got %d", path, n_charts);
+    return ct_error(CT_ERR_ARG, "%s: need 1..64 charts, got %d", path,
+                    n_charts);
   if (width < 64 || width > 8192 || height < 64 || height > 8192)
-    return ct_error(CT_ERR_ARG, "%s: chart size %dx%d outside 64..8192", path, width, height);
+    return ct_error(CT_ERR_ARG, "%s: chart size %dx%d outside 64..8192", path,
+                    width, height);
   for (int k = 0; k < n_charts; k++)
     for (int s = 0; s < charts[k].n_series; s++) {
       const ct_plot_series *se = &charts[k].series[s];
       if (se->n < 0 || (se->n > 0 && (!se->x || !se->y)))
-        return ct_error(CT_ERR_ARG, "%s: series %d of chart %d has no data arrays", path, s, k);
+        return ct_error(CT_ERR_ARG,
+                        "%s: series %d of chart %d has no data arrays", path, s,
+                        k);
     }
   canvas c;
   if (!canvas_alloc(&c, width, height * n_charts))
-    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, c.w, c.h);
-  for (int k = 0; k < n_charts; k++) panel_draw(&c, k * height, width, height, &charts[k]);
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path,
+                    c.w, c.h);
+  for (int k = 0; k < n_charts; k++)
+    panel_draw(&c, k * height, width, height, &charts[k]);
   return canvas_save(&c, path);
 }
 
@@ -508,7 +545,12 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts, int n
 // Cell side in pixels for K classes: room for a count up to K = 20, then
 // shrinking so that the grid stays at most 2000 px across.
 static int confusion_cell(int k) {
-  return k <= 10 ? 40 : k <= 20 ? 28 : k <= 50 ? 14 : k <= 100 ? 8 : k <= 200 ? 4 : 2;
+  return k <= 10    ? 40
+         : k <= 20  ? 28
+         : k <= 50  ? 14
+         : k <= 100 ? 8
+         : k <= 200 ? 4
+                    : 2;
 }
 
 // A count that fits `max_px` at scale 1, in thousands, millions, ... if needed
@@ -516,32 +558,42 @@ static int confusion_cell(int k) {
 static void count_label(char *buf, size_t size, int64_t count, int max_px) {
   static const char suffix[] = " kMGTPE";
   for (int k = 0; k < 7; k++, count /= 1000) {
-    if (k == 0) snprintf(buf, size, "%lld", (long long)count);
-    else snprintf(buf, size, "%lld%c", (long long)count, suffix[k]);
+    if (k == 0)
+      snprintf(buf, size, "%lld", (long long)count);
+    else
+      snprintf(buf, size, "%lld%c", (long long)count, suffix[k]);
     if (text_width(buf, 1) <= max_px) return;
   }
   buf[0] = '\0';
 }
 
 // The label of class i: its name cut to `max_chars`, or its index.
-static void class_label(char *buf, size_t size, const char *const *names, int i, int max_chars) {
-  if (names && names[i]) snprintf(buf, size, "%.*s", max_chars, names[i]);
-  else snprintf(buf, size, "%d", i);
+static void class_label(char *buf, size_t size, const char *const *names, int i,
+                        int max_chars) {
+  if (names && names[i])
+    snprintf(buf, size, "%.*s", max_chars, names[i]);
+  else
+    snprintf(buf, size, "%d", i);
 }
 
-ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t *counts,
-                                const char *const *class_names, const char *title) {
+ct_status ct_plot_confusion_png(const char *path, int num_classes,
+                                const int64_t *counts,
+                                const char *const *class_names,
+                                const char *title) {
   enum { M = 10, NAME_CHARS = 16, TITLE_CHARS = 200 };
   static const rgb dark_blue = {8, 48, 107};  // the end of matplotlib's "Blues"
   if (!path) return ct_error(CT_ERR_ARG, "confusion plot: no path");
   int K = num_classes;
   if (K < 1 || K > CT_PLOT_MAX_CLASSES)
-    return ct_error(CT_ERR_ARG, "%s: need 1..%d classes, got %d", path, CT_PLOT_MAX_CLASSES, K);
+    return ct_error(CT_ERR_ARG, "%s: need 1..%d classes, got %d", path,
+                    CT_PLOT_MAX_CLASSES, K);
   if (!counts) return ct_error(CT_ERR_ARG, "%s: no counts", path);
   for (int64_t i = 0; i < (int64_t)K * K; i++)
     if (counts[i] < 0)
-      return ct_error(CT_ERR_ARG, "%s: negative count %lld for true class %lld, predicted %lld",
-                      path, (long long)counts[i], (long long)(i / K), (long long)(i % K));
+      return ct_error(
+          CT_ERR_ARG,
+          "%s: negative count %lld for true class %lld, predicted %lld", path,
+          (long long)counts[i], (long long)(i / K), (long long)(i % K));
 
   // Each class gets a label when a cell is at least a text line high;
   // smaller cells get index labels every `every` classes, about 40 px apart.
@@ -553,7 +605,8 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t
   }
   const char *const *names = cell >= 14 ? class_names : NULL;
   char label[64], title_buf[TITLE_CHARS + 1];
-  snprintf(title_buf, sizeof title_buf, "%s", title ? title : "confusion matrix");
+  snprintf(title_buf, sizeof title_buf, "%s",
+           title ? title : "confusion matrix");
   int label_w = 0;
   for (int i = 0; i < K; i += every) {
     class_label(label, sizeof label, names, i, NAME_CHARS);
@@ -564,12 +617,15 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t
   // labels, the grid. From the left: "true" (turned), the row labels, the grid.
   int side = K * cell, gy = M + 50, gx = M + 7 + 8 + label_w + 6;
   int W = gx + side + M, H = gy + side + M;
-  if (text_width(title_buf, 2) + 2 * M > W) W = text_width(title_buf, 2) + 2 * M;
+  if (text_width(title_buf, 2) + 2 * M > W)
+    W = text_width(title_buf, 2) + 2 * M;
   canvas c;
   if (!canvas_alloc(&c, W, H))
-    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, W, H);
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path,
+                    W, H);
   text_draw(&c, (W - text_width(title_buf, 2)) / 2, M, title_buf, 2, black);
-  text_draw(&c, gx + (side - text_width("predicted", 1)) / 2, M + 24, "predicted", 1, gray);
+  text_draw(&c, gx + (side - text_width("predicted", 1)) / 2, M + 24,
+            "predicted", 1, gray);
   text_draw_up(&c, M, gy + (side + text_width("true", 1)) / 2, "true", 1, gray);
 
   for (int i = 0; i < K; i++) {
@@ -579,11 +635,12 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t
       int64_t n = counts[(size_t)i * K + j];
       double f = total > 0 ? (double)n / total : 0;
       int x = gx + j * cell, y = gy + i * cell;
-      rect_fill(&c, x, y, x + cell - 1, y + cell - 1, rgb_mix(white, dark_blue, f));
+      rect_fill(&c, x, y, x + cell - 1, y + cell - 1,
+                rgb_mix(white, dark_blue, f));
       if (cell < 28) continue;
       count_label(label, sizeof label, n, cell - 4);
-      text_draw(&c, x + (cell - text_width(label, 1)) / 2, y + (cell - GLYPH_H) / 2, label, 1,
-                f > 0.5 ? white : black);
+      text_draw(&c, x + (cell - text_width(label, 1)) / 2,
+                y + (cell - GLYPH_H) / 2, label, 1, f > 0.5 ? white : black);
     }
   }
   if (cell >= 14)  // light lines between the cells
@@ -596,9 +653,12 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t
     class_label(label, sizeof label, names, i, NAME_CHARS);
     text_draw(&c, gx - 6 - text_width(label, 1), gy + mid - 3, label, 1, black);
     // Column labels: names cut to the cell width when they fit, else indices.
-    if (names && names[i] && cell >= 28) text_fit(label, sizeof label, names[i], cell - 2, 1);
-    else snprintf(label, sizeof label, "%d", i);
-    text_draw(&c, gx + mid - text_width(label, 1) / 2, gy - 12, label, 1, black);
+    if (names && names[i] && cell >= 28)
+      text_fit(label, sizeof label, names[i], cell - 2, 1);
+    else
+      snprintf(label, sizeof label, "%d", i);
+    text_draw(&c, gx + mid - text_width(label, 1) / 2, gy - 12, label, 1,
+              black);
     if (every > 1) {
       rect_fill(&c, gx - 3, gy + mid, gx - 1, gy + mid, black);
       rect_fill(&c, gx + mid, gy - 3, gx + mid, gy - 1, black);
@@ -618,14 +678,18 @@ static double map_at(const float *map, int gw, int y, int x) {
 
 // The map value at output pixel (py, px) of a ph x pw panel: bilinear between
 // grid cell centers (half-pixel centers, edges clamped, like an image resize).
-static double map_sample(const float *map, int gh, int gw, int py, int px, int ph, int pw) {
+static double map_sample(const float *map, int gh, int gw, int py, int px,
+                         int ph, int pw) {
   double gy = (py + 0.5) * gh / ph - 0.5, gx = (px + 0.5) * gw / pw - 0.5;
   gy = gy < 0 ? 0 : gy > gh - 1 ? gh - 1 : gy;
   gx = gx < 0 ? 0 : gx > gw - 1 ? gw - 1 : gx;
-  int y0 = (int)gy, x0 = (int)gx, y1 = y0 + 1 < gh ? y0 + 1 : y0, x1 = x0 + 1 < gw ? x0 + 1 : x0;
+  int y0 = (int)gy, x0 = (int)gx, y1 = y0 + 1 < gh ? y0 + 1 : y0,
+      x1 = x0 + 1 < gw ? x0 + 1 : x0;
   double ty = gy - y0, tx = gx - x0;
-  return (1 - ty) * ((1 - tx) * map_at(map, gw, y0, x0) + tx * map_at(map, gw, y0, x1)) +
-         ty * ((1 - tx) * map_at(map, gw, y1, x0) + tx * map_at(map, gw, y1, x1));
+  return (1 - ty) * ((1 - tx) * map_at(map, gw, y0, x0) +
+                     tx * map_at(map, gw, y0, x1)) +
+         ty * ((1 - tx) * map_at(map, gw, y1, x0) +
+               tx * map_at(map, gw, y1, x1));
 }
 
 // The images both image plots take: channel-first, 1 (gray) or 3 (RGB)
@@ -633,54 +697,67 @@ static double map_sample(const float *map, int gh, int gw, int py, int px, int p
 static ct_status check_image_shape(const char *path, int channels, int height,
                                    int width) {
   if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path, channels);
+    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path,
+                    channels);
   if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
       width > CT_PLOT_MAX_IMAGE_SIDE)
-    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path, height, width,
-                    CT_PLOT_MAX_IMAGE_SIDE);
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
+                    height, width, CT_PLOT_MAX_IMAGE_SIDE);
   return CT_OK;
 }
 
 // Pixel (y, x) of such an image as a color (gray repeated).
-static rgb image_pixel(const uint8_t *image, int channels, int height, int width, int y,
-                       int x) {
-  size_t plane = (size_t)height * (size_t)width, at = (size_t)y * (size_t)width + (size_t)x;
-  return channels == 1 ? (rgb){image[at], image[at], image[at]}
-                       : (rgb){image[at], image[plane + at], image[2 * plane + at]};
+static rgb image_pixel(const uint8_t *image, int channels, int height,
+                       int width, int y, int x) {
+  size_t plane = (size_t)height * (size_t)width,
+         at = (size_t)y * (size_t)width + (size_t)x;
+  return channels == 1
+             ? (rgb){image[at], image[at], image[at]}
+             : (rgb){image[at], image[plane + at], image[2 * plane + at]};
 }
 
-ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *images,
-                                int channels, int height, int width, const float *const *maps,
-                                int grid_h, int grid_w, const char *const *captions) {
+ct_status ct_plot_attention_png(const char *path, int n,
+                                const uint8_t *const *images, int channels,
+                                int height, int width, const float *const *maps,
+                                int grid_h, int grid_w,
+                                const char *const *captions) {
   enum { M = 10, CAPTION = 20, PER_ROW = 8 };
   static const double opacity = 0.6;  // of the heat color where the map is 1
   if (!path) return ct_error(CT_ERR_ARG, "attention plot: no path");
   if (n < 1 || n > CT_PLOT_MAX_PANELS)
-    return ct_error(CT_ERR_ARG, "%s: need 1..%d images, got %d", path, CT_PLOT_MAX_PANELS, n);
+    return ct_error(CT_ERR_ARG, "%s: need 1..%d images, got %d", path,
+                    CT_PLOT_MAX_PANELS, n);
   ct_status st = check_image_shape(path, channels, height, width);
   if (st != CT_OK) return st;
   if (grid_h < 1 || grid_h > CT_PLOT_MAX_IMAGE_SIDE || grid_w < 1 ||
       grid_w > CT_PLOT_MAX_IMAGE_SIDE)
-    return ct_error(CT_ERR_ARG, "%s: attention grid %dx%d outside 1..%d", path, grid_h, grid_w,
-                    CT_PLOT_MAX_IMAGE_SIDE);
-  if (!images || !maps) return ct_error(CT_ERR_ARG, "%s: no %s", path, images ? "maps" : "images");
+    return ct_error(CT_ERR_ARG, "%s: attention grid %dx%d outside 1..%d", path,
+                    grid_h, grid_w, CT_PLOT_MAX_IMAGE_SIDE);
+  if (!images || !maps)
+    return ct_error(CT_ERR_ARG, "%s: no %s", path, images ? "maps" : "images");
   for (int k = 0; k < n; k++)
     if (!images[k] || !maps[k])
-      return ct_error(CT_ERR_ARG, "%s: %s %d is NULL", path, images[k] ? "map" : "image", k);
+      return ct_error(CT_ERR_ARG, "%s: %s %d is NULL", path,
+                      images[k] ? "map" : "image", k);
 
-  int longer = height > width ? height : width, scale = longer < 224 ? 224 / longer : 1;
+  int longer = height > width ? height : width,
+      scale = longer < 224 ? 224 / longer : 1;
   int ph = height * scale, pw = width * scale;
   int cols = n < PER_ROW ? n : PER_ROW, rows = (n + PER_ROW - 1) / PER_ROW;
-  int W = 2 * M + cols * pw + (cols - 1) * M, H = 2 * M + rows * (ph + CAPTION) + (rows - 1) * M;
+  int W = 2 * M + cols * pw + (cols - 1) * M,
+      H = 2 * M + rows * (ph + CAPTION) + (rows - 1) * M;
   canvas c;
   if (!canvas_alloc(&c, W, H))
-    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path, W, H);
+    return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path,
+                    W, H);
   for (int k = 0; k < n; k++) {
-    int x0 = M + (k % PER_ROW) * (pw + M), y0 = M + (k / PER_ROW) * (ph + CAPTION + M);
+    int x0 = M + (k % PER_ROW) * (pw + M),
+        y0 = M + (k / PER_ROW) * (ph + CAPTION + M);
     const uint8_t *img = images[k];
     for (int py = 0; py < ph; py++)
       for (int px = 0; px < pw; px++) {
-        rgb p = image_pixel(img, channels, height, width, py / scale, px / scale);
+        rgb p =
+            image_pixel(img, channels, height, width, py / scale, px / scale);
         // Heat runs from red (low) to yellow (high); out = (1 - 0.6a) p + 0.6a heat(a).
         double a = map_sample(maps[k], grid_h, grid_w, py, px, ph, pw);
         rgb heat = {255, (uint8_t)lround(255 * a), 0};
@@ -689,41 +766,49 @@ ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *i
     if (captions && captions[k]) {
       char text[128];
       text_fit(text, sizeof text, captions[k], pw, 1);
-      text_draw(&c, x0 + (pw - text_width(text, 1)) / 2, y0 + ph + 6, text, 1, black);
+      text_draw(&c, x0 + (pw - text_width(text, 1)) / 2, y0 + ph + 6, text, 1,
+                black);
     }
   }
   return canvas_save(&c, path);
 }
 
-ct_status ct_plot_boxes_png(const char *path, const uint8_t *image, int channels,
-                            int height, int width, int n, const float *boxes,
-                            const int *labels, const char *const *captions) {
+ct_status ct_plot_boxes_png(const char *path, const uint8_t *image,
+                            int channels, int height, int width, int n,
+                            const float *boxes, const int *labels,
+                            const char *const *captions) {
   enum { M = 10 };
   if (!path) return ct_error(CT_ERR_ARG, "boxes plot: no path");
   if (!image) return ct_error(CT_ERR_ARG, "%s: no image", path);
   ct_status st = check_image_shape(path, channels, height, width);
   if (st != CT_OK) return st;
   if (n < 0 || (n > 0 && (!boxes || !labels)))
-    return ct_error(CT_ERR_ARG, "%s: %d boxes without coordinates or labels", path, n);
-  int longer = height > width ? height : width, scale = longer < 448 ? 448 / longer : 1;
+    return ct_error(CT_ERR_ARG, "%s: %d boxes without coordinates or labels",
+                    path, n);
+  int longer = height > width ? height : width,
+      scale = longer < 448 ? 448 / longer : 1;
   int ph = height * scale, pw = width * scale;
   canvas c;
   if (!canvas_alloc(&c, pw + 2 * M, ph + 2 * M))
     return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
   for (int py = 0; py < ph; py++)
     for (int px = 0; px < pw; px++)
-      pixel_set(&c, M + px, M + py,
-                image_pixel(image, channels, height, width, py / scale, px / scale));
+      pixel_set(
+          &c, M + px, M + py,
+          image_pixel(image, channels, height, width, py / scale, px / scale));
   for (int i = 0; i < n; i++) {
     rgb col = palette[(labels[i] < 0 ? 0 : labels[i]) % N_COLORS];
-    int x0 = M + (int)lround(boxes[4 * i] * scale), y0 = M + (int)lround(boxes[4 * i + 1] * scale);
+    int x0 = M + (int)lround(boxes[4 * i] * scale),
+        y0 = M + (int)lround(boxes[4 * i + 1] * scale);
     int x1 = M + (int)lround(boxes[4 * i + 2] * scale) - 1;
     int y1 = M + (int)lround(boxes[4 * i + 3] * scale) - 1;
-    for (int t = 0; t < 2; t++) rect_frame(&c, x0 + t, y0 + t, x1 - t, y1 - t, col);
+    for (int t = 0; t < 2; t++)
+      rect_frame(&c, x0 + t, y0 + t, x1 - t, y1 - t, col);
     if (captions && captions[i]) {
       char text[64];
       text_fit(text, sizeof text, captions[i], pw, 1);
-      int tw = text_width(text, 1), ty = y0 - GLYPH_H - 4 < 0 ? y0 + 2 : y0 - GLYPH_H - 4;
+      int tw = text_width(text, 1),
+          ty = y0 - GLYPH_H - 4 < 0 ? y0 + 2 : y0 - GLYPH_H - 4;
       rect_fill(&c, x0, ty - 1, x0 + tw + 3, ty + GLYPH_H + 2, col);
       text_draw(&c, x0 + 2, ty + 1, text, 1, white);
     }
@@ -793,7 +878,8 @@ static bool set_add(xy_set *s, const char *series, double x, double y) {
 static ct_plot_series *series_of(const xy_set *s) {
   ct_plot_series *out = calloc((size_t)(s->n ? s->n : 1), sizeof *out);
   for (int i = 0; out && i < s->n; i++)
-    out[i] = (ct_plot_series){s->items[i].name, s->items[i].x, s->items[i].y, s->items[i].n};
+    out[i] = (ct_plot_series){s->items[i].name, s->items[i].x, s->items[i].y,
+                              s->items[i].n};
   return out;
 }
 
@@ -840,8 +926,10 @@ static bool collect(run_series *r, const ct_jsonl_data *d, const char *label) {
     if (!type || strcmp(type, "eval")) {
       snprintf(name, sizeof name, "%s%strain", label ? label : "",
                label ? " " : "");
-      if (ct_json_record_num(rec, "loss", &v)) ok = ok && set_add(&r->loss, name, step, v);
-      if (ct_json_record_num(rec, "lr", &v)) ok = ok && set_add(&r->lr, name, step, v);
+      if (ct_json_record_num(rec, "loss", &v))
+        ok = ok && set_add(&r->loss, name, step, v);
+      if (ct_json_record_num(rec, "lr", &v))
+        ok = ok && set_add(&r->lr, name, step, v);
       continue;
     }
     const char *split = ct_json_record_str(rec, "split");
@@ -897,8 +985,8 @@ static ct_status render(const run_series *r, const char *loss_path,
       charts[m + 1] = (ct_plot_chart){r->names.items[m].name, "step", ms[m],
                                       r->metrics[m].n, false};
   }
-  ct_status st = ok ? CT_OK
-                    : ct_error(CT_ERR_NOMEM, "%s: out of memory", loss_path);
+  ct_status st =
+      ok ? CT_OK : ct_error(CT_ERR_NOMEM, "%s: out of memory", loss_path);
   charts[0] = (ct_plot_chart){"loss", "step", ls, r->loss.n,
                               wide_positive_range(&r->loss)};
   if (st == CT_OK)
@@ -921,7 +1009,8 @@ static ct_status render(const run_series *r, const char *loss_path,
   return st;
 }
 
-ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size) {
+ct_status ct_plot_run_dir(const char *run_dir, char *warning,
+                          size_t warning_size) {
   if (warning && warning_size) warning[0] = '\0';
   if (!run_dir) return ct_error(CT_ERR_ARG, "plot: no run directory");
   char path[4200], lr_path[4200], metrics_path[4200];
@@ -931,7 +1020,8 @@ ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_siz
   if (st != CT_OK) return st;
   if (warning && warning_size) snprintf(warning, warning_size, "%s", d.warning);
   run_series r = {0};
-  if (!collect(&r, &d, NULL)) st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  if (!collect(&r, &d, NULL))
+    st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
   snprintf(path, sizeof path, "%s/loss.png", run_dir);
   snprintf(lr_path, sizeof lr_path, "%s/lr.png", run_dir);
   snprintf(metrics_path, sizeof metrics_path, "%s/metrics.png", run_dir);
@@ -963,7 +1053,8 @@ ct_status ct_plot_compare_runs(const char *out_path,
     size_t start = len;
     while (start > 0 && run_dirs[i][start - 1] != '/') start--;
     char label[40];
-    snprintf(label, sizeof label, "%.*s", (int)(len - start), run_dirs[i] + start);
+    snprintf(label, sizeof label, "%.*s", (int)(len - start),
+             run_dirs[i] + start);
     if (!collect(&r, &d, label))
       st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
     ct_jsonl_data_free(&d);

@@ -43,16 +43,16 @@ typedef struct ct_plot_chart {
   const char *x_label;  // under the x axis, e.g. "step"; NULL for none
   const ct_plot_series *series;
   int n_series;
-  bool log_y;           // log10 y axis; values <= 0 are skipped
+  bool log_y;  // log10 y axis; values <= 0 are skipped
 } ct_plot_chart;
 
 enum {
   CT_PLOT_WIDTH = 800,
   CT_PLOT_HEIGHT = 400,
-  CT_PNG_MAX_SIDE = 1000000,      // libpng's limit on a side
-  CT_PLOT_MAX_CLASSES = 1000,     // of a confusion matrix
-  CT_PLOT_MAX_PANELS = 64,        // images in one attention figure
-  CT_PLOT_MAX_IMAGE_SIDE = 512,   // of each of those images and of its map
+  CT_PNG_MAX_SIDE = 1000000,     // libpng's limit on a side
+  CT_PLOT_MAX_CLASSES = 1000,    // of a confusion matrix
+  CT_PLOT_MAX_PANELS = 64,       // images in one attention figure
+  CT_PLOT_MAX_IMAGE_SIDE = 512,  // of each of those images and of its map
 };
 
 // Draws the charts stacked vertically (each width x height pixels, 64..8192)
@@ -63,7 +63,8 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts,
 // Writes loss.png, lr.png and metrics.png into run_dir from its
 // metrics.jsonl (see above). A note such as a skipped truncated last line
 // is copied to `warning` ("" when none).
-ct_status ct_plot_run_dir(const char *run_dir, char *warning, size_t warning_size);
+ct_status ct_plot_run_dir(const char *run_dir, char *warning,
+                          size_t warning_size);
 // Backs `ctrain plot RUN_DIR... --out FILE.png`: the runs' metrics in one
 // PNG at out_path, stacked: loss (training and evaluation), then one panel
 // per evaluation metric, with one series per run (named by the run folder's
@@ -74,7 +75,8 @@ ct_status ct_plot_compare_runs(const char *out_path,
 
 // Writes an 8-bit RGB PNG atomically: rgb holds height rows of width pixels
 // of 3 bytes (row-major), 1..CT_PNG_MAX_SIDE each way. Errors name the path.
-ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_t *rgb);
+ct_status ct_png_write_rgb(const char *path, int width, int height,
+                           const uint8_t *rgb);
 
 // Draws a confusion matrix of K = num_classes (1..CT_PLOT_MAX_CLASSES)
 // classes: counts (K,K), row = true class, column = predicted class, all >= 0.
@@ -90,8 +92,10 @@ ct_status ct_png_write_rgb(const char *path, int width, int height, const uint8_
 // (NULL: "confusion matrix") goes on top, e.g. "confusion matrix, test,
 // accuracy 91.23%", with the captions "predicted" over the columns and
 // "true" beside the rows. Errors name the path; nothing is written then.
-ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t *counts,
-                                const char *const *class_names, const char *title);
+ct_status ct_plot_confusion_png(const char *path, int num_classes,
+                                const int64_t *counts,
+                                const char *const *class_names,
+                                const char *title);
 
 // Draws n (1..CT_PLOT_MAX_PANELS) images with their attention maps, one
 // panel per image, in rows of up to 8 panels with 10 px margins. images[k]
@@ -106,16 +110,19 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes, const int64_t
 // is 0. captions[k] (e.g. "coat 97.1%", cut to the panel width) goes in a
 // 20 px band under panel k; captions or any entry may be NULL. Errors name
 // the path; nothing is written then.
-ct_status ct_plot_attention_png(const char *path, int n, const uint8_t *const *images,
-                                int channels, int height, int width, const float *const *maps,
-                                int grid_h, int grid_w, const char *const *captions);
+ct_status ct_plot_attention_png(const char *path, int n,
+                                const uint8_t *const *images, int channels,
+                                int height, int width, const float *const *maps,
+                                int grid_h, int grid_w,
+                                const char *const *captions);
 
 // Draws one image (u8 channel-first, C = 1 or 3), upscaled to about 448
 // pixels, with n boxes (pixel corners x0, y0, x1, y1 of the original image)
 // framed in the color of their label and captioned ("circle 0.97") above:
 // what `ctrain detect` writes.
-ct_status ct_plot_boxes_png(const char *path, const uint8_t *image, int channels,
-                            int height, int width, int n, const float *boxes,
-                            const int *labels, const char *const *captions);
+ct_status ct_plot_boxes_png(const char *path, const uint8_t *image,
+                            int channels, int height, int width, int n,
+                            const float *boxes, const int *labels,
+                            const char *const *captions);
 
 #endif

@@ -21,14 +21,18 @@ char *ct_duration_format(double seconds, char *buf, size_t size) {
     return buf;
   }
   long s = lround(seconds);
-  if (s < 60) snprintf(buf, size, "%lds", s);
-  else if (s < 3600) snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
-  else snprintf(buf, size, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  if (s < 60)
+    snprintf(buf, size, "%lds", s);
+  else if (s < 3600)
+    snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
+  else
+    snprintf(buf, size, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   return buf;
 }
 
-void ct_progress_init_at(ct_progress *p, FILE *out, int64_t start_step, int64_t total_steps,
-                         const char *rate_unit, double now) {
+void ct_progress_init_at(ct_progress *p, FILE *out, int64_t start_step,
+                         int64_t total_steps, const char *rate_unit,
+                         double now) {
   memset(p, 0, sizeof *p);
   p->out = out;
   p->tty = out && isatty(fileno(out));
@@ -41,9 +45,10 @@ void ct_progress_init_at(ct_progress *p, FILE *out, int64_t start_step, int64_t 
   p->step_last_update = start_step;
 }
 
-void ct_progress_init(ct_progress *p, FILE *out, int64_t start_step, int64_t total_steps,
-                      const char *rate_unit) {
-  ct_progress_init_at(p, out, start_step, total_steps, rate_unit, ct_time_now());
+void ct_progress_init(ct_progress *p, FILE *out, int64_t start_step,
+                      int64_t total_steps, const char *rate_unit) {
+  ct_progress_init_at(p, out, start_step, total_steps, rate_unit,
+                      ct_time_now());
 }
 
 // The first measurement starts the average; later ones move it by ema_weight.
@@ -51,7 +56,8 @@ static double ema(double avg, double x) {
   return avg == 0 ? x : (1 - ema_weight) * avg + ema_weight * x;
 }
 
-static void status_format(ct_progress *p, int64_t step, double loss, double lr) {
+static void status_format(ct_progress *p, int64_t step, double loss,
+                          double lr) {
   char *b = p->line;
   size_t size = sizeof p->line, n = 0;
   if (p->total_steps > 0)
@@ -59,9 +65,11 @@ static void status_format(ct_progress *p, int64_t step, double loss, double lr) 
                           (long long)p->total_steps);
   else
     n += (size_t)snprintf(b + n, size - n, "step %lld", (long long)step);
-  if (n < size) n += (size_t)snprintf(b + n, size - n, "  loss %.4g  lr %.1e", loss, lr);
+  if (n < size)
+    n += (size_t)snprintf(b + n, size - n, "  loss %.4g  lr %.1e", loss, lr);
   if (p->rate_unit && p->items_per_sec > 0 && n < size)
-    n += (size_t)snprintf(b + n, size - n, "  %.0f %s", p->items_per_sec, p->rate_unit);
+    n += (size_t)snprintf(b + n, size - n, "  %.0f %s", p->items_per_sec,
+                          p->rate_unit);
   if (p->total_steps > 0 && p->sec_per_step > 0 && n < size) {
     char eta[32];
     double left = (double)(p->total_steps - step) * p->sec_per_step;
@@ -99,8 +107,10 @@ void ct_progress_update_at(ct_progress *p, int64_t step, double loss, double lr,
   } else {
     static const int64_t never = INT64_MAX;
     int64_t since = p->printed ? step - p->last_printed_step : never;
-    bool due = !p->printed || last || (p->every_steps > 0 && since >= p->every_steps) ||
-               (p->every_seconds > 0 && now - p->t_last_print >= p->every_seconds);
+    bool due =
+        !p->printed || last ||
+        (p->every_steps > 0 && since >= p->every_steps) ||
+        (p->every_seconds > 0 && now - p->t_last_print >= p->every_seconds);
     if (!due) return;
     status_format(p, step, loss, lr);
     fprintf(p->out, "%s\n", p->line);
@@ -111,7 +121,8 @@ void ct_progress_update_at(ct_progress *p, int64_t step, double loss, double lr,
   p->last_printed_step = step;
 }
 
-void ct_progress_update(ct_progress *p, int64_t step, double loss, double lr, double items) {
+void ct_progress_update(ct_progress *p, int64_t step, double loss, double lr,
+                        double items) {
   ct_progress_update_at(p, step, loss, lr, items, ct_time_now());
 }
 

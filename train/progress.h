@@ -24,20 +24,20 @@
 
 typedef struct ct_progress {
   FILE *out;
-  bool tty;              // set by init from isatty(); may be overridden
-  int64_t total_steps;   // <= 0: unknown (no "/total", no ETA)
-  const char *rate_unit; // "tok/s", "img/s"; NULL: no rate shown
-  int64_t every_steps;   // plain mode: a line every N steps (default 100)
-  double every_seconds;  // ... or every M seconds (default 30)
-  double tty_interval;   // tty mode: redraw at most this often (default 0.1 s)
+  bool tty;               // set by init from isatty(); may be overridden
+  int64_t total_steps;    // <= 0: unknown (no "/total", no ETA)
+  const char *rate_unit;  // "tok/s", "img/s"; NULL: no rate shown
+  int64_t every_steps;    // plain mode: a line every N steps (default 100)
+  double every_seconds;   // ... or every M seconds (default 30)
+  double tty_interval;    // tty mode: redraw at most this often (default 0.1 s)
   // State.
   double t_last_update, t_last_print;
   int64_t step_last_update, last_printed_step;
-  bool printed;          // any line printed yet
-  bool line_open;        // tty: a live line is on screen without its newline
-  double sec_per_step;   // moving averages; 0 until the first measurement
+  bool printed;         // any line printed yet
+  bool line_open;       // tty: a live line is on screen without its newline
+  double sec_per_step;  // moving averages; 0 until the first measurement
   double items_per_sec;
-  char line[256];        // the last formatted status
+  char line[256];  // the last formatted status
   int line_len;
 } ct_progress;
 
@@ -47,14 +47,16 @@ double ct_time_now(void);
 // "45s", "3m12s", "2h05m" into buf; "?" for a negative or non-finite value.
 char *ct_duration_format(double seconds, char *buf, size_t size);
 
-void ct_progress_init(ct_progress *p, FILE *out, int64_t start_step, int64_t total_steps,
-                      const char *rate_unit);
-void ct_progress_init_at(ct_progress *p, FILE *out, int64_t start_step, int64_t total_steps,
-                         const char *rate_unit, double now);
+void ct_progress_init(ct_progress *p, FILE *out, int64_t start_step,
+                      int64_t total_steps, const char *rate_unit);
+void ct_progress_init_at(ct_progress *p, FILE *out, int64_t start_step,
+                         int64_t total_steps, const char *rate_unit,
+                         double now);
 
 // Reports that `step` is done, with its loss and learning rate, and `items`
 // (tokens, images) processed since the previous update.
-void ct_progress_update(ct_progress *p, int64_t step, double loss, double lr, double items);
+void ct_progress_update(ct_progress *p, int64_t step, double loss, double lr,
+                        double items);
 void ct_progress_update_at(ct_progress *p, int64_t step, double loss, double lr,
                            double items, double now);
 

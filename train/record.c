@@ -48,15 +48,19 @@ void ct_rec_bytes(ct_rec *r, const void *data, size_t len) {
 
 ct_status ct_rec_status(const ct_rec *r) {
   if (r->bytes.failed)
-    return ct_error(CT_ERR_NOMEM, "checkpoint: out of memory building a "
-                    "record (%zu bytes so far)", r->bytes.len);
+    return ct_error(CT_ERR_NOMEM,
+                    "checkpoint: out of memory building a "
+                    "record (%zu bytes so far)",
+                    r->bytes.len);
   return CT_OK;
 }
 
 void ct_rec_reader_init(ct_rec_reader *r, const void *data, size_t len,
                         const char *what) {
-  *r = (ct_rec_reader){.data = data, .len = data ? len : 0,
-                       .what = what ? what : "record", .status = CT_OK};
+  *r = (ct_rec_reader){.data = data,
+                       .len = data ? len : 0,
+                       .what = what ? what : "record",
+                       .status = CT_OK};
 }
 
 // Takes n bytes, or records the reader's (first) error and returns NULL.
@@ -64,9 +68,10 @@ static const unsigned char *rec_take(ct_rec_reader *r, size_t n,
                                      const char *field) {
   if (r->status != CT_OK) return NULL;
   if (n > r->len - r->pos) {
-    r->status = ct_error(CT_ERR_FORMAT, "%s: truncated record: %s of %zu "
-                         "bytes at offset %zu, only %zu left", r->what, field,
-                         n, r->pos, r->len - r->pos);
+    r->status = ct_error(CT_ERR_FORMAT,
+                         "%s: truncated record: %s of %zu "
+                         "bytes at offset %zu, only %zu left",
+                         r->what, field, n, r->pos, r->len - r->pos);
     return NULL;
   }
   const unsigned char *p = r->data + r->pos;
@@ -103,8 +108,10 @@ char *ct_rec_get_str(ct_rec_reader *r) {
   const unsigned char *p = rec_take(r, len, "string");
   if (!p) return NULL;
   if (memchr(p, 0, len)) {
-    r->status = ct_error(CT_ERR_FORMAT, "%s: the string at offset %zu "
-                         "contains a NUL byte", r->what, at);
+    r->status = ct_error(CT_ERR_FORMAT,
+                         "%s: the string at offset %zu "
+                         "contains a NUL byte",
+                         r->what, at);
     return NULL;
   }
   char *s = malloc((size_t)len + 1);
@@ -122,8 +129,10 @@ const void *ct_rec_get_bytes(ct_rec_reader *r, size_t *len) {
   const unsigned char *p =
       n <= SIZE_MAX ? rec_take(r, (size_t)n, "byte string") : NULL;
   if (!p && r->status == CT_OK)
-    r->status = ct_error(CT_ERR_FORMAT, "%s: byte string length %llu is "
-                         "impossible", r->what, (unsigned long long)n);
+    r->status = ct_error(CT_ERR_FORMAT,
+                         "%s: byte string length %llu is "
+                         "impossible",
+                         r->what, (unsigned long long)n);
   *len = p ? (size_t)n : 0;
   return p;
 }
@@ -131,8 +140,9 @@ const void *ct_rec_get_bytes(ct_rec_reader *r, size_t *len) {
 ct_status ct_rec_reader_done(ct_rec_reader *r) {
   if (r->status != CT_OK) return r->status;  // its message is recorded
   if (r->pos != r->len)
-    r->status = ct_error(CT_ERR_FORMAT, "%s: %zu unexpected bytes at the "
-                         "end of the record", r->what, r->len - r->pos);
+    r->status = ct_error(CT_ERR_FORMAT,
+                         "%s: %zu unexpected bytes at the "
+                         "end of the record",
+                         r->what, r->len - r->pos);
   return r->status;
 }
-

@@ -61,8 +61,8 @@ ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
 ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
   static const char *const positive[][2] = {{"train", "accum"},
                                             {"train", "log_every"}};
-  ct_status st = ct_config_check_min(
-      cfg, positive, sizeof positive / sizeof positive[0], 1);
+  ct_status st = ct_config_check_min(cfg, positive,
+                                     sizeof positive / sizeof positive[0], 1);
   if (st != CT_OK) return st;
   *out = (ct_run_settings){
       .name = ct_config_str(cfg, "run", "name"),
@@ -70,15 +70,16 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .init_from = ct_config_str(cfg, "model", "init_from"),
       .clip_norm = ct_config_float(cfg, "optim", "clip_norm"),
-      .schedule = {
-          .kind = CT_SCHEMA_ENUM(cfg, "schedule", "kind", CT_SCHEDULE_KINDS,
-                                 ct_schedule_kind),
-          .lr = ct_config_float(cfg, "optim", "lr"),
-          .min_lr = ct_config_float(cfg, "schedule", "min_lr"),
-          .warmup_steps = ct_config_int(cfg, "schedule", "warmup"),
-          .step_size = ct_config_int(cfg, "schedule", "step_size"),
-          .gamma = ct_config_float(cfg, "schedule", "gamma"),
-      },
+      .schedule =
+          {
+              .kind = CT_SCHEMA_ENUM(cfg, "schedule", "kind", CT_SCHEDULE_KINDS,
+                                     ct_schedule_kind),
+              .lr = ct_config_float(cfg, "optim", "lr"),
+              .min_lr = ct_config_float(cfg, "schedule", "min_lr"),
+              .warmup_steps = ct_config_int(cfg, "schedule", "warmup"),
+              .step_size = ct_config_int(cfg, "schedule", "step_size"),
+              .gamma = ct_config_float(cfg, "schedule", "gamma"),
+          },
       .steps = ct_config_int(cfg, "train", "steps"),
       .epochs = ct_config_int(cfg, "train", "epochs"),
       .accum = ct_config_int(cfg, "train", "accum"),
@@ -94,11 +95,12 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .precision = CT_SCHEMA_ENUM(cfg, "train", "precision", CT_PRECISIONS,
                                   ct_gemm_precision),
   };
-  ct_optim_kind kind = CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS,
-                                      ct_optim_kind);
+  ct_optim_kind kind =
+      CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS, ct_optim_kind);
   ct_optim_config *o = &out->optim;
-  *o = kind == CT_OPTIM_SGD ? ct_sgd_defaults()
-       : kind == CT_OPTIM_ADAM ? ct_adam_defaults() : ct_adamw_defaults();
+  *o = kind == CT_OPTIM_SGD    ? ct_sgd_defaults()
+       : kind == CT_OPTIM_ADAM ? ct_adam_defaults()
+                               : ct_adamw_defaults();
   o->weight_decay = ct_config_float(cfg, "optim", "weight_decay");
   if (kind == CT_OPTIM_SGD) {
     o->momentum = ct_config_float(cfg, "optim", "momentum");
@@ -185,9 +187,10 @@ static ct_status read_meta(const ct_ckpt *ckpt, ct_run_state *s,
   st = ct_rec_reader_done(&r);
   free(task);
   if (st == CT_OK && version != META_VERSION)
-    st = ct_error(CT_ERR_FORMAT, "%s: run state version %u, this ctrain reads "
-                  "%d: use a matching ctrain", ct_ckpt_path(ckpt), version,
-                  META_VERSION);
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: run state version %u, this ctrain reads "
+                  "%d: use a matching ctrain",
+                  ct_ckpt_path(ckpt), version, META_VERSION);
   return st;
 }
 
@@ -199,7 +202,8 @@ ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
   for (int s = 0; s < CT_PARAM_STATE_SLOTS && st == CT_OK && opt; s++) {
     char name[16];
     snprintf(name, sizeof name, "optim.%d", s);
-    if (ct_ckpt_has(ckpt, name)) st = ct_ckpt_get_param_state(ckpt, name, p, s, 0);
+    if (ct_ckpt_has(ckpt, name))
+      st = ct_ckpt_get_param_state(ckpt, name, p, s, 0);
   }
   if (st == CT_OK && opt) opt->step = opt_step;
   return st;

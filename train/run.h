@@ -13,11 +13,11 @@
 // and the commands use (and [model] init_from), read once from a config by
 // ct_run_settings_read. Strings point into the config.
 typedef struct ct_run_settings {
-  const char *name, *dir;   // [run]: the run folder is dir/name
+  const char *name, *dir;  // [run]: the run folder is dir/name
   uint64_t seed;
-  const char *init_from;    // [model]: "" = a random init
-  ct_optim_config optim;    // [optim] optimizer and its hyperparameters
-  double clip_norm;         // 0 = no clipping
+  const char *init_from;  // [model]: "" = a random init
+  ct_optim_config optim;  // [optim] optimizer and its hyperparameters
+  double clip_norm;       // 0 = no clipping
   // [schedule] and [optim] lr; total_steps and d_model are left 0 for the
   // trainer, which knows them once the task is open.
   ct_schedule schedule;
@@ -36,13 +36,13 @@ typedef struct ct_run_settings {
 
 // The training state a checkpoint holds beyond parameters and moments.
 typedef struct ct_run_state {
-  int64_t step;            // optimizer steps done
-  int64_t epoch, position; // the next training batch
-  double best;             // best value of the task's best_metric (-inf: none)
-  int64_t best_step;       // step of the best checkpoint (-1: none)
-  double window_loss;      // loss summed since the last log line
-  int64_t window_steps;    // steps in that sum
-  double train_seconds;    // training time so far (informational)
+  int64_t step;             // optimizer steps done
+  int64_t epoch, position;  // the next training batch
+  double best;              // best value of the task's best_metric (-inf: none)
+  int64_t best_step;        // step of the best checkpoint (-1: none)
+  double window_loss;       // loss summed since the last log line
+  int64_t window_steps;     // steps in that sum
+  double train_seconds;     // training time so far (informational)
 } ct_run_state;
 
 // A model opened from a checkpoint, for eval/translate/inspect/export.
@@ -84,6 +84,5 @@ ct_status ct_run_restore_metrics(const ct_ckpt *ckpt, const char *path);
 ct_status ct_run_model_open(ct_run_model *m, const char *ckpt_path,
                             ct_task_need need);
 void ct_run_model_close(ct_run_model *m);
-
 
 #endif

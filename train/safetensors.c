@@ -41,14 +41,11 @@ typedef struct st_dtype {
 } st_dtype;
 
 static const st_dtype st_dtypes[] = {
-    {"F32", 4, CT_FILE_F32},  {"F16", 2, CT_FILE_F16},
-    {"BF16", 2, CT_FILE_BF16}, {"F64", 8, CT_FILE_F64},
-    {"BOOL", 1, -1},          {"U8", 1, -1},
-    {"I8", 1, -1},            {"F8_E5M2", 1, -1},
-    {"F8_E4M3", 1, -1},       {"I16", 2, -1},
-    {"U16", 2, -1},           {"I32", 4, -1},
-    {"U32", 4, -1},           {"I64", 8, -1},
-    {"U64", 8, -1},
+    {"F32", 4, CT_FILE_F32}, {"F16", 2, CT_FILE_F16}, {"BF16", 2, CT_FILE_BF16},
+    {"F64", 8, CT_FILE_F64}, {"BOOL", 1, -1},         {"U8", 1, -1},
+    {"I8", 1, -1},           {"F8_E5M2", 1, -1},      {"F8_E4M3", 1, -1},
+    {"I16", 2, -1},          {"U16", 2, -1},          {"I32", 4, -1},
+    {"U32", 4, -1},          {"I64", 8, -1},          {"U64", 8, -1},
 };
 enum { ST_DTYPE_COUNT = sizeof st_dtypes / sizeof st_dtypes[0] };
 
@@ -123,12 +120,14 @@ static ct_status check_save_args(const char *path, const ct_params *p,
   int n_meta = 0;
   while (metadata && metadata[n_meta]) n_meta++;
   if (n_meta % 2)
-    return ct_error(CT_ERR_ARG, "%s: metadata needs a value for key '%s'",
-                    path, metadata[n_meta - 1]);
+    return ct_error(CT_ERR_ARG, "%s: metadata needs a value for key '%s'", path,
+                    metadata[n_meta - 1]);
   for (int i = 0; i < p->n; i++)
     if (strcmp(p->items[i].name, "__metadata__") == 0)
-      return ct_error(CT_ERR_ARG, "%s: a parameter cannot be called "
-                      "'__metadata__' in safetensors", path);
+      return ct_error(CT_ERR_ARG,
+                      "%s: a parameter cannot be called "
+                      "'__metadata__' in safetensors",
+                      path);
   return CT_OK;
 }
 
@@ -145,21 +144,21 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
     build_header(&h, order, p->n, metadata);
   }
   if (!order || !pieces || h.failed) {
-    st = ct_error(CT_ERR_NOMEM, "%s: out of memory building the header",
-                  path);
+    st = ct_error(CT_ERR_NOMEM, "%s: out of memory building the header", path);
   } else if (h.len > CT_SAFETENSORS_MAX_HEADER) {
-    st = ct_error(CT_ERR_ARG, "%s: the header would be %zu bytes, more than "
-                  "safetensors allows (%d)", path, h.len,
-                  CT_SAFETENSORS_MAX_HEADER);
+    st = ct_error(CT_ERR_ARG,
+                  "%s: the header would be %zu bytes, more than "
+                  "safetensors allows (%d)",
+                  path, h.len, CT_SAFETENSORS_MAX_HEADER);
   } else {
     unsigned char n_le[8];
     for (int i = 0; i < 8; i++) n_le[i] = (unsigned char)(h.len >> (8 * i));
     pieces[0] = (ct_ckpt_piece){n_le, 8};
     pieces[1] = (ct_ckpt_piece){h.data, h.len};
     for (int i = 0; i < p->n; i++)
-      pieces[2 + i] = (ct_ckpt_piece){
-          p->data + order[i]->offset,
-          (size_t)order[i]->tensor->numel * sizeof(float)};
+      pieces[2 + i] =
+          (ct_ckpt_piece){p->data + order[i]->offset,
+                          (size_t)order[i]->tensor->numel * sizeof(float)};
     st = ct_ckpt_write_atomic(path, pieces, p->n + 2);
   }
   ct_byte_buffer_free(&h);
@@ -198,13 +197,15 @@ static ct_status header_uint(const ct_json_value *v, int bits,
                              const st_entry *e, const char *field,
                              const char *what, uint64_t *out) {
   if (v->type != CT_JVAL_NUMBER || !v->integer || signbit(v->number))
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' %s: expected a "
-                    "non-negative integer (header line %d, column %d)", what,
-                    e->name, field, v->line, v->column);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' %s: expected a "
+                    "non-negative integer (header line %d, column %d)",
+                    what, e->name, field, v->line, v->column);
   if (v->number >= ldexp(1.0, bits))
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' %s: expected an integer "
-                    "below 2^%d (header line %d, column %d)", what, e->name,
-                    field, bits, v->line, v->column);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' %s: expected an integer "
+                    "below 2^%d (header line %d, column %d)",
+                    what, e->name, field, bits, v->line, v->column);
   *out = (uint64_t)v->number;
   return CT_OK;
 }
@@ -215,15 +216,20 @@ static ct_status parse_tensor_info(const ct_json_doc *doc,
                                    const ct_json_value *info, st_entry *e,
                                    const char *what) {
   if (info->type != CT_JVAL_OBJECT)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' must be an object with "
-                    "dtype, shape and data_offsets", what, e->name);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' must be an object with "
+                    "dtype, shape and data_offsets",
+                    what, e->name);
   const ct_json_value *dtype = NULL, *shape = NULL, *offsets = NULL;
   for (const ct_json_value *m = ct_json_first(doc, info); m;
        m = ct_json_next(doc, m)) {
     const char *key = ct_json_key(doc, m);
-    if (strcmp(key, "dtype") == 0) dtype = m;
-    else if (strcmp(key, "shape") == 0) shape = m;
-    else if (strcmp(key, "data_offsets") == 0) offsets = m;
+    if (strcmp(key, "dtype") == 0)
+      dtype = m;
+    else if (strcmp(key, "shape") == 0)
+      shape = m;
+    else if (strcmp(key, "data_offsets") == 0)
+      offsets = m;
   }
   const char *lacking = !dtype     ? "a dtype"
                         : !shape   ? "a shape"
@@ -234,14 +240,20 @@ static ct_status parse_tensor_info(const ct_json_doc *doc,
                     lacking);
   const char *dtype_name = ct_json_str(doc, dtype);
   if (!dtype_name)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has a dtype that is not "
-                    "a string", what, e->name);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' has a dtype that is not "
+                    "a string",
+                    what, e->name);
   if (!(e->dtype = find_dtype(dtype_name)))
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has unknown dtype "
-                    "'%.40s'", what, e->name, dtype_name);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' has unknown dtype "
+                    "'%.40s'",
+                    what, e->name, dtype_name);
   if (shape->type != CT_JVAL_ARRAY)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has a shape that is not "
-                    "an array", what, e->name);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' has a shape that is not "
+                    "an array",
+                    what, e->name);
   if (shape->count > CT_FILE_MAX_DIMS)
     return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has more than %d dims",
                     what, e->name, CT_FILE_MAX_DIMS);
@@ -254,8 +266,10 @@ static ct_status parse_tensor_info(const ct_json_doc *doc,
   }
   if (st != CT_OK) return st;
   if (offsets->type != CT_JVAL_ARRAY || offsets->count != 2)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' data_offsets must be "
-                    "[BEGIN, END]", what, e->name);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' data_offsets must be "
+                    "[BEGIN, END]",
+                    what, e->name);
   const ct_json_value *begin = ct_json_first(doc, offsets);
   st = header_uint(begin, 64, e, "data_offsets", what, &e->begin);
   if (st == CT_OK)
@@ -272,8 +286,10 @@ static ct_status check_metadata(const ct_json_doc *doc,
        m = ct_json_next(doc, m))
     ok = m->type == CT_JVAL_STRING;
   return ok ? CT_OK
-            : ct_error(CT_ERR_FORMAT, "%s: __metadata__ must map strings to "
-                       "strings", what);
+            : ct_error(CT_ERR_FORMAT,
+                       "%s: __metadata__ must map strings to "
+                       "strings",
+                       what);
 }
 
 // Parses the JSON text[0..len) into h: every entry but __metadata__.
@@ -284,13 +300,17 @@ static ct_status parse_header(const char *text, size_t len, const char *what,
                          text[start] == '\n' || text[start] == '\r'))
     start++;
   if (start == len || text[start] != '{')
-    return ct_error(CT_ERR_FORMAT, "%s: the header must be a JSON object: "
-                    "expected '{' at the start", what);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: the header must be a JSON object: "
+                    "expected '{' at the start",
+                    what);
   ct_json_error err;
   ct_status st = ct_json_doc_parse_quiet(&h->doc, text, len, 0, &err);
   if (st == CT_ERR_FORMAT)
-    return ct_error(st, "%s: the header is not valid JSON: %s (header line "
-                    "%d, column %d)", what, err.what, err.line, err.column);
+    return ct_error(st,
+                    "%s: the header is not valid JSON: %s (header line "
+                    "%d, column %d)",
+                    what, err.what, err.line, err.column);
   if (st != CT_OK) return st;
   const ct_json_value *root = ct_json_root(&h->doc);
   h->e = malloc((size_t)(root->count + 1) * sizeof *h->e);
@@ -301,8 +321,7 @@ static ct_status parse_header(const char *text, size_t len, const char *what,
     const char *name = ct_json_key(&h->doc, m);
     if (strcmp(name, "__metadata__") == 0) {
       if (seen_metadata)
-        return ct_error(CT_ERR_FORMAT, "%s: __metadata__ appears twice",
-                        what);
+        return ct_error(CT_ERR_FORMAT, "%s: __metadata__ appears twice", what);
       seen_metadata = true;
       st = check_metadata(&h->doc, m, what);
     } else {
@@ -336,23 +355,29 @@ static ct_status check_sizes(const st_entry *e, uint64_t data_len,
   for (int d = 0; d < e->ndim; d++) {
     uint64_t dim = (uint64_t)e->shape[d];
     if (dim && bytes > UINT64_MAX / dim)
-      return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' is too large (its "
-                      "size overflows)", what, e->name);
+      return ct_error(CT_ERR_FORMAT,
+                      "%s: tensor '%s' is too large (its "
+                      "size overflows)",
+                      what, e->name);
     bytes *= dim;
   }
   if (e->end < e->begin)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, "
-                    "%llu], ending before it begins", what, e->name,
-                    (unsigned long long)e->begin, (unsigned long long)e->end);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' has data_offsets [%llu, "
+                    "%llu], ending before it begins",
+                    what, e->name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end);
   if (e->end - e->begin != bytes)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' (%s, %d dims) needs "
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' (%s, %d dims) needs "
                     "%llu bytes, its data_offsets [%llu, %llu] hold %llu",
                     what, e->name, e->dtype->name, e->ndim,
                     (unsigned long long)bytes, (unsigned long long)e->begin,
                     (unsigned long long)e->end,
                     (unsigned long long)(e->end - e->begin));
   if (e->end > data_len)
-    return ct_error(CT_ERR_FORMAT, "%s: tensor '%s' data_offsets [%llu, "
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: tensor '%s' data_offsets [%llu, "
                     "%llu] run past the %llu data bytes (truncated file?)",
                     what, e->name, (unsigned long long)e->begin,
                     (unsigned long long)e->end, (unsigned long long)data_len);
@@ -380,19 +405,23 @@ static ct_status check_layout(st_header *h, uint64_t data_len,
   uint64_t at = 0;
   for (int i = 0; i < h->n && st == CT_OK; i++) {
     if (order[i]->begin < at)
-      st = ct_error(CT_ERR_FORMAT, "%s: the data of tensors '%s' and '%s' "
-                    "overlap", what, order[i - 1]->name, order[i]->name);
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: the data of tensors '%s' and '%s' "
+                    "overlap",
+                    what, order[i - 1]->name, order[i]->name);
     else if (order[i]->begin > at)
-      st = ct_error(CT_ERR_FORMAT, "%s: data bytes [%llu, %llu) before "
-                    "tensor '%s' belong to no tensor", what,
-                    (unsigned long long)at,
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: data bytes [%llu, %llu) before "
+                    "tensor '%s' belong to no tensor",
+                    what, (unsigned long long)at,
                     (unsigned long long)order[i]->begin, order[i]->name);
     at = order[i]->end;
   }
   if (st == CT_OK && at != data_len)
-    st = ct_error(CT_ERR_FORMAT, "%s: %llu data bytes after the last tensor "
-                  "(trailing garbage?)", what,
-                  (unsigned long long)(data_len - at));
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: %llu data bytes after the last tensor "
+                  "(trailing garbage?)",
+                  what, (unsigned long long)(data_len - at));
   free(order);
   return st;
 }
@@ -406,15 +435,16 @@ static ct_status to_named(const st_header *h, const unsigned char *data,
   for (int i = 0; i < h->n; i++) {
     const st_entry *e = &h->e[i];
     if (e->dtype->file_dtype < 0 && ct_params_find(dst, e->name))
-      return ct_error(CT_ERR_DTYPE, "%s: tensor '%s' is %s; ctrain loads F32 "
-                      "(and converts F16, BF16, F64)", what, e->name,
-                      e->dtype->name);
-    t[i] = (ct_named_tensor){
-        .name = e->name,
-        .dtype = e->dtype->file_dtype < 0 ? CT_FILE_F32
+      return ct_error(CT_ERR_DTYPE,
+                      "%s: tensor '%s' is %s; ctrain loads F32 "
+                      "(and converts F16, BF16, F64)",
+                      what, e->name, e->dtype->name);
+    t[i] = (ct_named_tensor){.name = e->name,
+                             .dtype = e->dtype->file_dtype < 0
+                                          ? CT_FILE_F32
                                           : (ct_file_dtype)e->dtype->file_dtype,
-        .ndim = e->ndim,
-        .data = data + e->begin};
+                             .ndim = e->ndim,
+                             .data = data + e->begin};
     memcpy(t[i].shape, e->shape, sizeof e->shape);
   }
   return CT_OK;
@@ -428,18 +458,22 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
     return ct_error(CT_ERR_ARG, "%s: load needs bytes and a store", what);
   const unsigned char *b = bytes;
   if (len < 8)
-    return ct_error(CT_ERR_FORMAT, "%s: truncated: %zu bytes, not even the "
-                    "8-byte header length", what, len);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: truncated: %zu bytes, not even the "
+                    "8-byte header length",
+                    what, len);
   uint64_t n = 0;
   for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
   if (n > CT_SAFETENSORS_MAX_HEADER)
-    return ct_error(CT_ERR_FORMAT, "%s: header length %llu is over the %d "
-                    "bytes safetensors allows (not a safetensors file?)", what,
-                    (unsigned long long)n, CT_SAFETENSORS_MAX_HEADER);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: header length %llu is over the %d "
+                    "bytes safetensors allows (not a safetensors file?)",
+                    what, (unsigned long long)n, CT_SAFETENSORS_MAX_HEADER);
   if (n > len - 8)
-    return ct_error(CT_ERR_FORMAT, "%s: truncated: the header needs %llu "
-                    "bytes, the file has %zu after the length", what,
-                    (unsigned long long)n, len - 8);
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: truncated: the header needs %llu "
+                    "bytes, the file has %zu after the length",
+                    what, (unsigned long long)n, len - 8);
   st_header h = {0};
   ct_status st = parse_header((const char *)b + 8, (size_t)n, what, &h);
   if (st == CT_OK) st = check_layout(&h, len - 8 - n, what);
@@ -450,9 +484,10 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
   // Reading a file as it is (e.g. model inputs): a store entry per tensor.
   for (int i = 0; st == CT_OK && (flags & CT_LOAD_REGISTER) && i < h.n; i++) {
     if (h.e[i].dtype->file_dtype < 0)
-      st = ct_error(CT_ERR_DTYPE, "%s: tensor '%s' is %s; ctrain reads F32 (and "
-                    "converts F16, BF16, F64)", what, h.e[i].name,
-                    h.e[i].dtype->name);
+      st = ct_error(CT_ERR_DTYPE,
+                    "%s: tensor '%s' is %s; ctrain reads F32 (and "
+                    "converts F16, BF16, F64)",
+                    what, h.e[i].name, h.e[i].dtype->name);
     else if (!ct_params_add(dst, t[i].name, t[i].ndim, t[i].shape,
                             CT_PARAM_FROZEN))
       st = ct_last_status();

@@ -42,8 +42,7 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
 // CT_LOAD_ALLOW_UNEXPECTED); on any error dst is unchanged. With
 // CT_LOAD_REGISTER, every tensor is first added to dst (which should then be
 // empty) under its name and shape: the file read as it is.
-ct_status ct_safetensors_load(const char *path, ct_params *dst,
-                              unsigned flags);
+ct_status ct_safetensors_load(const char *path, ct_params *dst, unsigned flags);
 // The same for a file already in memory; `what` names it in messages.
 ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
                                      const char *what, ct_params *dst,

@@ -32,35 +32,37 @@ extern const int ct_model_shape_key_count;
 // the list. tests/test_schema.c checks that every enum key has a list and
 // that the lower layers' own names (ct_optim_kind_name, ...) agree.
 
-#define CT_RUN_TASKS(X)                                                    \
-  X(CT_TASK_TRANSLATION, "translation")                                    \
-  X(CT_TASK_CLASSIFICATION, "classification")                              \
+#define CT_RUN_TASKS(X)                       \
+  X(CT_TASK_TRANSLATION, "translation")       \
+  X(CT_TASK_CLASSIFICATION, "classification") \
   X(CT_TASK_DETECTION, "detection")
-#define CT_DATA_SOURCES(X)                                                 \
+#define CT_DATA_SOURCES(X) \
   X(CT_DATA_SOURCE_TOY, "toy") X(CT_DATA_SOURCE_FILES, "files")
-#define CT_TOY_TASKS(X)                                                    \
-  X(CT_TOY_COPY, "copy") X(CT_TOY_REVERSE, "reverse")                      \
-  X(CT_TOY_GRAMMAR, "grammar")
-#define CT_TEXT_FORMATS(X)                                                 \
+#define CT_TOY_TASKS(X)  \
+  X(CT_TOY_COPY, "copy") \
+  X(CT_TOY_REVERSE, "reverse") X(CT_TOY_GRAMMAR, "grammar")
+#define CT_TEXT_FORMATS(X) \
   X(CT_TEXT_FORMAT_PAIR, "pair") X(CT_TEXT_FORMAT_TSV, "tsv")
-#define CT_IMAGE_FORMATS(X)                                                \
-  X(CT_IMAGE_FORMAT_IDX, "idx") X(CT_IMAGE_FORMAT_CIFAR10, "cifar10")      \
+#define CT_IMAGE_FORMATS(X)             \
+  X(CT_IMAGE_FORMAT_IDX, "idx")         \
+  X(CT_IMAGE_FORMAT_CIFAR10, "cifar10") \
   X(CT_IMAGE_FORMAT_CIFAR100, "cifar100") X(CT_IMAGE_FORMAT_PNG, "png")
-#define CT_TOY_ITEMS(X)                                                    \
+#define CT_TOY_ITEMS(X) \
   X(CT_TOY_ITEMS_SHAPES, "shapes") X(CT_TOY_ITEMS_FMNIST, "fmnist")
-#define CT_MODEL_ARCHS(X)                                                  \
+#define CT_MODEL_ARCHS(X) \
   X(CT_ARCH_VIT, "vit") X(CT_ARCH_DEIT, "deit") X(CT_ARCH_RESNET, "resnet")
 #define CT_ACTIVATIONS(X) X(CT_NN_RELU, "relu") X(CT_NN_GELU, "gelu")
-#define CT_OPTIMIZERS(X)                                                   \
+#define CT_OPTIMIZERS(X) \
   X(CT_OPTIM_ADAM, "adam") X(CT_OPTIM_ADAMW, "adamw") X(CT_OPTIM_SGD, "sgd")
-#define CT_SCHEDULE_KINDS(X)                                               \
-  X(CT_SCHEDULE_CONSTANT, "constant") X(CT_SCHEDULE_COSINE, "cosine")      \
-  X(CT_SCHEDULE_LINEAR, "linear")                                          \
+#define CT_SCHEDULE_KINDS(X)          \
+  X(CT_SCHEDULE_CONSTANT, "constant") \
+  X(CT_SCHEDULE_COSINE, "cosine")     \
+  X(CT_SCHEDULE_LINEAR, "linear")     \
   X(CT_SCHEDULE_INVERSE_SQRT, "inverse_sqrt") X(CT_SCHEDULE_STEP, "step")
-#define CT_DISTILLATIONS(X)                                                \
-  X(CT_NN_DISTILL_NONE, "none") X(CT_NN_DISTILL_HARD, "hard")                    \
-  X(CT_NN_DISTILL_SOFT, "soft")
-#define CT_DISTILL_KLS(X)                                                  \
+#define CT_DISTILLATIONS(X)     \
+  X(CT_NN_DISTILL_NONE, "none") \
+  X(CT_NN_DISTILL_HARD, "hard") X(CT_NN_DISTILL_SOFT, "soft")
+#define CT_DISTILL_KLS(X) \
   X(CT_DISTILL_KL_ELEMENT, "element") X(CT_DISTILL_KL_SAMPLE, "sample")
 #define CT_PRECISIONS(X) X(CT_GEMM_FP32, "fp32") X(CT_GEMM_BF16, "bf16")
 
@@ -74,7 +76,9 @@ extern const int ct_model_shape_key_count;
 typedef enum ct_task_kind { CT_RUN_TASKS(CT_SCHEMA_VALUE) } ct_task_kind;
 typedef enum ct_data_source { CT_DATA_SOURCES(CT_SCHEMA_VALUE) } ct_data_source;
 typedef enum ct_text_format { CT_TEXT_FORMATS(CT_SCHEMA_VALUE) } ct_text_format;
-typedef enum ct_image_format { CT_IMAGE_FORMATS(CT_SCHEMA_VALUE) } ct_image_format;
+typedef enum ct_image_format {
+  CT_IMAGE_FORMATS(CT_SCHEMA_VALUE)
+} ct_image_format;
 typedef enum ct_toy_items { CT_TOY_ITEMS(CT_SCHEMA_VALUE) } ct_toy_items;
 typedef enum ct_model_arch { CT_MODEL_ARCHS(CT_SCHEMA_VALUE) } ct_model_arch;
 typedef enum ct_distill_kl { CT_DISTILL_KLS(CT_SCHEMA_VALUE) } ct_distill_kl;
@@ -83,9 +87,9 @@ typedef enum ct_distill_kl { CT_DISTILL_KLS(CT_SCHEMA_VALUE) } ct_distill_kl;
 // CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS, ct_optim_kind).
 // A key that is not an enum of the schema is a bug of the caller: the
 // getter records it, and this gives the list's first value.
-#define CT_SCHEMA_ENUM(cfg, section, key, LIST, type)                      \
-  ((const type[]){LIST(CT_SCHEMA_VALUE)}[ct_schema_enum_index(             \
-      (cfg), (section), (key))])
+#define CT_SCHEMA_ENUM(cfg, section, key, LIST, type) \
+  ((const type[]){                                    \
+      LIST(CT_SCHEMA_VALUE)}[ct_schema_enum_index((cfg), (section), (key))])
 int ct_schema_enum_index(const ct_config *cfg, const char *section,
                          const char *key);
 

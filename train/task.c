@@ -16,9 +16,8 @@ const ct_task_ops *ct_task_for(const ct_config *cfg) {
 ct_status ct_task_apply_defaults(ct_config *cfg) {
   const ct_task_ops *ops = ct_task_for(cfg);
   for (int i = 0; ops->defaults && ops->defaults[i][0]; i++) {
-    ct_status st = ct_config_set_default(cfg, ops->defaults[i][0],
-                                         ops->defaults[i][1],
-                                         ops->defaults[i][2]);
+    ct_status st = ct_config_set_default(
+        cfg, ops->defaults[i][0], ops->defaults[i][1], ops->defaults[i][2]);
     if (st != CT_OK) return st;
   }
   return CT_OK;
@@ -31,8 +30,8 @@ static void add_metric(ct_eval_metrics *m, const char *name, double value,
              CT_EVAL_MAX_METRICS, name);
     return;
   }
-  m->items[m->n++] = (ct_eval_metric){.name = name, .value = value,
-                                      .count = count};
+  m->items[m->n++] =
+      (ct_eval_metric){.name = name, .value = value, .count = count};
 }
 
 void ct_eval_metrics_add(ct_eval_metrics *m, const char *name, double value) {
@@ -57,7 +56,9 @@ ct_status ct_eval_metrics_get(const ct_eval_metrics *m, const char *name,
 void ct_eval_metrics_to_json(const ct_eval_metrics *m, ct_json_obj *o) {
   for (int i = 0; i < m->n; i++) {
     const ct_eval_metric *e = &m->items[i];
-    if (e->count) ct_json_obj_int(o, e->name, (int64_t)e->value);
-    else ct_json_obj_num(o, e->name, e->value);
+    if (e->count)
+      ct_json_obj_int(o, e->name, (int64_t)e->value);
+    else
+      ct_json_obj_num(o, e->name, e->value);
   }
 }

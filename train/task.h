@@ -84,8 +84,8 @@ typedef struct ct_task_ops {
   // limit: first N examples, 0 = all). Adds metrics to `out` (loss, and
   // per task: bleu and exact_match, accuracy, ...; best_metric among
   // them) and prints a human summary to `summary` when not NULL.
-  ct_status (*evaluate)(ct_task *t, const char *split, int beam,
-                        int64_t limit, ct_eval_metrics *out, FILE *summary);
+  ct_status (*evaluate)(ct_task *t, const char *split, int beam, int64_t limit,
+                        ct_eval_metrics *out, FILE *summary);
   // Optional: the model's raw outputs in eval mode for inputs read from a
   // file (`ctrain forward`, interop checks against PyTorch): reads named
   // tensors of `in`, registers and fills the outputs in `out` ("logits").

@@ -48,7 +48,7 @@ typedef struct trainer {
   ct_config *cfg;
   ct_run_settings run;  // cfg's keys of the loop, read once
   char *run_dir;
-  char path[4096];   // scratch for file names
+  char path[4096];  // scratch for file names
   char metrics_path[4096];
   ct_params params;
   ct_task task;
@@ -65,8 +65,8 @@ typedef struct trainer {
 } trainer;
 
 static int fail(const char *what) {
-  fprintf(stderr, "ctrain: error: %s%s%s\n", what ? what : "",
-          what ? ": " : "", ct_last_error());
+  fprintf(stderr, "ctrain: error: %s%s%s\n", what ? what : "", what ? ": " : "",
+          ct_last_error());
   return 1;
 }
 
@@ -94,12 +94,12 @@ static ct_status write_metrics(trainer *t, ct_json_obj *o) {
 }
 
 static ct_status save_checkpoint(trainer *t) {
-  ct_status st = ct_ckpt_filename(t->path, sizeof t->path, t->run_dir,
-                                  t->state.step);
+  ct_status st =
+      ct_ckpt_filename(t->path, sizeof t->path, t->run_dir, t->state.step);
   t->task.ops->data_position(&t->task, &t->state.epoch, &t->state.position);
   if (st == CT_OK)
-    st = ct_run_save(t->path, t->cfg, &t->task, &t->params, &t->opt,
-                     &t->state, t->metrics_path);
+    st = ct_run_save(t->path, t->cfg, &t->task, &t->params, &t->opt, &t->state,
+                     t->metrics_path);
   if (st == CT_OK) {
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", t->path);
     t->last_ckpt_step = t->state.step;
@@ -117,8 +117,8 @@ static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
                           FILE *summary) {
   *metrics = (ct_eval_metrics){0};
   double value;
-  ct_status st = t->task.ops->evaluate(&t->task, "val", beam, limit, metrics,
-                                       summary);
+  ct_status st =
+      t->task.ops->evaluate(&t->task, "val", beam, limit, metrics, summary);
   if (st == CT_OK)
     st = ct_eval_metrics_get(metrics, t->task.ops->best_metric, &value);
   if (st != CT_OK) return st;
@@ -133,8 +133,9 @@ static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
   ct_json_obj_str(&line, "type", "eval");
   ct_json_obj_str(&line, "split", "val");
   ct_eval_metrics_to_json(metrics, &line);
-  if (pr) ct_progress_log(pr, "eval step %lld: %s", (long long)t->state.step,
-                          ct_json_obj_text(&line));
+  if (pr)
+    ct_progress_log(pr, "eval step %lld: %s", (long long)t->state.step,
+                    ct_json_obj_text(&line));
   st = write_metrics(t, &line);
   ct_json_obj_free(&line);
   return st;
@@ -157,7 +158,8 @@ static ct_status train_step(trainer *t, float lr, double *loss, double *items,
     if (!isfinite(value))
       return ct_error(CT_ERR_NUMERIC, "non-finite loss (%g) at step %lld",
                       value, (long long)t->state.step);
-    ct_status st = ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
+    ct_status st =
+        ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
     if (st != CT_OK) return st;
     *loss += value / (double)accum;
     *items += n;
@@ -212,8 +214,10 @@ static void add_final_line_metrics(const char *line, ct_json_obj *out) {
     if (!strcmp(f->key, "step") || !strcmp(f->key, "type") ||
         !strcmp(f->key, "split"))
       continue;
-    if (f->kind == CT_JSON_STR) ct_json_obj_str(out, f->key, f->str);
-    else ct_json_obj_num(out, f->key, f->num);
+    if (f->kind == CT_JSON_STR)
+      ct_json_obj_str(out, f->key, f->str);
+    else
+      ct_json_obj_num(out, f->key, f->num);
   }
   ct_json_record_free(&rec);
 }
@@ -250,8 +254,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     return 1;
   }
   int threads = args->threads ? args->threads : (int)cfg_threads;
-  if (threads > 0) ct_set_threads(threads);
-  else ct_threads_from_env();
+  if (threads > 0)
+    ct_set_threads(threads);
+  else
+    ct_threads_from_env();
   ct_gemm_set_precision(t->run.precision);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
@@ -283,9 +289,11 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     if (ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
         (latest.path || latest.n_skipped)) {
       ct_ckpt_latest_free(&latest);
-      fprintf(stderr, "ctrain: error: %s already holds a run: continue it with "
+      fprintf(stderr,
+              "ctrain: error: %s already holds a run: continue it with "
               "--resume auto, or choose another [run] name (--set "
-              "run.name=...)\n", t->run_dir);
+              "run.name=...)\n",
+              t->run_dir);
       return 1;
     }
     ct_ckpt_latest_free(&latest);
@@ -298,9 +306,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
                            ct_model_shape_key_count);
     ct_config_free(old);
     if (d != -1) {
-      fprintf(stderr, "ctrain: error: cannot resume %s with this config: %s "
-              "(the model's shape must stay the same)\n", ct_ckpt_path(ckpt),
-              ct_last_error());
+      fprintf(stderr,
+              "ctrain: error: cannot resume %s with this config: %s "
+              "(the model's shape must stay the same)\n",
+              ct_ckpt_path(ckpt), ct_last_error());
       return 1;
     }
   }
@@ -327,9 +336,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   }
   t->total_steps = count_steps(t);
   if (t->total_steps < 1) {
-    fprintf(stderr, "ctrain: error: %s: nothing to train ([train] steps or "
-            "epochs give %lld steps)\n", args->config_path,
-            (long long)t->total_steps);
+    fprintf(stderr,
+            "ctrain: error: %s: nothing to train ([train] steps or "
+            "epochs give %lld steps)\n",
+            args->config_path, (long long)t->total_steps);
     return 1;
   }
   if (check_schedule(t) != CT_OK) return fail(args->config_path);
@@ -400,15 +410,18 @@ static int finish_run(trainer *t, ct_progress *pr) {
 
 // Writes s as one shell word (single-quoted when it needs to be).
 static void put_shell_word(FILE *f, const char *s) {
-  if (*s && !s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+  if (*s && !s[strspn(s,
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                       "0123456789_-+=.,/:@%")]) {
     fputs(s, f);
     return;
   }
   fputc('\'', f);
   for (; *s; s++) {
-    if (*s == '\'') fputs("'\\''", f);
-    else fputc(*s, f);
+    if (*s == '\'')
+      fputs("'\\''", f);
+    else
+      fputc(*s, f);
   }
   fputc('\'', f);
 }
@@ -437,10 +450,12 @@ int ct_train_run(const ct_train_args *args) {
   if (ct_gemm_get_precision() == CT_GEMM_BF16)
     snprintf(products, sizeof products, ", bf16 products (%s)",
              ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
-  fprintf(stderr, "ctrain: %s, %zu parameters, %d threads%s, steps "
-          "%lld..%lld, run folder %s\n", t.task.ops->name,
-          ct_params_numel(&t.params), ct_get_threads(), products,
-          (long long)t.state.step, (long long)t.total_steps, t.run_dir);
+  fprintf(stderr,
+          "ctrain: %s, %zu parameters, %d threads%s, steps "
+          "%lld..%lld, run folder %s\n",
+          t.task.ops->name, ct_params_numel(&t.params), ct_get_threads(),
+          products, (long long)t.state.step, (long long)t.total_steps,
+          t.run_dir);
   ct_progress pr;
   ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
                    t.task.ops->rate_unit);
@@ -464,7 +479,8 @@ int ct_train_run(const ct_train_args *args) {
       t.task.ops->data_position(&t.task, &epoch, &position);
       ct_json_obj_int(&o, "step", t.state.step);
       ct_json_obj_int(&o, "epoch", epoch);
-      ct_json_obj_num(&o, "loss", t.state.window_loss / (double)t.state.window_steps);
+      ct_json_obj_num(&o, "loss",
+                      t.state.window_loss / (double)t.state.window_steps);
       ct_json_obj_num(&o, "lr", lr);
       ct_json_obj_num(&o, "grad_norm", gnorm);
       st = write_metrics(&t, &o);
@@ -501,7 +517,8 @@ int ct_train_run(const ct_train_args *args) {
       rc = fail("checkpoint");
     } else {
       // The same config and --set options find the same run folder.
-      fprintf(stderr, "ctrain: stopped at step %lld; checkpoint %s\n"
+      fprintf(stderr,
+              "ctrain: stopped at step %lld; checkpoint %s\n"
               "ctrain: continue with: ctrain train ",
               (long long)t.state.step, t.last_ckpt);
       put_shell_word(stderr, args->config_path);

@@ -6,8 +6,8 @@ typedef struct ct_train_args {
   const char *config_path;
   const char *const *sets;  // "section.key=value" overrides
   int n_sets;
-  const char *resume;       // NULL, "auto" or a checkpoint path
-  int threads;              // 0: from the config or the environment
+  const char *resume;  // NULL, "auto" or a checkpoint path
+  int threads;         // 0: from the config or the environment
 } ct_train_args;
 
 // Runs a training to its end; returns the program's exit status (0, or 1

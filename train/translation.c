@@ -37,8 +37,8 @@ enum { TRAIN, VAL, TEST, SPLITS };
 typedef struct translation_config {
   uint64_t seed;
   ct_data_source source;
-  ct_toy_options toy;      // source = toy
-  ct_text_format format;   // source = files
+  ct_toy_options toy;     // source = toy
+  ct_text_format format;  // source = files
   const char *src[SPLITS], *tgt[SPLITS], *tsv[SPLITS];
   bool lowercase;
   int64_t min_freq, max_vocab, max_len, batch_size, max_tokens;
@@ -81,8 +81,10 @@ static ct_status read_split(const translation_config *c, int split,
     return ct_parallel_text_read_tsv(c->tsv[split], 0, out);
   }
   if (!*c->src[split] || !*c->tgt[split])
-    return ct_error(CT_ERR_ARG, "[data] %s and %s must be set (source = files, "
-                    "format = pair)", keys[0], keys[1]);
+    return ct_error(CT_ERR_ARG,
+                    "[data] %s and %s must be set (source = files, "
+                    "format = pair)",
+                    keys[0], keys[1]);
   return ct_parallel_text_read_pair(c->src[split], c->tgt[split], 0, out);
 }
 
@@ -166,19 +168,24 @@ static void translation_close(ct_task *t) {
 // Reads the keys of this task into *out, with range checks whose
 // messages name the key.
 static ct_status read_config(const ct_config *cfg, translation_config *out) {
-  static const char *const positive[][2] = {
-      {"model", "d_model"}, {"model", "heads"}, {"model", "ff"},
-      {"model", "encoder_layers"}, {"model", "decoder_layers"},
-      {"data", "max_len"}, {"data", "min_freq"}, {"train", "final_beam"},
-      {"train", "eval_beam"}};
+  static const char *const positive[][2] = {{"model", "d_model"},
+                                            {"model", "heads"},
+                                            {"model", "ff"},
+                                            {"model", "encoder_layers"},
+                                            {"model", "decoder_layers"},
+                                            {"data", "max_len"},
+                                            {"data", "min_freq"},
+                                            {"train", "final_beam"},
+                                            {"train", "eval_beam"}};
   ct_status checked = ct_config_check_min(
       cfg, positive, sizeof positive / sizeof positive[0], 1);
   if (checked != CT_OK) return checked;
-  static const char *const non_negative[][2] = {
-      {"data", "batch_size"}, {"data", "max_tokens"}, {"data", "max_vocab"},
-      {"train", "max_decode_len"}};
-  checked = ct_config_check_min(cfg, non_negative,
-                                sizeof non_negative / sizeof non_negative[0], 0);
+  static const char *const non_negative[][2] = {{"data", "batch_size"},
+                                                {"data", "max_tokens"},
+                                                {"data", "max_vocab"},
+                                                {"train", "max_decode_len"}};
+  checked = ct_config_check_min(
+      cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
   if (checked != CT_OK) return checked;
   const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
   const double dropout = ct_config_float(cfg, "model", "dropout");
@@ -204,18 +211,21 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
       .max_len = ct_config_int(cfg, "data", "max_len"),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .max_tokens = ct_config_int(cfg, "data", "max_tokens"),
-      .model = {
-          .d_model = ct_config_int(cfg, "model", "d_model"),
-          .nhead = ct_config_int(cfg, "model", "heads"),
-          .dim_feedforward = ct_config_int(cfg, "model", "ff"),
-          .encoder_layers = (int)ct_config_int(cfg, "model", "encoder_layers"),
-          .decoder_layers = (int)ct_config_int(cfg, "model", "decoder_layers"),
-          .dropout = (float)dropout,
-          .activation = CT_SCHEMA_ENUM(cfg, "model", "activation",
-                                       CT_ACTIVATIONS, ct_nn_activation),
-          .norm_first = ct_config_bool(cfg, "model", "norm_first"),
-          .tie_output = ct_config_bool(cfg, "model", "tie_output"),
-      },
+      .model =
+          {
+              .d_model = ct_config_int(cfg, "model", "d_model"),
+              .nhead = ct_config_int(cfg, "model", "heads"),
+              .dim_feedforward = ct_config_int(cfg, "model", "ff"),
+              .encoder_layers =
+                  (int)ct_config_int(cfg, "model", "encoder_layers"),
+              .decoder_layers =
+                  (int)ct_config_int(cfg, "model", "decoder_layers"),
+              .dropout = (float)dropout,
+              .activation = CT_SCHEMA_ENUM(cfg, "model", "activation",
+                                           CT_ACTIVATIONS, ct_nn_activation),
+              .norm_first = ct_config_bool(cfg, "model", "norm_first"),
+              .tie_output = ct_config_bool(cfg, "model", "tie_output"),
+          },
       .label_smoothing = (float)smoothing,
       .length_penalty = (float)ct_config_float(cfg, "train", "length_penalty"),
       .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
@@ -226,18 +236,22 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
     out->tsv[s] = ct_config_str(cfg, "data", file_keys[s][2]);
   }
   if (!out->batch_size && !out->max_tokens)
-    return ct_error(CT_ERR_ARG, "[data] batch_size and max_tokens are both 0: "
+    return ct_error(CT_ERR_ARG,
+                    "[data] batch_size and max_tokens are both 0: "
                     "set one of them");
   if (out->model.d_model % out->model.nhead)
-    return ct_error(CT_ERR_ARG, "[model] d_model = %lld is not a multiple of "
-                    "heads = %lld", (long long)out->model.d_model,
-                    (long long)out->model.nhead);
+    return ct_error(CT_ERR_ARG,
+                    "[model] d_model = %lld is not a multiple of "
+                    "heads = %lld",
+                    (long long)out->model.d_model, (long long)out->model.nhead);
   if (dropout < 0.0 || dropout >= 1.0)
     return ct_error(CT_ERR_ARG, "[model] dropout = %g: must be in [0, 1)",
                     dropout);
   if (smoothing < 0.0 || smoothing >= 1.0)
-    return ct_error(CT_ERR_ARG, "[train] label_smoothing = %g: must be in "
-                    "[0, 1)", smoothing);
+    return ct_error(CT_ERR_ARG,
+                    "[train] label_smoothing = %g: must be in "
+                    "[0, 1)",
+                    smoothing);
   return CT_OK;
 }
 
@@ -257,8 +271,10 @@ static ct_status open_batcher(translation *tr) {
       .seed = c->seed,
   };
   if (ct_batch_count_kept(&tr->train.ids, &bo) == 0)
-    return ct_error(CT_ERR_ARG, "translation: no training pair is within "
-                    "[data] max_len = %lld tokens", (long long)c->max_len);
+    return ct_error(CT_ERR_ARG,
+                    "translation: no training pair is within "
+                    "[data] max_len = %lld tokens",
+                    (long long)c->max_len);
   ct_status st = ct_batcher_init(&tr->batcher, &tr->train.ids, &bo);
   tr->batcher_ready = st == CT_OK;
   return st;
@@ -280,7 +296,8 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
     if (st == CT_OK) st = load_vocab(&tr->tgt_vocab, ckpt, "vocab.tgt");
   } else if (st == CT_OK) {
     if (!tr->train.loaded)
-      return ct_error(CT_ERR_STATE, "translation: no training data to build "
+      return ct_error(CT_ERR_STATE,
+                      "translation: no training data to build "
                       "vocabularies from");
     st = build_vocab(&tr->src_vocab, &tr->train.text.src, c.lowercase,
                      c.min_freq, c.max_vocab);
@@ -326,11 +343,12 @@ static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
 // ---- training -----------------------------------------------------------------
 
 // Cross-entropy of a batch (mean over target tokens), padding ignored.
-static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx,
-                             const ct_batch *b, float smoothing) {
+static ct_tensor *batch_loss(translation *tr, ct_nn_ctx *ctx, const ct_batch *b,
+                             float smoothing) {
   ct_tensor *src = ct_tensor_from(CT_I32, b->src, CT_SHAPE(b->B, b->S));
   ct_tensor *tgt_in = ct_tensor_from(CT_I32, b->tgt_in, CT_SHAPE(b->B, b->T));
-  ct_tensor *tgt_out = ct_tensor_from(CT_I32, b->tgt_out, CT_SHAPE(b->B * b->T));
+  ct_tensor *tgt_out =
+      ct_tensor_from(CT_I32, b->tgt_out, CT_SHAPE(b->B * b->T));
   ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, ctx, src, tgt_in);
   ct_ce_opts ce = ct_ce_defaults();
   ce.ignore_index = CT_VOCAB_PAD;
@@ -398,10 +416,11 @@ static ct_status decode_rows(translation *tr, const ct_pair_corpus *corpus,
   int64_t T = tr->cfg.max_decode_len > 0 ? tr->cfg.max_decode_len : max_s + 50;
   int32_t *out = malloc((size_t)(SENTENCES * T) * sizeof *out);
   int64_t *lens = malloc(SENTENCES * sizeof *lens);
-  ct_status st = src && out && lens ? CT_OK
+  ct_status st = src && out && lens
+                     ? CT_OK
                      : ct_error(CT_ERR_NOMEM, "decode: out of memory");
-  ct_decode_opts opts = {.beam = beam, .length_penalty = tr->cfg.length_penalty,
-                         .max_len = T};
+  ct_decode_opts opts = {
+      .beam = beam, .length_penalty = tr->cfg.length_penalty, .max_len = T};
   for (int64_t start = 0; start < n && st == CT_OK; start += SENTENCES) {
     int64_t B = n - start < SENTENCES ? n - start : SENTENCES, S = 1;
     for (int64_t i = 0; i < B; i++) {
@@ -463,10 +482,9 @@ static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
   const ct_pair_corpus *use = c;
   if (limit > 0 && limit < c->count) {
     for (int64_t i = 0; i < limit && st == CT_OK; i++)
-      st = ct_pair_corpus_add(&sub, c->ids + c->starts[2 * i],
-                              ct_pair_corpus_src_len(c, i),
-                              c->ids + c->starts[2 * i + 1],
-                              ct_pair_corpus_tgt_len(c, i));
+      st = ct_pair_corpus_add(
+          &sub, c->ids + c->starts[2 * i], ct_pair_corpus_src_len(c, i),
+          c->ids + c->starts[2 * i + 1], ct_pair_corpus_tgt_len(c, i));
     use = &sub;
   }
   if (st == CT_OK) st = ct_batcher_init(&b, use, &bo);
@@ -483,7 +501,8 @@ static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
     if (st != CT_OK) break;
     ct_arena_mark mark = ct_arena_get_mark();
     ct_tensor *l = batch_loss(tr, NULL, batch, 0.0f);
-    if (!l) st = ct_last_status();
+    if (!l)
+      st = ct_last_status();
     else {
       sum += (double)ct_f32(l)[0] * (double)batch->tgt_tokens;
       tokens += (double)batch->tgt_tokens;
@@ -503,8 +522,10 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
   translation *tr = t->state;
   split_data *s = !strcmp(split, "test") ? &tr->test : &tr->val;
   if (!s->loaded)
-    return ct_error(CT_ERR_ARG, "translation: the %s split has no data (set "
-                    "[data] %s_src and %s_tgt)", split, split, split);
+    return ct_error(CT_ERR_ARG,
+                    "translation: the %s split has no data (set "
+                    "[data] %s_src and %s_tgt)",
+                    split, split, split);
   const ct_pair_corpus *c = &s->ids;
   int64_t n = limit > 0 && limit < c->count ? limit : c->count;
   double loss = 0.0;
@@ -565,13 +586,14 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
     ct_eval_metrics_add_count(out, "sentences", n);
     if (summary) {
       char line[256];
-      fprintf(summary, "%s: %lld sentences, loss %.4f, ppl %.2f, exact match "
-              "%.2f%%, beam %d\n%s\n", split, (long long)n, loss, exp(loss),
-              100.0 * em, beam, ct_bleu_format(&bleu, line, sizeof line));
+      fprintf(summary,
+              "%s: %lld sentences, loss %.4f, ppl %.2f, exact match "
+              "%.2f%%, beam %d\n%s\n",
+              split, (long long)n, loss, exp(loss), 100.0 * em, beam,
+              ct_bleu_format(&bleu, line, sizeof line));
       for (int64_t i = 0; i < n && i < 3; i++)
         fprintf(summary, "  src: %s\n  ref: %s\n  out: %s\n",
-                ct_string_list_get(&s->text.src, i), ref_text[i],
-                hyp_text[i]);
+                ct_string_list_get(&s->text.src, i), ref_text[i], hyp_text[i]);
     }
   }
   for (int64_t i = 0; i < n; i++) {
@@ -595,15 +617,17 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   for (int64_t i = 0; i < n && st == CT_OK; i++) {
     size_t len = strlen(lines[i]), bad = ct_utf8_find_invalid(lines[i], len);
     if (bad < len) {
-      st = ct_error(CT_ERR_FORMAT, "translate: input line %lld: invalid UTF-8 "
-                    "byte 0x%02x at column %zu", (long long)(i + 1),
-                    (unsigned char)lines[i][bad], bad + 1);
+      st = ct_error(CT_ERR_FORMAT,
+                    "translate: input line %lld: invalid UTF-8 "
+                    "byte 0x%02x at column %zu",
+                    (long long)(i + 1), (unsigned char)lines[i][bad], bad + 1);
       break;
     }
     ct_string_list tokens = {0};
     st = ct_tokenize(lines[i], tr->cfg.lowercase, &tokens);
     int32_t *ids = malloc((size_t)(tokens.count + 1) * sizeof *ids);
-    if (st == CT_OK && !ids) st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
+    if (st == CT_OK && !ids)
+      st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
     if (st == CT_OK) {
       int64_t unknown = 0;
       ct_vocab_encode(&tr->src_vocab, &tokens, ids, &unknown);
@@ -622,8 +646,8 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   for (int64_t i = 0; i < n && st == CT_OK; i++) rows[i] = i;
   if (st == CT_OK) st = decode_rows(tr, &c, rows, n, beam, hyp, hyp_len);
   for (int64_t i = 0; i < n; i++) {
-    out[i] = st == CT_OK ? ids_to_text(&tr->tgt_vocab, hyp[i], hyp_len[i])
-                         : NULL;
+    out[i] =
+        st == CT_OK ? ids_to_text(&tr->tgt_vocab, hyp[i], hyp_len[i]) : NULL;
     if (st == CT_OK && !out[i])
       st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
     if (hyp) free(hyp[i]);
@@ -640,17 +664,20 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
 static ct_status translation_forward(ct_task *t, const ct_params *in,
                                      ct_params *out) {
   translation *tr = t->state;
-  const ct_param *p[2] = {ct_params_find(in, "src"), ct_params_find(in, "tgt_in")};
+  const ct_param *p[2] = {ct_params_find(in, "src"),
+                          ct_params_find(in, "tgt_in")};
   if (!p[0] || !p[1] || p[0]->tensor->ndim != 2 || p[1]->tensor->ndim != 2 ||
       p[0]->tensor->shape[0] != p[1]->tensor->shape[0])
-    return ct_error(CT_ERR_ARG, "forward: the inputs need 'src' (B, S) and "
+    return ct_error(CT_ERR_ARG,
+                    "forward: the inputs need 'src' (B, S) and "
                     "'tgt_in' (B, T) token ids");
   ct_tensor *ids[2];
   for (int k = 0; k < 2; k++) {
     const ct_tensor *f = p[k]->tensor;
     ids[k] = ct_tensor_empty(CT_I32, f->ndim, f->shape);
     if (!ids[k]) return ct_last_status();
-    for (int64_t i = 0; i < f->numel; i++) ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
+    for (int64_t i = 0; i < f->numel; i++)
+      ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
   }
   bool was = ct_grad_set_enabled(false);
   ct_tensor *logits = ct_nn_seq2seq_forward(&tr->model, NULL, ids[0], ids[1]);
