@@ -22,8 +22,7 @@
 static ct_status detection_alloc(ct_detection_dataset *d, int64_t n, int c,
                                  int h, int w, int num_classes) {
   *d = (ct_detection_dataset){0};
-  size_t bytes = (size_t)n * (size_t)c * (size_t)h * (size_t)w;
-  d->pixels = calloc(bytes ? bytes : 1, 1);
+  d->pixels = ct_image_pixels_alloc(n, c, h, w);
   d->box_start = calloc((size_t)n + 1, sizeof *d->box_start);
   if (!d->pixels || !d->box_start) {
     ct_detection_dataset_free(d);
