@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
                         size_t elem_size, const char *what) {
@@ -185,5 +186,14 @@ ct_status ct_make_dirs(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
     return ct_error(CT_ERR_IO, "%s: exists and is not a folder", path);
+  return CT_OK;
+}
+
+ct_status ct_refuse_existing(const char *path, bool overwrite) {
+  if (!overwrite && access(path, F_OK) == 0)
+    return ct_error(CT_ERR_IO,
+                    "%s already exists; not overwriting it (choose "
+                    "another folder or pass --force)",
+                    path);
   return CT_OK;
 }

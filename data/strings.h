@@ -96,4 +96,8 @@ ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
 // folder that cannot be created, or when path exists and is not a folder.
 ct_status ct_make_dirs(const char *path);
 
+// CT_ERR_IO "PATH already exists; not overwriting it ..." when `path` exists
+// and overwrite is false (the generators' --force); CT_OK otherwise.
+ct_status ct_refuse_existing(const char *path, bool overwrite);
+
 #endif
