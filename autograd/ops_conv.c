@@ -26,6 +26,7 @@
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/gemm.h"
+#include "core/session_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -123,26 +124,16 @@ typedef struct conv_geom {
 // im2col and the gemm that reads them.
 enum { CONV_SCRATCH_FLOATS = 1 << 19 };
 
-// One scratch area per thread, grown on demand and kept: steady-state
-// training allocates nothing. A forward that records reserves what its
-// backward will need, so backward (which cannot fail) never allocates.
-static _Thread_local float *conv_scratch;
-static _Thread_local size_t conv_scratch_cap;  // floats
-
+// The column buffers live in the session's workspace (core/session.h),
+// grown on demand and kept: steady-state training allocates nothing. A
+// forward that records reserves what its backward will need, so backward
+// (which cannot fail) never allocates.
 static float *scratch_reserve(size_t floats) {
-  if (floats > conv_scratch_cap) {
-    size_t cap = (floats + 15) & ~(size_t)15;  // a multiple of 64 bytes
-    float *p = aligned_alloc(64, cap * sizeof(float));
-    if (!p) {
-      ct_error(CT_ERR_NOMEM, "conv2d: out of memory for %zu column floats",
-               floats);
-      return NULL;
-    }
-    free(conv_scratch);
-    conv_scratch = p;
-    conv_scratch_cap = cap;
-  }
-  return conv_scratch;
+  float *p = ct_session_workspace_reserve(floats * sizeof(float));
+  if (!p)
+    ct_error(CT_ERR_NOMEM, "conv2d: out of memory for %zu column floats",
+             floats);
+  return p;
 }
 
 // Images per chunk when each needs `per_image` floats of scratch.
@@ -287,7 +278,7 @@ static void conv2d_backward(ct_node *node) {
     add_channel_sums(bias->grad, dy, g->N, O, P);
 
   const int64_t nb = backward_chunk(g);
-  float *dwT = conv_scratch;  // reserved by the forward pass
+  float *dwT = ct_session_workspace();  // reserved by the forward pass
   float *buf = dwT + K * O;
   if (x->requires_grad) {
     if (conv_is_pointwise(g)) {  // dx_i (C,P) += w^T (C,O) dy_i (O,P)

@@ -142,4 +142,7 @@ void ct_arena_release(void) {
   block_chain_free(s->block);
   s->block = NULL;
   s->arena_used_before = 0;
+  free(s->workspace);
+  s->workspace = NULL;
+  s->workspace_bytes = 0;
 }

@@ -33,7 +33,8 @@ typedef struct ct_arena_mark {
 } ct_arena_mark;
 ct_arena_mark ct_arena_get_mark(void);
 void ct_arena_rewind(ct_arena_mark mark);
-// Returns all arena memory to the system (at program end, or in tests).
+// Returns all arena memory to the system (at program end, or in tests),
+// with the session's op workspace.
 void ct_arena_release(void);
 
 #endif

@@ -37,3 +37,22 @@ ct_session *ct_session_bind(ct_session *s) {
 ct_session *ct_session_current(void) {
   return bound ? bound : &default_session;
 }
+
+void *ct_session_workspace_reserve(size_t bytes) {
+  ct_session *s = ct_session_current();
+  if (bytes > s->workspace_bytes) {
+    size_t cap = (bytes + 63) & ~(size_t)63;  // aligned_alloc: a multiple
+    void *p = aligned_alloc(64, cap);
+    if (!p) {
+      ct_error(CT_ERR_NOMEM, "session: out of memory for a %zu-byte workspace",
+               bytes);
+      return NULL;
+    }
+    free(s->workspace);
+    s->workspace = p;
+    s->workspace_bytes = cap;
+  }
+  return s->workspace;
+}
+
+void *ct_session_workspace(void) { return ct_session_current()->workspace; }

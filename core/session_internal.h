@@ -39,6 +39,18 @@ struct ct_session {
   int grad_pool_n;
   // Matrix products: precision and forced kernel paths.
   ct_gemm_mode gemm;
+  // A grow-only workspace that outlives arena resets, for ops whose
+  // backward must not allocate (a convolution's forward reserves what its
+  // backward will use). Freed with the arena's memory (ct_arena_release).
+  void *workspace;
+  size_t workspace_bytes;
 };
+
+// The calling thread's session's workspace with room for at least `bytes`
+// (64-byte aligned, contents undefined), or NULL with an error when out of
+// memory (the old workspace is kept).
+void *ct_session_workspace_reserve(size_t bytes);
+// The workspace as last reserved (NULL before any reserve).
+void *ct_session_workspace(void);
 
 #endif

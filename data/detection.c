@@ -22,8 +22,7 @@
 static ct_status detection_alloc(ct_detection_dataset *d, int64_t n, int c,
                                  int h, int w, int num_classes) {
   *d = (ct_detection_dataset){0};
-  size_t bytes = (size_t)n * (size_t)c * (size_t)h * (size_t)w;
-  d->pixels = calloc(bytes ? bytes : 1, 1);
+  d->pixels = ct_image_pixels_alloc(n, c, h, w);
   d->box_start = calloc((size_t)n + 1, sizeof *d->box_start);
   if (!d->pixels || !d->box_start) {
     ct_detection_dataset_free(d);
@@ -667,15 +666,6 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
 
 // ---- COCO: writing -------------------------------------------------------------
 
-static ct_status refuse_existing(const char *path, bool overwrite) {
-  if (!overwrite && access(path, F_OK) == 0)
-    return ct_error(CT_ERR_IO,
-                    "%s already exists; not overwriting it (choose "
-                    "another folder or pass --force)",
-                    path);
-  return CT_OK;
-}
-
 // A ct_json_put_fn writing to the FILE `sink`.
 static void file_put(void *sink, const void *bytes, size_t n) {
   fwrite(bytes, 1, n, sink);
@@ -693,7 +683,7 @@ static ct_status write_split(const char *dir, const char *split,
     return ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
   for (int64_t i = 0; i < d->N && !st; i++) {
     snprintf(path, sizeof path, "%s/%s/%06lld.png", dir, split, (long long)i);
-    if ((st = refuse_existing(path, overwrite))) break;
+    if ((st = ct_refuse_existing(path, overwrite))) break;
     const uint8_t *src = ct_detection_image(d, i);
     if (rgb) {  // channel-first to interleaved
       for (int64_t p = 0; p < plane; p++)
@@ -712,7 +702,7 @@ static ct_status write_split(const char *dir, const char *split,
   free(rgb);
   if (st) return st;
   snprintf(path, sizeof path, "%s/%s.json", dir, split);
-  if ((st = refuse_existing(path, overwrite))) return st;
+  if ((st = ct_refuse_existing(path, overwrite))) return st;
   errno = 0;
   FILE *f = fopen(path, "w");
   if (!f)

@@ -16,6 +16,11 @@ enum { AUG_WORDS_LOG2 = 16 };
 
 // ---- the dataset -------------------------------------------------------------
 
+uint8_t *ct_image_pixels_alloc(int64_t n, int c, int h, int w) {
+  size_t bytes = (size_t)n * (size_t)c * (size_t)h * (size_t)w;
+  return calloc(bytes ? bytes : 1, 1);
+}
+
 ct_status ct_image_dataset_alloc(ct_image_dataset *d, int64_t n, int c, int h,
                                  int w, int num_classes) {
   *d = (ct_image_dataset){0};
@@ -25,8 +30,7 @@ ct_status ct_image_dataset_alloc(ct_image_dataset *d, int64_t n, int c, int h,
                     "image dataset: bad size N=%lld C=%d H=%d W=%d K=%d "
                     "(need N >= 0, C in 1..%d, H, W, K >= 1)",
                     (long long)n, c, h, w, num_classes, CT_IMAGE_MAX_CHANNELS);
-  size_t bytes = (size_t)n * (size_t)c * (size_t)h * (size_t)w;
-  d->pixels = calloc(bytes ? bytes : 1, 1);
+  d->pixels = ct_image_pixels_alloc(n, c, h, w);
   d->labels = calloc(n ? (size_t)n : 1, sizeof *d->labels);
   if (!d->pixels || !d->labels) {
     ct_image_dataset_free(d);

@@ -79,6 +79,10 @@ typedef struct ct_image_dataset {
 ct_status ct_image_dataset_alloc(ct_image_dataset *d, int64_t n, int c, int h,
                                  int w, int num_classes);
 void ct_image_dataset_free(ct_image_dataset *d);
+// Zeroed pixels for n images of (c, h, w), u8 (N, C, H, W), or NULL when
+// memory runs out; never a NULL for n = 0 (one byte then), so NULL always
+// means out of memory. The image and detection datasets allocate with it.
+uint8_t *ct_image_pixels_alloc(int64_t n, int c, int h, int w);
 static inline uint8_t *ct_image_dataset_image(const ct_image_dataset *d,
                                               int64_t i) {
   return d->pixels + i * (int64_t)d->C * d->H * d->W;

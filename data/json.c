@@ -440,3 +440,7 @@ void ct_json_write_string(const char *s, ct_json_put_fn put, void *sink) {
   }
   put(sink, "\"", 1);
 }
+
+void ct_json_put_buffer(void *sink, const void *bytes, size_t n) {
+  ct_byte_buffer_append(sink, bytes, n);
+}

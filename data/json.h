@@ -128,5 +128,7 @@ typedef void (*ct_json_put_fn)(void *sink, const void *bytes, size_t n);
 // every other byte (UTF-8 included) as it is; the escapes serde_json writes.
 // The reader reads it back to s.
 void ct_json_write_string(const char *s, ct_json_put_fn put, void *sink);
+// A ct_json_put_fn appending to the ct_byte_buffer `sink` (data/strings.h).
+void ct_json_put_buffer(void *sink, const void *bytes, size_t n);
 
 #endif

@@ -1,5 +1,6 @@
 // PNG decoding, resizing and class folders (see png_folder.h).
 #include "data/png_folder.h"
+#include "data/png_error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,21 +15,6 @@
 // Largest side accepted: a bound on what a corrupt header can make us
 // allocate.
 enum { PNG_MAX_SIDE = 1 << 14 };
-
-typedef struct png_failure {
-  char msg[256];
-} png_failure;
-
-static void on_png_error(png_structp png, png_const_charp msg) {
-  png_failure *f = png_get_error_ptr(png);
-  snprintf(f->msg, sizeof f->msg, "%s", msg);
-  png_longjmp(png, 1);
-}
-
-static void on_png_warning(png_structp png, png_const_charp msg) {
-  (void)png;  // benign (unknown chunks, iCCP profiles): nothing to report
-  (void)msg;
-}
 
 // Interleaved (n pixels of `from` channels) -> `to` channels, 1 or 3.
 static void convert_channels(const uint8_t *src, int from, uint8_t *dst, int to,
@@ -65,9 +51,9 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
     fclose(f);
     return ct_error(CT_ERR_FORMAT, "%s: not a PNG file (bad signature)", path);
   }
-  png_failure failure = {{0}};
+  ct_png_failure failure = {{0}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &failure,
-                                           on_png_error, on_png_warning);
+                                           ct_png_on_error, ct_png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!info) {
     png_destroy_read_struct(&png, NULL, NULL);
@@ -84,7 +70,7 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
     free(out);
     free(rows);
     return ct_error(CT_ERR_FORMAT, "%s: cannot decode PNG: %s", path,
-                    failure.msg);
+                    failure.message);
   }
   png_init_io(png, f);
   png_set_sig_bytes(png, 8);
@@ -104,7 +90,7 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
   int from = png_get_channels(png, info);
   size_t row_bytes = png_get_rowbytes(png, info);
   if ((from != 1 && from != 3) || row_bytes != (size_t)w * from) {
-    snprintf(failure.msg, sizeof failure.msg,
+    snprintf(failure.message, sizeof failure.message,
              "unexpected layout after conversion (%d channels)", from);
     png_longjmp(png, 1);
   }
@@ -112,7 +98,8 @@ ct_status ct_png_decode(const char *path, int channels, uint8_t **pixels,
   rows = malloc((size_t)h * sizeof *rows);
   out = malloc((size_t)h * w * channels);
   if (!raw || !rows || !out) {
-    snprintf(failure.msg, sizeof failure.msg, "out of memory for %dx%d", w, h);
+    snprintf(failure.message, sizeof failure.message, "out of memory for %dx%d",
+             w, h);
     png_longjmp(png, 1);
   }
   for (int y = 0; y < h; y++) rows[y] = raw + (size_t)y * row_bytes;

@@ -1,11 +1,13 @@
-// String lists and the string hash table (see strings.h).
+// String lists, the string hash table and byte buffers (see strings.h).
 #include "data/strings.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
                         size_t elem_size, const char *what) {
@@ -19,6 +21,50 @@ ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
   *buf = p;
   *cap = n;
   return CT_OK;
+}
+
+bool ct_byte_buffer_reserve(ct_byte_buffer *b, size_t extra) {
+  if (b->failed) return false;
+  if (extra >= SIZE_MAX / 2 - b->len) {  // no size doubles past SIZE_MAX
+    b->failed = true;
+    return false;
+  }
+  if (b->len + extra < b->cap) return true;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap <= b->len + extra) cap *= 2;
+  char *data = realloc(b->data, cap);
+  if (!data) {
+    b->failed = true;
+    return false;
+  }
+  b->data = data;
+  b->cap = cap;
+  return true;
+}
+
+void ct_byte_buffer_append(ct_byte_buffer *b, const void *bytes, size_t n) {
+  if (n == 0 || !ct_byte_buffer_reserve(b, n)) return;
+  memcpy(b->data + b->len, bytes, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+void ct_byte_buffer_printf(ct_byte_buffer *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) b->failed = true;
+  if (n < 0 || !ct_byte_buffer_reserve(b, (size_t)n)) return;
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+void ct_byte_buffer_free(ct_byte_buffer *b) {
+  free(b->data);
+  *b = (ct_byte_buffer){0};
 }
 
 ct_status ct_string_list_push(ct_string_list *list, const char *s, size_t len) {
@@ -140,5 +186,14 @@ ct_status ct_make_dirs(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
     return ct_error(CT_ERR_IO, "%s: exists and is not a folder", path);
+  return CT_OK;
+}
+
+ct_status ct_refuse_existing(const char *path, bool overwrite) {
+  if (!overwrite && access(path, F_OK) == 0)
+    return ct_error(CT_ERR_IO,
+                    "%s already exists; not overwriting it (choose "
+                    "another folder or pass --force)",
+                    path);
   return CT_OK;
 }

@@ -6,12 +6,17 @@
 // ct_string_table adds an open-addressing hash index (FNV-1a) over such a
 // list, mapping a string to its insertion index; vocabularies, token counters
 // and the toy generator's duplicate check use it.
+// ct_byte_buffer is one growing run of bytes (or text) built by appends that
+// never fail visibly: the first allocation failure sticks, so a run of
+// appends needs one check at the end (checkpoint records, metrics lines and
+// the resolved config are built in one).
 //
 // What this file does not do: Unicode handling (strings are bytes here) or
 // removal of single strings.
 #ifndef CT_DATA_STRINGS_H
 #define CT_DATA_STRINGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +67,26 @@ static inline int64_t ct_string_table_count(const ct_string_table *table) {
 }
 void ct_string_table_free(ct_string_table *table);
 
+// Zero-initialize ({0}) before the first append.
+typedef struct ct_byte_buffer {
+  char *data;  // NULL until the first append; then data[len] is '\0' (not
+               // counted in len), so a buffer of text is a C string
+  size_t len, cap;
+  bool failed;  // an allocation failed: later appends do nothing
+} ct_byte_buffer;
+
+// Makes room for `extra` more bytes after len, besides the terminator
+// (cap > len + extra). False, with `failed` set, when memory runs out (or
+// had run out before).
+bool ct_byte_buffer_reserve(ct_byte_buffer *b, size_t extra);
+// Appends the n bytes at `bytes` (nothing when n is 0).
+void ct_byte_buffer_append(ct_byte_buffer *b, const void *bytes, size_t n);
+// Appends printf-formatted text.
+void ct_byte_buffer_printf(ct_byte_buffer *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+// Frees the memory and zeroes the buffer.
+void ct_byte_buffer_free(ct_byte_buffer *b);
+
 // Grows *buf (holding *cap elements of elem_size bytes) to at least `need`
 // elements by doubling. CT_ERR_NOMEM (with `what` in the message) on failure.
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
@@ -70,5 +95,9 @@ ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
 // mkdir -p: creates `path` and its missing parents. CT_ERR_IO naming the
 // folder that cannot be created, or when path exists and is not a folder.
 ct_status ct_make_dirs(const char *path);
+
+// CT_ERR_IO "PATH already exists; not overwriting it ..." when `path` exists
+// and overwrite is false (the generators' --force); CT_OK otherwise.
+ct_status ct_refuse_existing(const char *path, bool overwrite);
 
 #endif

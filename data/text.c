@@ -123,18 +123,30 @@ static ct_status reader_next(line_reader *r, bool *got) {
   return reader_finish_line(r);
 }
 
-ct_status ct_text_read_lines(const char *path, int64_t max_lines,
-                             ct_string_list *out) {
+// Calls take(r, ctx) on each of the first max_lines lines (all when <= 0)
+// of `path`, stopping at the first error.
+typedef ct_status (*line_fn)(const line_reader *r, void *ctx);
+static ct_status read_each_line(const char *path, int64_t max_lines,
+                                line_fn take, void *ctx) {
   line_reader r;
   ct_status st = reader_open(&r, path);
   for (int64_t n = 0; !st && (max_lines <= 0 || n < max_lines); n++) {
     bool got;
     st = reader_next(&r, &got);
     if (st || !got) break;
-    st = ct_string_list_push(out, r.line, (size_t)r.line_len);
+    st = take(&r, ctx);
   }
   reader_close(&r);
   return st;
+}
+
+static ct_status push_line(const line_reader *r, void *list) {
+  return ct_string_list_push(list, r->line, (size_t)r->line_len);
+}
+
+ct_status ct_text_read_lines(const char *path, int64_t max_lines,
+                             ct_string_list *out) {
+  return read_each_line(path, max_lines, push_line, out);
 }
 
 ct_status ct_parallel_text_read_pair(const char *src_path, const char *tgt_path,
@@ -152,30 +164,29 @@ ct_status ct_parallel_text_read_pair(const char *src_path, const char *tgt_path,
   return st;
 }
 
+// One `source<TAB>target` line into the ct_parallel_text `pairs` (text
+// after a second tab is dropped).
+static ct_status push_tsv_line(const line_reader *r, void *pairs) {
+  ct_parallel_text *out = pairs;
+  char *tab = memchr(r->line, '\t', (size_t)r->line_len);
+  if (!tab)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s:%lld: no tab between source and target (expected "
+                    "`source<TAB>target`)",
+                    r->path, (long long)r->line_no);
+  char *tgt = tab + 1;
+  char *end = memchr(tgt, '\t', (size_t)(r->line + r->line_len - tgt));
+  if (!end) end = r->line + r->line_len;
+  ct_status st =
+      ct_string_list_push(&out->src, r->line, (size_t)(tab - r->line));
+  if (!st) st = ct_string_list_push(&out->tgt, tgt, (size_t)(end - tgt));
+  return st;
+}
+
 ct_status ct_parallel_text_read_tsv(const char *path, int64_t max_lines,
                                     ct_parallel_text *out) {
   *out = (ct_parallel_text){0};
-  line_reader r;
-  ct_status st = reader_open(&r, path);
-  for (int64_t n = 0; !st && (max_lines <= 0 || n < max_lines); n++) {
-    bool got;
-    st = reader_next(&r, &got);
-    if (st || !got) break;
-    char *tab = memchr(r.line, '\t', (size_t)r.line_len);
-    if (!tab) {
-      st = ct_error(CT_ERR_FORMAT,
-                    "%s:%lld: no tab between source and target (expected "
-                    "`source<TAB>target`)",
-                    path, (long long)r.line_no);
-      break;
-    }
-    char *tgt = tab + 1;
-    char *end = memchr(tgt, '\t', (size_t)(r.line + r.line_len - tgt));
-    if (!end) end = r.line + r.line_len;
-    st = ct_string_list_push(&out->src, r.line, (size_t)(tab - r.line));
-    if (!st) st = ct_string_list_push(&out->tgt, tgt, (size_t)(end - tgt));
-  }
-  reader_close(&r);
+  ct_status st = read_each_line(path, max_lines, push_tsv_line, out);
   if (st) ct_parallel_text_free(out);
   return st;
 }

@@ -132,15 +132,6 @@ ct_status ct_toy_image_format_parse(const char *name,
                   name);
 }
 
-static ct_status refuse_existing(const char *path, bool overwrite) {
-  if (!overwrite && access(path, F_OK) == 0)
-    return ct_error(CT_ERR_IO,
-                    "%s already exists; not overwriting it (choose "
-                    "another folder or pass --force)",
-                    path);
-  return CT_OK;
-}
-
 // Writes `len` bytes of each piece in turn to path.
 static ct_status write_file(const char *path, const void *const *pieces,
                             const size_t *lens, int n) {
@@ -170,7 +161,7 @@ static ct_status write_png_split(const char *dir, const char *split,
   for (int64_t i = 0; i < d->N && st == CT_OK; i++) {
     snprintf(path, sizeof path, "%s/%s/%s/%06lld.png", dir, split,
              ct_string_list_get(&d->class_names, d->labels[i]), (long long)i);
-    st = refuse_existing(path, overwrite);
+    st = ct_refuse_existing(path, overwrite);
     if (st != CT_OK) break;
     png_image img = {.version = PNG_IMAGE_VERSION,
                      .width = (png_uint_32)d->W,
@@ -203,7 +194,7 @@ static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
       snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, file + 1);
     else
       snprintf(path, sizeof path, "%s/test_batch.bin", dir);
-    st = refuse_existing(path, overwrite);
+    st = ct_refuse_existing(path, overwrite);
     FILE *f = st == CT_OK ? fopen(path, "wb") : NULL;
     if (st == CT_OK && !f)
       st = ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -222,7 +213,7 @@ static ct_status write_cifar(const char *dir, const ct_image_dataset *train,
   // (otherwise the loader names the classes "0".."9").
   if (st != CT_OK || train->K != 10) return st;
   snprintf(path, sizeof path, "%s/batches.meta.txt", dir);
-  st = refuse_existing(path, overwrite);
+  st = ct_refuse_existing(path, overwrite);
   FILE *f = st == CT_OK ? fopen(path, "w") : NULL;
   if (st == CT_OK && !f)
     return ct_error(CT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -248,7 +239,7 @@ static ct_status write_idx(const char *dir, const char *prefix,
   put_be32(head + 8, (uint32_t)d->H);
   put_be32(head + 12, (uint32_t)d->W);
   snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
-  ct_status st = refuse_existing(path, overwrite);
+  ct_status st = ct_refuse_existing(path, overwrite);
   const void *img_pieces[2] = {head, d->pixels};
   size_t img_lens[2] = {16, (size_t)(d->N * d->H * d->W)};
   if (st == CT_OK) st = write_file(path, img_pieces, img_lens, 2);
@@ -260,7 +251,7 @@ static ct_status write_idx(const char *dir, const char *prefix,
   put_be32(lhead, 0x0801);
   put_be32(lhead + 4, (uint32_t)d->N);
   snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
-  st = refuse_existing(path, overwrite);
+  st = ct_refuse_existing(path, overwrite);
   const void *lab_pieces[2] = {lhead, labels};
   size_t lab_lens[2] = {8, (size_t)d->N};
   if (st == CT_OK) st = write_file(path, lab_pieces, lab_lens, 2);

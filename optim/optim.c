@@ -10,7 +10,6 @@
 
 #include <math.h>
 #include <omp.h>
-#include <string.h>
 
 // Below this many floats a step runs on one thread (spawning costs more).
 enum { OPTIM_PARALLEL_MIN = 1 << 15 };
@@ -23,17 +22,6 @@ static const char *const kind_names[CT_OPTIM_KIND_COUNT] = {
 
 const char *ct_optim_kind_name(ct_optim_kind kind) {
   return (unsigned)kind < CT_OPTIM_KIND_COUNT ? kind_names[kind] : "?";
-}
-
-ct_status ct_optim_kind_parse(const char *name, ct_optim_kind *kind) {
-  for (int k = 0; name && k < CT_OPTIM_KIND_COUNT; k++)
-    if (strcmp(name, kind_names[k]) == 0) {
-      *kind = (ct_optim_kind)k;
-      return CT_OK;
-    }
-  return ct_error(CT_ERR_ARG,
-                  "unknown optimizer '%s' (expected sgd, adam or adamw)",
-                  name ? name : "(null)");
 }
 
 ct_optim_config ct_sgd_defaults(void) {

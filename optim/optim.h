@@ -97,9 +97,8 @@ ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr);
 // checkpoints and `ctrain inspect`.
 unsigned ct_optim_state_slots(const ct_optim_config *cfg);
 
-// "sgd", "adam", "adamw" <-> kind. Parsing an unknown name is CT_ERR_ARG with
-// a message listing the known ones.
+// "sgd", "adam", "adamw" ("?" for a value outside the enum). Configs name
+// the optimizer through train/schema.h's list, which tests check against it.
 const char *ct_optim_kind_name(ct_optim_kind kind);
-ct_status ct_optim_kind_parse(const char *name, ct_optim_kind *kind);
 
 #endif

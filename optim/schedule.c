@@ -3,7 +3,6 @@
 #include "optim/schedule.h"
 
 #include <math.h>
-#include <string.h>
 
 static const double PI = 3.14159265358979323846;
 
@@ -17,18 +16,6 @@ static const char *const kind_names[CT_SCHEDULE_KIND_COUNT] = {
 
 const char *ct_schedule_kind_name(ct_schedule_kind kind) {
   return (unsigned)kind < CT_SCHEDULE_KIND_COUNT ? kind_names[kind] : "?";
-}
-
-ct_status ct_schedule_kind_parse(const char *name, ct_schedule_kind *kind) {
-  for (int k = 0; name && k < CT_SCHEDULE_KIND_COUNT; k++)
-    if (strcmp(name, kind_names[k]) == 0) {
-      *kind = (ct_schedule_kind)k;
-      return CT_OK;
-    }
-  return ct_error(CT_ERR_ARG,
-                  "unknown LR schedule '%s' (expected constant, cosine, "
-                  "linear, inverse_sqrt or step)",
-                  name ? name : "(null)");
 }
 
 // Negated comparisons so that NaN fails every range check.

@@ -65,9 +65,9 @@ float ct_schedule_lr(const ct_schedule *s, int64_t step);
 // gamma > 0. CT_ERR_ARG with a message naming the field.
 ct_status ct_schedule_check(const ct_schedule *s);
 
-// "constant", "cosine", "linear", "inverse_sqrt", "step" <-> kind. Parsing an
-// unknown name is CT_ERR_ARG with a message listing the known ones.
+// "constant", "cosine", "linear", "inverse_sqrt", "step" ("?" for a value
+// outside the enum). Configs name the schedule through train/schema.h's list,
+// which tests check against it.
 const char *ct_schedule_kind_name(ct_schedule_kind kind);
-ct_status ct_schedule_kind_parse(const char *name, ct_schedule_kind *kind);
 
 #endif

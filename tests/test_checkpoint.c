@@ -128,11 +128,15 @@ static void test_records(void) {
   ct_rec_str(&r, "lr = 3e-4\n[train]");
   ct_rec_bytes(&r, "\0\1\2", 3);
   CHECK(ct_rec_status(&r) == CT_OK, "appends: %s", ct_last_error());
-  CHECK(r.len == 4 + 8 + 8 + 8 + 8 + 4 + 4 + 17 + 8 + 3, "len %zu", r.len);
-  CHECK(r.data[0] == 0xef && r.data[3] == 0xde, "little-endian u32");
+  const ct_byte_buffer *bytes = &r.bytes;
+  CHECK(bytes->len == 4 + 8 + 8 + 8 + 8 + 4 + 4 + 17 + 8 + 3, "len %zu",
+        bytes->len);
+  CHECK((unsigned char)bytes->data[0] == 0xef &&
+            (unsigned char)bytes->data[3] == 0xde,
+        "little-endian u32");
 
   ct_rec_reader rd;
-  ct_rec_reader_init(&rd, r.data, r.len, "test record");
+  ct_rec_reader_init(&rd, bytes->data, bytes->len, "test record");
   CHECK(ct_rec_get_u32(&rd) == 0xdeadbeefu, "u32");
   CHECK(ct_rec_get_u64(&rd) == 0x0123456789abcdefull, "u64");
   CHECK(ct_rec_get_i64(&rd) == -42, "i64");
@@ -150,7 +154,7 @@ static void test_records(void) {
   free(text);
 
   // Reading past the end: one error, then zeros, and done reports it.
-  ct_rec_reader_init(&rd, r.data, 6, "short record");
+  ct_rec_reader_init(&rd, bytes->data, 6, "short record");
   ct_rec_get_u32(&rd);
   CHECK(ct_rec_get_u64(&rd) == 0, "past the end reads 0");
   CHECK(ct_rec_get_str(&rd) == NULL, "and NULL");
@@ -159,7 +163,7 @@ static void test_records(void) {
       has(ct_last_error(), "short record") && has(ct_last_error(), "truncated"),
       "message: %s", ct_last_error());
   // Unread bytes are an error too.
-  ct_rec_reader_init(&rd, r.data, r.len, "long record");
+  ct_rec_reader_init(&rd, bytes->data, bytes->len, "long record");
   ct_rec_get_u32(&rd);
   CHECK(ct_rec_reader_done(&rd) == CT_ERR_FORMAT &&
             has(ct_last_error(), "unexpected bytes at the end"),

@@ -382,6 +382,9 @@ static void test_png(void) {
   write_bytes(path, bytes, n - 20, false);
   check_error(ct_png_folder_load(&d, root, 3, 8, 8), CT_ERR_FORMAT,
               "g_cut.png: cannot decode PNG", "png truncated");
+  const char *why = strstr(ct_last_error(), "cannot decode PNG: ");
+  CHECK(why && why[strlen("cannot decode PNG: ")], "libpng's reason: %s",
+        ct_last_error());
   snprintf(path, sizeof path, "%s/dog/g_cut.png", root);
   write_text(path, "this is text");
   check_error(ct_png_folder_load(&d, root, 3, 8, 8), CT_ERR_FORMAT,
@@ -407,6 +410,19 @@ static void test_png(void) {
 }
 
 // ---- normalization, augmentation, batches ---------------------------------------
+
+// Pixel buffers: zeroed, and a real buffer even for no images (NULL is
+// kept for running out of memory).
+static void test_pixels_alloc(void) {
+  uint8_t *none = ct_image_pixels_alloc(0, 3, 8, 8);
+  CHECK(none != NULL, "no images: still a buffer");
+  free(none);
+  uint8_t *px = ct_image_pixels_alloc(2, 3, 5, 7);
+  int nonzero = 0;
+  for (int i = 0; px && i < 2 * 3 * 5 * 7; i++) nonzero += px[i] != 0;
+  CHECK(px && nonzero == 0, "zeroed (%d nonzero)", nonzero);
+  free(px);
+}
 
 // A dataset of n 3x8x8 images with distinct pixels and labels i % K.
 static void make_dataset(ct_image_dataset *d, int64_t n, int K) {
@@ -699,6 +715,7 @@ int main(int argc, char **argv) {
   test_idx();
   test_cifar();
   test_png();
+  test_pixels_alloc();
   test_normalize();
   test_crop_flip();
   test_batches();

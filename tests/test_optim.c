@@ -91,11 +91,13 @@ static param_error params_compare(ct_tensor *const *t, int n,
 }
 
 static ct_optim make_optim(const optim_fixture *f) {
+  // The fixtures name optimizers as configs do: by ct_optim_kind_name.
+  int named = 0;
   ct_optim_kind kind = CT_OPTIM_SGD;
-  CHECK(ct_optim_kind_parse(f->optimizer, &kind) == CT_OK, "%s",
-        ct_last_error());
-  CHECK(strcmp(ct_optim_kind_name(kind), f->optimizer) == 0, "%s",
-        f->optimizer);
+  for (int k = 0; k < CT_OPTIM_KIND_COUNT; k++)
+    if (!strcmp(ct_optim_kind_name((ct_optim_kind)k), f->optimizer))
+      kind = (ct_optim_kind)k, named++;
+  CHECK(named == 1, "%d optimizers named '%s'", named, f->optimizer);
   ct_optim_config c = kind == CT_OPTIM_SGD    ? ct_sgd_defaults()
                       : kind == CT_OPTIM_ADAM ? ct_adam_defaults()
                                               : ct_adamw_defaults();
@@ -369,10 +371,6 @@ static void check_config_errors(void) {
   CHECK(ct_optim_init(&o, &c) == CT_ERR_ARG &&
             strstr(ct_last_error(), "weight_decay"),
         "negative decay: %s", ct_last_error());
-  ct_optim_kind k;
-  CHECK(ct_optim_kind_parse("adamax", &k) == CT_ERR_ARG &&
-            strstr(ct_last_error(), "unknown optimizer 'adamax'"),
-        "adamax: %s", ct_last_error());
   c = ct_adam_defaults();
   CHECK(ct_optim_init(&o, &c) == CT_OK, "%s", ct_last_error());
   ct_params p;

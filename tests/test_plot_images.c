@@ -1,9 +1,10 @@
 // PNG images other than line charts, read back with libpng: raw RGB
 // (exact bytes), confusion matrices (cell colors by row fraction, counts
 // drawn, K = 1..1000) and attention overlays (only the attended region is
-// tinted, nearest-neighbour upscaling, panel layout for 64 images) and
-// alignment matrices (cells gray by weight, words in and out of ASCII).
-// Bad arguments and unwritable paths return an error and write nothing.
+// tinted, nearest-neighbour upscaling, panel layout for 64 images), the
+// image under detection boxes and alignment matrices (cells gray by
+// weight, words in and out of ASCII). Bad arguments and unwritable paths
+// return an error and write nothing.
 #include "core/error.h"
 #include "tests/harness.h"
 #include "tests/png_read.h"
@@ -447,6 +448,49 @@ static void test_alignment(void) {
   CHECK(dir_entries() == before, "nothing written on error");
 }
 
+// The image under detection boxes: RGB planes and gray on the right
+// channels, upscaled by 448 / 8 = 56; a box frames its corner; the image
+// checks of the attention plot.
+static void test_boxes_image(void) {
+  enum { H = 8, W = 4, S = 56 };
+  uint8_t img[3 * H * W];
+  for (int i = 0; i < H * W; i++)
+    img[i] = 10, img[H * W + i] = 200, img[2 * H * W + i] = 30;
+  img[2 * W + 3] = 250, img[H * W + 2 * W + 3] = 0,
+              img[2 * H * W + 2 * W + 3] = 5;
+  const char *path = tmp_path("boxes_rgb.png");
+  float box[4] = {1, 4, 2, 6};
+  int label = 0;
+  CHECK(ct_plot_boxes_png(path, img, 3, H, W, 1, box, &label, NULL) == CT_OK,
+        "rgb: %s", ct_last_error());
+  image im = image_load(path);
+  CHECK(im.w == W * S + 2 * M && im.h == H * S + 2 * M, "size %dx%d", im.w,
+        im.h);
+  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 0, 5) &&
+            is(at(&im, M + 3 * S - 1, M + 2 * S), 10, 200, 30) &&
+            is(at(&im, M + W * S - 1, M + H * S - 1), 10, 200, 30),
+        "image pixels");
+  CHECK(!is(at(&im, M + S, M + 4 * S), 10, 200, 30) &&
+            is(at(&im, M + S + S / 2, M + 5 * S), 10, 200, 30),
+        "box frame, inside untouched");
+  free(im.px);
+  CHECK(ct_plot_boxes_png(path, img, 1, H, W, 0, NULL, NULL, NULL) == CT_OK,
+        "gray: %s", ct_last_error());
+  im = image_load(path);
+  CHECK(is(at(&im, M + 3 * S, M + 2 * S), 250, 250, 250) &&
+            is(at(&im, M, M), 10, 10, 10),
+        "gray repeated");
+  free(im.px);
+  CHECK(ct_plot_boxes_png(path, img, 2, H, W, 0, NULL, NULL, NULL) ==
+                CT_ERR_ARG &&
+            strstr(ct_last_error(), "images need 1 or 3 channels, got 2"),
+        "2 channels: %s", ct_last_error());
+  CHECK(ct_plot_boxes_png(path, img, 3, H, 0, 0, NULL, NULL, NULL) ==
+                CT_ERR_ARG &&
+            strstr(ct_last_error(), "image size 8x0 outside 1..512"),
+        "width 0: %s", ct_last_error());
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/ct_test_plot_images_XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -460,6 +504,7 @@ int main(void) {
   test_attention_many();
   test_attention_errors();
   test_alignment();
+  test_boxes_image();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (getenv("CT_KEEP_TMP"))

@@ -1,10 +1,12 @@
 // Parallel text reading (data/text.h): both layouts, gzip and plain, line
 // handling, every error kind with its file:line message, and the real
-// Multi30k files when their directory is given as argv[1] and exists.
+// Multi30k files when their directory is given as argv[1] and exists. Also
+// the byte buffer of data/strings.h: growth, text, the sticky failure.
 #include "data/text.h"
 #include "tests/harness.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,6 +183,30 @@ static void test_multi30k(const char *dir) {
   }
 }
 
+static void test_byte_buffer(void) {
+  ct_byte_buffer b = {0};
+  CHECK(b.data == NULL && ct_byte_buffer_reserve(&b, 0) && b.data && b.cap > 0,
+        "reserve allocates");
+  ct_byte_buffer_append(&b, "ab", 2);
+  ct_byte_buffer_append(&b, "", 0);
+  ct_byte_buffer_printf(&b, "%c%d", '-', 42);
+  CHECK(b.len == 5 && !strcmp(b.data, "ab-42"), "text '%s' (%zu)", b.data,
+        b.len);
+  // Past the first capacity, with a NUL inside: bytes, not C strings.
+  for (int i = 0; i < 1000; i++) ct_byte_buffer_append(&b, "x\0y", 3);
+  CHECK(!b.failed && b.len == 3005 && b.cap > b.len && b.data[b.len] == '\0',
+        "grown to %zu of %zu", b.len, b.cap);
+  CHECK(!memcmp(b.data + 3002, "x\0y", 3), "last bytes");
+  // A size no allocation can meet sticks as a failure; the bytes stay.
+  CHECK(!ct_byte_buffer_reserve(&b, SIZE_MAX - 8) && b.failed, "huge reserve");
+  ct_byte_buffer_append(&b, "z", 1);
+  ct_byte_buffer_printf(&b, "%s", "more");
+  CHECK(b.failed && b.len == 3005 && !ct_byte_buffer_reserve(&b, 1),
+        "appends after a failure do nothing");
+  ct_byte_buffer_free(&b);
+  CHECK(b.data == NULL && b.len == 0 && b.cap == 0 && !b.failed, "freed");
+}
+
 int main(int argc, char **argv) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -192,6 +218,7 @@ int main(int argc, char **argv) {
   test_tsv_layout(true);
   printf("error messages:\n");
   test_errors();
+  test_byte_buffer();
   if (argc > 1)
     test_multi30k(argv[1]);
   else

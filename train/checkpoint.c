@@ -674,7 +674,8 @@ ct_status ct_ckpt_writer_add_rec(ct_ckpt_writer *w, const char *name,
                                  const ct_rec *r) {
   if (!r) return ct_error(CT_ERR_ARG, "checkpoint: no record");
   ct_status st = ct_rec_status(r);
-  return st != CT_OK ? st : ct_ckpt_writer_add(w, name, r->data, r->len);
+  return st != CT_OK ? st
+                     : ct_ckpt_writer_add(w, name, r->bytes.data, r->bytes.len);
 }
 
 ct_status ct_ckpt_section_reader(const ct_ckpt *c, const char *name,

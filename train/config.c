@@ -4,12 +4,12 @@
 // Every message starts with where the value came from ("path:line" or
 // "--set ARG"), so the user can go straight to it.
 #include "train/config.h"
+#include "data/strings.h"
 #include "train/fileio.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,43 +566,6 @@ const char *ct_config_origin(const ct_config *cfg, const char *section,
 
 // ---- output ----
 
-// A growing text buffer; `failed` sticks after an allocation failure.
-typedef struct text_buf {
-  char *s;
-  size_t len, cap;
-  bool failed;
-} text_buf;
-
-static void buf_printf(text_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void buf_printf(text_buf *b, const char *fmt, ...) {
-  if (b->failed) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0,
-                      fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = true;
-      return;
-    }
-    if (b->s && b->len + (size_t)n < b->cap) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap * 2 : 1024;
-    while (cap <= b->len + (size_t)n) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) {
-      b->failed = true;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-}
-
 // Strings that the parser would read differently when bare get quoted.
 static bool needs_quotes(const char *s) {
   size_t n = strlen(s);
@@ -615,45 +578,48 @@ static bool needs_quotes(const char *s) {
 
 char *ct_config_to_string(const ct_config *cfg) {
   if (!cfg) return NULL;
-  text_buf b = {0};
-  buf_printf(&b, "# Resolved ctrain config: every key with its final value.\n");
+  ct_byte_buffer b = {0};
+  ct_byte_buffer_printf(
+      &b, "# Resolved ctrain config: every key with its final value.\n");
   for (int i = 0; i < cfg->n; i++) {
     const char *section = cfg->schema[i].section;
     bool first = true;  // print each section once, at its first schema entry
     for (int j = 0; j < i; j++)
       if (!strcmp(cfg->schema[j].section, section)) first = false;
     if (!first) continue;
-    buf_printf(&b, "\n[%s]\n", section);
+    ct_byte_buffer_printf(&b, "\n[%s]\n", section);
     for (int j = i; j < cfg->n; j++) {
       const ct_config_key *k = &cfg->schema[j];
       if (strcmp(k->section, section)) continue;
-      if (k->doc && k->doc[0]) buf_printf(&b, "# %s", k->doc);
+      if (k->doc && k->doc[0]) ct_byte_buffer_printf(&b, "# %s", k->doc);
       if (k->type == CT_CONFIG_ENUM) {
-        buf_printf(&b, "%s(one of: ", k->doc && k->doc[0] ? " " : "# ");
+        ct_byte_buffer_printf(&b,
+                              "%s(one of: ", k->doc && k->doc[0] ? " " : "# ");
         for (const char *c = k->choices; *c; c++)
-          buf_printf(&b, "%s", *c == '|' ? ", " : (char[2]){*c, 0});
-        buf_printf(&b, ")");
+          ct_byte_buffer_printf(&b, "%s", *c == '|' ? ", " : (char[2]){*c, 0});
+        ct_byte_buffer_printf(&b, ")");
       }
       if ((k->doc && k->doc[0]) || k->type == CT_CONFIG_ENUM)
-        buf_printf(&b, "\n");
+        ct_byte_buffer_printf(&b, "\n");
       const char *t = cfg->v[j].text;
       if (k->type == CT_CONFIG_STRING && needs_quotes(t)) {
-        buf_printf(&b, "%s = \"", k->key);
+        ct_byte_buffer_printf(&b, "%s = \"", k->key);
         for (const char *c = t; *c; c++)
-          buf_printf(&b, "%s%c", *c == '"' || *c == '\\' ? "\\" : "", *c);
-        buf_printf(&b, "\"\n");
+          ct_byte_buffer_printf(&b, "%s%c", *c == '"' || *c == '\\' ? "\\" : "",
+                                *c);
+        ct_byte_buffer_printf(&b, "\"\n");
       } else {
-        buf_printf(&b, "%s = %s\n", k->key, t);
+        ct_byte_buffer_printf(&b, "%s = %s\n", k->key, t);
       }
     }
   }
   if (b.failed) {
-    free(b.s);
+    ct_byte_buffer_free(&b);
     ct_error(CT_ERR_NOMEM,
              "config: out of memory formatting the resolved config");
     return NULL;
   }
-  return b.s;
+  return b.data;
 }
 
 static ct_status write_text(FILE *f, const char *path, void *ctx) {

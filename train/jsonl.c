@@ -16,42 +16,20 @@
 
 // ---- building ----
 
-// A ct_json_put_fn (data/json.h) appending to the ct_json_obj `sink`.
-static void obj_append(void *sink, const void *s, size_t n) {
-  ct_json_obj *o = sink;
-  if (o->failed) return;
-  if (o->len + n + 2 > o->cap) {  // room for the closing "}" and NUL
-    size_t cap = o->cap ? o->cap : 128;
-    while (o->len + n + 2 > cap) cap *= 2;
-    char *b = realloc(o->buf, cap);
-    if (!b) {
-      o->failed = true;
-      return;
-    }
-    o->buf = b;
-    o->cap = cap;
-  }
-  memcpy(o->buf + o->len, s, n);
-  o->len += n;
-}
-
 static void obj_puts(ct_json_obj *o, const char *s) {
-  obj_append(o, s, strlen(s));
+  ct_byte_buffer_append(&o->text, s, strlen(s));
 }
 
 static void obj_key(ct_json_obj *o, const char *key) {
-  if (o->len == 0) obj_puts(o, "{");
-  if (o->len > 1) obj_puts(o, ", ");
-  ct_json_write_string(key, obj_append, o);
+  if (o->text.len == 0) obj_puts(o, "{");
+  if (o->text.len > 1) obj_puts(o, ", ");
+  ct_json_write_string(key, ct_json_put_buffer, &o->text);
   obj_puts(o, ": ");
 }
 
 void ct_json_obj_init(ct_json_obj *o) { memset(o, 0, sizeof *o); }
 
-void ct_json_obj_free(ct_json_obj *o) {
-  free(o->buf);
-  memset(o, 0, sizeof *o);
-}
+void ct_json_obj_free(ct_json_obj *o) { ct_byte_buffer_free(&o->text); }
 
 void ct_json_obj_int(ct_json_obj *o, const char *key, int64_t v) {
   char num[32];
@@ -75,7 +53,7 @@ void ct_json_obj_num(ct_json_obj *o, const char *key, double v) {
 
 void ct_json_obj_str(ct_json_obj *o, const char *key, const char *v) {
   obj_key(o, key);
-  ct_json_write_string(v ? v : "", obj_append, o);
+  ct_json_write_string(v ? v : "", ct_json_put_buffer, &o->text);
 }
 
 void ct_json_obj_bool(ct_json_obj *o, const char *key, bool v) {
@@ -84,12 +62,14 @@ void ct_json_obj_bool(ct_json_obj *o, const char *key, bool v) {
 }
 
 const char *ct_json_obj_text(ct_json_obj *o) {
-  if (o->len == 0) obj_puts(o, "{");
-  if (o->failed) return NULL;
-  // Close without consuming: later fields go before the "}".
-  o->buf[o->len] = '}';
-  o->buf[o->len + 1] = '\0';
-  return o->buf;
+  ct_byte_buffer *b = &o->text;
+  if (b->len == 0) obj_puts(o, "{");
+  // Close without consuming: later fields go before the "}". The room
+  // reserved for it also holds the newline ct_jsonl_write puts after it.
+  if (!ct_byte_buffer_reserve(b, 1)) return NULL;
+  b->data[b->len] = '}';
+  b->data[b->len + 1] = '\0';
+  return b->data;
 }
 
 // ---- appending ----
@@ -150,10 +130,11 @@ ct_status ct_jsonl_write(ct_jsonl *j, ct_json_obj *o) {
   if (!text)
     return ct_error(CT_ERR_NOMEM, "%s: out of memory building a line", j->path);
   // One fwrite for the line and its newline, then flush.
-  o->buf[o->len + 1] = '\n';
-  size_t n = o->len + 2;
-  bool ok = fwrite(o->buf, 1, n, j->f) == n && fflush(j->f) == 0;
-  o->buf[o->len + 1] = '\0';
+  ct_byte_buffer *b = &o->text;
+  b->data[b->len + 1] = '\n';
+  size_t n = b->len + 2;
+  bool ok = fwrite(b->data, 1, n, j->f) == n && fflush(j->f) == 0;
+  b->data[b->len + 1] = '\0';
   if (!ok)
     return ct_error(CT_ERR_IO, "%s: write failed: %s", j->path,
                     strerror(errno));
@@ -364,8 +345,7 @@ void ct_jsonl_data_free(ct_jsonl_data *d) {
 typedef struct keep_ctx {
   const char *key;
   double max;
-  char *out;
-  size_t len, cap;
+  ct_byte_buffer kept;  // the lines kept, each with its newline
 } keep_ctx;
 
 static ct_status keep_line(ct_json_record *r, const char *line, size_t len,
@@ -375,34 +355,26 @@ static ct_status keep_line(ct_json_record *r, const char *line, size_t len,
   bool keep = !ct_json_record_num(r, k->key, &v) || !(v > k->max);
   ct_json_record_free(r);
   if (!keep) return CT_OK;
-  if (k->len + len + 1 > k->cap) {
-    size_t cap = k->cap ? k->cap : 4096;
-    while (k->len + len + 1 > cap) cap *= 2;
-    char *out = realloc(k->out, cap);
-    if (!out) return ct_error(CT_ERR_NOMEM, "metrics: out of memory");
-    k->out = out;
-    k->cap = cap;
-  }
-  memcpy(k->out + k->len, line, len);
-  k->len += len;
-  k->out[k->len++] = '\n';
+  ct_byte_buffer_append(&k->kept, line, len);
+  ct_byte_buffer_append(&k->kept, "\n", 1);
+  if (k->kept.failed) return ct_error(CT_ERR_NOMEM, "metrics: out of memory");
   return CT_OK;
 }
 
 static ct_status write_kept(FILE *f, const char *path, void *ctx) {
   (void)path;
   keep_ctx *k = ctx;
-  if (k->len) fwrite(k->out, 1, k->len, f);
+  if (k->kept.len) fwrite(k->kept.data, 1, k->kept.len, f);
   return CT_OK;
 }
 
 ct_status ct_jsonl_truncate_after(const char *path, const char *key,
                                   double max) {
   if (access(path, F_OK) != 0 && errno == ENOENT) return CT_OK;
-  keep_ctx k = {key, max, NULL, 0, 0};
+  keep_ctx k = {.key = key, .max = max};
   char warning[512];
   ct_status s = scan_lines(path, keep_line, &k, warning, sizeof warning);
   if (s == CT_OK) s = ct_file_write_atomic(path, write_kept, &k);
-  free(k.out);
+  ct_byte_buffer_free(&k.kept);
   return s;
 }

@@ -30,6 +30,7 @@
 #define CT_TRAIN_JSONL_H
 
 #include "core/error.h"
+#include "data/strings.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,9 +40,8 @@
 // ---- building one object ----
 
 typedef struct ct_json_obj {
-  char *buf;
-  size_t len, cap;
-  bool failed;  // an allocation failed; ct_json_obj_text returns NULL
+  ct_byte_buffer text;  // "{" and the fields so far, without the closing "}";
+                        // text.failed: ct_json_obj_text returns NULL
 } ct_json_obj;
 
 void ct_json_obj_init(ct_json_obj *o);

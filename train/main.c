@@ -161,19 +161,59 @@ static int cmd_train(int argc, char **argv) {
   return rc;
 }
 
-// Shared by eval and translate: --beam N, --threads N, --split S.
-typedef struct model_opts {
+// What the commands that open a checkpoint take besides their own options:
+// --threads N anywhere, CKPT, then (translate, classify, detect) more
+// positionals: texts or images.
+typedef struct model_args {
   const char *ckpt;
+  const char **rest;  // argc slots for the positionals after CKPT; NULL when
+                      // the command takes none
+  int n_rest;
+} model_args;
+
+// Takes argv[*i], which is none of the command's own options: --threads N,
+// an unknown option, CKPT or one more positional. 0, or 2 after a usage
+// error.
+static int model_arg(model_args *a, int argc, char **argv, int *i) {
+  const char *arg = argv[*i], *v;
+  int threads;
+  if (!strcmp(arg, "--threads")) {
+    if (!(v = option_value(argc, argv, i)) || threads_option(v, &threads))
+      return 2;
+    ct_set_threads(threads);
+  } else if (arg[0] == '-' && arg[1] && strcmp(arg, "--")) {
+    return usage_error("unknown option '%s'", arg);
+  } else if (!a->ckpt) {
+    a->ckpt = arg;
+  } else if (a->rest) {
+    a->rest[a->n_rest++] = arg;
+  } else {
+    return usage_error("unexpected argument '%s'", arg);
+  }
+  return 0;
+}
+
+// After the arguments of command `cmd`: a usage error (2) without CKPT or,
+// when `images` are needed, without any; else 0.
+static int model_args_check(const model_args *a, const char *cmd, bool images) {
+  if (!a->ckpt) return usage_error("%s: a checkpoint path is needed", cmd);
+  if (images && a->n_rest == 0) return usage_error("%s: no image given", cmd);
+  return 0;
+}
+
+// Shared by eval and translate: --beam N, --split S (eval), texts
+// (translate).
+typedef struct model_opts {
+  model_args args;
   int beam;  // 0: the config's final_beam
   const char *split;
-  const char **texts;
-  int n_texts;
   const char *attention;  // translate: the alignment PNG, or NULL
 } model_opts;
 
 static int parse_model_opts(int argc, char **argv, bool texts, bool split,
                             model_opts *o) {
-  o->texts = calloc((size_t)argc, sizeof *o->texts);
+  if (texts && !(o->args.rest = calloc((size_t)argc, sizeof *o->args.rest)))
+    return 1;
   for (int i = 2; i < argc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--beam")) {
@@ -181,11 +221,6 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       if (positive(v) < 0 || positive(v) > 64)
         return usage_error("--beam wants an integer in 1..64, not '%s'", v);
       o->beam = (int)positive(v);
-    } else if (!strcmp(argv[i], "--threads")) {
-      if (!(v = option_value(argc, argv, &i))) return 2;
-      int n;
-      if (threads_option(v, &n)) return 2;
-      ct_set_threads(n);
     } else if (split && !strcmp(argv[i], "--split")) {
       if (!(v = option_value(argc, argv, &i))) return 2;
       if (strcmp(v, "val") && strcmp(v, "test"))
@@ -193,34 +228,28 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       o->split = v;
     } else if (texts && !strcmp(argv[i], "--attention")) {
       if (!(o->attention = option_value(argc, argv, &i))) return 2;
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      return usage_error("unknown option '%s'", argv[i]);
-    } else if (!o->ckpt) {
-      o->ckpt = argv[i];
-    } else if (texts) {
-      o->texts[o->n_texts++] = argv[i];
     } else {
-      return usage_error("unexpected argument '%s'", argv[i]);
+      int rc = model_arg(&o->args, argc, argv, &i);
+      if (rc) return rc;
     }
   }
-  if (!o->ckpt) return usage_error("%s: a checkpoint path is needed", argv[1]);
-  return 0;
+  return model_args_check(&o->args, argv[1], false);
 }
 
 static int cmd_eval(int argc, char **argv) {
   model_opts o = {.split = "val"};
   int rc = parse_model_opts(argc, argv, false, true, &o);
-  free(o.texts);
   if (rc) return rc;
+  const char *ckpt = o.args.ckpt;
   ct_run_model m;
-  if (ct_run_model_open(&m, o.ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
+  if (ct_run_model_open(&m, ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
     rc = runtime_error();
     ct_run_model_close(&m);
     return rc;
   }
   ct_gemm_set_precision(m.run.precision);
   int beam = o.beam ? o.beam : m.run.final_beam;
-  printf("checkpoint %s (step %lld)\n", o.ckpt, (long long)m.state.step);
+  printf("checkpoint %s (step %lld)\n", ckpt, (long long)m.state.step);
   ct_eval_metrics metrics = {0};
   if (m.task.ops->evaluate(&m.task, o.split, beam, 0, &metrics, stdout) !=
       CT_OK) {
@@ -228,7 +257,7 @@ static int cmd_eval(int argc, char **argv) {
   } else {
     ct_json_obj line;
     ct_json_obj_init(&line);
-    ct_json_obj_str(&line, "checkpoint", o.ckpt);
+    ct_json_obj_str(&line, "checkpoint", ckpt);
     ct_json_obj_str(&line, "split", o.split);
     ct_json_obj_int(&line, "step", m.state.step);
     ct_eval_metrics_to_json(&metrics, &line);
@@ -280,21 +309,21 @@ static int open_model_of(ct_run_model *m, const char *ckpt,
 static int cmd_translate(int argc, char **argv) {
   model_opts o = {0};
   int rc = parse_model_opts(argc, argv, true, false, &o);
-  if (!rc && o.attention && o.n_texts != 1)
+  if (!rc && o.attention && o.args.n_rest != 1)
     rc = usage_error(
         "%s draws the alignment of one sentence: give exactly "
         "one TEXT",
         "translate --attention");
   if (rc) {
-    free(o.texts);
+    free(o.args.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, o.ckpt, &ct_task_translation, "translate");
+  rc = open_model_of(&m, o.args.ckpt, &ct_task_translation, "translate");
   if (!rc && o.attention) {
     int beam = o.beam ? o.beam : m.run.final_beam;
     char *out = NULL;
-    if (ct_translation_attention(&m.task, o.texts[0], beam, o.attention,
+    if (ct_translation_attention(&m.task, o.args.rest[0], beam, o.attention,
                                  &out) != CT_OK)
       rc = runtime_error();
     else
@@ -302,9 +331,9 @@ static int cmd_translate(int argc, char **argv) {
     free(out);
   } else if (!rc) {
     int beam = o.beam ? o.beam : m.run.final_beam;
-    int n = o.n_texts;
+    int n = o.args.n_rest;
     char **stdin_lines = NULL;
-    const char **lines = o.texts;
+    const char **lines = o.args.rest;
     if (n == 0) {
       stdin_lines = read_lines(stdin, &n);
       lines = (const char **)stdin_lines;
@@ -329,16 +358,16 @@ static int cmd_translate(int argc, char **argv) {
     free(stdin_lines);
   }
   ct_run_model_close(&m);
-  free(o.texts);
+  free(o.args.rest);
   ct_arena_release();
   return rc;
 }
 
 static int cmd_classify(int argc, char **argv) {
-  const char *ckpt = NULL, *attention = NULL;
-  int top = 5, n = 0;
-  const char **images = calloc((size_t)argc, sizeof *images);
-  int rc = images ? 0 : 1;
+  const char *attention = NULL;
+  int top = 5;
+  model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
+  int rc = a.rest ? 0 : 1;
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--top")) {
@@ -353,44 +382,32 @@ static int cmd_classify(int argc, char **argv) {
         rc = 2;
       else
         attention = v;
-    } else if (!strcmp(argv[i], "--threads")) {
-      int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
-        rc = 2;
-      else
-        ct_set_threads(t);
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      rc = usage_error("unknown option '%s'", argv[i]);
-    } else if (!ckpt) {
-      ckpt = argv[i];
     } else {
-      images[n++] = argv[i];
+      rc = model_arg(&a, argc, argv, &i);
     }
   }
-  if (!rc && !ckpt)
-    rc = usage_error("%s", "classify: a checkpoint path is needed");
-  if (!rc && n == 0) rc = usage_error("%s", "classify: no image given");
+  if (!rc) rc = model_args_check(&a, "classify", true);
   if (rc) {
-    free(images);
+    free(a.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, ckpt, &ct_task_classification, "classify");
-  if (!rc && ct_classification_classify(&m.task, images, n, top, attention,
-                                        stdout) != CT_OK)
+  rc = open_model_of(&m, a.ckpt, &ct_task_classification, "classify");
+  if (!rc && ct_classification_classify(&m.task, a.rest, a.n_rest, top,
+                                        attention, stdout) != CT_OK)
     rc = runtime_error();
   ct_run_model_close(&m);
-  free(images);
+  free(a.rest);
   ct_arena_release();
   return rc;
 }
 
 static int cmd_detect(int argc, char **argv) {
-  const char *ckpt = NULL, *out_png = NULL;
+  const char *out_png = NULL;
   float threshold = 0.5f;
-  int n = 0, rc = 0;
-  const char **images = calloc((size_t)argc, sizeof *images);
-  if (!images) return 1;
+  model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
+  if (!a.rest) return 1;
+  int rc = 0;
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--out")) {
@@ -405,34 +422,22 @@ static int cmd_detect(int argc, char **argv) {
       else if ((threshold = strtof(v, &end), *end) ||
                !(threshold >= 0.0f && threshold <= 1.0f))
         rc = usage_error("--threshold wants a number in [0, 1], not '%s'", v);
-    } else if (!strcmp(argv[i], "--threads")) {
-      int t;
-      if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
-        rc = 2;
-      else
-        ct_set_threads(t);
-    } else if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--")) {
-      rc = usage_error("unknown option '%s'", argv[i]);
-    } else if (!ckpt) {
-      ckpt = argv[i];
     } else {
-      images[n++] = argv[i];
+      rc = model_arg(&a, argc, argv, &i);
     }
   }
-  if (!rc && !ckpt)
-    rc = usage_error("%s", "detect: a checkpoint path is needed");
-  if (!rc && n == 0) rc = usage_error("%s", "detect: no image given");
+  if (!rc) rc = model_args_check(&a, "detect", true);
   if (rc) {
-    free(images);
+    free(a.rest);
     return rc;
   }
   ct_run_model m;
-  rc = open_model_of(&m, ckpt, &ct_task_detection, "detect");
-  if (!rc && ct_detection_detect(&m.task, images, n, threshold, out_png,
+  rc = open_model_of(&m, a.ckpt, &ct_task_detection, "detect");
+  if (!rc && ct_detection_detect(&m.task, a.rest, a.n_rest, threshold, out_png,
                                  stdout) != CT_OK)
     rc = runtime_error();
   ct_run_model_close(&m);
-  free(images);
+  free(a.rest);
   ct_arena_release();
   return rc;
 }
@@ -599,6 +604,59 @@ static int cmd_plot(int argc, char **argv) {
   return rc;
 }
 
+// A toy command's integer option (--seed N, --train N, ...) and where its
+// value goes.
+typedef struct toy_number {
+  const char *name;
+  long *value;
+} toy_number;
+
+// Reads a word option's value into *out (a ct_toy_task, ...).
+typedef ct_status (*toy_word_fn)(const char *text, void *out);
+
+static ct_status toy_task_word(const char *text, void *task) {
+  return ct_toy_task_parse(text, task);
+}
+
+static ct_status toy_format_word(const char *text, void *format) {
+  return ct_toy_image_format_parse(text, format);
+}
+
+// Reads the options of `ctrain toy KIND` (from argv[3]): --force, --out DIR,
+// the word option `word_name` read by `read_word` into *word (NULL: none),
+// and the positive integers of `numbers` (ended by a NULL name). 0, or the
+// exit code after a usage error.
+static int toy_options(int argc, char **argv, const char **out, bool *force,
+                       const char *word_name, toy_word_fn read_word, void *word,
+                       const toy_number *numbers) {
+  for (int i = 3; i < argc; i++) {
+    const char *opt = argv[i], *v;
+    if (!strcmp(opt, "--force")) {
+      *force = true;
+      continue;
+    }
+    const toy_number *number = NULL;
+    for (const toy_number *n = numbers; n->name; n++)
+      if (!strcmp(opt, n->name)) number = n;
+    bool is_out = !strcmp(opt, "--out");
+    bool is_word = word_name && !strcmp(opt, word_name);
+    if (!number && !is_out && !is_word)
+      return usage_error("toy: unknown option '%s'", opt);
+    if (!(v = option_value(argc, argv, &i))) return 2;
+    if (is_out) {
+      *out = v;
+    } else if (is_word) {
+      if (read_word(v, word) != CT_OK)
+        return usage_error("%s", ct_last_error());
+    } else if (positive(v) < 0) {
+      return usage_error("option wants a positive integer, not '%s'", v);
+    } else {
+      *number->value = positive(v);
+    }
+  }
+  return 0;
+}
+
 // ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or
 // IDX files.
 static int cmd_toy_images(int argc, char **argv) {
@@ -606,40 +664,12 @@ static int cmd_toy_images(int argc, char **argv) {
   ct_toy_image_format format = CT_TOY_IMAGES_PNG;
   long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
   bool force = false;
-  for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out",  "--format",  "--seed",
-                                        "--size", "--classes", "--train",
-                                        "--test"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
-    long n = positive(v);
-    if (!strcmp(opt, "--out"))
-      out = v;
-    else if (!strcmp(opt, "--format")) {
-      if (ct_toy_image_format_parse(v, &format) != CT_OK)
-        return usage_error("%s", ct_last_error());
-    } else if (n < 0)
-      return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed"))
-      seed = n;
-    else if (!strcmp(opt, "--size"))
-      size = n;
-    else if (!strcmp(opt, "--classes"))
-      classes = n;
-    else if (!strcmp(opt, "--train"))
-      train = n;
-    else
-      test = n;  // --test
-  }
+  const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
+                                {"--classes", &classes}, {"--train", &train},
+                                {"--test", &test},       {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--format", toy_format_word,
+                       &format, numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy images needs --out DIR");
   if (format == CT_TOY_IMAGES_CIFAR10) size = 32;
   ct_image_dataset tr = {0}, te = {0};
@@ -664,36 +694,11 @@ static int cmd_toy_detection(int argc, char **argv) {
   const char *out = NULL;
   long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
   bool force = false;
-  for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out",     "--seed",  "--size",
-                                        "--classes", "--train", "--val"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
-    long n = positive(v);
-    if (!strcmp(opt, "--out"))
-      out = v;
-    else if (n < 0)
-      return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed"))
-      seed = n;
-    else if (!strcmp(opt, "--size"))
-      size = n;
-    else if (!strcmp(opt, "--classes"))
-      classes = n;
-    else if (!strcmp(opt, "--train"))
-      train = n;
-    else
-      val = n;  // --val
-  }
+  const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
+                                {"--classes", &classes}, {"--train", &train},
+                                {"--val", &val},         {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, NULL, NULL, NULL, numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
   ct_detection_dataset tr = {0}, va = {0};
   ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
@@ -721,45 +726,24 @@ static int cmd_toy(int argc, char **argv) {
     return usage_error("%s",
                        "toy: the kinds are 'translation' (ctrain toy "
                        "translation --out DIR), 'images' and 'detection'");
-  ct_toy_options o = {.task = CT_TOY_GRAMMAR,
-                      .seed = 1,
-                      .train_size = 20000,
-                      .val_size = 500,
-                      .test_size = 500};
+  ct_toy_task task = CT_TOY_GRAMMAR;
+  long seed = 1, train = 20000, val = 500, test = 500;
   const char *out = NULL;
   bool force = false;
-  for (int i = 3; i < argc; i++) {
-    const char *v;
-    if (!strcmp(argv[i], "--force")) {
-      force = true;
-      continue;
-    }
-    static const char *const known[] = {"--out",   "--task", "--seed",
-                                        "--train", "--val",  "--test"};
-    bool is_known = false;
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-      is_known = is_known || !strcmp(argv[i], known[k]);
-    if (!is_known) return usage_error("toy: unknown option '%s'", argv[i]);
-    if (!(v = option_value(argc, argv, &i))) return 2;
-    const char *opt = argv[i - 1];
-    long n = positive(v);
-    if (!strcmp(opt, "--out"))
-      out = v;
-    else if (!strcmp(opt, "--task")) {
-      if (ct_toy_task_parse(v, &o.task) != CT_OK)
-        return usage_error("%s", ct_last_error());
-    } else if (n < 0)
-      return usage_error("option wants a positive integer, not '%s'", v);
-    else if (!strcmp(opt, "--seed"))
-      o.seed = (uint64_t)n;
-    else if (!strcmp(opt, "--train"))
-      o.train_size = n;
-    else if (!strcmp(opt, "--val"))
-      o.val_size = n;
-    else
-      o.test_size = n;  // --test
-  }
+  const toy_number numbers[] = {{"--seed", &seed},
+                                {"--train", &train},
+                                {"--val", &val},
+                                {"--test", &test},
+                                {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--task", toy_task_word, &task,
+                       numbers);
+  if (rc) return rc;
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
+  ct_toy_options o = {.task = task,
+                      .seed = (uint64_t)seed,
+                      .train_size = train,
+                      .val_size = val,
+                      .test_size = test};
   if (ct_toy_translation_write(out, &o, force) != CT_OK) return runtime_error();
   printf("wrote %s/{train,val,test}.{src,tgt} (%s, seed %llu)\n", out,
          ct_toy_task_name(o.task), (unsigned long long)o.seed);

@@ -6,6 +6,7 @@
 // label below it, the legend in its top-right corner.
 #include "train/plot.h"
 
+#include "data/png_error.h"
 #include "data/utf8.h"
 #include "train/fileio.h"
 #include "train/jsonl.h"
@@ -466,24 +467,13 @@ static void panel_draw(canvas *c, int top, int W, int H,
 typedef struct png_job {
   const uint8_t *rgb;  // w * h * 3
   int w, h;
-  char message[256];
+  ct_png_failure failure;
 } png_job;
-
-static void png_on_error(png_structp png, png_const_charp msg) {
-  png_job *job = png_get_error_ptr(png);
-  snprintf(job->message, sizeof job->message, "%s", msg);
-  png_longjmp(png, 1);
-}
-
-static void png_on_warning(png_structp png, png_const_charp msg) {
-  (void)png;
-  (void)msg;
-}
 
 static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   png_job *job = ctx;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, job,
-                                            png_on_error, png_on_warning);
+  png_structp png = png_create_write_struct(
+      PNG_LIBPNG_VER_STRING, &job->failure, ct_png_on_error, ct_png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!png || !info) {
     png_destroy_write_struct(&png, NULL);
@@ -492,7 +482,7 @@ static ct_status rgb_png_write(FILE *f, const char *path, void *ctx) {
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
     return ct_error(CT_ERR_IO, "%s: PNG encoding failed: %s", path,
-                    job->message);
+                    job->failure.message);
   }
   png_init_io(png, f);
   png_set_IHDR(png, info, (png_uint_32)job->w, (png_uint_32)job->h, 8,
@@ -514,7 +504,7 @@ ct_status ct_png_write_rgb(const char *path, int width, int height,
       height > CT_PNG_MAX_SIDE)
     return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
                     width, height, CT_PNG_MAX_SIDE);
-  png_job job = {rgb, width, height, ""};
+  png_job job = {rgb, width, height, {""}};
   return ct_file_write_atomic(path, rgb_png_write, &job);
 }
 
@@ -790,6 +780,30 @@ static double map_sample(const float *map, int gh, int gw, int py, int px,
                tx * map_at(map, gw, y1, x1));
 }
 
+// The images both image plots take: channel-first, 1 (gray) or 3 (RGB)
+// channels, each side in 1..CT_PLOT_MAX_IMAGE_SIDE.
+static ct_status check_image_shape(const char *path, int channels, int height,
+                                   int width) {
+  if (channels != 1 && channels != 3)
+    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path,
+                    channels);
+  if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
+      width > CT_PLOT_MAX_IMAGE_SIDE)
+    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
+                    height, width, CT_PLOT_MAX_IMAGE_SIDE);
+  return CT_OK;
+}
+
+// Pixel (y, x) of such an image as a color (gray repeated).
+static rgb image_pixel(const uint8_t *image, int channels, int height,
+                       int width, int y, int x) {
+  size_t plane = (size_t)height * (size_t)width,
+         at = (size_t)y * (size_t)width + (size_t)x;
+  return channels == 1
+             ? (rgb){image[at], image[at], image[at]}
+             : (rgb){image[at], image[plane + at], image[2 * plane + at]};
+}
+
 ct_status ct_plot_attention_png(const char *path, int n,
                                 const uint8_t *const *images, int channels,
                                 int height, int width, const float *const *maps,
@@ -801,13 +815,8 @@ ct_status ct_plot_attention_png(const char *path, int n,
   if (n < 1 || n > CT_PLOT_MAX_PANELS)
     return ct_error(CT_ERR_ARG, "%s: need 1..%d images, got %d", path,
                     CT_PLOT_MAX_PANELS, n);
-  if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path,
-                    channels);
-  if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
-      width > CT_PLOT_MAX_IMAGE_SIDE)
-    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
-                    height, width, CT_PLOT_MAX_IMAGE_SIDE);
+  ct_status st = check_image_shape(path, channels, height, width);
+  if (st != CT_OK) return st;
   if (grid_h < 1 || grid_h > CT_PLOT_MAX_IMAGE_SIDE || grid_w < 1 ||
       grid_w > CT_PLOT_MAX_IMAGE_SIDE)
     return ct_error(CT_ERR_ARG, "%s: attention grid %dx%d outside 1..%d", path,
@@ -829,17 +838,14 @@ ct_status ct_plot_attention_png(const char *path, int n,
   if (!canvas_alloc(&c, W, H))
     return ct_error(CT_ERR_NOMEM, "%s: out of memory for a %dx%d image", path,
                     W, H);
-  size_t plane = (size_t)height * (size_t)width;
   for (int k = 0; k < n; k++) {
     int x0 = M + (k % PER_ROW) * (pw + M),
         y0 = M + (k / PER_ROW) * (ph + CAPTION + M);
     const uint8_t *img = images[k];
     for (int py = 0; py < ph; py++)
       for (int px = 0; px < pw; px++) {
-        size_t at = (size_t)(py / scale) * (size_t)width + (size_t)(px / scale);
-        rgb p = channels == 1
-                    ? (rgb){img[at], img[at], img[at]}
-                    : (rgb){img[at], img[plane + at], img[2 * plane + at]};
+        rgb p =
+            image_pixel(img, channels, height, width, py / scale, px / scale);
         // Heat runs from red (low) to yellow (high); out = (1 - 0.6a) p + 0.6a heat(a).
         double a = map_sample(maps[k], grid_h, grid_w, py, px, ph, pw);
         rgb heat = {255, (uint8_t)lround(255 * a), 0};
@@ -862,13 +868,8 @@ ct_status ct_plot_boxes_png(const char *path, const uint8_t *image,
   enum { M = 10 };
   if (!path) return ct_error(CT_ERR_ARG, "boxes plot: no path");
   if (!image) return ct_error(CT_ERR_ARG, "%s: no image", path);
-  if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG, "%s: images need 1 or 3 channels, got %d", path,
-                    channels);
-  if (height < 1 || height > CT_PLOT_MAX_IMAGE_SIDE || width < 1 ||
-      width > CT_PLOT_MAX_IMAGE_SIDE)
-    return ct_error(CT_ERR_ARG, "%s: image size %dx%d outside 1..%d", path,
-                    height, width, CT_PLOT_MAX_IMAGE_SIDE);
+  ct_status st = check_image_shape(path, channels, height, width);
+  if (st != CT_OK) return st;
   if (n < 0 || (n > 0 && (!boxes || !labels)))
     return ct_error(CT_ERR_ARG, "%s: %d boxes without coordinates or labels",
                     path, n);
@@ -878,15 +879,11 @@ ct_status ct_plot_boxes_png(const char *path, const uint8_t *image,
   canvas c;
   if (!canvas_alloc(&c, pw + 2 * M, ph + 2 * M))
     return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
-  size_t plane = (size_t)height * (size_t)width;
   for (int py = 0; py < ph; py++)
-    for (int px = 0; px < pw; px++) {
-      size_t at = (size_t)(py / scale) * (size_t)width + (size_t)(px / scale);
-      rgb p = channels == 1
-                  ? (rgb){image[at], image[at], image[at]}
-                  : (rgb){image[at], image[plane + at], image[2 * plane + at]};
-      pixel_set(&c, M + px, M + py, p);
-    }
+    for (int px = 0; px < pw; px++)
+      pixel_set(
+          &c, M + px, M + py,
+          image_pixel(image, channels, height, width, py / scale, px / scale));
   for (int i = 0; i < n; i++) {
     rgb col = palette[(labels[i] < 0 ? 0 : labels[i]) % N_COLORS];
     int x0 = M + (int)lround(boxes[4 * i] * scale),

@@ -9,30 +9,10 @@
 
 void ct_rec_init(ct_rec *r) { memset(r, 0, sizeof *r); }
 
-void ct_rec_free(ct_rec *r) {
-  free(r->data);
-  memset(r, 0, sizeof *r);
-}
+void ct_rec_free(ct_rec *r) { ct_byte_buffer_free(&r->bytes); }
 
 void ct_rec_raw(ct_rec *r, const void *data, size_t len) {
-  if (r->failed || len == 0) return;
-  if (len > SIZE_MAX / 2 - r->len) {
-    r->failed = true;
-    return;
-  }
-  if (r->len + len > r->cap) {
-    size_t cap = r->cap ? r->cap : 256;
-    while (cap < r->len + len) cap *= 2;
-    unsigned char *d = realloc(r->data, cap);
-    if (!d) {
-      r->failed = true;
-      return;
-    }
-    r->data = d;
-    r->cap = cap;
-  }
-  memcpy(r->data + r->len, data, len);
-  r->len += len;
+  ct_byte_buffer_append(&r->bytes, data, len);
 }
 
 static void rec_le(ct_rec *r, uint64_t v, int bytes) {
@@ -54,7 +34,7 @@ void ct_rec_f64(ct_rec *r, double v) {
 void ct_rec_str(ct_rec *r, const char *s) {
   size_t len = s ? strlen(s) : 0;
   if (len > UINT32_MAX) {
-    r->failed = true;
+    r->bytes.failed = true;
     return;
   }
   rec_le(r, len, 4);
@@ -67,11 +47,11 @@ void ct_rec_bytes(ct_rec *r, const void *data, size_t len) {
 }
 
 ct_status ct_rec_status(const ct_rec *r) {
-  if (r->failed)
+  if (r->bytes.failed)
     return ct_error(CT_ERR_NOMEM,
                     "checkpoint: out of memory building a "
                     "record (%zu bytes so far)",
-                    r->len);
+                    r->bytes.len);
   return CT_OK;
 }
 

@@ -1,12 +1,12 @@
 // Records: a byte payload built field by field (positional little-endian
 // fields), and a reader that takes the fields back in the same order. The
 // sections of checkpoints are made of them (checkpoint.h puts a record in a
-// section and reads one back); safetensors.c builds its header in one.
+// section and reads one back).
 //
 //   ct_rec r;  ct_rec_init(&r);
 //   ct_rec_i64(&r, step);  ct_rec_f64(&r, lr);  ct_rec_str(&r, config_text);
 //   if (ct_rec_status(&r) != CT_OK) ...   // one check for all the appends
-//   ... r.data, r.len ...
+//   ... r.bytes.data, r.bytes.len ...
 //   ct_rec_free(&r);
 //
 //   ct_rec_reader rd;  ct_rec_reader_init(&rd, data, len, "section 'train'");
@@ -26,16 +26,14 @@
 #ifndef CT_TRAIN_RECORD_H
 #define CT_TRAIN_RECORD_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/strings.h"
 
 typedef struct ct_rec {
-  unsigned char *data;
-  size_t len, cap;
-  bool failed;  // an append ran out of memory
+  ct_byte_buffer bytes;  // the payload so far; bytes.failed: out of memory
 } ct_rec;
 
 void ct_rec_init(ct_rec *r);

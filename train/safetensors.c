@@ -24,7 +24,6 @@
 #include "train/safetensors.h"
 #include "data/json.h"
 #include "train/fileio.h"
-#include "train/record.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -58,24 +57,17 @@ static const st_dtype *find_dtype(const char *name) {
 
 // ---- Writing ----------------------------------------------------------------
 
-// A ct_json_put_fn appending to the ct_rec `sink`.
-static void rec_put(void *sink, const void *bytes, size_t n) {
-  ct_rec_raw(sink, bytes, n);
-}
-
 // Appends s as a JSON string literal, escaped as serde_json does.
-static void json_put_string(ct_rec *r, const char *s) {
-  ct_json_write_string(s, rec_put, r);
+static void json_put_string(ct_byte_buffer *h, const char *s) {
+  ct_json_write_string(s, ct_json_put_buffer, h);
 }
 
-static void json_put_text(ct_rec *r, const char *text) {
-  ct_rec_raw(r, text, strlen(text));
+static void json_put_text(ct_byte_buffer *h, const char *text) {
+  ct_byte_buffer_append(h, text, strlen(text));
 }
 
-static void json_put_u64(ct_rec *r, uint64_t v) {
-  char num[24];
-  snprintf(num, sizeof num, "%llu", (unsigned long long)v);
-  json_put_text(r, num);
+static void json_put_u64(ct_byte_buffer *h, uint64_t v) {
+  ct_byte_buffer_printf(h, "%llu", (unsigned long long)v);
 }
 
 static int compare_param_names(const void *a, const void *b) {
@@ -84,7 +76,7 @@ static int compare_param_names(const void *a, const void *b) {
 }
 
 // Builds the padded JSON header for the parameters in `order`.
-static void build_header(ct_rec *h, const ct_param *const *order, int n,
+static void build_header(ct_byte_buffer *h, const ct_param *const *order, int n,
                          const char *const *metadata) {
   json_put_text(h, "{");
   bool first = true;
@@ -145,8 +137,7 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
   if (st != CT_OK) return st;
   const ct_param **order = malloc((size_t)(p->n + 1) * sizeof *order);
   ct_ckpt_piece *pieces = malloc((size_t)(p->n + 2) * sizeof *pieces);
-  ct_rec h;
-  ct_rec_init(&h);
+  ct_byte_buffer h = {0};
   if (order && pieces) {
     for (int i = 0; i < p->n; i++) order[i] = &p->items[i];
     qsort(order, (size_t)p->n, sizeof *order, compare_param_names);
@@ -170,7 +161,7 @@ ct_status ct_safetensors_save(const char *path, const ct_params *p,
                           (size_t)order[i]->tensor->numel * sizeof(float)};
     st = ct_ckpt_write_atomic(path, pieces, p->n + 2);
   }
-  ct_rec_free(&h);
+  ct_byte_buffer_free(&h);
   free(order);
   free(pieces);
   return st;

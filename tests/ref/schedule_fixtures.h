@@ -9,7 +9,7 @@
 
 typedef struct schedule_fixture {
   const char *name;
-  const char *kind;         // ct_schedule_kind_parse name
+  const char *kind;         // ct_schedule_kind_name
   double lr, min_lr, gamma;
   int64_t warmup, total, d_model, step_size;
   const char *torch;        // the torch scheduler behind torch_lr
