@@ -12,7 +12,8 @@
 //
 // Also PyTorch semantics that need no fixture: parameter names, order,
 // weight-decay flags and init bounds; dropout between layers (training
-// only, keyed by the step); teacher forcing drawn per step from the seed.
+// only, keyed by the step); teacher forcing drawn per step from the seed;
+// a sentence translated alone and in a padded batch gets the same logits.
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
@@ -282,6 +283,39 @@ static void test_teacher_forcing(const rnn_translator_fixture *f) {
   ct_arena_reset();
 }
 
+// Padding never changes a result: each sentence of a padded batch (source
+// and target padding) gets, at its real positions, the same bits as alone.
+static void test_padding_invariance(const rnn_translator_fixture *f) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(9, 0);
+  ct_nn_rnn_seq2seq m;
+  ct_nn_rnn_seq2seq_config cfg = translator_config(f);
+  CHECK(ct_nn_rnn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "%s",
+        ct_last_error());
+  const int64_t B = f->B, S = f->S, T = f->T, V = f->tgt_vocab;
+  ct_tensor *all = ct_nn_rnn_seq2seq_forward(
+      &m, NULL, ct_tensor_from(CT_I32, f->src, CT_SHAPE(B, S)),
+      ct_tensor_from(CT_I32, f->tgt_in, CT_SHAPE(B, T)), 1.0f, NULL);
+  bool same = all != NULL;
+  for (int64_t b = 0; b < B && same; b++) {
+    int64_t s_len = 0, t_len = 0;
+    while (s_len < S && f->src[b * S + s_len]) s_len++;
+    while (t_len < T && f->tgt_in[b * T + t_len]) t_len++;
+    ct_tensor *one = ct_nn_rnn_seq2seq_forward(
+        &m, NULL, ct_tensor_from(CT_I32, f->src + b * S, CT_SHAPE(1, s_len)),
+        ct_tensor_from(CT_I32, f->tgt_in + b * T, CT_SHAPE(1, t_len)), 1.0f,
+        NULL);
+    same = one && !memcmp(ct_f32(one), ct_f32(all) + b * T * V,
+                          (size_t)(t_len * V) * sizeof(float));
+  }
+  CHECK(same, "a padded batch changes a sentence's logits: %s",
+        all ? "bits differ" : ct_last_error());
+  ct_nn_rnn_seq2seq_free(&m);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
 int main(void) {
   for (int i = 0; i < rnn_layer_fixture_count; i++)
     check_layer(&rnn_layer_fixtures[i]);
@@ -292,5 +326,6 @@ int main(void) {
   test_init_and_flags();
   test_dropout_between_layers();
   test_teacher_forcing(&rnn_translator_fixture_case);
+  test_padding_invariance(&rnn_translator_fixture_case);
   return test_summary("rnn_parity");
 }
