@@ -110,6 +110,7 @@ static float erf_scalar(float x) {
 }
 
 static float exp_scalar(float x) {
+  if (x != x) return x;  // NaN (converting it to an integer below is UB)
   float xc = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
   const float n = (xc * LOG2E + ROUND_MAGIC) - ROUND_MAGIC;
   float r = xc - n * LN2_HI;
