@@ -252,17 +252,24 @@ static void test_dropout_between_layers(void) {
   ct_arena_reset();
 }
 
+// A translator of the fixture's sizes with its own init (drawn from seed).
+static bool fixture_sized(const rnn_translator_fixture *f, uint64_t seed,
+                          ct_params *p, ct_nn_rnn_seq2seq *m) {
+  ct_params_init(p);
+  ct_rng rng = ct_rng_make(seed, 0);
+  ct_nn_rnn_seq2seq_config cfg = translator_config(f);
+  const bool ok = ct_nn_rnn_seq2seq_init(m, p, &cfg, &rng) == CT_OK;
+  CHECK(ok, "%s", ct_last_error());
+  return ok;
+}
+
 // Teacher forcing 0.5: the decisions come from (seed, step), so the same
 // pass repeats exactly; ratio 1 and eval are the fully forced pass; a
 // ratio of 0 feeds predictions from step 1 on.
 static void test_teacher_forcing(const rnn_translator_fixture *f) {
   ct_params p;
-  ct_params_init(&p);
-  ct_rng rng = ct_rng_make(7, 0);
   ct_nn_rnn_seq2seq m;
-  ct_nn_rnn_seq2seq_config cfg = translator_config(f);
-  CHECK(ct_nn_rnn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "%s",
-        ct_last_error());
+  if (!fixture_sized(f, 7, &p, &m)) return;
   ct_tensor *src = ct_tensor_from(CT_I32, f->src, CT_SHAPE(f->B, f->S));
   ct_tensor *tgt = ct_tensor_from(CT_I32, f->tgt_in, CT_SHAPE(f->B, f->T));
   ct_nn_ctx t1 = ct_nn_train_ctx(3, 11), t2 = ct_nn_train_ctx(3, 11),
@@ -287,12 +294,8 @@ static void test_teacher_forcing(const rnn_translator_fixture *f) {
 // and target padding) gets, at its real positions, the same bits as alone.
 static void test_padding_invariance(const rnn_translator_fixture *f) {
   ct_params p;
-  ct_params_init(&p);
-  ct_rng rng = ct_rng_make(9, 0);
   ct_nn_rnn_seq2seq m;
-  ct_nn_rnn_seq2seq_config cfg = translator_config(f);
-  CHECK(ct_nn_rnn_seq2seq_init(&m, &p, &cfg, &rng) == CT_OK, "%s",
-        ct_last_error());
+  if (!fixture_sized(f, 9, &p, &m)) return;
   const int64_t B = f->B, S = f->S, T = f->T, V = f->tgt_vocab;
   ct_tensor *all = ct_nn_rnn_seq2seq_forward(
       &m, NULL, ct_tensor_from(CT_I32, f->src, CT_SHAPE(B, S)),
