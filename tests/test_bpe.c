@@ -22,6 +22,7 @@
 #include "data/toy_translation.h"
 #include "data/vocab.h"
 #include "tests/harness.h"
+#include "tests/token_util.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -34,15 +35,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// Tokens joined with '|'.
-static void joined(const ct_string_list *t, char *out, size_t size) {
-  size_t n = 0;
-  out[0] = '\0';
-  for (int64_t i = 0; i < t->count && n < size; i++)
-    n += (size_t)snprintf(out + n, size - n, "%s%s", i ? "|" : "",
-                          ct_string_list_get(t, i));
 }
 
 static void check_word(const ct_bpe *b, const char *word, const char *want) {
