@@ -7,9 +7,10 @@
 //   const ct_string_list *corpora[] = {&train.src, &train.tgt};
 //   ct_text_tokenizer_learn(&t, corpora, 2, 8000);        // joint merges
 //   ct_string_list tokens = {0};
-//   ct_text_tokenizer_tokenize(&t, "Zwei Hunde.", &tokens);
-//   // "zwei</w>" "hun" "de</w>" ".</w>": build a ct_vocab over such tokens
-//   char *text = ct_text_tokenizer_detokenize(&t, pointers, n); // "zwei hunde."
+//   ct_text_tokenizer_tokenize(&t, "Zwei Hündinnen.", &tokens);
+//   // e.g. "zwei</w>" "hünd" "innen</w>" ".</w>"; a ct_vocab maps them to ids
+//   char *text = ct_text_tokenizer_detokenize(&t, pointers, n);
+//   // "zwei hündinnen."
 //   ct_text_tokenizer_free(&t);
 //
 // Kinds:
