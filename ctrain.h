@@ -61,6 +61,8 @@
 //   data/text.h             parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h        UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h            vocabularies with <pad> <unk> <bos> <eos>
+//   data/bpe.h              byte-pair encoding: learn, apply, merges.txt
+//   data/text_tokenizer.h   word, bpe or char tokens behind one API
 //   data/batch.h            length-bucketed, padded, resumable text batches
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
 //   data/image.h            image datasets, normalized/augmented batches
@@ -108,6 +110,8 @@
 #include "data/text.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"
+#include "data/bpe.h"
+#include "data/text_tokenizer.h"
 #include "data/batch.h"
 #include "data/toy_translation.h"
 #include "data/image.h"

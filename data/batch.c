@@ -2,7 +2,7 @@
 // batch.h).
 #include "data/batch.h"
 #include "core/rng.h"
-#include "data/tokenizer.h"
+#include "data/text_tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +32,11 @@ ct_status ct_pair_corpus_add(ct_pair_corpus *c, const int32_t *src,
 }
 
 // Tokenizes and encodes one side of a sentence into *ids (grown as needed).
-static ct_status encode_side(const char *text, const ct_vocab *v,
-                             bool lowercase, ct_string_list *tokens,
+static ct_status encode_side(const char *text, const ct_text_tokenizer *t,
+                             const ct_vocab *v, ct_string_list *tokens,
                              int32_t **ids, int64_t *cap, int64_t *unknown) {
   ct_string_list_clear(tokens);
-  ct_status st = ct_tokenize(text, lowercase, tokens);
+  ct_status st = ct_text_tokenizer_tokenize(t, text, tokens);
   if (!st)
     st = ct_grow_array((void **)ids, cap, tokens->count + 1, sizeof **ids,
                        "pair corpus");
@@ -48,19 +48,20 @@ static ct_status encode_side(const char *text, const ct_vocab *v,
 }
 
 ct_status ct_pair_corpus_encode(ct_pair_corpus *c, const ct_parallel_text *text,
+                                const ct_text_tokenizer *src_tokenizer,
                                 const ct_vocab *src_vocab,
-                                const ct_vocab *tgt_vocab, bool lowercase,
-                                int64_t *unknown) {
+                                const ct_text_tokenizer *tgt_tokenizer,
+                                const ct_vocab *tgt_vocab, int64_t *unknown) {
   ct_string_list src_tokens = {0}, tgt_tokens = {0};
   int32_t *src_ids = NULL, *tgt_ids = NULL;
   int64_t src_cap = 0, tgt_cap = 0, unk = 0;
   ct_status st = CT_OK;
   for (int64_t i = 0; !st && i < ct_parallel_text_count(text); i++) {
-    st = encode_side(ct_string_list_get(&text->src, i), src_vocab, lowercase,
-                     &src_tokens, &src_ids, &src_cap, &unk);
+    st = encode_side(ct_string_list_get(&text->src, i), src_tokenizer,
+                     src_vocab, &src_tokens, &src_ids, &src_cap, &unk);
     if (!st)
-      st = encode_side(ct_string_list_get(&text->tgt, i), tgt_vocab, lowercase,
-                       &tgt_tokens, &tgt_ids, &tgt_cap, &unk);
+      st = encode_side(ct_string_list_get(&text->tgt, i), tgt_tokenizer,
+                       tgt_vocab, &tgt_tokens, &tgt_ids, &tgt_cap, &unk);
     if (!st)
       st = ct_pair_corpus_add(c, src_ids, src_tokens.count, tgt_ids,
                               tgt_tokens.count);

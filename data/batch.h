@@ -1,7 +1,8 @@
 // Batching sentence pairs for translation training and evaluation.
 //
 //   ct_pair_corpus corpus = {0};
-//   ct_pair_corpus_encode(&corpus, &text, &src_vocab, &tgt_vocab, true);
+//   ct_pair_corpus_encode(&corpus, &text, &src_tokenizer, &src_vocab,
+//                         &tgt_tokenizer, &tgt_vocab, NULL);
 //   ct_batch_options o = {.max_tokens = 4096, .max_src_len = 100,
 //                         .max_tgt_len = 100, .truncate = true,
 //                         .shuffle = true, .pool_size = 10000, .seed = 1};
@@ -53,6 +54,7 @@
 
 #include "core/error.h"
 #include "data/text.h"
+#include "data/text_tokenizer.h"
 #include "data/vocab.h"
 
 // The core/rng.h purposes used by the data layer (24-bit constants).
@@ -75,12 +77,14 @@ typedef struct ct_pair_corpus {
 ct_status ct_pair_corpus_add(ct_pair_corpus *c, const int32_t *src,
                              int64_t src_len, const int32_t *tgt,
                              int64_t tgt_len);
-// Tokenizes (data/tokenizer.h) and encodes every pair of `text`, appending
-// to *c. *unknown (may be NULL) receives how many tokens mapped to <unk>.
+// Tokenizes (data/text_tokenizer.h) and encodes every pair of `text`,
+// appending to *c. *unknown (may be NULL) receives how many tokens mapped to
+// <unk>.
 ct_status ct_pair_corpus_encode(ct_pair_corpus *c, const ct_parallel_text *text,
+                                const ct_text_tokenizer *src_tokenizer,
                                 const ct_vocab *src_vocab,
-                                const ct_vocab *tgt_vocab, bool lowercase,
-                                int64_t *unknown);
+                                const ct_text_tokenizer *tgt_tokenizer,
+                                const ct_vocab *tgt_vocab, int64_t *unknown);
 static inline int64_t ct_pair_corpus_src_len(const ct_pair_corpus *c,
                                              int64_t i) {
   return c->starts[2 * i + 1] - c->starts[2 * i];

@@ -509,10 +509,12 @@ static void test_toy_grammar(void) {
   ct_vocab_counter_free(&tc);
   ct_pair_corpus train = {0}, test = {0};
   int64_t unk_train, unk_test;
-  CHECK(ct_pair_corpus_encode(&train, &c.train, &sv, &tv, true, &unk_train) ==
-                CT_OK &&
-            ct_pair_corpus_encode(&test, &c.test, &sv, &tv, true, &unk_test) ==
-                CT_OK,
+  ct_text_tokenizer words;
+  ct_text_tokenizer_init(&words, CT_TOKENIZER_WORD, true);
+  CHECK(ct_pair_corpus_encode(&train, &c.train, &words, &sv, &words, &tv,
+                              &unk_train) == CT_OK &&
+            ct_pair_corpus_encode(&test, &c.test, &words, &sv, &words, &tv,
+                                  &unk_test) == CT_OK,
         "encode: %s", ct_last_error());
   CHECK(unk_train == 0, "%lld unknown train tokens", (long long)unk_train);
   printf(

@@ -9,10 +9,12 @@
 # task), rnn (the copy task with the attention GRU, dropout and teacher
 # forcing 0.5, whose coins are drawn from the step), vision (a ViT on
 # generated images with dropout, drop path, random crops, flips,
-# mixup/cutmix and the prefetch thread) or detection (a tiny DETR with
-# dropout and flips).
+# mixup/cutmix and the prefetch thread), detection (a tiny DETR with
+# dropout and flips) or bpe (the toy grammar pair with BPE merges learned
+# at the start: a resumed run takes them, and the vocabularies, from the
+# checkpoint).
 #
-# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|rnn|vision|detection]
+# usage: test_resume.sh CTRAIN [SOURCE_ROOT] [translation|rnn|vision|detection|bpe]
 # RESUME_SEED=N repeats the random kill times of an earlier run.
 set -u
 ctrain=$1
@@ -73,6 +75,17 @@ elif [ "$kind" = vision ]; then
         model.arch=vit model.patch=4 model.dim=32 model.depth=2 model.heads=2
         model.mlp_dim=64 model.dropout=0.1 model.drop_path=0.1
         optim.lr=2e-3 schedule.warmup=30 "${common[@]}")
+elif [ "$kind" = bpe ]; then
+  name=bpe
+  config=$src_root/configs/translate_toy.ini
+  sets=(run.name=$name run.seed=7 data.source=toy data.toy_task=grammar
+        data.toy_train=2000 data.toy_val=50 data.toy_test=50
+        data.tokenizer=bpe data.bpe_merges=150 data.bpe_joint=true
+        data.batch_size=32 data.max_tokens=0 model.d_model=32 model.ff=64
+        model.heads=2 model.encoder_layers=1 model.decoder_layers=1
+        model.dropout=0.1 optim.lr=5e-3 schedule.kind=cosine
+        schedule.warmup=30 train.eval_beam=1 train.final_beam=1
+        "${common[@]}")
 else
 name=copy
 config=$src_root/configs/translate_copy.ini

@@ -1,8 +1,8 @@
 // The enum keys of the training schema against their value lists
 // (train/schema.h): every enum key has a list, its choices are the list's
 // texts in order, each choice reads back as its own value, and the lower
-// layers' names for those values (optimizer, schedule, toy task, task) are
-// the same texts.
+// layers' names for those values (optimizer, schedule, toy task, tokenizer,
+// task) are the same texts.
 #include "tests/harness.h"
 #include "train/schema.h"
 #include "train/task.h"
@@ -33,6 +33,9 @@ static const value_list lists[] = {
     LIST("data", "source", CT_DATA_SOURCES),
     LIST("data", "toy_task", CT_TOY_TASKS),
     LIST("data", "format", CT_TEXT_FORMATS),
+    LIST("data", "tokenizer", CT_TOKENIZERS),
+    LIST("data", "src_tokenizer", CT_SIDE_TOKENIZERS),
+    LIST("data", "tgt_tokenizer", CT_SIDE_TOKENIZERS),
     LIST("data", "image_format", CT_IMAGE_FORMATS),
     LIST("data", "toy_items", CT_TOY_ITEMS),
     LIST("model", "arch", CT_MODEL_ARCHS),
@@ -125,6 +128,12 @@ static void test_lower_layer_names(void) {
     CHECK(!strcmp(ct_toy_task_name((ct_toy_task)l->values[v]), l->names[v]),
           "toy task '%s' is '%s' in data/", l->names[v],
           ct_toy_task_name((ct_toy_task)l->values[v]));
+  l = list_of("data", "tokenizer");
+  for (int v = 0; v < l->n; v++)
+    CHECK(!strcmp(ct_tokenizer_kind_name((ct_tokenizer_kind)l->values[v]),
+                  l->names[v]),
+          "tokenizer '%s' is '%s' in data/", l->names[v],
+          ct_tokenizer_kind_name((ct_tokenizer_kind)l->values[v]));
   // [run] task picks the task of that name.
   ct_config *cfg = ct_train_config_new();
   l = list_of("run", "task");

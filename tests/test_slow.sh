@@ -18,6 +18,13 @@
 #             points from seed to seed). About 8 hours on 2 cores.
 #   detr:     configs/detr_toy.ini (at most 60 minutes of training) reaches
 #             mAP@0.5 >= 0.9 on the generated validation images.
+#   digits:   configs/digits.ini on the corpus of tests/digits_corpus.awk
+#             (numbers and dates in words -> digits), the same budget three
+#             times: word targets get exact match 0 on the test split (its
+#             numbers are unseen words), char targets >= 0.95, bpe (200 joint
+#             merges) >= 0.9. About 10 minutes on 2 cores.
+#   multi30k_bpe: configs/multi30k_de_en.ini with data.tokenizer = bpe (8000
+#             joint merges) reaches corpus BLEU >= 35 on test_2016_flickr.
 set -u
 ctrain=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 which=$1
@@ -87,6 +94,34 @@ case "$which" in
     at_least "$vit" 0.90 || { echo "FAIL: vit mean $vit < 0.90"; exit 1; }
     at_least "$margin" 0.005 ||
       { echo "FAIL: deit beats vit by $margin on the mean, not 0.005"; exit 1; }
+    ;;
+  digits)
+    mkdir -p "$tmp/corpus"
+    awk -v out="$tmp/corpus" -f tests/digits_corpus.awk
+    em() {  # em NAME [--set ...]... -> exact match on the test split
+      local line
+      line=$(test_eval configs/digits.ini --set run.name="$1" \
+             --set data.train_tsv="$tmp/corpus/train.tsv" \
+             --set data.val_tsv="$tmp/corpus/val.tsv" \
+             --set data.test_tsv="$tmp/corpus/test.tsv" "${@:2}") || return 1
+      field exact_match "$line"
+    }
+    word=$(em word --set data.tgt_tokenizer=word) || exit 1
+    char=$(em char) || exit 1
+    bpe=$(em bpe --set data.tokenizer=bpe --set data.src_tokenizer=same \
+          --set data.tgt_tokenizer=same --set data.bpe_merges=200) || exit 1
+    echo "digits, test exact match: word $word, char $char, bpe $bpe"
+    at_least 0.001 "$word" || { echo "FAIL: word $word > 0"; exit 1; }
+    at_least "$char" 0.95 || { echo "FAIL: char $char < 0.95"; exit 1; }
+    at_least "$bpe" 0.9 || { echo "FAIL: bpe $bpe < 0.9"; exit 1; }
+    ;;
+  multi30k_bpe)
+    [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
+    test_out=$(test_eval configs/multi30k_de_en.ini --set data.tokenizer=bpe \
+               --set data.bpe_merges=8000 --set run.name=multi30k_de_en_bpe) || exit 1
+    bleu=$(field bleu "$test_out")
+    echo "multi30k bpe: $test_out"
+    at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
     ;;
   detr)
     out=$("$ctrain" train configs/detr_toy.ini --set run.dir="$tmp" | tail -n 1)

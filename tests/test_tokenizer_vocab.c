@@ -6,18 +6,10 @@
 #include "data/utf8.h"
 #include "data/vocab.h"
 #include "tests/harness.h"
+#include "tests/token_util.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-// Tokens joined with '|', for comparing against an expected spelling.
-static void joined(const ct_string_list *t, char *out, size_t size) {
-  size_t n = 0;
-  out[0] = '\0';
-  for (int64_t i = 0; i < t->count && n < size; i++)
-    n += (size_t)snprintf(out + n, size - n, "%s%s", i ? "|" : "",
-                          ct_string_list_get(t, i));
-}
 
 static void check_tokens(const char *text, bool lower, const char *want) {
   ct_string_list t = {0};

@@ -5,7 +5,7 @@
 //   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
 //   ctrain inspect CKPT
-//   ctrain export CKPT OUT.safetensors
+//   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
 //   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
 //   ctrain toy translation --out DIR [--task copy|reverse|grammar] [--seed N]
 //              [--train N] [--val N] [--test N] [--force]
@@ -60,7 +60,9 @@ static const char *const usage =
     "N]\n"
     "                             objects found in images, drawn on the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
-    "  export CKPT OUT.safetensors  write the parameters for PyTorch\n"
+    "  export CKPT [OUT.safetensors] [--vocab DIR]\n"
+    "                             the parameters for PyTorch; the\n"
+    "                             vocabularies and BPE merges (merges.txt)\n"
     "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors]\n"
     "                             the model's logits for given inputs\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
@@ -489,21 +491,47 @@ static int cmd_inspect(int argc, char **argv) {
   return rc;
 }
 
+// ctrain export CKPT [OUT.safetensors] [--vocab DIR]: the parameters for
+// PyTorch, and/or the tokenizers' vocabularies and merges.
 static int cmd_export(int argc, char **argv) {
-  if (argc != 4)
-    return usage_error("%s", "export takes a checkpoint and an output path");
+  const char *pos[2] = {NULL, NULL}, *vocab_dir = NULL;
+  int n = 0;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--vocab")) {
+      if (!(vocab_dir = option_value(argc, argv, &i))) return 2;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return usage_error("export: unknown option '%s'", argv[i]);
+    } else if (n < 2) {
+      pos[n++] = argv[i];
+    } else {
+      return usage_error("export: unexpected argument '%s'", argv[i]);
+    }
+  }
+  if (n == 0 || (n == 1 && !vocab_dir))
+    return usage_error("%s",
+                       "export takes a checkpoint and an output path "
+                       "(OUT.safetensors, --vocab DIR or both)");
   ct_run_model m;
   int rc = 0;
-  if (ct_run_model_open(&m, argv[2], CT_TASK_MODEL_ONLY) != CT_OK) {
+  if (ct_run_model_open(&m, pos[0], CT_TASK_MODEL_ONLY) != CT_OK) {
     rc = runtime_error();
+  } else if (vocab_dir && !m.task.ops->export_vocab) {
+    fprintf(stderr,
+            "ctrain: error: export --vocab: %s is a %s checkpoint, which "
+            "has no vocabulary\n",
+            pos[0], m.task.ops->name);
+    rc = 1;
   } else {
     const char *meta[] = {"format", "pt", "producer", "ctrain " CT_VERSION,
                           NULL};
-    if (ct_safetensors_save(argv[3], &m.params, meta) != CT_OK)
+    if (pos[1] && ct_safetensors_save(pos[1], &m.params, meta) != CT_OK)
       rc = runtime_error();
-    else
-      printf("wrote %s (%d tensors, %zu parameters)\n", argv[3], m.params.n,
+    else if (pos[1])
+      printf("wrote %s (%d tensors, %zu parameters)\n", pos[1], m.params.n,
              ct_params_numel(&m.params));
+    if (!rc && vocab_dir &&
+        m.task.ops->export_vocab(&m.task, vocab_dir, stdout) != CT_OK)
+      rc = runtime_error();
   }
   ct_run_model_close(&m);
   ct_arena_release();

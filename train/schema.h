@@ -5,6 +5,7 @@
 #define CT_TRAIN_SCHEMA_H
 
 #include "core/gemm.h"
+#include "data/text_tokenizer.h"
 #include "data/toy_translation.h"
 #include "nn/distill.h"
 #include "nn/module.h"
@@ -43,6 +44,11 @@ extern const int ct_model_shape_key_count;
   X(CT_TOY_REVERSE, "reverse") X(CT_TOY_GRAMMAR, "grammar")
 #define CT_TEXT_FORMATS(X) \
   X(CT_TEXT_FORMAT_PAIR, "pair") X(CT_TEXT_FORMAT_TSV, "tsv")
+#define CT_TOKENIZERS(X)       \
+  X(CT_TOKENIZER_WORD, "word") \
+  X(CT_TOKENIZER_BPE, "bpe") X(CT_TOKENIZER_CHAR, "char")
+// A side's tokenizer: "same" (CT_TOKENIZER_SAME) takes [data] tokenizer.
+#define CT_SIDE_TOKENIZERS(X) X(CT_TOKENIZER_SAME, "same") CT_TOKENIZERS(X)
 #define CT_IMAGE_FORMATS(X)             \
   X(CT_IMAGE_FORMAT_IDX, "idx")         \
   X(CT_IMAGE_FORMAT_CIFAR10, "cifar10") \
@@ -81,6 +87,7 @@ extern const int ct_model_shape_key_count;
 typedef enum ct_task_kind { CT_RUN_TASKS(CT_SCHEMA_VALUE) } ct_task_kind;
 typedef enum ct_data_source { CT_DATA_SOURCES(CT_SCHEMA_VALUE) } ct_data_source;
 typedef enum ct_text_format { CT_TEXT_FORMATS(CT_SCHEMA_VALUE) } ct_text_format;
+enum { CT_TOKENIZER_SAME = -1 };
 typedef enum ct_image_format {
   CT_IMAGE_FORMATS(CT_SCHEMA_VALUE)
 } ct_image_format;

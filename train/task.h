@@ -94,6 +94,10 @@ typedef struct ct_task_ops {
   // Optional (NULL: none): writes the task's figures of the last evaluation
   // into the run folder `dir` (classification: the confusion matrix).
   ct_status (*figures)(ct_task *t, const char *dir);
+  // Optional (NULL: the task has no text): writes the tokenizers'
+  // vocabularies and merges into the folder `dir` (created if needed), one
+  // line per file written on `out` (`ctrain export --vocab`).
+  ct_status (*export_vocab)(ct_task *t, const char *dir, FILE *out);
   void (*close)(ct_task *t);
 } ct_task_ops;
 

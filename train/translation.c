@@ -2,9 +2,13 @@
 // ct_task_ops table (train/task.h).
 //
 // Data: a toy corpus generated from the seed, or files (two line-aligned
-// files per split, or one TSV). Vocabularies are built from the training
-// split (min_freq, max_vocab) and stored in checkpoints ("vocab.src",
-// "vocab.tgt"), so eval and translate never need the training data.
+// files per split, or one TSV). Each side has a tokenizer (word, bpe or char;
+// data/text_tokenizer.h); BPE merges are learned from the training split (one
+// joint table for both sides, or one per side) or read from a merges.txt.
+// Vocabularies are built from the training split's tokens (min_freq,
+// max_vocab). Merges and vocabularies are stored in checkpoints
+// ("merges.src", "merges.tgt", "vocab.src", "vocab.tgt"), so eval and
+// translate never need the training data.
 // Evaluation: teacher-forced loss, then decoding (beam search) of every
 // sentence for corpus BLEU (sacreBLEU 13a against the raw references,
 // lowercased when the data is) and exact match (token sequences equal).
@@ -19,18 +23,25 @@
 #include "core/arena.h"
 #include "data/batch.h"
 #include "data/text.h"
+#include "data/text_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/toy_translation.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
 #include "train/bleu.h"
+#include "train/decode.h"
+#include "train/fileio.h"
 #include "train/plot.h"
+#include "train/progress.h"
 #include "train/schema.h"
 #include "train/translation_model.h"
 
 enum { RNG_INIT = 0x1417 };
 
 enum { TRAIN, VAL, TEST, SPLITS };
+enum { SRC, TGT, SIDES };
+
+static const char *const side_names[SIDES] = {"source", "target"};
 
 // The keys this task reads, typed: read_config fills and checks them when
 // the task is opened. File names point into the config (used to open).
@@ -41,6 +52,10 @@ typedef struct translation_config {
   ct_text_format format;  // source = files
   const char *src[SPLITS], *tgt[SPLITS], *tsv[SPLITS];
   bool lowercase;
+  ct_tokenizer_kind tokenizer[SIDES];
+  int64_t bpe_merges;
+  bool bpe_joint;
+  const char *bpe_merges_file;
   int64_t min_freq, max_vocab, max_len, batch_size, max_tokens;
   ct_translation_model_config model;  // the vocabulary sizes come from the data
   float label_smoothing, length_penalty;
@@ -55,6 +70,7 @@ typedef struct split_data {
 
 typedef struct translation {
   translation_config cfg;
+  ct_text_tokenizer tokenizer[SIDES];
   ct_vocab src_vocab, tgt_vocab;
   ct_translation_model model;
   split_data train, val, test;
@@ -118,15 +134,77 @@ static ct_status load_text(translation *tr, ct_task_need need) {
   return st;
 }
 
+// The checkpoint sections of each side's merges (bpe sides only).
+static const char *const merges_sections[SIDES] = {"merges.src", "merges.tgt"};
+
+static ct_status load_merges(ct_bpe *b, const ct_ckpt *ckpt,
+                             const char *section) {
+  const void *data;
+  size_t len;
+  ct_status st = ct_ckpt_section(ckpt, section, &data, &len);
+  char name[512];
+  snprintf(name, sizeof name, "%s section %s", ct_ckpt_path(ckpt), section);
+  return st == CT_OK ? ct_bpe_load(b, data, len, name) : st;
+}
+
+// Learns the merges of side s (or of both, joint) from the training split.
+static ct_status learn_merges(translation *tr, int s, bool joint) {
+  if (!tr->train.loaded)
+    return ct_error(CT_ERR_STATE,
+                    "translation: no training data to learn BPE merges from");
+  const ct_string_list *lines[SIDES] = {&tr->train.text.src,
+                                        &tr->train.text.tgt};
+  double start = ct_time_now();
+  ct_text_tokenizer *t = &tr->tokenizer[s];
+  ct_status st = ct_text_tokenizer_learn(t, joint ? lines : lines + s,
+                                         joint ? 2 : 1, tr->cfg.bpe_merges);
+  if (st == CT_OK)
+    fprintf(stderr,
+            "ctrain: bpe: %lld merges learned from the %s training text "
+            "(%lld lines) in %.2f s\n",
+            (long long)ct_bpe_merge_count(&t->bpe),
+            joint ? "source and target" : side_names[s],
+            (long long)(joint ? 2 : 1) * tr->train.text.src.count,
+            ct_time_now() - start);
+  return st;
+}
+
+// Each side's tokenizer; bpe merges from the checkpoint, else from [data]
+// bpe_merges_file, else learned from the training split.
+static ct_status open_tokenizers(translation *tr, const ct_ckpt *ckpt) {
+  const translation_config *c = &tr->cfg;
+  const bool joint = c->bpe_joint && c->tokenizer[SRC] == CT_TOKENIZER_BPE &&
+                     c->tokenizer[TGT] == CT_TOKENIZER_BPE;
+  ct_status st = CT_OK;
+  for (int s = 0; s < SIDES && st == CT_OK; s++) {
+    ct_text_tokenizer *t = &tr->tokenizer[s];
+    ct_text_tokenizer_init(t, c->tokenizer[s], c->lowercase);
+    if (t->kind != CT_TOKENIZER_BPE) continue;
+    if (ckpt)
+      st = load_merges(&t->bpe, ckpt, merges_sections[s]);
+    else if (*c->bpe_merges_file)
+      st = ct_bpe_read_file(&t->bpe, c->bpe_merges_file);
+    else if (joint && s == TGT)
+      st = ct_bpe_copy(&t->bpe, &tr->tokenizer[SRC].bpe);
+    else
+      st = learn_merges(tr, s, joint);
+  }
+  return st;
+}
+
 static ct_status build_vocab(ct_vocab *v, const ct_string_list *lines,
-                             bool lowercase, int64_t min_freq,
+                             const ct_text_tokenizer *t, int64_t min_freq,
                              int64_t max_size) {
   ct_vocab_counter counter = {0};
+  ct_string_list tokens = {0};
   ct_status st = CT_OK;
-  for (int64_t i = 0; i < lines->count && st == CT_OK; i++)
-    st = ct_vocab_counter_add_text(&counter, ct_string_list_get(lines, i),
-                                   lowercase);
+  for (int64_t i = 0; i < lines->count && st == CT_OK; i++) {
+    ct_string_list_clear(&tokens);
+    st = ct_text_tokenizer_tokenize(t, ct_string_list_get(lines, i), &tokens);
+    if (st == CT_OK) st = ct_vocab_counter_add_tokens(&counter, &tokens);
+  }
   if (st == CT_OK) st = ct_vocab_build(v, &counter, min_freq, max_size);
+  ct_string_list_free(&tokens);
   ct_vocab_counter_free(&counter);
   return st;
 }
@@ -142,8 +220,9 @@ static ct_status load_vocab(ct_vocab *v, const ct_ckpt *ckpt,
 static ct_status encode_split(translation *tr, split_data *s) {
   if (!s->loaded) return CT_OK;
   int64_t unknown = 0;
-  return ct_pair_corpus_encode(&s->ids, &s->text, &tr->src_vocab,
-                               &tr->tgt_vocab, tr->cfg.lowercase, &unknown);
+  return ct_pair_corpus_encode(&s->ids, &s->text, &tr->tokenizer[SRC],
+                               &tr->src_vocab, &tr->tokenizer[TGT],
+                               &tr->tgt_vocab, &unknown);
 }
 
 // ---- open / save / close ------------------------------------------------------
@@ -158,6 +237,8 @@ static void translation_close(ct_task *t) {
     ct_pair_corpus_free(&splits[i]->ids);
   }
   ct_translation_model_free(&tr->model);
+  for (int side = 0; side < SIDES; side++)
+    ct_text_tokenizer_free(&tr->tokenizer[side]);
   ct_vocab_free(&tr->src_vocab);
   ct_vocab_free(&tr->tgt_vocab);
   free(tr);
@@ -177,6 +258,7 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
   static const char *const non_negative[][2] = {{"data", "batch_size"},
                                                 {"data", "max_tokens"},
                                                 {"data", "max_vocab"},
+                                                {"data", "bpe_merges"},
                                                 {"train", "max_decode_len"}};
   checked = ct_config_check_min(
       cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
@@ -200,6 +282,9 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
       .format = CT_SCHEMA_ENUM(cfg, "data", "format", CT_TEXT_FORMATS,
                                ct_text_format),
       .lowercase = ct_config_bool(cfg, "data", "lowercase"),
+      .bpe_merges = ct_config_int(cfg, "data", "bpe_merges"),
+      .bpe_joint = ct_config_bool(cfg, "data", "bpe_joint"),
+      .bpe_merges_file = ct_config_str(cfg, "data", "bpe_merges_file"),
       .min_freq = ct_config_int(cfg, "data", "min_freq"),
       .max_vocab = ct_config_int(cfg, "data", "max_vocab"),
       .max_len = ct_config_int(cfg, "data", "max_len"),
@@ -209,6 +294,17 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
       .length_penalty = (float)ct_config_float(cfg, "train", "length_penalty"),
       .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
   };
+  // A side's key, unless "same", overrides [data] tokenizer.
+  static const char *const side_keys[SIDES] = {"src_tokenizer",
+                                               "tgt_tokenizer"};
+  for (int s = 0; s < SIDES; s++) {
+    int kind =
+        CT_SCHEMA_ENUM(cfg, "data", side_keys[s], CT_SIDE_TOKENIZERS, int);
+    out->tokenizer[s] = kind == CT_TOKENIZER_SAME
+                            ? CT_SCHEMA_ENUM(cfg, "data", "tokenizer",
+                                             CT_TOKENIZERS, ct_tokenizer_kind)
+                            : (ct_tokenizer_kind)kind;
+  }
   for (int s = 0; s < SPLITS; s++) {
     out->src[s] = ct_config_str(cfg, "data", file_keys[s][0]);
     out->tgt[s] = ct_config_str(cfg, "data", file_keys[s][1]);
@@ -267,6 +363,7 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
   t->state = tr;
   tr->cfg = c;
   if (need != CT_TASK_MODEL_ONLY) st = load_text(tr, need);
+  if (st == CT_OK) st = open_tokenizers(tr, ckpt);
   if (st == CT_OK && ckpt) {
     st = load_vocab(&tr->src_vocab, ckpt, "vocab.src");
     if (st == CT_OK) st = load_vocab(&tr->tgt_vocab, ckpt, "vocab.tgt");
@@ -275,10 +372,10 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
       return ct_error(CT_ERR_STATE,
                       "translation: no training data to build "
                       "vocabularies from");
-    st = build_vocab(&tr->src_vocab, &tr->train.text.src, c.lowercase,
+    st = build_vocab(&tr->src_vocab, &tr->train.text.src, &tr->tokenizer[SRC],
                      c.min_freq, c.max_vocab);
     if (st == CT_OK)
-      st = build_vocab(&tr->tgt_vocab, &tr->train.text.tgt, c.lowercase,
+      st = build_vocab(&tr->tgt_vocab, &tr->train.text.tgt, &tr->tokenizer[TGT],
                        c.min_freq, c.max_vocab);
   }
   if (st == CT_OK) st = encode_split(tr, &tr->train);
@@ -301,9 +398,9 @@ static int64_t translation_model_width(const ct_task *t) {
 
 static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
   translation *tr = t->state;
-  const ct_vocab *v[2] = {&tr->src_vocab, &tr->tgt_vocab};
-  const char *names[2] = {"vocab.src", "vocab.tgt"};
-  for (int i = 0; i < 2; i++) {
+  const ct_vocab *v[SIDES] = {&tr->src_vocab, &tr->tgt_vocab};
+  const char *names[SIDES] = {"vocab.src", "vocab.tgt"};
+  for (int i = 0; i < SIDES; i++) {
     char *buf;
     size_t size;
     ct_status st = ct_vocab_save(v[i], &buf, &size);
@@ -311,7 +408,75 @@ static ct_status translation_save(ct_task *t, ct_ckpt_writer *w) {
     free(buf);
     if (st != CT_OK) return st;
   }
+  for (int i = 0; i < SIDES; i++) {
+    if (tr->tokenizer[i].kind != CT_TOKENIZER_BPE) continue;
+    char *buf;
+    size_t size;
+    ct_status st = ct_bpe_save(&tr->tokenizer[i].bpe, &buf, &size);
+    if (st == CT_OK) st = ct_ckpt_writer_add(w, merges_sections[i], buf, size);
+    free(buf);
+    if (st != CT_OK) return st;
+  }
   return CT_OK;
+}
+
+// Writes `size` bytes to dir/name atomically and names the file on `out`.
+static ct_status write_text_file(const char *dir, const char *name,
+                                 const char *text, size_t size,
+                                 const char *what, FILE *out) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return ct_error(CT_ERR_ARG, "export: the folder name is too long: %s", dir);
+  ct_ckpt_piece piece = {text, size};
+  ct_status st = ct_ckpt_write_atomic(path, &piece, 1);
+  if (st == CT_OK) fprintf(out, "wrote %s (%s)\n", path, what);
+  return st;
+}
+
+// dir/src.vocab.json and dir/tgt.vocab.json ({"token": id, ...}, the layout
+// of Hugging Face tokenizers' vocab.json), and the merges of the bpe sides:
+// dir/merges.txt when both sides share one table, else src.merges.txt /
+// tgt.merges.txt.
+static ct_status translation_export_vocab(ct_task *t, const char *dir,
+                                          FILE *out) {
+  translation *tr = t->state;
+  static const char *const prefix[SIDES] = {"src", "tgt"};
+  const ct_vocab *v[SIDES] = {&tr->src_vocab, &tr->tgt_vocab};
+  ct_status st = ct_make_dirs(dir);
+  char name[64], what[96];
+  for (int s = 0; s < SIDES && st == CT_OK; s++) {
+    ct_json_obj o;
+    ct_json_obj_init(&o);
+    for (int32_t id = 0; id < ct_vocab_size(v[s]); id++)
+      ct_json_obj_int(&o, ct_vocab_token(v[s], id), id);
+    const char *json = ct_json_obj_text(&o);
+    snprintf(name, sizeof name, "%s.vocab.json", prefix[s]);
+    snprintf(what, sizeof what, "%s vocabulary, %lld %s tokens", side_names[s],
+             (long long)ct_vocab_size(v[s]),
+             ct_tokenizer_kind_name(tr->tokenizer[s].kind));
+    st = json ? write_text_file(dir, name, json, strlen(json), what, out)
+              : ct_error(CT_ERR_NOMEM, "export: out of memory");
+    ct_json_obj_free(&o);
+  }
+  char *merges[SIDES] = {NULL, NULL};
+  size_t size[SIDES] = {0, 0};
+  for (int s = 0; s < SIDES && st == CT_OK; s++)
+    if (tr->tokenizer[s].kind == CT_TOKENIZER_BPE)
+      st = ct_bpe_save(&tr->tokenizer[s].bpe, &merges[s], &size[s]);
+  const bool shared = merges[SRC] && merges[TGT] && size[SRC] == size[TGT] &&
+                      !memcmp(merges[SRC], merges[TGT], size[SRC]);
+  for (int s = 0; s < SIDES && st == CT_OK; s++) {
+    if (!merges[s] || (shared && s == TGT)) continue;
+    snprintf(name, sizeof name, "%s%s", shared ? "" : prefix[s],
+             shared ? "merges.txt" : ".merges.txt");
+    snprintf(what, sizeof what, "%lld merges, %s",
+             (long long)ct_bpe_merge_count(&tr->tokenizer[s].bpe),
+             shared ? "source and target" : side_names[s]);
+    st = write_text_file(dir, name, merges[s], size[s], what, out);
+  }
+  free(merges[SRC]);
+  free(merges[TGT]);
+  return st;
 }
 
 // ---- training -----------------------------------------------------------------
@@ -436,13 +601,14 @@ static int by_src_len(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-// The detokenized text of ids (malloc'd).
-static char *ids_to_text(const ct_vocab *v, const int32_t *ids, int64_t n) {
+// The detokenized target text of ids (malloc'd).
+static char *ids_to_text(const translation *tr, const int32_t *ids, int64_t n) {
   const char **tokens = malloc((size_t)(n ? n : 1) * sizeof *tokens);
   int64_t count = 0;
   char *text = NULL;
-  if (tokens && ct_vocab_decode(v, ids, n, tokens, &count) == CT_OK)
-    text = ct_detokenize(tokens, count);
+  if (tokens &&
+      ct_vocab_decode(&tr->tgt_vocab, ids, n, tokens, &count) == CT_OK)
+    text = ct_text_tokenizer_detokenize(&tr->tokenizer[TGT], tokens, count);
   free(tokens);
   return text;
 }
@@ -491,6 +657,29 @@ static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
   return st;
 }
 
+// One line on each side's tokens over the first n pairs: the tokenizer, the
+// vocabulary size, tokens per sentence and the share of <unk>.
+static void print_token_summary(const translation *tr, const ct_pair_corpus *c,
+                                int64_t n, FILE *out) {
+  const ct_vocab *v[SIDES] = {&tr->src_vocab, &tr->tgt_vocab};
+  fprintf(out, "tokens:");
+  for (int side = 0; side < SIDES; side++) {
+    int64_t tokens = 0, unknown = 0;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t from = c->starts[2 * i + side], to = c->starts[2 * i + side + 1];
+      tokens += to - from;
+      for (int64_t k = from; k < to; k++) unknown += c->ids[k] == CT_VOCAB_UNK;
+    }
+    fprintf(out, "%s %s %s, vocabulary %lld, %.1f per sentence, %.2f%% <unk>",
+            side ? ";" : "", side_names[side],
+            ct_tokenizer_kind_name(tr->tokenizer[side].kind),
+            (long long)ct_vocab_size(v[side]),
+            n ? (double)tokens / (double)n : 0.0,
+            tokens ? 100.0 * (double)unknown / (double)tokens : 0.0);
+  }
+  fprintf(out, "\n");
+}
+
 static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
                                       int64_t limit, ct_eval_metrics *out,
                                       FILE *summary) {
@@ -533,8 +722,7 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
   }
   int64_t exact = 0;
   for (int64_t i = 0; i < n && st == CT_OK; i++) {
-    hyp_text[i] = ids_to_text(&tr->tgt_vocab, hyp[i] ? hyp[i] : (int32_t[]){0},
-                              hyp_len[i]);
+    hyp_text[i] = ids_to_text(tr, hyp[i] ? hyp[i] : (int32_t[]){0}, hyp_len[i]);
     const char *ref = ct_string_list_get(&s->text.tgt, i);
     ref_text[i] = tr->cfg.lowercase ? lowercase_utf8(ref) : strdup(ref);
     if (!hyp_text[i] || !ref_text[i]) {
@@ -566,6 +754,7 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
               "%.2f%%, beam %d\n%s\n",
               split, (long long)n, loss, exp(loss), 100.0 * em, beam,
               ct_bleu_format(&bleu, line, sizeof line));
+      print_token_summary(tr, c, n, summary);
       for (int64_t i = 0; i < n && i < 3; i++)
         fprintf(summary, "  src: %s\n  ref: %s\n  out: %s\n",
                 ct_string_list_get(&s->text.src, i), ref_text[i], hyp_text[i]);
@@ -596,7 +785,7 @@ static ct_status add_source_line(translation *tr, const char *line, int64_t i,
                     (long long)(i + 1), (unsigned char)line[bad], bad + 1);
   ct_string_list own = {0};
   ct_string_list *tok = tokens ? tokens : &own;
-  ct_status st = ct_tokenize(line, tr->cfg.lowercase, tok);
+  ct_status st = ct_text_tokenizer_tokenize(&tr->tokenizer[SRC], line, tok);
   int32_t *ids = malloc((size_t)(tok->count + 1) * sizeof *ids);
   if (st == CT_OK && !ids)
     st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
@@ -627,8 +816,7 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
   for (int64_t i = 0; i < n && st == CT_OK; i++) rows[i] = i;
   if (st == CT_OK) st = decode_rows(tr, &c, rows, n, beam, hyp, hyp_len);
   for (int64_t i = 0; i < n; i++) {
-    out[i] =
-        st == CT_OK ? ids_to_text(&tr->tgt_vocab, hyp[i], hyp_len[i]) : NULL;
+    out[i] = st == CT_OK ? ids_to_text(tr, hyp[i], hyp_len[i]) : NULL;
     if (st == CT_OK && !out[i])
       st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
     if (hyp) free(hyp[i]);
@@ -681,7 +869,7 @@ ct_status ct_translation_attention(ct_task *t, const char *line, int beam,
       st = ct_plot_alignment_png(png_path, (int)n_rows, rows, (int)S, cols,
                                  align, NULL);
   }
-  if (st == CT_OK && !(*out = ids_to_text(&tr->tgt_vocab, ids, len)))
+  if (st == CT_OK && !(*out = ids_to_text(tr, ids, len)))
     st = ct_error(CT_ERR_NOMEM, "translate: out of memory");
   free(ids);
   free(align);
@@ -743,5 +931,6 @@ const ct_task_ops ct_task_translation = {
     .epoch_batches = translation_epoch_batches,
     .evaluate = translation_evaluate,
     .forward = translation_forward,
+    .export_vocab = translation_export_vocab,
     .close = translation_close,
 };
