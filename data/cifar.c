@@ -21,7 +21,8 @@ ct_status ct_cifar_load_files(ct_image_dataset *d, ct_cifar_kind kind,
     const char *path = paths[f];
     uint8_t *b;
     int64_t len;
-    if ((st = ct_image_read_file(path, &b, &len))) break;
+    if ((st = ct_image_read_file(path, CT_CIFAR_FILE_MAX_BYTES, &b, &len)))
+      break;
     int64_t n = len / record;
     if (len == 0 || len % record)
       st = ct_error(CT_ERR_FORMAT,

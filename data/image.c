@@ -1,6 +1,7 @@
 // The in-memory image dataset and the batch loader (see image.h): shuffling,
 // normalization, augmentation per image, mixing per batch, seek, prefetch.
 #include "data/image.h"
+#include "data/file_stream.h"
 #include "core/threads.h"
 
 #include <errno.h>
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 // Words of the augmentation stream reserved per image / per batch: far more
 // than any draw sequence uses, so neighbours never overlap.
@@ -81,7 +81,8 @@ ct_status ct_image_dataset_set_names(ct_image_dataset *d,
 ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
   uint8_t *bytes;
   int64_t len;
-  ct_status st = ct_image_read_file(path, &bytes, &len);
+  ct_status st =
+      ct_image_read_file(path, CT_IMAGE_NAMES_MAX_BYTES, &bytes, &len);
   if (st) return st;
   ct_string_list list = {0};
   int64_t start = 0;
@@ -148,52 +149,38 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
   }
 }
 
-ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len) {
+ct_status ct_image_read_file(const char *path, int64_t max_len,
+                             uint8_t **bytes, int64_t *len) {
   *bytes = NULL;
   *len = 0;
-  errno = 0;
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path,
-                    errno ? strerror(errno) : "out of memory");
-  gzbuffer(gz, 1 << 17);
+  ct_file_stream in;
+  ct_status st = ct_file_stream_open(&in, path);
+  if (st) return st;
+  ct_file_stream_limit(&in, max_len, NULL);
   uint8_t *buf = NULL;
   int64_t n = 0, cap = 0;
-  ct_status st = CT_OK;
   for (;;) {
-    if (n + (1 << 16) > cap &&
-        (st = ct_grow_array((void **)&buf, &cap, n + (1 << 16), 1, path)))
+    // A plain regular file's size is known: one allocation of that size
+    // (and a byte to see the end).
+    int64_t want = !in.gzip && in.file_size >= 0 && n == 0
+                       ? (in.file_size < max_len ? in.file_size : max_len) + 1
+                       : n + (1 << 16);
+    if (n == cap && (st = ct_grow_array((void **)&buf, &cap, want, 1, path)))
       break;
-    int got = gzread(gz, buf + n, (unsigned)(cap - n));
-    if (got < 0) {
-      int code;
-      const char *msg = gzerror(gz, &code);
-      st = ct_error(code == Z_ERRNO ? CT_ERR_IO : CT_ERR_FORMAT,
-                    "%s: cannot read: %s", path,
-                    code == Z_ERRNO ? strerror(errno) : msg);
+    size_t got;
+    if ((st = ct_file_stream_read(&in, buf + n, (size_t)(cap - n), &got)) ||
+        got == 0)
       break;
-    }
-    if (got == 0) {
-      // zlib reports a gzip stream cut short only through gzerror.
-      int code;
-      gzerror(gz, &code);
-      if (code == Z_BUF_ERROR)
-        st = ct_error(CT_ERR_FORMAT,
-                      "%s: cannot read: the gzip data is "
-                      "truncated",
-                      path);
-      break;
-    }
-    n += got;
+    n += (int64_t)got;
   }
-  gzclose_r(gz);
+  ct_file_stream_close(&in);
   if (st) {
     free(buf);
     return st;
   }
-  *bytes = buf;
+  *bytes = buf ? buf : malloc(1);
   *len = n;
-  return CT_OK;
+  return *bytes ? CT_OK : ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
 }
 
 // ---- the loader --------------------------------------------------------------

@@ -104,9 +104,15 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
                                     float *std);
 
 // Reads a whole file into a malloc'd buffer, gunzipping it when it is gzip
-// (zlib reads plain files as they are); free() it. On error *bytes is NULL:
-// CT_ERR_IO (cannot open or read) or CT_ERR_FORMAT (corrupt gzip data).
-ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len);
+// (data/file_stream.h); free() it. On error *bytes is NULL: CT_ERR_IO
+// (cannot open or read) or CT_ERR_FORMAT (gzip damage or trailing garbage,
+// or more than max_len bytes, gunzipped: checked as it reads, so a gzip
+// bomb costs at most max_len).
+ct_status ct_image_read_file(const char *path, int64_t max_len,
+                             uint8_t **bytes, int64_t *len);
+
+// The most bytes a class names file may hold.
+enum { CT_IMAGE_NAMES_MAX_BYTES = 1 << 20 };
 
 typedef struct ct_image_loader_options {
   int64_t batch_size;  // images per batch (>= 1)

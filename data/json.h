@@ -99,7 +99,10 @@ typedef struct ct_json_error {
 ct_status ct_json_doc_parse_quiet(ct_json_doc *doc, const char *text,
                                   size_t len, unsigned flags,
                                   ct_json_error *err);
-// Reads and parses a file (gzip or plain, through ct_image_read_file).
+// Reads and parses a file (gzip or plain, through ct_image_read_file) of
+// at most CT_JSON_FILE_MAX_BYTES (COCO's largest annotation file, the 2017
+// training instances, is 448 MB).
+#define CT_JSON_FILE_MAX_BYTES ((int64_t)1 << 30)
 ct_status ct_json_doc_read(ct_json_doc *doc, const char *path);
 void ct_json_doc_free(ct_json_doc *doc);
 

@@ -41,7 +41,7 @@ static image build(const char *json, const void *data, size_t data_len) {
 
 static void read_back(const char *path, unsigned char **data, size_t *len) {
   char *bytes = NULL;
-  if (ct_file_read_all(path, &bytes, len) != CT_OK) *len = 0;
+  if (ct_file_read_all(path, SIZE_MAX / 2, &bytes, len) != CT_OK) *len = 0;
   *data = (unsigned char *)bytes;
 }
 

@@ -425,7 +425,7 @@ ct_status ct_config_load(ct_config *cfg, const char *path) {
   if (!cfg || !path) return ct_error(CT_ERR_ARG, "config load: NULL argument");
   char *text;
   size_t len;
-  ct_status st = ct_file_read_all(path, &text, &len);
+  ct_status st = ct_file_read_all(path, CT_CONFIG_MAX_BYTES, &text, &len);
   if (st != CT_OK) return st;
   if (strlen(text) != len) {
     free(text);

@@ -61,6 +61,10 @@ typedef struct ct_config ct_config;
 ct_config *ct_config_new(const ct_config_key *schema, int n_keys);
 void ct_config_free(ct_config *cfg);
 
+// The most bytes a config file may hold (ctrain's resolved configs take
+// about 10 kB).
+enum { CT_CONFIG_MAX_BYTES = 1 << 20 };
+
 // Reads an INI file over the current values. Errors name "path:line". On
 // error the config may hold part of the file; callers stop there.
 ct_status ct_config_load(ct_config *cfg, const char *path);

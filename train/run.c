@@ -157,7 +157,7 @@ ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
   if (st == CT_OK && metrics_path) {
     char *data = NULL;
     size_t len = 0;
-    st = ct_file_read_all(metrics_path, &data, &len);
+    st = ct_file_read_all(metrics_path, CT_JSONL_MAX_BYTES, &data, &len);
     if (st == CT_OK) st = ct_ckpt_writer_add(w, "metrics", data, len);
     free(data);
   }
