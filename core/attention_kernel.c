@@ -64,7 +64,9 @@ ct_status ct_attention_check(const ct_attn_params *p) {
 
 ATTN_INLINE float attn_exp(float x) {
   const float lo = -87.3365447504f, hi = 88.0f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
+  // NaN fails both comparisons: it takes the low clamp (so (int32_t)n below
+  // stays in range) and is returned as it came, for the loss to show it.
+  float xc = x > lo ? (x < hi ? x : hi) : lo;
   // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call).
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
@@ -80,7 +82,7 @@ ATTN_INLINE float attn_exp(float x) {
   int32_t bits = ((int32_t)n + 127) * 8388608;  // 2^n as float bits
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < lo ? 0.0f : y * pow2n;
+  return x < lo ? 0.0f : x == x ? y * pow2n : x;
 }
 
 // ---------------------------------------------------------------------------
@@ -131,9 +133,17 @@ ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
 #pragma omp simd reduction(max : bm)
     for (int c = 0; c < t->nk; c++) bm = row[c] > bm ? row[c] : bm;
     float mn = bm > m[r] ? bm : m[r];
-    if (mn == -INFINITY) {  // nothing visible yet: P = 0, state unchanged
-      memset(row, 0, (size_t)t->nk * sizeof(float));
-      continue;
+    if (mn == -INFINITY) {
+      // Nothing visible yet: P = 0, state unchanged. Unless the row holds a
+      // NaN, which no comparison above sees: then the max is NaN, which
+      // makes the row's output and log-sum-exp NaN too.
+      bool nan = false;
+      for (int c = 0; c < t->nk; c++) nan |= row[c] != row[c];
+      if (!nan) {
+        memset(row, 0, (size_t)t->nk * sizeof(float));
+        continue;
+      }
+      mn = NAN;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -448,7 +458,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   for (int r = 0; r < mq; r++) {
     float *orow = ob + r * p->out.row;
     const float *acc = w->o + r * Dh;
-    if (w->l[r] > 0.0f) {
+    if (!(w->l[r] == 0.0f)) {  // l > 0, or NaN from a NaN score
       const float f = drop_scale / w->l[r];
       for (int64_t d = 0; d < Dh; d++) orow[d] = acc[d] * f;
       lb[r] = w->m[r] + logf(w->l[r]);

@@ -90,7 +90,9 @@ static float erf_scalar(float x) {
 }
 
 static float exp_scalar(float x) {
-  float xc = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+  // NaN fails both comparisons: it takes the low clamp (which keeps the
+  // exponent arithmetic below in range) and is returned as it came.
+  float xc = x > EXP_LO ? (x < EXP_HI ? x : EXP_HI) : EXP_LO;
   const float n = (xc * LOG2E + ROUND_MAGIC) - ROUND_MAGIC;
   float r = xc - n * LN2_HI;
   r = r - n * LN2_LO;
@@ -100,7 +102,7 @@ static float exp_scalar(float x) {
   const int32_t bits = ((int32_t)n + 127) * 8388608;
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < EXP_LO ? 0.0f : y * pow2n;
+  return x < EXP_LO ? 0.0f : x == x ? y * pow2n : x;
 }
 
 static void run_scalar(vm_op op, const float *x, const float *g, float *y,
@@ -372,4 +374,30 @@ void ct_vmath_gelu(const float *x, float *y, int64_t n) {
 void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
                             int64_t n, bool accumulate) {
   run(accumulate ? VM_GELU_BWD_ADD : VM_GELU_BWD, x, g, gx, n);
+}
+
+int64_t ct_vmath_first_nonfinite(const float *x, int64_t n) {
+  enum { CHUNK = 1 << 15 };
+  const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+  int64_t first = -1;
+  // Chunks in order; within the parallel loop each chunk only answers
+  // whether it holds one, then the first such chunk is searched.
+  for (int64_t c0 = 0; c0 < chunks && first < 0; c0 += 64) {
+    const int64_t c1 = c0 + 64 < chunks ? c0 + 64 : chunks;
+    int64_t bad = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (n > CHUNK)
+    for (int64_t c = c0; c < c1; c++) {
+      const int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+      bool any = false;
+      for (int64_t i = lo; i < hi; i++) any |= !isfinite(x[i]);
+      if (any && c < bad) bad = c;
+    }
+    if (bad == INT64_MAX) continue;
+    for (int64_t i = bad * CHUNK;; i++)
+      if (!isfinite(x[i])) {
+        first = i;
+        break;
+      }
+  }
+  return first;
 }

@@ -169,6 +169,7 @@ void ct_string_table_free(ct_string_table *table) {
 
 ct_status ct_make_dirs(const char *path) {
   char buf[4096];
+  if (!*path) return ct_error(CT_ERR_ARG, "cannot create a folder: empty path");
   if (strlen(path) >= sizeof buf)
     return ct_error(CT_ERR_ARG, "%s: path too long", path);
   strcpy(buf, path);

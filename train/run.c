@@ -59,11 +59,8 @@ ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
 }
 
 ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
-  static const char *const positive[][2] = {{"train", "accum"},
-                                            {"train", "log_every"}};
-  ct_status st = ct_config_check_min(cfg, positive,
-                                     sizeof positive / sizeof positive[0], 1);
-  if (st != CT_OK) return st;
+  // Integer keys are in their schema ranges already ([train] accum and
+  // log_every at least 1: the loop divides by them).
   *out = (ct_run_settings){
       .name = ct_config_str(cfg, "run", "name"),
       .dir = ct_config_str(cfg, "run", "dir"),
@@ -109,6 +106,23 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
     o->beta2 = ct_config_float(cfg, "optim", "beta2");
     o->eps = ct_config_float(cfg, "optim", "eps");
   }
+  // Values that can only end a run in non-finite numbers or in the wrong
+  // place are refused here, before any data is read.
+  if (!*out->name || !*out->dir)
+    return ct_error(CT_ERR_ARG,
+                    "[run] %s is empty: the run folder is [run] dir/name "
+                    "(defaults: runs/run)",
+                    *out->name ? "dir" : "name");
+  if (kind != CT_OPTIM_SGD && !(o->eps > 0.0))
+    return ct_error(CT_ERR_ARG,
+                    "[optim] eps = %g: must be positive (Adam divides by "
+                    "sqrt(v) + eps, and v is 0 wherever a gradient is)",
+                    o->eps);
+  if (out->clip_norm < 0.0)
+    return ct_error(CT_ERR_ARG,
+                    "[optim] clip_norm = %g: must not be negative (0 = no "
+                    "clipping)",
+                    out->clip_norm);
   return CT_OK;
 }
 
