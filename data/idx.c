@@ -131,11 +131,13 @@ ct_status ct_idx_load(ct_image_dataset *d, const char *images_path,
 }
 
 // DIR/NAME.gz when it exists, else DIR/NAME.
-static void pick_path(char *out, size_t size, const char *dir,
-                      const char *name) {
+static ct_status pick_path(char *out, size_t size, const char *dir,
+                           const char *name) {
   struct stat s;
-  snprintf(out, size, "%s/%s.gz", dir, name);
-  if (stat(out, &s) != 0) snprintf(out, size, "%s/%s", dir, name);
+  ct_status st = ct_path_format(out, size, "%s/%s.gz", dir, name);
+  if (!st && stat(out, &s) != 0)
+    st = ct_path_format(out, size, "%s/%s", dir, name);
+  return st;
 }
 
 ct_status ct_idx_load_dir(ct_image_dataset *d, const char *dir, bool train,
@@ -144,8 +146,8 @@ ct_status ct_idx_load_dir(ct_image_dataset *d, const char *dir, bool train,
   const char *split = train ? "train" : "t10k";
   char name[64];
   snprintf(name, sizeof name, "%s-images-idx3-ubyte", split);
-  pick_path(images, sizeof images, dir, name);
+  ct_status st = pick_path(images, sizeof images, dir, name);
   snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split);
-  pick_path(labels, sizeof labels, dir, name);
-  return ct_idx_load(d, images, labels, num_classes);
+  if (!st) st = pick_path(labels, sizeof labels, dir, name);
+  return st ? st : ct_idx_load(d, images, labels, num_classes);
 }

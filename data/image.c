@@ -2,6 +2,7 @@
 // normalization, augmentation per image, mixing per batch, seek, prefetch.
 #include "data/image.h"
 #include "data/file_stream.h"
+#include "data/utf8.h"
 #include "core/threads.h"
 
 #include <errno.h>
@@ -62,6 +63,17 @@ void ct_image_dataset_free(ct_image_dataset *d) {
   *d = (ct_image_dataset){0};
 }
 
+ct_status ct_image_check_class_name(const char *name, size_t len,
+                                    const char *what) {
+  size_t bad = ct_utf8_find_unsafe(name, len);
+  if (len && bad == len) return CT_OK;
+  char why[64] = "it is empty";
+  if (len) ct_utf8_unsafe_what(name, len, bad, why, sizeof why);
+  // The name up to the bad character, which is left out.
+  return ct_error(CT_ERR_FORMAT, "%s: class name '%.*s...': %s", what,
+                  (int)(bad < 40 ? bad : 40), name, why);
+}
+
 ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                                      const char *const *names, int count) {
   if (count != d->K)
@@ -69,7 +81,9 @@ ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                     count, d->K);
   ct_string_list list = {0};
   for (int k = 0; k < count; k++)
-    if (ct_string_list_push(&list, names[k], strlen(names[k]))) {
+    if (ct_image_check_class_name(names[k], strlen(names[k]),
+                                  "image dataset") ||
+        ct_string_list_push(&list, names[k], strlen(names[k]))) {
       ct_string_list_free(&list);
       return ct_last_status();
     }
@@ -93,11 +107,12 @@ ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
                            bytes[end - 1] == '\r'))
       end--;
     if (end > start) {
-      if (memchr(bytes + start, '\0', (size_t)(end - start)))
-        st = ct_error(CT_ERR_FORMAT,
-                      "%s: line %lld: a NUL byte in a class "
-                      "name",
-                      path, (long long)list.count + 1);
+      char what[64];
+      snprintf(what, sizeof what, "line %lld", (long long)list.count + 1);
+      st = ct_image_check_class_name((const char *)bytes + start,
+                                     (size_t)(end - start), what);
+      if (st)
+        st = ct_error(st, "%s: %s", path, ct_last_error());
       else
         st = ct_string_list_push(&list, (const char *)bytes + start,
                                  (size_t)(end - start));

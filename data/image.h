@@ -87,7 +87,14 @@ static inline uint8_t *ct_image_dataset_image(const ct_image_dataset *d,
                                               int64_t i) {
   return d->pixels + i * (int64_t)d->C * d->H * d->W;
 }
-// Replaces the class names with the `count` names (count must equal K).
+// A class name must be printable as it is: non-empty UTF-8 without control
+// characters (ct_utf8_find_unsafe), so that classify, eval and detect never
+// send a terminal escape sequences from a folder name or a names file.
+// CT_ERR_FORMAT "WHAT: class name 'x...': control character U+001B" else.
+ct_status ct_image_check_class_name(const char *name, size_t len,
+                                    const char *what);
+// Replaces the class names with the `count` names (count must equal K;
+// each must pass ct_image_check_class_name).
 ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                                      const char *const *names, int count);
 // Reads K class names from a text file, one per line (blank lines and

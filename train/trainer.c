@@ -262,8 +262,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   ct_gemm_set_precision(t->run.precision);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
-  snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl",
-           t->run_dir);
+  // The longest name the run writes besides checkpoints (which check theirs).
+  if (ct_path_format(t->metrics_path, sizeof t->metrics_path,
+                     "%s/metrics.jsonl", t->run_dir) != CT_OK)
+    return fail("[run] dir and name");
   // An existing run folder is locked before its checkpoints are looked at;
   // a new one once it is made, below.
   struct stat sb;
@@ -329,7 +331,13 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
   t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
   if (ckpt) {
-    if (ct_run_load(ckpt, &t->params, &t->opt, &t->state) != CT_OK ||
+    if (args->reset_optimizer)
+      fprintf(stderr,
+              "ctrain: --reset-optimizer: the optimizer starts afresh "
+              "(moments zero, step 0)\n");
+    if (ct_run_load(ckpt, &t->params,
+                    args->reset_optimizer ? NULL : &t->opt,
+                    &t->state) != CT_OK ||
         t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
             CT_OK)
       return fail(NULL);
