@@ -37,8 +37,8 @@ ct_status ct_file_stream_open(ct_file_stream *s, const char *path) {
   }
   s->in_len = fread(s->in, 1, IN_CHUNK, s->f);
   if (ferror(s->f)) {
-    ct_status st = ct_error(CT_ERR_IO, "%s: cannot read: %s", path,
-                            strerror(errno));
+    ct_status st =
+        ct_error(CT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     ct_file_stream_close(s);
     return st;
   }
@@ -146,8 +146,7 @@ ct_status ct_file_stream_read(ct_file_stream *s, void *buf, size_t n,
   if (s->limit > 0 && s->total + (int64_t)*got > s->limit)
     return ct_error(CT_ERR_FORMAT, "%s: more than %lld bytes%s%s%s", s->path,
                     (long long)s->limit, s->gzip ? " once gunzipped" : "",
-                    s->limit_why ? ": " : "",
-                    s->limit_why ? s->limit_why : "");
+                    s->limit_why ? ": " : "", s->limit_why ? s->limit_why : "");
   s->total += (int64_t)*got;
   return CT_OK;
 }

@@ -164,8 +164,8 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
   }
 }
 
-ct_status ct_image_read_file(const char *path, int64_t max_len,
-                             uint8_t **bytes, int64_t *len) {
+ct_status ct_image_read_file(const char *path, int64_t max_len, uint8_t **bytes,
+                             int64_t *len) {
   *bytes = NULL;
   *len = 0;
   ct_file_stream in;

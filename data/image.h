@@ -115,8 +115,8 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
 // (cannot open or read) or CT_ERR_FORMAT (gzip damage or trailing garbage,
 // or more than max_len bytes, gunzipped: checked as it reads, so a gzip
 // bomb costs at most max_len).
-ct_status ct_image_read_file(const char *path, int64_t max_len,
-                             uint8_t **bytes, int64_t *len);
+ct_status ct_image_read_file(const char *path, int64_t max_len, uint8_t **bytes,
+                             int64_t *len);
 
 // The most bytes a class names file may hold.
 enum { CT_IMAGE_NAMES_MAX_BYTES = 1 << 20 };

@@ -376,8 +376,7 @@ ct_status ct_json_doc_read(ct_json_doc *doc, const char *path) {
   *doc = (ct_json_doc){0};
   uint8_t *bytes;
   int64_t len;
-  ct_status st =
-      ct_image_read_file(path, CT_JSON_FILE_MAX_BYTES, &bytes, &len);
+  ct_status st = ct_image_read_file(path, CT_JSON_FILE_MAX_BYTES, &bytes, &len);
   if (st) return st;
   st = ct_json_doc_parse(doc, (const char *)bytes, (size_t)len, path);
   free(bytes);

@@ -47,8 +47,7 @@ static ct_status reader_append(line_reader *r, const char *s, size_t n) {
     return ct_error(CT_ERR_FORMAT,
                     "%s:%lld: longer than %d bytes (a corpus holds a "
                     "sentence per line: is this a text corpus?)",
-                    r->path, (long long)r->line_no + 1,
-                    CT_TEXT_MAX_LINE_BYTES);
+                    r->path, (long long)r->line_no + 1, CT_TEXT_MAX_LINE_BYTES);
   ct_status st = ct_grow_array((void **)&r->line, &r->line_cap,
                                r->line_len + (int64_t)n + 1, 1, r->path);
   if (st) return st;

@@ -102,8 +102,8 @@ size_t ct_utf8_find_unsafe(const char *s, size_t len) {
   return len;
 }
 
-const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at,
-                                char *buf, size_t size) {
+const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at, char *buf,
+                                size_t size) {
   size_t pos = at;
   int32_t cp = at < len ? ct_utf8_decode(s, len, &pos) : -1;
   if (cp < 0)

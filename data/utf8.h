@@ -34,7 +34,7 @@ size_t ct_utf8_find_invalid(const char *s, size_t len);
 size_t ct_utf8_find_unsafe(const char *s, size_t len);
 // What ct_utf8_find_unsafe found at s[at], for messages ("invalid UTF-8
 // byte 0xff", "NUL byte", "control character U+001B"), written to buf.
-const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at,
-                                char *buf, size_t size);
+const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at, char *buf,
+                                size_t size);
 
 #endif

@@ -52,6 +52,24 @@ acc=$(jnum "$(tail -n 1 <<<"$out")" accuracy)
 expect "eval --split test: accuracy $acc >= 0.8 and top5" \
   "ge '${acc:-0}' 0.8 && grep -q '\"top5\"' <<<\"\$out\""
 expect "eval prints the confusion matrix" "grep -q 'confusion matrix' <<<\"\$out\""
+# Test folders are matched to the model's classes by name: without the
+# first one, the others keep their labels (they used to shift by one and
+# score garbage), and the missing class is said; an unknown folder is an
+# error naming it.
+first=$(ls png/test | head -n 1)
+mv "png/test/$first" "png/aside_$first"
+out=$("$ctrain" eval "$ckpt" --split test 2>"$tmp/eval.err")
+acc=$(jnum "$(tail -n 1 <<<"$out")" accuracy)
+expect "eval --split test without the '$first' folder: accuracy $acc >= 0.8" \
+  "ge '${acc:-0}' 0.8 && [ '$(jnum "$(tail -n 1 <<<"$out")" images)' = 150 ]"
+expect "the missing test folder is said" \
+  "grep -q 'png/test has no folder for 1 of the model.s 4 classes' '$tmp/eval.err'"
+mkdir png/test/zebra && cp "$hbar" png/test/zebra/
+fails_with "a test folder the model has no class of" \
+  "png/test/zebra: a class folder the model has no class of" \
+  "$ctrain" eval "$ckpt" --split test
+rm -r png/test/zebra
+mv "png/aside_$first" "png/test/$first"
 out=$("$ctrain" classify "$ckpt" "$hbar" "$vbar" --top 2 --attention att.png)
 expect "classify prints the top classes" \
   "[ \$(grep -c '^png/test/.*: [a-z]* 0\.[0-9]*, [a-z]* 0\.' <<<\"\$out\") -eq 2 ]"

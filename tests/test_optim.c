@@ -376,8 +376,8 @@ static void check_loss_trace(void) {
   x[0] = x[1] = 3.3e38f;
   loss = ct_mean(ct_linear(ct_tensor_from(CT_F32, x, CT_SHAPE(2, 4)), w, b));
   CHECK(loss && !isfinite(ct_f32(loss)[0]), "no overflow");
-  CHECK(loss && ct_loss_check_finite(&p, ct_f32(loss)[0], 5) ==
-                    CT_ERR_NUMERIC &&
+  CHECK(loss &&
+            ct_loss_check_finite(&p, ct_f32(loss)[0], 5) == CT_ERR_NUMERIC &&
             strstr(ct_last_error(), "non-finite loss") &&
             strstr(ct_last_error(), "at step 5") &&
             strstr(ct_last_error(), "output of linear [2, 3]") &&

@@ -160,10 +160,10 @@ static void test_every_int_key_has_a_range(void) {
             strstr(ct_last_error(), "[model] encoder_layers = '4294967298'") &&
             strstr(ct_last_error(), "must be in 1.."),
         "encoder_layers 2^32+2: %s", ct_last_error());
-  CHECK(ct_config_set(cfg, "data.batch_size=9223372036854775807") ==
-                CT_ERR_ARG &&
-            strstr(ct_last_error(), "[data] batch_size"),
-        "batch_size INT64_MAX: %s", ct_last_error());
+  CHECK(
+      ct_config_set(cfg, "data.batch_size=9223372036854775807") == CT_ERR_ARG &&
+          strstr(ct_last_error(), "[data] batch_size"),
+      "batch_size INT64_MAX: %s", ct_last_error());
   ct_config_free(cfg);
 }
 

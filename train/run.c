@@ -222,7 +222,8 @@ static ct_status read_meta(const ct_ckpt *ckpt, const char *task,
     bad = "optimizer step";
   else if (s->best_step < -1 || s->best_step > s->step)
     bad = "best step";
-  else if (!(s->best < INFINITY) || (s->best_step < 0) != (s->best == -INFINITY))
+  else if (!(s->best < INFINITY) ||
+           (s->best_step < 0) != (s->best == -INFINITY))
     bad = "best metric";
   else if (!isfinite(s->window_loss) || s->window_steps < 0 ||
            s->window_steps > s->step)
@@ -256,11 +257,12 @@ ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
     char name[16];
     snprintf(name, sizeof name, "optim.%d", s);
     if (!ct_ckpt_has(ckpt, name))
-      st = ct_error(CT_ERR_FORMAT,
-                    "%s: no optimizer state '%s' for %s (a checkpoint of "
-                    "another optimizer, or written without it): pass "
-                    "--reset-optimizer to resume with fresh optimizer state",
-                    ct_ckpt_path(ckpt), name, ct_optim_kind_name(opt->cfg.kind));
+      st =
+          ct_error(CT_ERR_FORMAT,
+                   "%s: no optimizer state '%s' for %s (a checkpoint of "
+                   "another optimizer, or written without it): pass "
+                   "--reset-optimizer to resume with fresh optimizer state",
+                   ct_ckpt_path(ckpt), name, ct_optim_kind_name(opt->cfg.kind));
     else
       st = ct_ckpt_get_param_state(ckpt, name, p, s, 0);
   }

@@ -454,8 +454,7 @@ static ct_status to_named(const st_header *h, const unsigned char *data,
 // file_len bytes, checked: 8 bytes to read it from, at most
 // CT_SAFETENSORS_MAX_HEADER, and room for it in the file.
 static ct_status header_length(const unsigned char *b, size_t got,
-                               size_t file_len, const char *what,
-                               uint64_t *n) {
+                               size_t file_len, const char *what, uint64_t *n) {
   if (got < 8)
     return ct_error(CT_ERR_FORMAT,
                     "%s: truncated: %zu bytes, not even the "

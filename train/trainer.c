@@ -335,8 +335,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
       fprintf(stderr,
               "ctrain: --reset-optimizer: the optimizer starts afresh "
               "(moments zero, step 0)\n");
-    if (ct_run_load(ckpt, &t->params,
-                    args->reset_optimizer ? NULL : &t->opt,
+    if (ct_run_load(ckpt, &t->params, args->reset_optimizer ? NULL : &t->opt,
                     &t->state) != CT_OK ||
         t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
             CT_OK)

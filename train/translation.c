@@ -97,10 +97,9 @@ static ct_status check_not_empty(const translation_config *c, int split,
   if (c->source == CT_DATA_SOURCE_TOY)
     return ct_error(CT_ERR_ARG, "[data] toy_%s = 0: the %s split is empty",
                     split == VAL ? "val" : "test", name);
-  return ct_error(CT_ERR_FORMAT, "%s: no sentences: the %s split is empty",
-                  c->format == CT_TEXT_FORMAT_TSV ? c->tsv[split]
-                                                  : c->src[split],
-                  name);
+  return ct_error(
+      CT_ERR_FORMAT, "%s: no sentences: the %s split is empty",
+      c->format == CT_TEXT_FORMAT_TSV ? c->tsv[split] : c->src[split], name);
 }
 
 static ct_status load_text(translation *tr, ct_task_need need) {
@@ -181,7 +180,8 @@ static ct_status limit_lengths(translation *tr, split_data *s,
   ct_pair_corpus kept = {0};
   ct_status st = CT_OK;
   for (int64_t i = 0; i < c->count && st == CT_OK; i++) {
-    int64_t ls = ct_pair_corpus_src_len(c, i), lt = ct_pair_corpus_tgt_len(c, i);
+    int64_t ls = ct_pair_corpus_src_len(c, i),
+            lt = ct_pair_corpus_tgt_len(c, i);
     st = ct_pair_corpus_add(&kept, c->ids + c->starts[2 * i],
                             ls < max ? ls : max, c->ids + c->starts[2 * i + 1],
                             lt < max ? lt : max);
@@ -691,8 +691,7 @@ ct_status ct_translation_translate(ct_task *t, const char *const *lines,
         fprintf(stderr,
                 "ctrain: warning: input line %lld: %lld tokens, cut to "
                 "[data] max_len = %lld\n",
-                (long long)(i + 1), (long long)len,
-                (long long)tr->cfg.max_len);
+                (long long)(i + 1), (long long)len, (long long)tr->cfg.max_len);
         len = tr->cfg.max_len;
       }
       st = ct_pair_corpus_add(&c, ids, len, ids, 0);
