@@ -1,0 +1,11 @@
+// The section names of fuzz_checkpoint's section-list inputs, in order
+// (shared with seed_sections.c, which writes such inputs).
+#ifndef CT_TESTS_FUZZ_SEED_SECTIONS_H
+#define CT_TESTS_FUZZ_SEED_SECTIONS_H
+
+enum { CT_FUZZ_CKPT_SECTIONS = 9 };
+static const char *const ct_fuzz_ckpt_sections[CT_FUZZ_CKPT_SECTIONS] = {
+    "meta",    "config", "vocab.src", "vocab.tgt", "classes",
+    "image",   "params", "optim.0",   "optim.1"};
+
+#endif
