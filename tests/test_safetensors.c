@@ -465,6 +465,23 @@ static void test_non_finite(void) {
   }
 }
 
+// The header is UTF-8: a tensor name with a stray byte (found by the fuzz
+// target: it loaded, then saved as U+FFFD and no longer matched) is refused.
+static void test_invalid_utf8(void) {
+  const char *json =
+      "{\"b\xd3\": {\"dtype\": \"F32\", \"shape\": [2], "
+      "\"data_offsets\": [0, 8]}}";
+  float data[2] = {1, 2};
+  image im = build(json, data, 8);
+  ct_params p;
+  ct_params_init(&p);
+  CHECK(ct_safetensors_load_buffer(im.bytes, im.len, "utf8.st", &p,
+                                   CT_LOAD_REGISTER) == CT_ERR_FORMAT &&
+            has(ct_last_error(), "utf8.st: the header is not UTF-8 (byte 0xd3"),
+        "invalid UTF-8 name: %s", ct_last_error());
+  ct_params_free(&p);
+}
+
 // Damaged versions of a valid file: every truncation and every byte set to
 // characters that matter to JSON must give a clean outcome.
 static void test_damage(void) {
@@ -513,6 +530,7 @@ int main(void) {
   test_escaped_names();
   test_hand_built();
   test_non_finite();
+  test_invalid_utf8();
   test_damage();
   remove(tmp_path);
   return test_summary("safetensors");

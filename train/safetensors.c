@@ -23,6 +23,7 @@
 // does) and ct_json_write_string escapes its strings.
 #include "train/safetensors.h"
 #include "data/json.h"
+#include "data/utf8.h"
 #include "train/fileio.h"
 
 #include <math.h>
@@ -304,6 +305,14 @@ static ct_status parse_header(const char *text, size_t len, const char *what,
                     "%s: the header must be a JSON object: "
                     "expected '{' at the start",
                     what);
+  // The header is UTF-8 (serde_json refuses anything else): a name with a
+  // stray byte could not be written back, nor matched.
+  size_t bad = ct_utf8_find_invalid(text, len);
+  if (bad < len)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: the header is not UTF-8 (byte 0x%02x at header byte "
+                    "%zu)",
+                    what, (unsigned)(unsigned char)text[bad], bad);
   ct_json_error err;
   ct_status st = ct_json_doc_parse_quiet(&h->doc, text, len, 0, &err);
   if (st == CT_ERR_FORMAT)

@@ -28,12 +28,12 @@ static bool small_model(const ct_config *cfg, const ct_ckpt *c) {
     const char *section, *key;
     int64_t max;
   } caps[] = {
-      {"model", "d_model", 64}, {"model", "heads", 8},
-      {"model", "ff", 256},     {"model", "encoder_layers", 3},
+      {"model", "d_model", 64},       {"model", "heads", 8},
+      {"model", "ff", 256},           {"model", "encoder_layers", 3},
       {"model", "decoder_layers", 3}, {"model", "dim", 64},
-      {"model", "depth", 3},    {"model", "mlp_dim", 256},
-      {"model", "width", 16},   {"model", "stages", 3},
-      {"model", "blocks", 2},   {"model", "queries", 32},
+      {"model", "depth", 3},          {"model", "mlp_dim", 256},
+      {"model", "width", 16},         {"model", "stages", 3},
+      {"model", "blocks", 2},         {"model", "queries", 32},
   };
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
     if (ct_config_int(cfg, caps[i].section, caps[i].key) > caps[i].max)
@@ -86,8 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
   }
   ct_config *cfg = ct_run_config_from_ckpt(c);
   ct_run_settings run;
-  bool open = cfg && ct_run_settings_read(cfg, &run) == CT_OK &&
-              small_model(cfg, c);
+  bool open =
+      cfg && ct_run_settings_read(cfg, &run) == CT_OK && small_model(cfg, c);
   ct_config_free(cfg);
   ct_ckpt_free(c);
   const char *path = open ? fuzz_write("fuzz.ct", data, size) : NULL;

@@ -7,9 +7,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 4) return 0;
-  size_t rest = size - 4,
-         cut = (size_t)data[0] | (size_t)data[1] << 8 |
-               (size_t)data[2] << 16 | (size_t)data[3] << 24;
+  size_t rest = size - 4, cut = (size_t)data[0] | (size_t)data[1] << 8 |
+                                (size_t)data[2] << 16 | (size_t)data[3] << 24;
   if (cut > rest) cut = rest;
   const char *images = fuzz_write("images.idx", data + 4, cut);
   const char *labels = fuzz_write("labels.idx", data + 4 + cut, rest - cut);

@@ -23,15 +23,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ct_params_init(&p);
     else
       store(&p);
-    if (ct_safetensors_load_buffer(data, size, "fuzz", &p, flags[k]) ==
-            CT_OK &&
+    if (ct_safetensors_load_buffer(data, size, "fuzz", &p, flags[k]) == CT_OK &&
         p.n > 0) {
       const char *path = fuzz_path("back.safetensors");
       ct_params back;
       ct_params_init(&back);
       bool same = ct_safetensors_save(path, &p, NULL) == CT_OK &&
-                  ct_safetensors_load(path, &back, CT_LOAD_REGISTER) ==
-                      CT_OK &&
+                  ct_safetensors_load(path, &back, CT_LOAD_REGISTER) == CT_OK &&
                   back.n == p.n;
       for (int i = 0; same && i < p.n; i++) {
         const ct_param *a = &p.items[i], *b = ct_params_find(&back, a->name);

@@ -50,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   const char *a = fuzz_write("a.txt", data, size / 2);
   const char *b = fuzz_write("b.txt", data + size / 2, size - size / 2);
-  if (ct_parallel_text_read_pair(a, b, 3, &p) == CT_OK) ct_parallel_text_free(&p);
+  if (ct_parallel_text_read_pair(a, b, 3, &p) == CT_OK)
+    ct_parallel_text_free(&p);
   return 0;
 }

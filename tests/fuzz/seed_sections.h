@@ -5,7 +5,7 @@
 
 enum { CT_FUZZ_CKPT_SECTIONS = 9 };
 static const char *const ct_fuzz_ckpt_sections[CT_FUZZ_CKPT_SECTIONS] = {
-    "meta",    "config", "vocab.src", "vocab.tgt", "classes",
-    "image",   "params", "optim.0",   "optim.1"};
+    "meta",  "config", "vocab.src", "vocab.tgt", "classes",
+    "image", "params", "optim.0",   "optim.1"};
 
 #endif
