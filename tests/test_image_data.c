@@ -151,10 +151,10 @@ static void test_idx(void) {
 // whole-file read stops at its limit (/dev/zero); gzip members concatenate
 // and trailing garbage is an error.
 static void test_bounds(void) {
-  uint8_t head[16], lab_head[8];
+  uint8_t head[16], lab_head[8], none[1] = {0};
   uint32_t dims[3] = {2, 28, 28};
-  idx_file(head, 0x803, dims, 3, NULL, 0);
-  idx_file(lab_head, 0x801, dims, 1, NULL, 0);
+  idx_file(head, 0x803, dims, 3, none, 0);
+  idx_file(lab_head, 0x801, dims, 1, none, 0);
   uint8_t *zeros = calloc(1, 1 << 24);
   {  // 16 MiB of zeros after a header that claims 2 images (1568 bytes)
     gzFile f = gzopen(tmp_path("bomb.idx.gz"), "wb9");
@@ -173,7 +173,7 @@ static void test_bounds(void) {
       "idx gzip inflating past its claim");
   // A header claiming 60000 x 28 x 28 in a few hundred gzip bytes.
   dims[0] = 60000;
-  idx_file(head, 0x803, dims, 3, NULL, 0);
+  idx_file(head, 0x803, dims, 3, none, 0);
   write_bytes(tmp_path("claim.idx.gz"), head, 16, true);
   check_error(
       ct_idx_load(&d, tmp_path("claim.idx.gz"), tmp_path("lab2.idx.gz"), 10),
