@@ -240,6 +240,15 @@ static void remove_stale_temporaries(const char *dir) {
   closedir(d);
 }
 
+// Whether the run folder `dir` holds checkpoints (readable or not).
+static bool holds_run(const char *dir) {
+  ct_ckpt_latest latest;
+  bool found = ct_ckpt_find_latest(dir, &latest) == CT_OK &&
+               (latest.path || latest.n_skipped);
+  ct_ckpt_latest_free(&latest);
+  return found;
+}
+
 // Opens the run: config, resume checkpoint, task, parameters, optimizer,
 // run folder, metrics file. Returns 0 or the exit status.
 static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
@@ -293,19 +302,13 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     ct_ckpt_latest_free(&latest);
   } else if (args->resume) {
     if (ct_ckpt_read(args->resume, &ckpt) != CT_OK) return fail("--resume");
-  } else {
-    ct_ckpt_latest latest;
-    if (ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
-        (latest.path || latest.n_skipped)) {
-      ct_ckpt_latest_free(&latest);
-      fprintf(stderr,
-              "ctrain: error: %s already holds a run: continue it with "
-              "--resume auto, or choose another [run] name (--set "
-              "run.name=...)\n",
-              t->run_dir);
-      return 1;
-    }
-    ct_ckpt_latest_free(&latest);
+  } else if (holds_run(t->run_dir)) {
+    fprintf(stderr,
+            "ctrain: error: %s already holds a run: continue it with "
+            "--resume auto, or choose another [run] name (--set "
+            "run.name=...)\n",
+            t->run_dir);
+    return 1;
   }
   *resume_ckpt = ckpt;
   if (ckpt) {
@@ -363,11 +366,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     if (ct_run_lock(t->run_dir, &t->lock) != CT_OK) return fail(NULL);
     // Another ctrain may have made the folder and trained in it since the
     // check above; a new run never writes over that.
-    ct_ckpt_latest latest;
-    bool taken = !ckpt && ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
-                 (latest.path || latest.n_skipped);
-    if (!ckpt) ct_ckpt_latest_free(&latest);
-    if (taken) {
+    if (!ckpt && holds_run(t->run_dir)) {
       fprintf(stderr,
               "ctrain: error: %s was started by another ctrain meanwhile: "
               "continue it with --resume auto\n",
