@@ -172,6 +172,11 @@ ct_status ct_image_read_file(const char *path, int64_t max_len, uint8_t **bytes,
   ct_status st = ct_file_stream_open(&in, path);
   if (st) return st;
   ct_file_stream_limit(&in, max_len, NULL);
+  if (!in.gzip && in.file_size > max_len) {  // refused before any reading
+    ct_file_stream_close(&in);
+    return ct_error(CT_ERR_FORMAT, "%s: %lld bytes, more than %lld", path,
+                    (long long)in.file_size, (long long)max_len);
+  }
   uint8_t *buf = NULL;
   int64_t n = 0, cap = 0;
   for (;;) {
