@@ -64,10 +64,11 @@ ct_status ct_attention_check(const ct_attn_params *p) {
 
 ATTN_INLINE float attn_exp(float x) {
   const float lo = -87.3365447504f, hi = 88.0f;
-  // NaN fails both comparisons: it takes the low clamp (so (int32_t)n below
-  // stays in range) and is returned as it came, for the loss to show it.
-  float xc = x > lo ? (x < hi ? x : hi) : lo;
-  // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call).
+  float xc = x < lo ? lo : (x > hi ? hi : x);
+  // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call): t's
+  // low mantissa bits then hold n, read as unsigned bits below, never by a
+  // float-to-int cast (undefined for the NaN a non-finite score brings;
+  // NaN comes out as NaN through y).
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
   float r = xc - n * 0.693359375f;
@@ -79,10 +80,12 @@ ATTN_INLINE float attn_exp(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) * 8388608;  // 2^n as float bits
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  uint32_t bits = (tb - 0x4B400000u + 127u) << 23;  // 2^n as float bits
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < lo ? 0.0f : x == x ? y * pow2n : x;
+  return x < lo ? 0.0f : y * pow2n;
 }
 
 // ---------------------------------------------------------------------------

@@ -90,19 +90,21 @@ static float erf_scalar(float x) {
 }
 
 static float exp_scalar(float x) {
-  // NaN fails both comparisons: it takes the low clamp (which keeps the
-  // exponent arithmetic below in range) and is returned as it came.
-  float xc = x > EXP_LO ? (x < EXP_HI ? x : EXP_HI) : EXP_LO;
-  const float n = (xc * LOG2E + ROUND_MAGIC) - ROUND_MAGIC;
+  float xc = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
+  const float t = xc * LOG2E + ROUND_MAGIC, n = t - ROUND_MAGIC;
   float r = xc - n * LN2_HI;
   r = r - n * LN2_LO;
   float y = EXP_P[0];
   for (int j = 1; j < 6; j++) y = y * r + EXP_P[j];
   y = y * (r * r) + r + 1.0f;
-  const int32_t bits = ((int32_t)n + 127) * 8388608;
+  // 2^n from t's low mantissa bits, as unsigned bits: no float-to-int cast,
+  // which NaN would make undefined (NaN comes out as NaN through y).
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  const uint32_t bits = (tb - 0x4B400000u + 127u) << 23;
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < EXP_LO ? 0.0f : x == x ? y * pow2n : x;
+  return x < EXP_LO ? 0.0f : y * pow2n;
 }
 
 static void run_scalar(vm_op op, const float *x, const float *g, float *y,
