@@ -18,9 +18,9 @@
 // Bounds: ct_file_stream_limit makes a read that would take the total
 // past a number of bytes an error, before the bytes are handed out, so a
 // small gzip file that inflates to gigabytes (or /dev/zero) costs no more
-// than the limit. The compressed size of a regular file is known from the
-// start (compressed_size), for callers that check a header's claim
-// against what the file can hold.
+// than the limit. The size on disk of a regular file is known from the
+// start (file_size), for callers that check a header's claim against what
+// the file can hold (ct_gzip_max_inflated for a gzip file).
 //
 // What this file does not do: seeking, writing, or formats other than
 // gzip (zlib's deflate inside it).
