@@ -127,6 +127,16 @@ fails_with "truncated IDX file" "trunc/train-images-idx3-ubyte" \
 mkdir -p magic && cp idx/* magic/ && printf '\x00\x00\x09\x03' | dd of=magic/train-images-idx3-ubyte conv=notrunc 2>/dev/null
 fails_with "wrong IDX magic" "magic" \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=idx --set data.image_dir=magic
+# An empty test split that validates was refused only at the final
+# evaluation, after all the training.
+mkdir -p empty_test && cp idx/train-* empty_test/ &&
+  printf '\0\0\10\3\0\0\0\0\0\0\0\20\0\0\0\20' >empty_test/t10k-images-idx3-ubyte &&
+  printf '\0\0\10\1\0\0\0\0' >empty_test/t10k-labels-idx1-ubyte
+fails_with "an empty test split is refused before training" \
+  "empty_test: the test split has no images" \
+  "$ctrain" train "$empty" "${base[@]}" --set data.image_format=idx \
+  --set data.image_dir=empty_test --set data.val_holdout=0
+expect "... and no run folder was made" "[ ! -e runs/bad ]"
 mkdir -p lab && cp cifar/* lab/ && printf '\x0c' | dd of=lab/data_batch_1.bin conv=notrunc 2>/dev/null
 fails_with "CIFAR label out of range" "data_batch_1.bin" \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=cifar10 --set data.image_dir=lab

@@ -259,6 +259,11 @@ static ct_status load_data(classification *c, ct_task_need need) {
     st = load_files(cc, false, &c->test);
     c->have_test = st == CT_OK;
   }
+  // A test split without images is refused here, not when it is first
+  // evaluated (after training, when it validates).
+  if (st == CT_OK && c->have_test && c->test.N == 0)
+    return ct_error(CT_ERR_FORMAT, "%s: the test split has no images",
+                    png ? cc->png_test : cc->image_dir);
   if (st == CT_OK && holdout == 0) {
     if (!c->have_test)
       return ct_error(CT_ERR_ARG,
