@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=$root/tests/fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for s in config text idx cifar png coco checkpoint safetensors; do
+for s in config text idx cifar png coco checkpoint safetensors metrics; do
   mkdir -p "$corpus/$s"
   rm -f "$corpus/$s"/seed-*
 done
@@ -122,6 +122,7 @@ small=(--set run.dir="$tmp/runs" --set train.steps=2 --set train.log_every=1
   --set model.stages=1 --set model.blocks=1 --set model.queries=4 >/dev/null 2>&1
 for run in tr cls det; do
   ckpt=runs/$run/ckpt-00000002.ct
+  cp "runs/$run/metrics.jsonl" "$corpus/metrics/seed-$run.jsonl"
   { printf '\0'; cat "$ckpt"; } >"$corpus/checkpoint/seed-$run.ct"
   "$build/tests/fuzz/seed_sections" "$ckpt" "$corpus/checkpoint/seed-$run-sections"
   "$ctrain" export "$ckpt" "$corpus/safetensors/seed-$run.safetensors" >/dev/null
@@ -143,6 +144,8 @@ write("store-mixed", {"w": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0,
                       "ids": {"dtype": "I64", "shape": [0], "data_offsets": [30, 30]}},
       struct.pack("<6H", 0x3c00, 0x4000, 0xbc00, 0x0001, 0x7bff, 0) + struct.pack("<2d", 0.1, -2) + struct.pack("<H", 0x3f80))
 PY
-for s in config text idx cifar png coco checkpoint safetensors; do
+printf '{"step": 1, "loss": 2.5, "lr": 1e-3}\n{"step": 2, "type": "eval", "split": "val", "bleu": 12.5}\n{"step": 3, "loss": nan' \
+  >"$corpus/metrics/seed-torn.jsonl"
+for s in config text idx cifar png coco checkpoint safetensors metrics; do
   echo "$s: $(ls "$corpus/$s" | wc -l) files, $(du -sk "$corpus/$s" | cut -f1) kB"
 done
