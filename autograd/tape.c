@@ -4,6 +4,7 @@
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/session_internal.h"
+#include "core/vmath.h"
 
 #include <string.h>
 
@@ -62,6 +63,15 @@ ct_status ct_tape_record(const char *op, ct_backward_fn backward,
 }
 
 int ct_tape_size(void) { return ct_session_current()->tape_count; }
+
+const ct_node *ct_tape_first_nonfinite(void) {
+  const ct_node *first = NULL;
+  for (const ct_node *n = ct_session_current()->tape_head; n; n = n->prev)
+    if (n->out && n->out->dtype == CT_F32 &&
+        ct_vmath_first_nonfinite(ct_f32(n->out), n->out->numel) >= 0)
+      first = n;
+  return first;
+}
 
 void ct_tape_clear(void) {
   ct_session *s = ct_session_current();

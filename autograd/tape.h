@@ -88,6 +88,10 @@ ct_status ct_tape_record(const char *op, ct_backward_fn backward,
                          void *saved);
 // Nodes recorded and not yet consumed.
 int ct_tape_size(void);
+// The oldest recorded node (not yet consumed) whose f32 output holds a NaN
+// or Inf, or NULL when none does: where a forward pass first went
+// non-finite, for the message that stops a training run.
+const ct_node *ct_tape_first_nonfinite(void);
 // Forgets all recorded nodes.
 void ct_tape_clear(void);
 

@@ -65,7 +65,10 @@ ct_status ct_attention_check(const ct_attn_params *p) {
 ATTN_INLINE float attn_exp(float x) {
   const float lo = -87.3365447504f, hi = 88.0f;
   float xc = x < lo ? lo : (x > hi ? hi : x);
-  // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call).
+  // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call): t's
+  // low mantissa bits then hold n, read as unsigned bits below, never by a
+  // float-to-int cast (undefined for the NaN a non-finite score brings;
+  // NaN comes out as NaN through y).
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
   float r = xc - n * 0.693359375f;
@@ -77,7 +80,9 @@ ATTN_INLINE float attn_exp(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) * 8388608;  // 2^n as float bits
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  uint32_t bits = (tb - 0x4B400000u + 127u) << 23;  // 2^n as float bits
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
   return x < lo ? 0.0f : y * pow2n;
@@ -131,9 +136,17 @@ ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
 #pragma omp simd reduction(max : bm)
     for (int c = 0; c < t->nk; c++) bm = row[c] > bm ? row[c] : bm;
     float mn = bm > m[r] ? bm : m[r];
-    if (mn == -INFINITY) {  // nothing visible yet: P = 0, state unchanged
-      memset(row, 0, (size_t)t->nk * sizeof(float));
-      continue;
+    if (mn == -INFINITY) {
+      // Nothing visible yet: P = 0, state unchanged. Unless the row holds a
+      // NaN, which no comparison above sees: then the max is NaN, which
+      // makes the row's output and log-sum-exp NaN too.
+      bool nan = false;
+      for (int c = 0; c < t->nk; c++) nan |= row[c] != row[c];
+      if (!nan) {
+        memset(row, 0, (size_t)t->nk * sizeof(float));
+        continue;
+      }
+      mn = NAN;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -448,7 +461,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   for (int r = 0; r < mq; r++) {
     float *orow = ob + r * p->out.row;
     const float *acc = w->o + r * Dh;
-    if (w->l[r] > 0.0f) {
+    if (!(w->l[r] == 0.0f)) {  // l > 0, or NaN from a NaN score
       const float f = drop_scale / w->l[r];
       for (int64_t d = 0; d < Dh; d++) orow[d] = acc[d] * f;
       lb[r] = w->m[r] + logf(w->l[r]);

@@ -112,13 +112,17 @@ static float erf_scalar(float x) {
 static float exp_scalar(float x) {
   if (x != x) return x;  // NaN (converting it to an integer below is UB)
   float xc = x < EXP_LO ? EXP_LO : (x > EXP_HI ? EXP_HI : x);
-  const float n = (xc * LOG2E + ROUND_MAGIC) - ROUND_MAGIC;
+  const float t = xc * LOG2E + ROUND_MAGIC, n = t - ROUND_MAGIC;
   float r = xc - n * LN2_HI;
   r = r - n * LN2_LO;
   float y = EXP_P[0];
   for (int j = 1; j < 6; j++) y = y * r + EXP_P[j];
   y = y * (r * r) + r + 1.0f;
-  const int32_t bits = ((int32_t)n + 127) * 8388608;
+  // 2^n from t's low mantissa bits, as unsigned bits: no float-to-int cast,
+  // which NaN would make undefined (NaN comes out as NaN through y).
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  const uint32_t bits = (tb - 0x4B400000u + 127u) << 23;
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
   return x < EXP_LO ? 0.0f : y * pow2n;
@@ -484,4 +488,30 @@ void ct_vmath_tanh(const float *x, float *y, int64_t n) {
 
 void ct_vmath_sigmoid(const float *x, float *y, int64_t n) {
   run(VM_SIGMOID, x, NULL, y, n);
+}
+
+int64_t ct_vmath_first_nonfinite(const float *x, int64_t n) {
+  enum { CHUNK = 1 << 15 };
+  const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+  int64_t first = -1;
+  // Chunks in order; within the parallel loop each chunk only answers
+  // whether it holds one, then the first such chunk is searched.
+  for (int64_t c0 = 0; c0 < chunks && first < 0; c0 += 64) {
+    const int64_t c1 = c0 + 64 < chunks ? c0 + 64 : chunks;
+    int64_t bad = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (n > CHUNK)
+    for (int64_t c = c0; c < c1; c++) {
+      const int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+      bool any = false;
+      for (int64_t i = lo; i < hi; i++) any |= !isfinite(x[i]);
+      if (any && c < bad) bad = c;
+    }
+    if (bad == INT64_MAX) continue;
+    for (int64_t i = bad * CHUNK;; i++)
+      if (!isfinite(x[i])) {
+        first = i;
+        break;
+      }
+  }
+  return first;
 }

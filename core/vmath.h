@@ -36,4 +36,8 @@ void ct_vmath_gelu(const float *x, float *y, int64_t n);
 void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
                             int64_t n, bool accumulate);
 
+// The index of the first NaN or Inf in x[0..n), or -1 when all are finite
+// (large arrays are scanned on all threads; the answer is the same).
+int64_t ct_vmath_first_nonfinite(const float *x, int64_t n);
+
 #endif

@@ -21,7 +21,8 @@ ct_status ct_cifar_load_files(ct_image_dataset *d, ct_cifar_kind kind,
     const char *path = paths[f];
     uint8_t *b;
     int64_t len;
-    if ((st = ct_image_read_file(path, &b, &len))) break;
+    if ((st = ct_image_read_file(path, CT_CIFAR_FILE_MAX_BYTES, &b, &len)))
+      break;
     int64_t n = len / record;
     if (len == 0 || len % record)
       st = ct_error(CT_ERR_FORMAT,
@@ -72,23 +73,29 @@ ct_status ct_cifar_load(ct_image_dataset *d, const char *dir,
   char buf[6][4096];
   const char *paths[6];
   int count = 0;
+  ct_status st = CT_OK;
   if (kind == CT_CIFAR10 && train) {
-    for (int k = 1; k <= 5; k++, count++)
-      snprintf(buf[count], sizeof buf[0], "%s/data_batch_%d.bin", dir, k);
+    for (int k = 1; k <= 5 && !st; k++, count++)
+      st = ct_path_format(buf[count], sizeof buf[0], "%s/data_batch_%d.bin",
+                          dir, k);
   } else {
-    snprintf(buf[count++], sizeof buf[0], "%s/%s", dir,
-             kind == CT_CIFAR10 ? "test_batch.bin"
-             : train            ? "train.bin"
-                                : "test.bin");
+    st = ct_path_format(buf[count++], sizeof buf[0], "%s/%s", dir,
+                        kind == CT_CIFAR10 ? "test_batch.bin"
+                        : train            ? "train.bin"
+                                           : "test.bin");
   }
   for (int k = 0; k < count; k++) paths[k] = buf[k];
-  ct_status st = ct_cifar_load_files(d, kind, paths, count);
+  if (!st) st = ct_cifar_load_files(d, kind, paths, count);
   if (st) return st;
   char names[4096];
-  snprintf(names, sizeof names, "%s/%s", dir,
-           kind == CT_CIFAR10         ? "batches.meta.txt"
-           : kind == CT_CIFAR100_FINE ? "fine_label_names.txt"
-                                      : "coarse_label_names.txt");
+  st = ct_path_format(names, sizeof names, "%s/%s", dir,
+                      kind == CT_CIFAR10         ? "batches.meta.txt"
+                      : kind == CT_CIFAR100_FINE ? "fine_label_names.txt"
+                                                 : "coarse_label_names.txt");
+  if (st) {
+    ct_image_dataset_free(d);
+    return st;
+  }
   struct stat s;
   if (stat(names, &s) == 0 && (st = ct_image_dataset_read_names(d, names)))
     ct_image_dataset_free(d);

@@ -17,6 +17,7 @@
 #define CT_DATA_CIFAR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "data/image.h"
@@ -27,10 +28,14 @@ typedef enum ct_cifar_kind {
   CT_CIFAR100_COARSE  // 20 superclasses, the coarse labels
 } ct_cifar_kind;
 
+// The most bytes one record file may hold, gunzipped (CIFAR-100's
+// train.bin, the biggest of the archives, is 154 MB).
+#define CT_CIFAR_FILE_MAX_BYTES ((int64_t)1 << 30)
+
 // Reads `count` record files (gzipped or not) in order into *d (N images of
-// 3x32x32). Errors name the file: CT_ERR_IO, CT_ERR_FORMAT (empty, or not a
-// whole number of records: truncated), CT_ERR_INDEX (a label out of range,
-// naming the record).
+// 3x32x32). Errors name the file: CT_ERR_IO, CT_ERR_FORMAT (empty, over
+// CT_CIFAR_FILE_MAX_BYTES, or not a whole number of records: truncated),
+// CT_ERR_INDEX (a label out of range, naming the record).
 ct_status ct_cifar_load_files(ct_image_dataset *d, ct_cifar_kind kind,
                               const char *const *paths, int count);
 // The folder layout above: the training files (train) or the test file, and

@@ -451,6 +451,11 @@ static ct_status coco_categories(coco_ctx *c, const ct_json_value *list,
       return coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
     ct_status st = coco_int(c, e, "id", &(*ids)[c->index].id);
     if (!st) st = coco_member(c, e, "name", CT_JVAL_STRING, &name);
+    if (!st) {
+      const char *text = ct_json_str(c->doc, name);
+      if (ct_image_check_class_name(text, strlen(text), "\"name\""))
+        return coco_fail(c, CT_ERR_FORMAT, name, "%s", ct_last_error());
+    }
     if (st) return st;
     (*ids)[c->index].index = c->index;
     (*ids)[c->index].at = e;
@@ -743,6 +748,11 @@ ct_status ct_toy_detection_write(const char *dir,
                                  const ct_detection_dataset *train,
                                  const ct_detection_dataset *val,
                                  bool overwrite) {
+  // Room for the longest name written (DIR/train/NNNNNN.png and longer
+  // indices) in the 4096-byte buffers.
+  char room[4096];
+  if (ct_path_format(room, sizeof room, "%s/%0*d", dir, 64, 0) != CT_OK)
+    return ct_last_status();
   const ct_detection_dataset *sets[2] = {train, val};
   for (int s = 0; s < 2; s++)
     if (sets[s]->C != 1 && sets[s]->C != 3)

@@ -5,14 +5,23 @@
 // number of dimensions; then DD u32 sizes; then the elements, row-major.
 // Images: 0x00000803, u8 (N, H, W). Labels: 0x00000801, u8 (N).
 //
+// Bounds: the header's sizes are checked against what the file can hold
+// before anything is allocated (a plain file's size exactly; a gzip file's
+// bytes times 1032, deflate's largest ratio), and a file holds at most
+// CT_IDX_MAX_BYTES of data; a gzip file that inflates past its header's
+// claim is an error at the first extra byte.
+//
 // What this file does not do: element types other than u8, or writing.
 #ifndef CT_DATA_IDX_H
 #define CT_DATA_IDX_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "data/image.h"
+
+#define CT_IDX_MAX_BYTES ((int64_t)1 << 32)
 
 // Reads an image file and its label file into *d (C = 1, K = num_classes,
 // names "0".."K-1"). Errors name the file: CT_ERR_IO (cannot open or read),

@@ -1,6 +1,8 @@
 // The in-memory image dataset and the batch loader (see image.h): shuffling,
 // normalization, augmentation per image, mixing per batch, seek, prefetch.
 #include "data/image.h"
+#include "data/file_stream.h"
+#include "data/utf8.h"
 #include "core/threads.h"
 
 #include <errno.h>
@@ -8,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 // Words of the augmentation stream reserved per image / per batch: far more
 // than any draw sequence uses, so neighbours never overlap.
@@ -62,6 +63,17 @@ void ct_image_dataset_free(ct_image_dataset *d) {
   *d = (ct_image_dataset){0};
 }
 
+ct_status ct_image_check_class_name(const char *name, size_t len,
+                                    const char *what) {
+  size_t bad = ct_utf8_find_unsafe(name, len);
+  if (len && bad == len) return CT_OK;
+  char why[64] = "it is empty";
+  if (len) ct_utf8_unsafe_what(name, len, bad, why, sizeof why);
+  // The name up to the bad character, which is left out.
+  return ct_error(CT_ERR_FORMAT, "%s: class name '%.*s...': %s", what,
+                  (int)(bad < 40 ? bad : 40), name, why);
+}
+
 ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                                      const char *const *names, int count) {
   if (count != d->K)
@@ -69,7 +81,9 @@ ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                     count, d->K);
   ct_string_list list = {0};
   for (int k = 0; k < count; k++)
-    if (ct_string_list_push(&list, names[k], strlen(names[k]))) {
+    if (ct_image_check_class_name(names[k], strlen(names[k]),
+                                  "image dataset") ||
+        ct_string_list_push(&list, names[k], strlen(names[k]))) {
       ct_string_list_free(&list);
       return ct_last_status();
     }
@@ -81,7 +95,8 @@ ct_status ct_image_dataset_set_names(ct_image_dataset *d,
 ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
   uint8_t *bytes;
   int64_t len;
-  ct_status st = ct_image_read_file(path, &bytes, &len);
+  ct_status st =
+      ct_image_read_file(path, CT_IMAGE_NAMES_MAX_BYTES, &bytes, &len);
   if (st) return st;
   ct_string_list list = {0};
   int64_t start = 0;
@@ -92,11 +107,12 @@ ct_status ct_image_dataset_read_names(ct_image_dataset *d, const char *path) {
                            bytes[end - 1] == '\r'))
       end--;
     if (end > start) {
-      if (memchr(bytes + start, '\0', (size_t)(end - start)))
-        st = ct_error(CT_ERR_FORMAT,
-                      "%s: line %lld: a NUL byte in a class "
-                      "name",
-                      path, (long long)list.count + 1);
+      char what[64];
+      snprintf(what, sizeof what, "line %lld", (long long)list.count + 1);
+      st = ct_image_check_class_name((const char *)bytes + start,
+                                     (size_t)(end - start), what);
+      if (st)
+        st = ct_error(st, "%s: %s", path, ct_last_error());
       else
         st = ct_string_list_push(&list, (const char *)bytes + start,
                                  (size_t)(end - start));
@@ -148,52 +164,43 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
   }
 }
 
-ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len) {
+ct_status ct_image_read_file(const char *path, int64_t max_len, uint8_t **bytes,
+                             int64_t *len) {
   *bytes = NULL;
   *len = 0;
-  errno = 0;
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path,
-                    errno ? strerror(errno) : "out of memory");
-  gzbuffer(gz, 1 << 17);
+  ct_file_stream in;
+  ct_status st = ct_file_stream_open(&in, path);
+  if (st) return st;
+  ct_file_stream_limit(&in, max_len, NULL);
+  if (!in.gzip && in.file_size > max_len) {  // refused before any reading
+    ct_file_stream_close(&in);
+    return ct_error(CT_ERR_FORMAT, "%s: %lld bytes, more than %lld", path,
+                    (long long)in.file_size, (long long)max_len);
+  }
   uint8_t *buf = NULL;
   int64_t n = 0, cap = 0;
-  ct_status st = CT_OK;
   for (;;) {
-    if (n + (1 << 16) > cap &&
-        (st = ct_grow_array((void **)&buf, &cap, n + (1 << 16), 1, path)))
+    // A plain regular file's size is known: one allocation of that size
+    // (and a byte to see the end).
+    int64_t want = !in.gzip && in.file_size >= 0 && n == 0
+                       ? (in.file_size < max_len ? in.file_size : max_len) + 1
+                       : n + (1 << 16);
+    if (n == cap && (st = ct_grow_array((void **)&buf, &cap, want, 1, path)))
       break;
-    int got = gzread(gz, buf + n, (unsigned)(cap - n));
-    if (got < 0) {
-      int code;
-      const char *msg = gzerror(gz, &code);
-      st = ct_error(code == Z_ERRNO ? CT_ERR_IO : CT_ERR_FORMAT,
-                    "%s: cannot read: %s", path,
-                    code == Z_ERRNO ? strerror(errno) : msg);
+    size_t got;
+    if ((st = ct_file_stream_read(&in, buf + n, (size_t)(cap - n), &got)) ||
+        got == 0)
       break;
-    }
-    if (got == 0) {
-      // zlib reports a gzip stream cut short only through gzerror.
-      int code;
-      gzerror(gz, &code);
-      if (code == Z_BUF_ERROR)
-        st = ct_error(CT_ERR_FORMAT,
-                      "%s: cannot read: the gzip data is "
-                      "truncated",
-                      path);
-      break;
-    }
-    n += got;
+    n += (int64_t)got;
   }
-  gzclose_r(gz);
+  ct_file_stream_close(&in);
   if (st) {
     free(buf);
     return st;
   }
-  *bytes = buf;
+  *bytes = buf ? buf : malloc(1);
   *len = n;
-  return CT_OK;
+  return *bytes ? CT_OK : ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
 }
 
 // ---- the loader --------------------------------------------------------------

@@ -87,7 +87,14 @@ static inline uint8_t *ct_image_dataset_image(const ct_image_dataset *d,
                                               int64_t i) {
   return d->pixels + i * (int64_t)d->C * d->H * d->W;
 }
-// Replaces the class names with the `count` names (count must equal K).
+// A class name must be printable as it is: non-empty UTF-8 without control
+// characters (ct_utf8_find_unsafe), so that classify, eval and detect never
+// send a terminal escape sequences from a folder name or a names file.
+// CT_ERR_FORMAT "WHAT: class name 'x...': control character U+001B" else.
+ct_status ct_image_check_class_name(const char *name, size_t len,
+                                    const char *what);
+// Replaces the class names with the `count` names (count must equal K;
+// each must pass ct_image_check_class_name).
 ct_status ct_image_dataset_set_names(ct_image_dataset *d,
                                      const char *const *names, int count);
 // Reads K class names from a text file, one per line (blank lines and
@@ -104,9 +111,15 @@ void ct_image_dataset_channel_stats(const ct_image_dataset *d, float *mean,
                                     float *std);
 
 // Reads a whole file into a malloc'd buffer, gunzipping it when it is gzip
-// (zlib reads plain files as they are); free() it. On error *bytes is NULL:
-// CT_ERR_IO (cannot open or read) or CT_ERR_FORMAT (corrupt gzip data).
-ct_status ct_image_read_file(const char *path, uint8_t **bytes, int64_t *len);
+// (data/file_stream.h); free() it. On error *bytes is NULL: CT_ERR_IO
+// (cannot open or read) or CT_ERR_FORMAT (gzip damage or trailing garbage,
+// or more than max_len bytes, gunzipped: checked as it reads, so a gzip
+// bomb costs at most max_len).
+ct_status ct_image_read_file(const char *path, int64_t max_len, uint8_t **bytes,
+                             int64_t *len);
+
+// The most bytes a class names file may hold.
+enum { CT_IMAGE_NAMES_MAX_BYTES = 1 << 20 };
 
 typedef struct ct_image_loader_options {
   int64_t batch_size;  // images per batch (>= 1)

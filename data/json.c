@@ -376,7 +376,7 @@ ct_status ct_json_doc_read(ct_json_doc *doc, const char *path) {
   *doc = (ct_json_doc){0};
   uint8_t *bytes;
   int64_t len;
-  ct_status st = ct_image_read_file(path, &bytes, &len);
+  ct_status st = ct_image_read_file(path, CT_JSON_FILE_MAX_BYTES, &bytes, &len);
   if (st) return st;
   st = ct_json_doc_parse(doc, (const char *)bytes, (size_t)len, path);
   free(bytes);
@@ -423,19 +423,33 @@ const char *ct_json_key(const ct_json_doc *doc, const ct_json_value *v) {
 
 void ct_json_write_string(const char *s, ct_json_put_fn put, void *sink) {
   put(sink, "\"", 1);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+  const size_t len = strlen(s);
+  for (size_t i = 0; i < len;) {
+    const unsigned char *c = (const unsigned char *)s + i;
     static const char plain[] = "\"\\\b\f\n\r\t", escaped[] = "\"\\bfnrt";
-    const char *k = strchr(plain, *c);
+    const char *k = *c ? strchr(plain, *c) : NULL;
     char esc[8];
     if (k) {
       esc[0] = '\\';
       esc[1] = escaped[k - plain];
       put(sink, esc, 2);
+      i++;
     } else if (*c < 0x20) {
       snprintf(esc, sizeof esc, "\\u%04x", *c);
       put(sink, esc, 6);
-    } else {
+      i++;
+    } else if (*c < 0x80) {
       put(sink, c, 1);
+      i++;
+    } else {
+      // JSON text is UTF-8: a byte that is not part of a valid sequence is
+      // written as U+FFFD, the replacement character.
+      size_t next = i;
+      if (ct_utf8_decode(s, len, &next) < 0)
+        put(sink, "\\ufffd", 6);
+      else
+        put(sink, c, next - i);
+      i = next;
     }
   }
   put(sink, "\"", 1);

@@ -99,7 +99,10 @@ typedef struct ct_json_error {
 ct_status ct_json_doc_parse_quiet(ct_json_doc *doc, const char *text,
                                   size_t len, unsigned flags,
                                   ct_json_error *err);
-// Reads and parses a file (gzip or plain, through ct_image_read_file).
+// Reads and parses a file (gzip or plain, through ct_image_read_file) of
+// at most CT_JSON_FILE_MAX_BYTES (COCO's largest annotation file, the 2017
+// training instances, is 448 MB).
+#define CT_JSON_FILE_MAX_BYTES ((int64_t)1 << 30)
 ct_status ct_json_doc_read(ct_json_doc *doc, const char *path);
 void ct_json_doc_free(ct_json_doc *doc);
 
@@ -125,8 +128,9 @@ const char *ct_json_key(const ct_json_doc *doc, const ct_json_value *v);
 typedef void (*ct_json_put_fn)(void *sink, const void *bytes, size_t n);
 // Writes s as a JSON string literal through put: quotes, backslash and
 // control characters escaped (\" \\ \b \f \n \r \t, the others as \u00XX),
-// every other byte (UTF-8 included) as it is; the escapes serde_json writes.
-// The reader reads it back to s.
+// valid UTF-8 as it is; the escapes serde_json writes. The reader reads it
+// back to s. A byte of s that is not valid UTF-8 is written as \ufffd, so
+// the output is always valid JSON (and then reads back with U+FFFD there).
 void ct_json_write_string(const char *s, ct_json_put_fn put, void *sink);
 // A ct_json_put_fn appending to the ct_byte_buffer `sink` (data/strings.h).
 void ct_json_put_buffer(void *sink, const void *bytes, size_t n);

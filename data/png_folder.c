@@ -193,7 +193,8 @@ static ct_status list_dir(const char *dir, bool want_dirs, char ***names,
     if (e->d_name[0] == '.') continue;
     if (!want_dirs && !is_png_name(e->d_name)) continue;
     struct stat s;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if ((st = ct_path_format(path, sizeof path, "%s/%s", dir, e->d_name)))
+      break;
     if (stat(path, &s) != 0) continue;  // a dangling link: not an image
     if (want_dirs ? !S_ISDIR(s.st_mode) : !S_ISREG(s.st_mode)) continue;
     st = ct_grow_array((void **)names, &cap, *count + 1, sizeof **names, dir);
@@ -242,15 +243,16 @@ ct_status ct_png_folder_load(ct_image_dataset *d, const char *root,
   for (int64_t k = 0; k < K && !st; k++) {
     char **images;
     int64_t n;
-    snprintf(path, sizeof path, "%s/%s", root, classes[k]);
-    if ((st = list_dir(path, false, &images, &n))) break;
+    st = ct_image_check_class_name(classes[k], strlen(classes[k]), root);
+    if (!st) st = ct_path_format(path, sizeof path, "%s/%s", root, classes[k]);
+    if (st || (st = list_dir(path, false, &images, &n))) break;
     if (n == 0)
       st = ct_error(CT_ERR_FORMAT, "%s: no .png images in this class folder",
                     path);
     for (int64_t i = 0; i < n && !st; i++) {
-      int len =
-          snprintf(path, sizeof path, "%s/%s/%s", root, classes[k], images[i]);
-      st = ct_string_list_push(&files, path, (size_t)len);
+      st = ct_path_format(path, sizeof path, "%s/%s/%s", root, classes[k],
+                          images[i]);
+      if (!st) st = ct_string_list_push(&files, path, strlen(path));
       if (!st)
         st = ct_grow_array((void **)&labels, &labels_cap, files.count,
                            sizeof *labels, root);

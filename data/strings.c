@@ -167,8 +167,19 @@ void ct_string_table_free(ct_string_table *table) {
   *table = (ct_string_table){0};
 }
 
+ct_status ct_path_format(char *out, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out, size, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < size) return CT_OK;
+  return ct_error(CT_ERR_ARG, "path too long (%d bytes, at most %zu): %.60s...",
+                  n, size - 1, out);
+}
+
 ct_status ct_make_dirs(const char *path) {
   char buf[4096];
+  if (!*path) return ct_error(CT_ERR_ARG, "cannot create a folder: empty path");
   if (strlen(path) >= sizeof buf)
     return ct_error(CT_ERR_ARG, "%s: path too long", path);
   strcpy(buf, path);

@@ -92,6 +92,12 @@ void ct_byte_buffer_free(ct_byte_buffer *b);
 ct_status ct_grow_array(void **buf, int64_t *cap, int64_t need,
                         size_t elem_size, const char *what);
 
+// printf into a fixed path buffer, checked: CT_ERR_ARG "path too long
+// (N bytes, at most size - 1): BEGINNING..." when the result does not fit,
+// instead of a path cut short (or copied past the buffer's end).
+ct_status ct_path_format(char *out, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // mkdir -p: creates `path` and its missing parents. CT_ERR_IO naming the
 // folder that cannot be created, or when path exists and is not a folder.
 ct_status ct_make_dirs(const char *path);

@@ -1,20 +1,20 @@
 // Parallel text readers (see text.h): a checked, gzip-transparent line reader
 // and the two corpus layouts on top of it.
 #include "data/text.h"
+#include "data/file_stream.h"
 #include "data/utf8.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 enum { READ_CHUNK = 1 << 16 };
 
 // Reads a (possibly gzipped) file line by line, validating each line.
 typedef struct line_reader {
   const char *path;
-  gzFile gz;
+  ct_file_stream in;
   char *chunk;  // decompressed bytes [pos, len) not yet consumed
   size_t pos, len;
   char *line;  // the current line, without "\n" / "\r\n"
@@ -25,27 +25,29 @@ typedef struct line_reader {
 
 static ct_status reader_open(line_reader *r, const char *path) {
   *r = (line_reader){.path = path};
-  errno = 0;
-  r->gz = gzopen(path, "rb");
-  if (!r->gz)
-    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path,
-                    errno ? strerror(errno) : "out of memory");
+  ct_status st = ct_file_stream_open(&r->in, path);
+  if (st) return st;
   r->chunk = malloc(READ_CHUNK);
   if (!r->chunk) {
-    gzclose_r(r->gz);
+    ct_file_stream_close(&r->in);
     return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
   }
   return CT_OK;
 }
 
 static void reader_close(line_reader *r) {
-  if (r->gz) gzclose_r(r->gz);
+  ct_file_stream_close(&r->in);
   free(r->chunk);
   free(r->line);
   *r = (line_reader){0};
 }
 
 static ct_status reader_append(line_reader *r, const char *s, size_t n) {
+  if (r->line_len + (int64_t)n > CT_TEXT_MAX_LINE_BYTES + 1)  // + 1: "\r"
+    return ct_error(CT_ERR_FORMAT,
+                    "%s:%lld: longer than %d bytes (a corpus holds a "
+                    "sentence per line: is this a text corpus?)",
+                    r->path, (long long)r->line_no + 1, CT_TEXT_MAX_LINE_BYTES);
   ct_status st = ct_grow_array((void **)&r->line, &r->line_cap,
                                r->line_len + (int64_t)n + 1, 1, r->path);
   if (st) return st;
@@ -55,7 +57,8 @@ static ct_status reader_append(line_reader *r, const char *s, size_t n) {
   return CT_OK;
 }
 
-// Checks the line just read: no NUL, valid UTF-8; strips "\r" and a BOM.
+// Checks the line just read: valid UTF-8 without NUL or other control
+// characters (tabs aside); strips "\r" and a BOM.
 static ct_status reader_finish_line(line_reader *r) {
   r->line_no++;
   if (r->line_len && r->line[r->line_len - 1] == '\r')
@@ -65,16 +68,14 @@ static ct_status reader_finish_line(line_reader *r) {
     memmove(r->line, r->line + 3, (size_t)r->line_len - 2);
     r->line_len -= 3;
   }
-  const char *nul = memchr(r->line, '\0', (size_t)r->line_len);
-  if (nul)
-    return ct_error(CT_ERR_FORMAT, "%s:%lld: NUL byte at column %lld", r->path,
-                    (long long)r->line_no, (long long)(nul - r->line + 1));
-  size_t bad = ct_utf8_find_invalid(r->line, (size_t)r->line_len);
-  if (bad < (size_t)r->line_len)
-    return ct_error(CT_ERR_FORMAT,
-                    "%s:%lld: invalid UTF-8 byte 0x%02x at column %zu", r->path,
+  size_t n = (size_t)r->line_len, bad = ct_utf8_find_unsafe(r->line, n);
+  if (bad < n) {
+    char what[64];
+    return ct_error(CT_ERR_FORMAT, "%s:%lld: %s at column %zu", r->path,
                     (long long)r->line_no,
-                    (unsigned)(unsigned char)r->line[bad], bad + 1);
+                    ct_utf8_unsafe_what(r->line, n, bad, what, sizeof what),
+                    bad + 1);
+  }
   return CT_OK;
 }
 
@@ -82,14 +83,14 @@ static ct_status reader_finish_line(line_reader *r) {
 static ct_status reader_next(line_reader *r, bool *got) {
   *got = false;
   r->line_len = 0;
-  if (reader_append(r, "", 0)) return CT_ERR_NOMEM;
+  if (reader_append(r, "", 0)) return ct_last_status();
   bool partial = false;  // bytes of an unterminated line were read
   for (;;) {
     if (r->pos < r->len) {
       char *start = r->chunk + r->pos;
       char *nl = memchr(start, '\n', r->len - r->pos);
       size_t n = nl ? (size_t)(nl - start) : r->len - r->pos;
-      if (reader_append(r, start, n)) return CT_ERR_NOMEM;
+      if (reader_append(r, start, n)) return ct_last_status();
       r->pos += n + (nl ? 1 : 0);
       partial = true;
       if (nl) break;
@@ -99,25 +100,14 @@ static ct_status reader_next(line_reader *r, bool *got) {
       if (!partial) return CT_OK;
       break;
     }
-    int n = gzread(r->gz, r->chunk, READ_CHUNK);
-    // zlib reports a stream cut short as Z_BUF_ERROR once the input ends.
-    int code = Z_OK;
-    if (n <= 0) gzerror(r->gz, &code);
-    if (code == Z_ERRNO)
-      return ct_error(CT_ERR_IO, "%s: read error after line %lld: %s", r->path,
-                      (long long)r->line_no, strerror(errno));
-    if (code == Z_BUF_ERROR)
-      return ct_error(CT_ERR_FORMAT,
-                      "%s: gzip data cut short after line %lld (truncated "
-                      "file?)",
-                      r->path, (long long)r->line_no);
-    if (n < 0 || code != Z_OK)
-      return ct_error(CT_ERR_FORMAT,
-                      "%s: corrupt gzip data after line %lld (zlib error %d)",
-                      r->path, (long long)r->line_no, code);
+    size_t n;
+    ct_status st = ct_file_stream_read(&r->in, r->chunk, READ_CHUNK, &n);
+    if (st)
+      return ct_error(st, "%s (after line %lld)", ct_last_error(),
+                      (long long)r->line_no);
     if (n == 0) r->eof = true;
     r->pos = 0;
-    r->len = (size_t)n;
+    r->len = n;
   }
   *got = true;
   return reader_finish_line(r);

@@ -5,11 +5,16 @@
 //     (Multi30k: train.de.gz + train.en.gz);
 //   - one tab-separated file, `source<TAB>target[<TAB>ignored...]` per line
 //     (the Tatoeba export).
-// Files may be gzip-compressed or plain (zlib reads both). Every line must be
-// valid UTF-8 without NUL bytes; a trailing "\n" or "\r\n" is stripped, and a
+// Files may be gzip-compressed or plain (data/file_stream.h: trailing
+// garbage after the gzip data is an error). Every line must be valid UTF-8
+// without NUL bytes or other control characters (tabs aside: they would
+// reach the terminal in vocabularies and translations), and at most
+// CT_TEXT_MAX_LINE_BYTES long, which bounds the memory a line can take
+// however the file is made; a trailing "\n" or "\r\n" is stripped, and a
 // UTF-8 byte-order mark at the start of a file is skipped. Empty lines are
 // kept (line alignment matters). Errors name the file and the line:
 //   "train.de.gz:1234: invalid UTF-8 byte 0xff at column 7" (byte column, 1-based)
+//   "train.de:3: control character U+001B at column 2"
 //   "a.de has 29000 lines but a.en has 28999: the files must be line-aligned"
 //   "pairs.tsv:3: no tab between source and target"
 //   "missing.gz: cannot open: No such file or directory"
@@ -24,6 +29,9 @@
 
 #include "core/error.h"
 #include "data/strings.h"
+
+// The longest line a corpus may hold, in bytes.
+enum { CT_TEXT_MAX_LINE_BYTES = 1 << 20 };
 
 // Sentence pairs: src line i translates to tgt line i; src.count == tgt.count.
 // Zero-initialize ({0}) or fill with a reader; free with ct_parallel_text_free.

@@ -264,7 +264,11 @@ ct_status ct_toy_images_write(const char *dir, ct_toy_image_format format,
                               const ct_image_dataset *test, bool overwrite) {
   if (train->C != 1 || test->C != 1)
     return ct_error(CT_ERR_ARG, "toy images: expected gray images");
-  ct_status st = ct_make_dirs(dir);
+  // Room for the longest name written below (DIR/test/<class>/NNNNNN.png,
+  // DIR/t10k-labels-idx1-ubyte) in its 4096-byte buffers.
+  char room[4096];
+  ct_status st = ct_path_format(room, sizeof room, "%s/%0*d", dir, 64, 0);
+  if (st == CT_OK) st = ct_make_dirs(dir);
   if (st != CT_OK) return st;
   switch (format) {
   case CT_TOY_IMAGES_PNG:

@@ -1,6 +1,9 @@
 // UTF-8 (see utf8.h).
 #include "data/utf8.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+
 int32_t ct_utf8_decode(const char *str, size_t len, size_t *pos) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = *pos;
@@ -83,4 +86,32 @@ size_t ct_utf8_find_invalid(const char *s, size_t len) {
     if (ct_utf8_decode(s, len, &pos) < 0) return at;
   }
   return len;
+}
+
+static bool is_control(int32_t cp) {
+  return (cp < 0x20 && cp != '\t') || (cp >= 0x7F && cp <= 0x9F);
+}
+
+size_t ct_utf8_find_unsafe(const char *s, size_t len) {
+  size_t pos = 0;
+  while (pos < len) {
+    size_t at = pos;
+    int32_t cp = ct_utf8_decode(s, len, &pos);
+    if (cp < 0 || is_control(cp)) return at;
+  }
+  return len;
+}
+
+const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at, char *buf,
+                                size_t size) {
+  size_t pos = at;
+  int32_t cp = at < len ? ct_utf8_decode(s, len, &pos) : -1;
+  if (cp < 0)
+    snprintf(buf, size, "invalid UTF-8 byte 0x%02x",
+             at < len ? (unsigned)(unsigned char)s[at] : 0u);
+  else if (cp == 0)
+    snprintf(buf, size, "NUL byte");
+  else
+    snprintf(buf, size, "control character U+%04X", (unsigned)cp);
+  return buf;
 }

@@ -26,5 +26,15 @@ int ct_wtf8_encode(int32_t cp, char out[4]);
 // The byte offset of the first invalid byte of s[0..len), or len when all of
 // it is valid UTF-8.
 size_t ct_utf8_find_invalid(const char *s, size_t len);
+// The byte offset of the first character of s[0..len) that is invalid
+// UTF-8 or a control character (U+0000..U+001F but the tab, and
+// U+007F..U+009F: what a terminal may act on, escape sequences included),
+// or len when there is none. Text that ctrain prints back (vocabularies,
+// class names) must pass it.
+size_t ct_utf8_find_unsafe(const char *s, size_t len);
+// What ct_utf8_find_unsafe found at s[at], for messages ("invalid UTF-8
+// byte 0xff", "NUL byte", "control character U+001B"), written to buf.
+const char *ct_utf8_unsafe_what(const char *s, size_t len, size_t at, char *buf,
+                                size_t size);
 
 #endif

@@ -2,6 +2,7 @@
 // the text serialization.
 #include "data/vocab.h"
 #include "data/tokenizer.h"
+#include "data/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,15 @@ static ct_status load_token(ct_vocab *v, const buf_cursor *c, const char *s,
   if (n == 0)
     return ct_error(CT_ERR_FORMAT, "vocab buffer line %lld: empty token",
                     (long long)c->line_no);
+  // Tokens are printed back (translations, eval samples): text only. The
+  // escaped line is checked, so \n \t \r written as escapes pass.
+  size_t bad = ct_utf8_find_unsafe(s, len);
+  if (bad < len) {
+    char what[64];
+    return ct_error(CT_ERR_FORMAT, "vocab buffer line %lld: %s in a token",
+                    (long long)c->line_no,
+                    ct_utf8_unsafe_what(s, len, bad, what, sizeof what));
+  }
   int64_t id = ct_vocab_size(v);
   if (id < CT_VOCAB_SPECIALS && (strlen(special_tokens[id]) != n ||
                                  memcmp(scratch, special_tokens[id], n)))

@@ -6,6 +6,8 @@
 // processed NORM_BATCH at a time so the partial sums fit on the stack, and
 // NORM_LANES at a time per thread, their sums interleaved.
 #include "optim/grads.h"
+#include "autograd/tape.h"
+#include "core/vmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -111,28 +113,72 @@ double ct_clip_grad_norm(ct_params *p, double max_norm) {
   return norm;
 }
 
-ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
+static const char *value_name(float v) {
+  return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+// The first non-frozen parameter (registry order) whose values in `buf`
+// (p->data or p->grad) are not all finite, with the index of the first
+// bad element; NULL when all are finite.
+static const ct_param *first_nonfinite(const ct_params *p, const float *buf,
+                                       bool frozen_too, int64_t *at) {
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
-    if (it->flags & CT_PARAM_FROZEN) continue;
-    const float *g = p->grad + it->offset;
-    int64_t numel = it->tensor->numel;
-    int bad = 0;
-#pragma omp parallel for schedule(static) \
-    reduction(|                           \
-              : bad) if (numel >= GRADS_PARALLEL_MIN)
-    for (int64_t i = 0; i < numel; i++) bad |= !isfinite(g[i]);
-    if (!bad) continue;
-    int64_t i = 0;
-    while (isfinite(g[i])) i++;
-    char at[48] = "";
-    if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
-    return ct_error(CT_ERR_NUMERIC,
-                    "non-finite gradient in '%s'%s (element %lld is %s)",
-                    it->name, at, (long long)i,
-                    isnan(g[i]) ? "nan"
-                    : g[i] > 0  ? "inf"
-                                : "-inf");
+    if ((it->flags & CT_PARAM_FROZEN) && !frozen_too) continue;
+    *at = ct_vmath_first_nonfinite(buf + it->offset, it->tensor->numel);
+    if (*at >= 0) return it;
   }
-  return CT_OK;
+  return NULL;
+}
+
+ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
+  int64_t i;
+  const ct_param *it = first_nonfinite(p, p->grad, false, &i);
+  if (!it) return CT_OK;
+  char at[48] = "";
+  if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
+  return ct_error(
+      CT_ERR_NUMERIC, "non-finite gradient in '%s'%s (element %lld is %s)",
+      it->name, at, (long long)i, value_name(p->grad[it->offset + i]));
+}
+
+ct_status ct_loss_check_finite(const ct_params *p, double loss, int64_t step) {
+  if (isfinite(loss)) return CT_OK;
+  int64_t i;
+  const ct_param *it = first_nonfinite(p, p->data, true, &i);
+  if (it)
+    return ct_error(CT_ERR_NUMERIC,
+                    "non-finite loss (%g) at step %lld: parameter '%s' holds "
+                    "%s (element %lld), from an earlier update",
+                    loss, (long long)step, it->name,
+                    value_name(p->data[it->offset + i]), (long long)i);
+  // The parameters are finite: some activation overflowed. The largest
+  // parameter says how far the weights have grown (a learning rate too
+  // high makes them huge before anything is infinite).
+  const ct_param *big = NULL;
+  float big_abs = 0.0f;
+  for (int k = 0; k < p->n; k++) {
+    const float *v = p->data + p->items[k].offset;
+    for (int64_t j = 0; j < p->items[k].tensor->numel; j++)
+      if (fabsf(v[j]) > big_abs) big_abs = fabsf(v[j]), big = &p->items[k];
+  }
+  char largest[192] = "";
+  if (big)
+    snprintf(largest, sizeof largest,
+             "; the largest parameter value is %.3g, in '%s'", (double)big_abs,
+             big->name);
+  const ct_node *n = ct_tape_first_nonfinite();
+  if (!n)
+    return ct_error(CT_ERR_NUMERIC,
+                    "non-finite loss (%g) at step %lld: the parameters are "
+                    "finite%s",
+                    loss, (long long)step, largest);
+  char shape[96];
+  ct_shape_str(n->out->ndim, n->out->shape, shape, sizeof shape);
+  int64_t j = ct_vmath_first_nonfinite(ct_f32(n->out), n->out->numel);
+  return ct_error(CT_ERR_NUMERIC,
+                  "non-finite loss (%g) at step %lld: the first non-finite "
+                  "activation is the output of %s %s (element %lld is %s)%s",
+                  loss, (long long)step, n->op, shape, (long long)j,
+                  value_name(ct_f32(n->out)[j]), largest);
 }

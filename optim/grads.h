@@ -1,6 +1,7 @@
 // Whole-store gradient operations run between backward and the optimizer
 // step: the global L2 norm, clipping by it (torch.nn.utils.clip_grad_norm_),
-// and the non-finite check that stops training with the parameter's name.
+// and the non-finite checks that stop training naming the parameter (or
+// the activation) at fault.
 //
 // All of them cover the non-frozen parameters of a ct_params store (frozen
 // ones have no gradient). The norm is the same, bit for bit, at any thread
@@ -36,5 +37,14 @@ double ct_clip_grad_norm(ct_params *p, double max_norm);
 // or Inf: "non-finite gradient in 'fc1.weight' at step 12 (element 5 is
 // nan)". Pass step < 0 to leave out "at step N".
 ct_status ct_grads_check_finite(const ct_params *p, int64_t step);
+
+// CT_OK for a finite loss; otherwise CT_ERR_NUMERIC naming the step and the
+// first thing that went non-finite: a parameter holding a NaN or Inf (an
+// earlier update made it so), else the oldest activation on the tape whose
+// values are not all finite (the op, its output's shape, and how large the
+// parameters have grown):
+// "non-finite loss (nan) at step 12: parameter 'fc1.weight' holds inf
+// (element 5)". Call it before backward, while the tape holds the forward.
+ct_status ct_loss_check_finite(const ct_params *p, double loss, int64_t step);
 
 #endif

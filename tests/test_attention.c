@@ -540,6 +540,37 @@ static void test_fully_masked(void) {
   ct_arena_reset();
 }
 
+// A NaN or Inf reaching the scores is no undefined behaviour (the exp of
+// the online softmax once cast NaN to int): the rows that see it come out
+// NaN, for the loss to show, and the other batch rows are untouched.
+static void test_nonfinite_inputs(void) {
+  const int64_t B = 2, T = 5, NH = 2, Dh = 4;
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int k = 0; k < 3; k++) {
+    ct_tensor *q =
+        ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, T, NH, Dh));
+    ct_tensor *kk =
+        ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, T, NH, Dh));
+    ct_tensor *v =
+        ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, T, NH, Dh));
+    ct_tensor *ref = ct_attention(q, kk, v, NULL);
+    ct_f32(q)[0] = bad[k];    // b = 0, query 0, head 0
+    ct_f32(kk)[Dh] = bad[k];  // b = 0, key 0, head 1
+    ct_tensor *y = ct_attention(q, kk, v, NULL);
+    CHECK(y && ref, "non-finite input %g: %s", (double)bad[k], ct_last_error());
+    if (!y || !ref) continue;
+    bool row0_nan = false, other_same = true;
+    for (int64_t d = 0; d < Dh; d++) row0_nan |= isnan(ct_f32(y)[d]);
+    int64_t half = y->numel / B;
+    for (int64_t i = half; i < y->numel; i++)
+      other_same &= ct_f32(y)[i] == ct_f32(ref)[i];
+    CHECK(row0_nan, "input %g: the row that sees it is not NaN",
+          (double)bad[k]);
+    CHECK(other_same, "input %g: another batch row changed", (double)bad[k]);
+    ct_arena_reset();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // (e) Bad inputs.
 
@@ -629,6 +660,7 @@ int main(void) {
   test_grad_accumulates();
   test_thread_determinism();
   test_fully_masked();
+  test_nonfinite_inputs();
   test_bad_inputs();
   return test_summary("attention");
 }

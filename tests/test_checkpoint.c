@@ -364,7 +364,7 @@ static void test_damaged_files(void) {
   unsigned char *copy = malloc(len + 8);
 
   expect_read_error("/nonexistent/ckpt.ct", CT_ERR_IO, "cannot open");
-  expect_read_error(tmp_dir, CT_ERR_IO, "read failed");
+  expect_read_error(tmp_dir, CT_ERR_IO, "it is a folder");
   write_bytes(bad, "", 0);
   expect_read_error(bad, CT_ERR_FORMAT, "truncated");
   write_bytes(bad, "hello, world: a text file, not a checkpoint", 40);
@@ -421,7 +421,7 @@ static bool file_equals(const char *path, const unsigned char *bytes,
                         size_t len) {
   char *got;
   size_t n;
-  if (ct_file_read_all(path, &got, &n) != CT_OK) return false;
+  if (ct_file_read_all(path, SIZE_MAX / 2, &got, &n) != CT_OK) return false;
   bool same = n == len && !memcmp(got, bytes, len);
   free(got);
   return same;

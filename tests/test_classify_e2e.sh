@@ -52,6 +52,24 @@ acc=$(jnum "$(tail -n 1 <<<"$out")" accuracy)
 expect "eval --split test: accuracy $acc >= 0.8 and top5" \
   "ge '${acc:-0}' 0.8 && grep -q '\"top5\"' <<<\"\$out\""
 expect "eval prints the confusion matrix" "grep -q 'confusion matrix' <<<\"\$out\""
+# Test folders are matched to the model's classes by name: without the
+# first one, the others keep their labels (they used to shift by one and
+# score garbage), and the missing class is said; an unknown folder is an
+# error naming it.
+first=$(ls png/test | head -n 1)
+mv "png/test/$first" "png/aside_$first"
+out=$("$ctrain" eval "$ckpt" --split test 2>"$tmp/eval.err")
+acc=$(jnum "$(tail -n 1 <<<"$out")" accuracy)
+expect "eval --split test without the '$first' folder: accuracy $acc >= 0.8" \
+  "ge '${acc:-0}' 0.8 && [ '$(jnum "$(tail -n 1 <<<"$out")" images)' = 150 ]"
+expect "the missing test folder is said" \
+  "grep -q 'png/test has no folder for 1 of the model.s 4 classes' '$tmp/eval.err'"
+mkdir png/test/zebra && cp "$hbar" png/test/zebra/
+fails_with "a test folder the model has no class of" \
+  "png/test/zebra: a class folder the model has no class of" \
+  "$ctrain" eval "$ckpt" --split test
+rm -r png/test/zebra
+mv "png/aside_$first" "png/test/$first"
 out=$("$ctrain" classify "$ckpt" "$hbar" "$vbar" --top 2 --attention att.png)
 expect "classify prints the top classes" \
   "[ \$(grep -c '^png/test/.*: [a-z]* 0\.[0-9]*, [a-z]* 0\.' <<<\"\$out\") -eq 2 ]"
@@ -109,6 +127,16 @@ fails_with "truncated IDX file" "trunc/train-images-idx3-ubyte" \
 mkdir -p magic && cp idx/* magic/ && printf '\x00\x00\x09\x03' | dd of=magic/train-images-idx3-ubyte conv=notrunc 2>/dev/null
 fails_with "wrong IDX magic" "magic" \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=idx --set data.image_dir=magic
+# An empty test split that validates was refused only at the final
+# evaluation, after all the training.
+mkdir -p empty_test && cp idx/train-* empty_test/ &&
+  printf '\0\0\10\3\0\0\0\0\0\0\0\20\0\0\0\20' >empty_test/t10k-images-idx3-ubyte &&
+  printf '\0\0\10\1\0\0\0\0' >empty_test/t10k-labels-idx1-ubyte
+fails_with "an empty test split is refused before training" \
+  "empty_test: the test split has no images" \
+  "$ctrain" train "$empty" "${base[@]}" --set data.image_format=idx \
+  --set data.image_dir=empty_test --set data.val_holdout=0
+expect "... and no run folder was made" "[ ! -e runs/bad ]"
 mkdir -p lab && cp cifar/* lab/ && printf '\x0c' | dd of=lab/data_batch_1.bin conv=notrunc 2>/dev/null
 fails_with "CIFAR label out of range" "data_batch_1.bin" \
   "$ctrain" train "$empty" "${base[@]}" --set data.image_format=cifar10 --set data.image_dir=lab

@@ -13,7 +13,7 @@ static const ct_config_key schema[] = {
      "run directory name under runs/"},
     {"run", "seed", CT_CONFIG_INT, "1", NULL, "random seed"},
     {"data", "path", CT_CONFIG_STRING, "", NULL, "dataset folder"},
-    {"model", "d_model", CT_CONFIG_INT, "256", NULL, "model width"},
+    {"model", "d_model", CT_CONFIG_INT, "256", "1..4096", "model width"},
     {"optim", "name", CT_CONFIG_ENUM, "adamw", "adam|adamw|sgd", "optimizer"},
     {"optim", "learning_rate", CT_CONFIG_FLOAT, "1e-3", NULL,
      "peak learning rate"},
@@ -172,7 +172,21 @@ static void test_file_errors(void) {
                    "2: [train] steps = '1.5': expected an integer");
   check_load_error(
       "[train]\nsteps = 99999999999999999999\n",
-      "2: [train] steps = '99999999999999999999': integer out of range");
+      "2: [train] steps = '99999999999999999999': must be in 0..2147483647");
+  // Integers are checked against their key's range as they are read: a
+  // value past int is never cut to fit (4294967298 used to build 2 layers).
+  check_load_error("[model]\nd_model = 4294967298\n",
+                   "2: [model] d_model = '4294967298': must be in 1..4096");
+  check_load_error("[model]\nd_model = 0\n",
+                   "2: [model] d_model = '0': must be in 1..4096");
+  check_load_error("[run]\nseed = -1\n",
+                   "2: [run] seed = '-1': must be in 0..2147483647");
+  // Text is UTF-8 without control characters: nothing that would reach a
+  // terminal or a JSON line raw.
+  check_load_error("[run]\nname = caf\xe9\n",
+                   "2: invalid UTF-8 byte 0xe9 at column 11");
+  check_load_error("[run]\nname = red\x1b[31m\n",
+                   "2: control character U+001B at column 11");
   check_load_error("[optim]\nlearning_rate = fast\n",
                    "2: [optim] learning_rate = 'fast': expected a number");
   check_load_error(
@@ -214,8 +228,53 @@ static void test_override_errors(void) {
       "trian.steps=1",
       "--set trian.steps=1: unknown section [trian] (did you mean [train]?)");
   check_set_error("steps=1", "--set steps=1: expected section.key=value");
+  check_set_error("model.d_model=99999",
+                  "--set model.d_model=99999: [model] d_model = '99999': "
+                  "must be in 1..4096");
+  check_set_error("run.name=\xff",
+                  "--set: invalid UTF-8 byte 0xff at byte 10 of the argument");
   check_set_error("train.steps",
                   "--set train.steps: expected section.key=value");
+}
+
+// Lines end in "\n", "\r\n" or a bare "\r": a file of old Mac line endings
+// that starts with a comment is not one long comment.
+static void test_line_endings(void) {
+  const char *texts[] = {"# c\r[train]\rsteps = 7\r[run]\rseed = 3\r",
+                         "# c\r\n[train]\r\nsteps = 7\r\n[run]\r\nseed = 3",
+                         "# c\n[train]\nsteps = 7\n[run]\nseed = 3\n"};
+  for (int i = 0; i < 3; i++) {
+    ct_config *cfg = ct_config_new(schema, N_KEYS);
+    const char *path = write_file("endings.ini", texts[i]);
+    CHECK(ct_config_load(cfg, path) == CT_OK, "endings %d: %s", i,
+          ct_last_error());
+    CHECK(ct_config_int(cfg, "train", "steps") == 7 &&
+              ct_config_int(cfg, "run", "seed") == 3,
+          "endings %d: steps %lld seed %lld", i,
+          (long long)ct_config_int(cfg, "train", "steps"),
+          (long long)ct_config_int(cfg, "run", "seed"));
+    char origin[160];
+    snprintf(origin, sizeof origin, "%s:5", path);
+    CHECK(!strcmp(ct_config_origin(cfg, "run", "seed"), origin),
+          "endings %d: line numbers: '%s'", i,
+          ct_config_origin(cfg, "run", "seed"));
+    ct_config_free(cfg);
+  }
+}
+
+// A schema's range must read as "min..max".
+static void test_schema_ranges(void) {
+  static const ct_config_key bad[] = {
+      {"a", "b", CT_CONFIG_INT, "1", "1-5", ""},
+  };
+  CHECK(ct_config_new(bad, 1) == NULL && strstr(ct_last_error(), "'1-5'"),
+        "malformed range accepted: %s", ct_last_error());
+  static const ct_config_key outside[] = {
+      {"a", "b", CT_CONFIG_INT, "9", "1..5", ""},
+  };
+  CHECK(ct_config_new(outside, 1) == NULL &&
+            strstr(ct_last_error(), "must be in 1..5"),
+        "default outside its range accepted: %s", ct_last_error());
 }
 
 static void test_round_trip(void) {
@@ -247,6 +306,8 @@ static void test_round_trip(void) {
           "[optim]\n# optimizer (one of: adam, adamw, sgd)\nname = adamw\n") !=
           NULL,
       "doc comments and grouping:\n%s", ta);
+  CHECK(strstr(ta, "# model width (1..4096)\nd_model = 256\n") != NULL,
+        "integer ranges in the comments:\n%s", ta);
   CHECK(strstr(ta,
                "[data]\n# dataset folder\npath = \"C:\\\\data \\\"q\\\"\"\n") !=
             NULL,
@@ -292,6 +353,8 @@ int main(void) {
   test_valid_file();
   test_file_errors();
   test_override_errors();
+  test_line_endings();
+  test_schema_ranges();
   test_round_trip();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

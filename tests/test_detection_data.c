@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static char tmp_dir[512];
 
@@ -325,7 +326,7 @@ static void test_coco_round_trip(void) {
         "RGB load");
   // An RGB set written and read back, with category names that need
   // escaping (ct_json_write_string) in the file.
-  const char *names[] = {"qu\"ote", "back\\slash/", "ctl\n\t\x01\x1f",
+  const char *names[] = {"qu\"ote", "back\\slash/", "tab\there",
                          "caf\xC3\xA9 \xF0\x9F\x98\x80"};
   ct_string_list_clear(&rgb.class_names);
   for (int k = 0; k < 4; k++)
@@ -435,6 +436,26 @@ static void test_coco_errors(void) {
               "missing key \"categories\"", "missing categories");
   check_error(load("absent.json", 16), CT_ERR_IO, "absent.json", NULL,
               "missing file");
+  // Category names are printed by detect and eval: a terminal escape
+  // sequence in one is refused, naming where it is.
+  write_text(tmp_path("escape.json"),
+             "{\"images\": [], \"annotations\": [], \"categories\": "
+             "[{\"id\": 1, \"name\": \"red\\u001b[31m\"}]}");
+  check_error(load("escape.json", 16), CT_ERR_FORMAT,
+              "escape.json:1:", "class name 'red...': control character U+001B",
+              "escape sequence in a category name");
+  // Trailing garbage after a gzip stream is an error, not ignored.
+  {
+    gzFile f = gzopen(tmp_path("garbage.json"), "wb");
+    gzputs(f, "{\"images\": [], \"annotations\": [], \"categories\": []}");
+    gzclose(f);
+    FILE *g = fopen(tmp_path("garbage.json"), "ab");
+    fputs("junk", g);
+    fclose(g);
+  }
+  check_error(load("garbage.json", 16), CT_ERR_FORMAT, "garbage.json",
+              "4 bytes of trailing garbage after the gzip data",
+              "gzip trailing garbage");
 
   write_coco("nobbox.json",
              "{\"image_id\": 5, \"category_id\": 7, \"bbox\": [1, 1, 2, 2]},"

@@ -128,7 +128,8 @@ static void test_idx(void) {
       CT_ERR_FORMAT, "img_trunc.idx: truncated", "idx truncated");
   check_error(
       ct_idx_load(&d, tmp_path("img_cut.idx.gz"), tmp_path("lab.idx.gz"), 10),
-      CT_ERR_FORMAT, "img_cut.idx.gz: cannot read", "idx cut gzip");
+      CT_ERR_FORMAT, "img_cut.idx.gz: the gzip data is truncated",
+      "idx cut gzip");
   check_error(
       ct_idx_load(&d, tmp_path("img_long.idx"), tmp_path("lab.idx.gz"), 10),
       CT_ERR_FORMAT, "img_long.idx: 1 bytes after", "idx long");
@@ -142,6 +143,101 @@ static void test_idx(void) {
       ct_idx_load(&d, tmp_path("missing.idx"), tmp_path("lab.idx.gz"), 10),
       CT_ERR_IO, "missing.idx: cannot open", "idx missing");
   CHECK(d.pixels == NULL && d.N == 0, "failed load leaves an empty dataset");
+}
+
+// Bounds: an IDX .gz whose data inflates past its header's claim fails at
+// the first extra byte, not when memory runs out; a header claiming more
+// than the gzip bytes can inflate to is refused before any allocation; a
+// whole-file read stops at its limit (/dev/zero); gzip members concatenate
+// and trailing garbage is an error.
+static void test_bounds(void) {
+  uint8_t head[16], lab_head[8], none[1] = {0};
+  uint32_t dims[3] = {2, 28, 28};
+  idx_file(head, 0x803, dims, 3, none, 0);
+  idx_file(lab_head, 0x801, dims, 1, none, 0);
+  uint8_t *zeros = calloc(1, 1 << 24);
+  {  // 16 MiB of zeros after a header that claims 2 images (1568 bytes)
+    gzFile f = gzopen(tmp_path("bomb.idx.gz"), "wb9");
+    gzwrite(f, head, 16);
+    gzwrite(f, zeros, 1 << 24);
+    gzclose(f);
+    f = gzopen(tmp_path("lab2.idx.gz"), "wb");
+    gzwrite(f, lab_head, 8);
+    gzwrite(f, zeros, 2);
+    gzclose(f);
+  }
+  ct_image_dataset d;
+  check_error(
+      ct_idx_load(&d, tmp_path("bomb.idx.gz"), tmp_path("lab2.idx.gz"), 10),
+      CT_ERR_FORMAT, "bomb.idx.gz: over 1048576 bytes after the data",
+      "idx gzip inflating past its claim");
+  // A header claiming 60000 x 28 x 28 in a few hundred gzip bytes.
+  dims[0] = 60000;
+  idx_file(head, 0x803, dims, 3, none, 0);
+  write_bytes(tmp_path("claim.idx.gz"), head, 16, true);
+  check_error(
+      ct_idx_load(&d, tmp_path("claim.idx.gz"), tmp_path("lab2.idx.gz"), 10),
+      CT_ERR_FORMAT,
+      "claim.idx.gz: truncated: the header's sizes need "
+      "more bytes than the file can hold",
+      "idx claim beyond the gzip size");
+  uint8_t *bytes;
+  int64_t len;
+  check_error(ct_image_read_file("/dev/zero", 1 << 20, &bytes, &len),
+              CT_ERR_FORMAT, "/dev/zero: more than 1048576 bytes",
+              "read limit");
+  // Two gzip members read as one stream; anything else after them is not.
+  write_bytes(tmp_path("two.gz"), "ab", 2, true);
+  {
+    FILE *f = fopen(tmp_path("two.gz"), "ab");
+    gzFile g = gzdopen(fileno(f), "ab");
+    gzwrite(g, "cd", 2);
+    gzclose(g);
+  }
+  CHECK(ct_image_read_file(tmp_path("two.gz"), 100, &bytes, &len) == CT_OK &&
+            len == 4 && !memcmp(bytes, "abcd", 4),
+        "gzip members: %s", ct_last_error());
+  free(bytes);
+  {
+    FILE *f = fopen(tmp_path("two.gz"), "ab");
+    fwrite(zeros, 1, 3, f);
+    fclose(f);
+  }
+  check_error(ct_image_read_file(tmp_path("two.gz"), 100, &bytes, &len),
+              CT_ERR_FORMAT, "two.gz: 3 bytes of trailing garbage",
+              "gzip trailing zeros");
+  free(zeros);
+}
+
+// A path past the 4096-byte buffers is an error naming it, not a stack
+// overflow: ROOT (about 3900 bytes, nested folders) / CLASS / IMAGE.png.
+static void test_long_paths(void) {
+  char root[4096];
+  char name[251];
+  memset(name, 'd', 250);
+  name[250] = '\0';
+  int n = snprintf(root, sizeof root, "%s", tmpdir);
+  while (n < 3600) {
+    n += snprintf(root + n, sizeof root - (size_t)n, "/%s", name);
+    mkdir(root, 0777);
+  }
+  memset(name, 'c', 200);
+  name[200] = '\0';
+  n += snprintf(root + n, sizeof root - (size_t)n, "/%s", name);
+  mkdir(root, 0777);
+  memset(name, 'f', 200);
+  memcpy(name + 196, ".png", 5);
+  // The class folder is opened relative to its parent: the image's path is
+  // beyond what open() takes, so only its name is made.
+  char cwd[512];
+  if (getcwd(cwd, sizeof cwd) && chdir(root) == 0) {
+    write_text(name, "not a png");
+    if (chdir(cwd) != 0) perror("chdir");
+  }
+  *strrchr(root, '/') = '\0';  // back to ROOT
+  ct_image_dataset d;
+  check_error(ct_png_folder_load(&d, root, 1, 8, 8), CT_ERR_ARG,
+              "path too long", "png folder with a path over 4095 bytes");
 }
 
 // ---- CIFAR -------------------------------------------------------------------
@@ -713,6 +809,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   test_idx();
+  test_bounds();
+  test_long_paths();
   test_cifar();
   test_png();
   test_pixels_alloc();

@@ -18,5 +18,12 @@ libdir=$(dirname "$(find "$dest" -name 'libctrain.so' | head -n 1)")
 mkdir -p "$dest/t/tests"
 cp "$src/tests/harness.h" "$dest/t/tests/"
 cp "$src/tests/test_example.c" "$dest/t/"
-cc -std=c11 -o "$dest/example" "$dest/t/test_example.c" -I"$dest/t" $flags -lm
+# A library built with sanitizers needs them in the program too (their
+# runtime must come first in the list of libraries it loads).
+sanitize=$(readelf -d "$libdir/libctrain.so" 2>/dev/null |
+  sed -n 's/.*Shared library: \[lib\(asan\|ubsan\)\.so.*/\1/p' |
+  sed 's/asan/address/; s/ubsan/undefined/' | sort -u | paste -sd, -)
+[ -n "$sanitize" ] && echo "the library uses -fsanitize=$sanitize: so does the example"
+cc -std=c11 -o "$dest/example" "$dest/t/test_example.c" -I"$dest/t" $flags -lm \
+  ${sanitize:+-fsanitize=$sanitize}
 LD_LIBRARY_PATH=$libdir "$dest/example"

@@ -221,8 +221,26 @@ static void test_errors(void) {
   ct_map_eval_free(&ev);
 }
 
+// The first image's detections of a class meet no ground truth of it
+// (what every early DETR validation looks like): no false match, and no
+// memset of the never-grown scratch (UBSan: memset(NULL, 0, 0)).
+static void test_image_without_ground_truth(void) {
+  ct_map_eval ev;
+  ct_map_eval_init(&ev, 2);
+  ct_map_box d0 = box(0, 0.9f, 0, 0, 5, 5), g1 = box(0, 0, 0, 0, 5, 5),
+             d1 = box(0, 0.8f, 0, 0, 5, 5);
+  CHECK(!ct_map_eval_add_image(&ev, &d0, 1, NULL, 0), "%s", ct_last_error());
+  CHECK(!ct_map_eval_add_image(&ev, &d1, 1, &g1, 1), "%s", ct_last_error());
+  double map50 = -2, map = -2;
+  CHECK(!ct_map_compute(&ev, &map50, &map), "%s", ct_last_error());
+  // A false positive ranked above the true one: precision 1/2 at recall 1.
+  CHECK_CLOSE(map50, 0.5, 1e-12, "map50, a false positive first");
+  ct_map_eval_free(&ev);
+}
+
 int main(void) {
   test_thresholds();
+  test_image_without_ground_truth();
   test_perfect();
   test_ranking();
   test_iou_thresholds();

@@ -355,6 +355,44 @@ static void check_non_finite(void) {
   ct_params_free(&p);
 }
 
+// A non-finite loss is traced to what went non-finite first: a parameter
+// (an earlier update overflowed it), else the oldest activation on the
+// tape, with the size the parameters have grown to.
+static void check_loss_trace(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_tensor *w = ct_params_add(&p, "fc.weight", CT_SHAPE(3, 4), 0);
+  ct_tensor *b = ct_params_add(&p, "fc.bias", CT_SHAPE(3), 0);
+  for (int i = 0; i < 12; i++) ct_f32(w)[i] = 0.1f * (float)(i - 6);
+  for (int i = 0; i < 3; i++) ct_f32(b)[i] = 0.5f;
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ct_tensor *loss =
+      ct_mean(ct_linear(ct_tensor_from(CT_F32, x, CT_SHAPE(2, 4)), w, b));
+  CHECK(loss && ct_loss_check_finite(&p, ct_f32(loss)[0], 5) == CT_OK, "%s",
+        ct_last_error());
+  ct_arena_reset();
+  // An input so large that the product overflows: the linear layer's output
+  // is the first non-finite activation.
+  x[0] = x[1] = 3.3e38f;
+  loss = ct_mean(ct_linear(ct_tensor_from(CT_F32, x, CT_SHAPE(2, 4)), w, b));
+  CHECK(loss && !isfinite(ct_f32(loss)[0]), "no overflow");
+  CHECK(loss &&
+            ct_loss_check_finite(&p, ct_f32(loss)[0], 5) == CT_ERR_NUMERIC &&
+            strstr(ct_last_error(), "non-finite loss") &&
+            strstr(ct_last_error(), "at step 5") &&
+            strstr(ct_last_error(), "output of linear [2, 3]") &&
+            strstr(ct_last_error(), "largest parameter value is 0.6"),
+        "activation: %s", ct_last_error());
+  ct_arena_reset();
+  // A parameter already non-finite is named first.
+  ct_f32(b)[2] = INFINITY;
+  CHECK(ct_loss_check_finite(&p, NAN, 7) == CT_ERR_NUMERIC &&
+            strstr(ct_last_error(),
+                   "at step 7: parameter 'fc.bias' holds inf (element 2)"),
+        "parameter: %s", ct_last_error());
+  ct_params_free(&p);
+}
+
 static void check_config_errors(void) {
   ct_optim o;
   ct_optim_config c = ct_sgd_defaults();
@@ -389,6 +427,7 @@ int main(void) {
   check_clip();
   check_thread_independence();
   check_non_finite();
+  check_loss_trace();
   check_config_errors();
   ct_arena_release();
   return test_summary("optim");

@@ -2,6 +2,7 @@
 // lines, truncation for resume) and PNG charts (read back with libpng:
 // size, not blank, series colors present; empty, NaN and one-point series).
 #include "core/error.h"
+#include "data/utf8.h"
 #include "tests/harness.h"
 #include "tests/png_read.h"
 #include "train/jsonl.h"
@@ -191,11 +192,11 @@ static void test_record_reading(void) {
       "duplicate keys");
   ct_json_record_free(&r);
 
-  // Every byte from 0x01 to 0xff (control characters, quote, backslash,
-  // UTF-8 bytes) survives the writer's escaping and the reader.
+  // Every byte from 0x01 to 0x7f (control characters, quote, backslash)
+  // and UTF-8 text survive the writer's escaping and the reader.
   char all[256];
-  for (int i = 1; i < 256; i++) all[i - 1] = (char)i;
-  all[255] = '\0';
+  for (int i = 1; i < 128; i++) all[i - 1] = (char)i;
+  strcpy(all + 127, "caf\xC3\xA9 \xF0\x9F\x98\x80");
   ct_json_obj o;
   ct_json_obj_init(&o);
   ct_json_obj_str(&o, all, all);
@@ -208,6 +209,17 @@ static void test_record_reading(void) {
   s = ct_json_record_str(&r, all);
   CHECK(r.n == 1 && s && !strcmp(s, all), "all bytes round trip");
   ct_json_record_free(&r);
+  ct_json_obj_free(&o);
+  // Bytes that are not UTF-8 (a run name from a Latin-1 shell) are written
+  // as U+FFFD: the line stays valid JSON.
+  ct_json_obj_init(&o);
+  ct_json_obj_str(&o, "run_dir", "runs/caf\xe9\xff");
+  line = ct_json_obj_text(&o);
+  if (!line) line = "";
+  CHECK(strstr(line, "\"runs/caf\\ufffd\\ufffd\"") != NULL, "invalid UTF-8: %s",
+        line);
+  CHECK(ct_utf8_find_invalid(line, strlen(line)) == strlen(line),
+        "the line is not UTF-8: %s", line);
   ct_json_obj_free(&o);
 }
 

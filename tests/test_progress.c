@@ -116,8 +116,25 @@ static void test_eta_average(void) {
   CHECK_CLOSE(p.sec_per_step, 2.0 - pow(0.9, 50), 1e-9, "moving average");
 }
 
+// Steps at the ends of int64 (a damaged checkpoint's INT64_MIN) subtract
+// without signed overflow (UBSan), and the line is still written.
+static void test_extreme_steps(void) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ct_progress p;
+  ct_progress_init_at(&p, f, INT64_MIN, INT64_MAX, "tok/s", 0.0);
+  ct_progress_update_at(&p, INT64_MAX, 1, 1, 10, 1.0);
+  ct_progress_update_at(&p, INT64_MIN + 1, 1, 1, 10, 2.0);
+  fclose(f);
+  CHECK(text && strstr(text, "step 9223372036854775807/") != NULL,
+        "extreme steps:\n%s", text ? text : "");
+  free(text);
+}
+
 int main(void) {
   test_duration();
+  test_extreme_steps();
   test_plain();
   test_tty();
   test_eta_average();

@@ -218,6 +218,41 @@ for k in 1 2 3; do
   fi
 done
 
+# (d2) the run folder's lock: while a run trains, a second `ctrain train`
+# on its folder is refused naming the holder's pid (with or without
+# --resume) before it reads or writes anything there; readers (inspect) need no lock. The lock
+# dies with its process: the kill -9 above left one behind, and every
+# resume since took the folder.
+train "$run" --threads 1 --resume auto
+first=$pid
+wait_lines "$metrics" $(($(lines "$metrics") + 1)) "$first"
+for resume in "--resume auto" ""; do
+  # shellcheck disable=SC2086
+  "$ctrain" train "$config" --set run.dir="$run" "${args[@]}" --threads 1 \
+    $resume >"$tmp/second.out" 2>"$tmp/second.err"
+  status=$?
+  if ! kill -0 "$first" 2>/dev/null; then
+    echo "note: the first run ended before the second started; lock not tested"
+  elif [ "$status" -eq 1 ] &&
+       grep -q "^ctrain: error: $run/$name is in use by another ctrain train (pid $first)" "$tmp/second.err"; then
+    ok "lock: a second train ${resume:-(new run)} is refused, naming pid $first"
+  else
+    bad "lock: second train ${resume:-(new run)}: status $status: $(head -c 300 "$tmp/second.err")"
+  fi
+done
+if "$ctrain" inspect "$(ls "$run/$name"/ckpt-*.ct | tail -n 1)" >/dev/null 2>&1; then
+  ok "lock: inspect reads a locked run"
+else
+  bad "lock: inspect of a locked run failed"
+fi
+kill -INT "$first" 2>/dev/null
+wait "$first"
+if grep -q "^ctrain: stopped at step" "$run.err"; then
+  ok "lock: the first run went on and stopped cleanly"
+else
+  bad "lock: the first run: $(tail -3 "$run.err")"
+fi
+
 # (e) to the end.
 train "$run" --threads 1 --resume auto
 wait "$pid"

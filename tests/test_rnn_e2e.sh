@@ -141,9 +141,9 @@ base=(--set run.dir="$tmp/bad" --set data.toy_train=50 --set train.steps=1)
 fails_with "teacher_forcing 1.5 refused" "teacher_forcing = 1.5" \
   "$ctrain" train "$empty" "${base[@]}" --set model.arch=rnn \
   --set train.teacher_forcing=1.5
-fails_with "emb_dim 0 refused" "emb_dim = 0" \
+fails_with "emb_dim 0 refused" "emb_dim = '0': must be in 1..65536" \
   "$ctrain" train "$empty" "${base[@]}" --set model.arch=rnn --set model.emb_dim=0
-fails_with "enc_hidden -3 refused" "enc_hidden = -3" \
+fails_with "enc_hidden -3 refused" "enc_hidden = '-3': must be in 1..65536" \
   "$ctrain" train "$empty" "${base[@]}" --set model.arch=rnn \
   --set model.enc_hidden=-3
 fails_with "a Transformer key with arch = rnn refused" \

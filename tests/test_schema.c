@@ -147,8 +147,38 @@ static void test_lower_layer_names(void) {
   ct_config_free(cfg);
 }
 
+// Every integer key states its range (a key without one would take
+// 0..2147483647): a value outside it is refused as the config is read,
+// naming the key, instead of being cut to fit an int later.
+static void test_every_int_key_has_a_range(void) {
+  int n_keys, ints = 0;
+  const ct_config_key *schema = ct_train_schema(&n_keys);
+  for (int i = 0; i < n_keys; i++) {
+    const ct_config_key *k = &schema[i];
+    if (k->type != CT_CONFIG_INT) continue;
+    ints++;
+    CHECK(k->choices && strstr(k->choices, ".."),
+          "[%s] %s: an integer key without a range in train/schema.c",
+          k->section, k->key);
+  }
+  CHECK(ints > 0, "no integer keys");
+  ct_config *cfg = ct_train_config_new();
+  CHECK(cfg != NULL, "config: %s", ct_last_error());
+  // The example of the issue: 2^32 + 2 layers used to build 2.
+  CHECK(ct_config_set(cfg, "model.encoder_layers=4294967298") == CT_ERR_ARG &&
+            strstr(ct_last_error(), "[model] encoder_layers = '4294967298'") &&
+            strstr(ct_last_error(), "must be in 1.."),
+        "encoder_layers 2^32+2: %s", ct_last_error());
+  CHECK(
+      ct_config_set(cfg, "data.batch_size=9223372036854775807") == CT_ERR_ARG &&
+          strstr(ct_last_error(), "[data] batch_size"),
+      "batch_size INT64_MAX: %s", ct_last_error());
+  ct_config_free(cfg);
+}
+
 int main(void) {
   test_every_enum_key_has_a_list();
+  test_every_int_key_has_a_range();
   test_each_choice_reads_back();
   test_lower_layer_names();
   return test_summary("schema");

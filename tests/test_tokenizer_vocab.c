@@ -190,6 +190,18 @@ static void test_vocab(void) {
     CHECK(ct_vocab_id(&w, ct_vocab_token(&v, i)) == i, "id of token %d", i);
   }
   free(buf);
+  // Tokens reach the terminal: an escape sequence or invalid UTF-8 in a
+  // stored vocabulary is refused.
+  ct_vocab x;
+  const char *esc =
+      "ctrain-vocab 1\n5\n<pad>\n<unk>\n<bos>\n<eos>\nred\x1b[31m\n";
+  CHECK(ct_vocab_load(&x, esc, strlen(esc)) == CT_ERR_FORMAT &&
+            strstr(ct_last_error(), "line 7: control character U+001B"),
+        "escape sequence in a token: %s", ct_last_error());
+  const char *bad = "ctrain-vocab 1\n5\n<pad>\n<unk>\n<bos>\n<eos>\nx\xff\n";
+  CHECK(ct_vocab_load(&x, bad, strlen(bad)) == CT_ERR_FORMAT &&
+            strstr(ct_last_error(), "invalid UTF-8 byte 0xff"),
+        "invalid UTF-8 in a token: %s", ct_last_error());
   ct_vocab_free(&w);
   ct_vocab_free(&v);
 

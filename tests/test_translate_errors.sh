@@ -109,11 +109,42 @@ check "heads not dividing d_model" 1 "not a multiple of heads = 3" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set model.d_model=16 \
   --set model.heads=3 --set train.steps=2
 # Both divided by zero (SIGFPE) before the settings were checked.
-check "[train] accum = 0" 1 "translate_copy\.ini: \[train\] accum = 0: must be at least 1" -- \
+check "[train] accum = 0" 1 "\[train\] accum = '0': must be in 1\.\." -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.accum=0 \
   --set train.epochs=1
-check "[train] log_every = 0" 1 "\[train\] log_every = 0: must be at least 1" -- \
+check "[train] log_every = 0" 1 "\[train\] log_every = '0': must be in 1\.\." -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.log_every=0
+# Integers have ranges, checked as they are read: 2^32 + 2 layers built 2
+# (config.ini said 4294967298); INT64_MAX sentences per batch overflowed.
+check "[model] encoder_layers = 2^32 + 2" 1 \
+  "\[model\] encoder_layers = '4294967298': must be in 1\.\.1000" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" \
+  --set model.encoder_layers=4294967298
+printf '[data]\nbatch_size = 9223372036854775807\n' >big_batch.ini
+check "[data] batch_size = INT64_MAX: file, line, key" 1 \
+  "big_batch\.ini:2: \[data\] batch_size = '9223372036854775807': must be in 0\.\." -- \
+  "$ctrain" train big_batch.ini --set run.dir="$tmp/x"
+# An empty run.dir wrote the run into the filesystem root.
+check "[run] dir empty" 1 "\[run\] dir is empty" -- \
+  "$ctrain" train "$config" --set run.dir= --set train.steps=2
+check "[run] name empty" 1 "\[run\] name is empty" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set run.name=
+# Values that can only give non-finite training, or meant nothing.
+check "[optim] eps = 0" 1 "\[optim\] eps = 0: must be positive" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set optim.eps=0
+check "[optim] clip_norm = -1" 1 "\[optim\] clip_norm = -1: must not be negative" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set optim.clip_norm=-1
+check "run.name with invalid UTF-8" 1 "invalid UTF-8 byte 0xe9" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set "run.name=caf$(printf '\351')"
+check "a control character in a config value" 1 "control character U\+001B" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set "run.name=a$(printf '\033')[31m"
+# A file of bare CR line endings that starts with a comment was one long
+# comment: every key took its default (here steps = 0 must be seen).
+printf '# CR only\r[train]\rsteps = 0\r' >cr.ini
+check "a CR-only config file is read line by line" 1 "nothing to train" -- \
+  "$ctrain" train cr.ini --set run.dir="$tmp/x"
+check "/dev/zero as a config" 1 "/dev/zero: more than the 1048576 bytes" -- \
+  "$ctrain" train /dev/zero --set run.dir="$tmp/x"
 no_dir "bad configs" "$tmp/x"
 
 # ---- data files --------------------------------------------------------------
@@ -155,7 +186,47 @@ check "no pair within max_len" 1 \
   "translation: no training pair is within \[data\] max_len = 1 tokens$" -- \
   "$ctrain" train "$config" "${files[@]}" $(pair data/ok.src data/ok.tgt) \
   --set data.max_len=1
+# An empty validation file was refused only at the final evaluation, after
+# all the training.
+: >data/empty.src
+: >data/empty.tgt
+check "an empty validation file is refused before training" 1 \
+  "data/empty\.src: no sentences: the validation split is empty" -- \
+  "$ctrain" train "$config" "${files[@]}" $(pair data/ok.src data/ok.tgt) \
+  --set data.val_src=data/empty.src --set data.val_tgt=data/empty.tgt
+# Trailing garbage after a gzip stream was ignored.
+gzip -c data/ok.src >data/garbage.src.gz
+printf 'junk' >>data/garbage.src.gz
+check "trailing garbage after the gzip data" 1 \
+  "data/garbage\.src\.gz: 4 bytes of trailing garbage after the gzip data" -- \
+  "$ctrain" train "$config" "${files[@]}" $(pair data/garbage.src.gz data/ok.tgt)
+# A 3 MB line in a small gzip file was read until memory ran out.
+head -c 3000000 /dev/zero | tr '\0' 'a' | gzip -c >data/long_line.src.gz
+check "a line longer than 1 MiB" 1 \
+  "data/long_line\.src\.gz:1: longer than 1048576 bytes" -- \
+  "$ctrain" train "$config" "${files[@]}" $(pair data/long_line.src.gz data/ok.tgt)
+# Terminal escape sequences in a corpus would reach the terminal through
+# the vocabulary and the translations.
+printf 'a b c\nd \033[31m e\ng h i\n' >data/escape.src
+check "a control character in a corpus line" 1 \
+  "data/escape\.src:2: control character U\+001B at column 3" -- \
+  "$ctrain" train "$config" "${files[@]}" $(pair data/escape.src data/ok.tgt)
 no_dir "bad data" "$tmp/x"
+# A validation sentence longer than max_len: cut to it for evaluation (with
+# a warning) instead of evaluation memory growing with its square.
+{ printf 'a b c\n'; for i in $(seq 300); do printf 'a%d ' "$i"; done; printf '\n'; } >data/long.src
+cp data/long.src data/long.tgt
+"$ctrain" train "$config" "${files[@]}" $(pair data/ok.src data/ok.tgt) \
+  --set data.val_src=data/long.src --set data.val_tgt=data/long.tgt \
+  --set data.max_len=20 --set run.name=long >"$tmp/out" 2>"$tmp/err"
+status=$?
+if [ "$status" -eq 0 ] &&
+   grep -q "warning: 1 of the 2 validation pairs have a side longer than \[data\] max_len = 20 tokens: evaluation cuts them to it" "$tmp/err"; then
+  ok "a long validation sentence is cut to max_len, with a warning"
+else
+  bad "long validation sentence: status $status: $(head -c 400 "$tmp/err")"
+fi
+rm -rf "$tmp/x"
 
 # ---- an existing run ---------------------------------------------------------
 check "train into an existing run without --resume refuses" 1 \
@@ -175,14 +246,40 @@ intact "missing resume checkpoint"
 check "a bad config while resuming" 1 "\[train\] steps = 'many'" -- \
   "$ctrain" train "$config" "${base[@]}" --set train.steps=many --resume auto
 intact "bad config on resume"
+check "--resume /dev/zero" 1 "/dev/zero: not a ctrain checkpoint" -- \
+  "$ctrain" train "$config" "${base[@]}" --set train.steps=30 --resume /dev/zero
+check "[model] init_from = /dev/zero" 1 "/dev/zero: " -- \
+  "$ctrain" train "$config" "${base[@]}" --set run.name=zero \
+  --set model.init_from=/dev/zero
+check "--reset-optimizer without --resume" 2 "--reset-optimizer goes with --resume" -- \
+  "$ctrain" train "$config" "${base[@]}" --reset-optimizer
+intact "/dev/zero inputs"
+# A checkpoint without the optimizer's state (here an SGD run without
+# momentum, resumed with Adam) resumed silently with zeroed moments; now
+# only with --reset-optimizer.
+sgd=(--set run.name=sgd --set optim.optimizer=sgd --set optim.momentum=0)
+"$ctrain" train "$config" "${base[@]}" "${sgd[@]}" --set train.steps=10 \
+  >/dev/null 2>&1 || bad "the SGD run failed"
+check "resume without the optimizer's state" 1 \
+  "ckpt-00000010\.ct: no optimizer state 'optim\.0' for adam.*--reset-optimizer" -- \
+  "$ctrain" train "$config" "${base[@]}" --set run.name=sgd --resume auto
+if "$ctrain" train "$config" "${base[@]}" --set run.name=sgd --resume auto \
+     --reset-optimizer >"$tmp/out" 2>"$tmp/err" &&
+   grep -q "optimizer starts afresh" "$tmp/err" &&
+   grep -q '"step": 20' "$tmp/out"; then
+  ok "--reset-optimizer resumes with fresh optimizer state"
+else
+  bad "--reset-optimizer: $(tail -3 "$tmp/err")"
+fi
 # A non-finite loss stops training, names the step, keeps the last good
 # checkpoint (config.ini is rewritten on resume: excluded from the check).
 "$ctrain" train "$config" "${base[@]}" --set train.steps=40 \
   --set optim.lr=1e30 --resume auto >"$tmp/out" 2>"$tmp/err"
 status=$?
-if [ "$status" -eq 1 ] && grep -q "^ctrain: error: non-finite .* at step 2[1-9]" "$tmp/err" &&
+if [ "$status" -eq 1 ] &&
+   grep -Eq "^ctrain: error: non-finite loss .* at step 2[1-9]: (parameter '[a-z0-9_.]+' holds|the first non-finite activation is the output of [a-z_]+ \[)" "$tmp/err" &&
    grep -q "last good checkpoint is .*ckpt-00000020.ct" "$tmp/err"; then
-  ok "non-finite loss: status 1, names the step and the last good checkpoint"
+  ok "non-finite loss: status 1, names the step, what went non-finite first and the last good checkpoint"
 else
   bad "non-finite loss: status $status: $(head -c 400 "$tmp/err")"
 fi
@@ -232,6 +329,22 @@ check "export of a damaged checkpoint" 1 "flip_middle\.ct: .*corrupt" -- \
   "$ctrain" export "$tmp/flip_middle.ct" "$tmp/export_target"
 if [ "$(cksum <export_target)" = "$sum" ]; then ok "a failed export leaves its target as it was"
 else bad "a failed export changed its target"; fi
+# forward with a zero-length tgt_in copied from a NULL buffer; a token id
+# of 1e30 was cast to int (undefined).
+safetensors() {  # safetensors OUT HEADER DATA_BYTES: an 8-byte length, the
+  local header=$2   # header padded with spaces to 8 bytes, then the data
+  while [ $(( ${#header} % 8 )) -ne 0 ]; do header="$header "; done
+  local n=${#header}
+  printf "$(printf '\\%03o' $((n & 255)) $(((n >> 8) & 255)) 0 0 0 0 0 0)" >"$1"
+  printf '%s' "$header" >>"$1"
+  printf "$3" >>"$1"
+}
+safetensors empty_tgt.safetensors '{"src":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]},"tgt_in":{"dtype":"F32","shape":[1,0],"data_offsets":[4,4]}}' '\0\0\100\100'
+check "forward with a zero-length tgt_in" 1 "forward: .*T at least 1" -- \
+  "$ctrain" forward "$ckpt" empty_tgt.safetensors "$tmp/fwd_out.safetensors"
+safetensors huge_id.safetensors '{"src":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]},"tgt_in":{"dtype":"F32","shape":[1,1],"data_offsets":[4,8]}}' '\0\0\100\100\312\362\111\161'
+check "forward with a token id of 1e30" 1 "'tgt_in' element 0 is 1e\+30, not a token id" -- \
+  "$ctrain" forward "$ckpt" huge_id.safetensors "$tmp/fwd_out.safetensors"
 check "export into a missing folder" 1 "$tmp/no/such/out\.safetensors" -- \
   "$ctrain" export "$ckpt" "$tmp/no/such/out.safetensors"
 check "--resume of a damaged checkpoint" 1 "flip_middle\.ct: .*corrupt" -- \

@@ -406,9 +406,11 @@ static ct_status bad_file(const char *what, const char *fmt, ...) {
 }
 
 // Checks the 32-byte file header; *count and the section area are returned.
+// With `whole` false, b holds only the header (the file's first bytes):
+// the checks of the total length against the bytes at hand are left out.
 static ct_status parse_header(const unsigned char *b, size_t len,
                               const char *what, uint32_t *version,
-                              uint32_t *count) {
+                              uint32_t *count, bool whole) {
   size_t magic_seen = len < 8 ? len : 8;
   if (len > 0 && memcmp(b, ckpt_magic, magic_seen) != 0)
     return bad_file(what,
@@ -447,6 +449,7 @@ static ct_status parse_header(const unsigned char *b, size_t len,
   if (ct_get_le(b + 28, 4) != crc32_of(0, b, 28))
     return bad_file(what, "the header is corrupt (CRC mismatch)");
   uint64_t total = ct_get_le(b + 16, 8);
+  if (!whole) return CT_OK;
   if (total < len)
     return bad_file(what,
                     "%zu bytes where the header says %llu: trailing "
@@ -532,7 +535,7 @@ static ct_status parse_section(const unsigned char *b, size_t end, size_t *pos,
 static ct_status parse_owned(unsigned char *file, size_t len, const char *what,
                              ct_ckpt **out) {
   uint32_t version = 0, count = 0;
-  ct_status st = parse_header(file, len, what, &version, &count);
+  ct_status st = parse_header(file, len, what, &version, &count, true);
   if (st != CT_OK) {
     free(file);
     return st;
@@ -629,9 +632,31 @@ ct_status ct_ckpt_read(const char *path, ct_ckpt **out) {
                     "checkpoint: read needs a "
                     "path and an output");
   *out = NULL;
+  // The header first: a file that is not a checkpoint (or /dev/zero) is
+  // refused after 32 bytes, and the whole file is read only up to the
+  // length its checked header states.
+  unsigned char head[CKPT_HEADER_BYTES];
+  size_t got;
+  int64_t size;
+  uint32_t version, count;
+  ct_status st = ct_file_read_prefix(path, head, sizeof head, &got, &size);
+  if (st == CT_OK)
+    st = parse_header(head, got, path, &version, &count, got < sizeof head);
+  if (st != CT_OK) return st;
+  uint64_t total = ct_get_le(head + 16, 8);
+  if (total > SIZE_MAX - 1 || (size >= 0 && (uint64_t)size < total))
+    return bad_file(path,
+                    "truncated: %lld of %llu bytes (was the write "
+                    "interrupted?)",
+                    (long long)size, (unsigned long long)total);
   char *data;
   size_t len;
-  ct_status st = ct_file_read_all(path, &data, &len);
+  st = ct_file_read_all(path, (size_t)total, &data, &len);
+  if (st == CT_ERR_FORMAT)
+    return bad_file(path,
+                    "more bytes than the %llu the header says: trailing "
+                    "garbage after the checkpoint",
+                    (unsigned long long)total);
   return st == CT_OK ? parse_owned((unsigned char *)data, len, path, out) : st;
 }
 

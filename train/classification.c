@@ -259,6 +259,11 @@ static ct_status load_data(classification *c, ct_task_need need) {
     st = load_files(cc, false, &c->test);
     c->have_test = st == CT_OK;
   }
+  // A test split without images is refused here, not when it is first
+  // evaluated (after training, when it validates).
+  if (st == CT_OK && c->have_test && c->test.N == 0)
+    return ct_error(CT_ERR_FORMAT, "%s: the test split has no images",
+                    png ? cc->png_test : cc->image_dir);
   if (st == CT_OK && holdout == 0) {
     if (!c->have_test)
       return ct_error(CT_ERR_ARG,
@@ -266,6 +271,54 @@ static ct_status load_data(classification *c, ct_task_need need) {
                       "test split, but there is none (set [data] png_test)");
     c->val_is_test = true;
   }
+  return st;
+}
+
+// PNG class folders of the test split are the model's classes by name, not
+// by position (a missing folder would shift every label after it): their
+// labels are renumbered to the model's. A folder the model has no class of
+// is an error; a class without a folder is fine, and said.
+static ct_status match_classes(ct_image_dataset *d, const ct_string_list *names,
+                               const char *dir) {
+  const int K = (int)names->count;
+  int32_t *map = malloc((size_t)d->K * sizeof *map);
+  bool *seen = calloc((size_t)K, sizeof *seen);
+  const char **all = malloc((size_t)K * sizeof *all);
+  ct_status st = map && seen && all
+                     ? CT_OK
+                     : ct_error(CT_ERR_NOMEM, "%s: out of memory", dir);
+  for (int k = 0; k < d->K && st == CT_OK; k++) {
+    const char *name = ct_string_list_get(&d->class_names, k);
+    map[k] = -1;
+    for (int j = 0; j < K && map[k] < 0; j++)
+      if (!strcmp(name, ct_string_list_get(names, j))) map[k] = j;
+    if (map[k] < 0)
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s/%s: a class folder the model has no class of "
+                    "(its %d classes are named like the training folders)",
+                    dir, name, K);
+    else
+      seen[map[k]] = true;
+  }
+  for (int64_t i = 0; i < d->N && st == CT_OK; i++)
+    d->labels[i] = map[d->labels[i]];
+  int missing = 0;
+  for (int j = 0; j < K && st == CT_OK; j++) {
+    all[j] = ct_string_list_get(names, j);
+    missing += !seen[j];
+  }
+  if (st == CT_OK) {
+    d->K = K;
+    st = ct_image_dataset_set_names(d, all, K);
+  }
+  if (st == CT_OK && missing)
+    fprintf(stderr,
+            "ctrain: note: %s has no folder for %d of the model's %d classes "
+            "(the others are matched by name)\n",
+            dir, missing, K);
+  free(map);
+  free(seen);
+  free(all);
   return st;
 }
 
@@ -546,6 +599,9 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
       }
     }
   }
+  if (st == CT_OK && c->have_test && cc.source == CT_DATA_SOURCE_FILES &&
+      cc.image_format == CT_IMAGE_FORMAT_PNG)
+    st = match_classes(&c->test, &c->class_names, cc.png_test);
   if (st != CT_OK) return st;
   // Every split must fit the model.
   ct_image_dataset *splits[3] = {&c->train, &c->val, &c->test};

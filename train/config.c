@@ -5,6 +5,7 @@
 // "--set ARG"), so the user can go straight to it.
 #include "train/config.h"
 #include "data/strings.h"
+#include "data/utf8.h"
 #include "train/fileio.h"
 
 #include <ctype.h>
@@ -29,7 +30,11 @@ struct ct_config {
   const ct_config_key *schema;
   int n;
   config_value *v;
+  int64_t *min, *max;  // CT_CONFIG_INT keys: the range their values must be in
 };
+
+// The range of an integer key without one in its schema entry.
+static const char default_int_range[] = "0..2147483647";
 
 // ---- small string helpers ----
 
@@ -148,11 +153,16 @@ static ct_status unknown_key(const ct_config *cfg, const char *where,
 
 // Parses `text` for schema entry `k` into *out (text and origin untouched).
 // Returns NULL, or why the value is not acceptable.
-static const char *value_parse(const ct_config_key *k, const char *text,
-                               config_value *out, char *why, size_t why_size) {
-  for (const char *p = text; *p; p++)
-    if ((unsigned char)*p < 0x20 && *p != '\t')
-      return "control characters are not allowed";
+static const char *value_parse(const ct_config_key *k, int64_t min, int64_t max,
+                               const char *text, config_value *out, char *why,
+                               size_t why_size) {
+  size_t len = strlen(text), bad = ct_utf8_find_unsafe(text, len);
+  if (bad < len) {
+    char what[64];
+    snprintf(why, why_size, "%s at byte %zu is not allowed",
+             ct_utf8_unsafe_what(text, len, bad, what, sizeof what), bad + 1);
+    return why;
+  }
   char *end;
   switch (k->type) {
   case CT_CONFIG_STRING: return NULL;
@@ -161,7 +171,11 @@ static const char *value_parse(const ct_config_key *k, const char *text,
     errno = 0;
     long long v = strtoll(text, &end, 10);
     if (*end || isspace((unsigned char)*text)) return "expected an integer";
-    if (errno == ERANGE) return "integer out of range";
+    if (errno == ERANGE || v < min || v > max) {
+      snprintf(why, why_size, "must be in %s",
+               k->choices ? k->choices : default_int_range);
+      return why;
+    }
     out->i = v;
     return NULL;
   }
@@ -221,7 +235,8 @@ static ct_status value_assign(ct_config *cfg, int idx, const char *text,
   const ct_config_key *k = &cfg->schema[idx];
   config_value parsed = cfg->v[idx];
   char why_buf[512];
-  const char *why = value_parse(k, text, &parsed, why_buf, sizeof why_buf);
+  const char *why = value_parse(k, cfg->min[idx], cfg->max[idx], text, &parsed,
+                                why_buf, sizeof why_buf);
   if (why)
     return ct_error(bad_status, "%s: [%s] %s = '%s': %s", where, k->section,
                     k->key, text, why);
@@ -243,6 +258,20 @@ static ct_status value_assign(ct_config *cfg, int idx, const char *text,
 
 // ---- construction ----
 
+// "min..max" (decimal, min <= max) into *min and *max.
+static bool parse_range(const char *text, int64_t *min, int64_t *max) {
+  char *end;
+  errno = 0;
+  long long lo = strtoll(text, &end, 10);
+  if (end == text || strncmp(end, "..", 2) || errno) return false;
+  const char *hi_text = end + 2;
+  long long hi = strtoll(hi_text, &end, 10);
+  if (end == hi_text || *end || errno || lo > hi) return false;
+  *min = lo;
+  *max = hi;
+  return true;
+}
+
 ct_config *ct_config_new(const ct_config_key *schema, int n_keys) {
   if (!schema || n_keys <= 0) {
     ct_error(CT_ERR_ARG, "config schema: no keys");
@@ -250,15 +279,21 @@ ct_config *ct_config_new(const ct_config_key *schema, int n_keys) {
   }
   ct_config *cfg = calloc(1, sizeof *cfg);
   config_value *v = calloc((size_t)n_keys, sizeof *v);
-  if (!cfg || !v) {
+  int64_t *min = calloc((size_t)n_keys, sizeof *min);
+  int64_t *max = calloc((size_t)n_keys, sizeof *max);
+  if (!cfg || !v || !min || !max) {
     free(cfg);
     free(v);
+    free(min);
+    free(max);
     ct_error(CT_ERR_NOMEM, "config: out of memory");
     return NULL;
   }
   cfg->schema = schema;
   cfg->n = n_keys;
   cfg->v = v;
+  cfg->min = min;
+  cfg->max = max;
   for (int i = 0; i < n_keys; i++) {
     const ct_config_key *k = &schema[i];
     char where[256];
@@ -269,6 +304,15 @@ ct_config *ct_config_new(const ct_config_key *schema, int n_keys) {
           CT_ERR_ARG,
           "%s: section, key, default (and choices for an enum) are required",
           where);
+      ct_config_free(cfg);
+      return NULL;
+    }
+    if (k->type == CT_CONFIG_INT &&
+        !parse_range(k->choices ? k->choices : default_int_range, &min[i],
+                     &max[i])) {
+      ct_error(CT_ERR_ARG,
+               "config schema: [%s] %s: range '%s' is not \"min..max\"",
+               k->section, k->key, k->choices);
       ct_config_free(cfg);
       return NULL;
     }
@@ -289,11 +333,13 @@ ct_config *ct_config_new(const ct_config_key *schema, int n_keys) {
 
 void ct_config_free(ct_config *cfg) {
   if (!cfg) return;
-  for (int i = 0; i < cfg->n; i++) {
+  for (int i = 0; i < cfg->n && cfg->v; i++) {
     free(cfg->v[i].text);
     free(cfg->v[i].origin);
   }
   free(cfg->v);
+  free(cfg->min);
+  free(cfg->max);
   free(cfg);
 }
 
@@ -347,14 +393,23 @@ ct_status ct_config_parse(ct_config *cfg, const char *text, const char *name) {
   int line = 0;
   for (const char *p = text; *p && st == CT_OK;) {
     line++;
-    const char *s = p, *e = strchr(p, '\n');
-    if (!e) e = p + strlen(p);
-    p = *e ? e + 1 : e;
+    // Lines end at "\n", "\r\n" or a bare "\r" (old Mac files).
+    const char *s = p, *e = p + strcspn(p, "\r\n");
+    p = *e == '\r' && e[1] == '\n' ? e + 2 : *e ? e + 1 : e;
+    char where[512];
+    snprintf(where, sizeof where, "%s:%d", name, line);
+    size_t bad = ct_utf8_find_unsafe(s, (size_t)(e - s));
+    if (bad < (size_t)(e - s)) {
+      char what[64];
+      st = ct_error(
+          CT_ERR_FORMAT, "%s: %s at column %zu", where,
+          ct_utf8_unsafe_what(s, (size_t)(e - s), bad, what, sizeof what),
+          bad + 1);
+      break;
+    }
     trim(&s, &e);
     if (s == e || *s == '#' || *s == ';') continue;
 
-    char where[512];
-    snprintf(where, sizeof where, "%s:%d", name, line);
     if (*s == '[') {
       const char *close = memchr(s, ']', (size_t)(e - s));
       const char *after = close ? close + 1 : e;
@@ -425,7 +480,7 @@ ct_status ct_config_load(ct_config *cfg, const char *path) {
   if (!cfg || !path) return ct_error(CT_ERR_ARG, "config load: NULL argument");
   char *text;
   size_t len;
-  ct_status st = ct_file_read_all(path, &text, &len);
+  ct_status st = ct_file_read_all(path, CT_CONFIG_MAX_BYTES, &text, &len);
   if (st != CT_OK) return st;
   if (strlen(text) != len) {
     free(text);
@@ -439,6 +494,13 @@ ct_status ct_config_load(ct_config *cfg, const char *path) {
 
 ct_status ct_config_set(ct_config *cfg, const char *assignment) {
   if (!cfg || !assignment) return ct_error(CT_ERR_ARG, "--set: NULL argument");
+  size_t len = strlen(assignment), bad = ct_utf8_find_unsafe(assignment, len);
+  if (bad < len) {
+    char what[64];
+    return ct_error(
+        CT_ERR_ARG, "--set: %s at byte %zu of the argument",
+        ct_utf8_unsafe_what(assignment, len, bad, what, sizeof what), bad + 1);
+  }
   char where[512];
   snprintf(where, sizeof where, "--set %s", assignment);
   const char *eq = strchr(assignment, '=');
@@ -599,7 +661,11 @@ char *ct_config_to_string(const ct_config *cfg) {
           ct_byte_buffer_printf(&b, "%s", *c == '|' ? ", " : (char[2]){*c, 0});
         ct_byte_buffer_printf(&b, ")");
       }
-      if ((k->doc && k->doc[0]) || k->type == CT_CONFIG_ENUM)
+      if (k->type == CT_CONFIG_INT)
+        ct_byte_buffer_printf(&b, "%s(%s)", k->doc && k->doc[0] ? " " : "# ",
+                              k->choices ? k->choices : default_int_range);
+      if ((k->doc && k->doc[0]) || k->type == CT_CONFIG_ENUM ||
+          k->type == CT_CONFIG_INT)
         ct_byte_buffer_printf(&b, "\n");
       const char *t = cfg->v[j].text;
       if (k->type == CT_CONFIG_STRING && needs_quotes(t)) {

@@ -11,12 +11,15 @@
 //
 // Every key the program reads is declared in a schema (section, key, type,
 // default, doc), so a misspelled key or a bad value is an error with the file,
-// line and key, never silently ignored. `--set section.key=value` overrides
+// line and key, never silently ignored; so is an integer outside its key's
+// range (checked as it is read, so no value is ever cut to fit). Text must
+// be UTF-8 without control characters (tabs aside); lines end in "\n",
+// "\r\n" or "\r". `--set section.key=value` overrides
 // go through the same checks. The resolved config (every key, final value,
 // doc as comment) is what a run records, and what resume compares against.
 //
 //   static const ct_config_key schema[] = {
-//     {"train", "steps", CT_CONFIG_INT, "1000", NULL, "optimizer steps"},
+//     {"train", "steps", CT_CONFIG_INT, "1000", "1..1000000", "steps"},
 //     {"optim", "name", CT_CONFIG_ENUM, "adamw", "adam|adamw|sgd", "optimizer"},
 //   };
 //   ct_config *cfg = ct_config_new(schema, 2);
@@ -36,7 +39,7 @@
 
 typedef enum ct_config_type {
   CT_CONFIG_STRING,
-  CT_CONFIG_INT,    // int64, decimal
+  CT_CONFIG_INT,    // int64, decimal, within the key's range
   CT_CONFIG_FLOAT,  // double, finite
   CT_CONFIG_BOOL,   // true/false, yes/no, on/off, 1/0
   CT_CONFIG_ENUM,   // one of `choices`
@@ -49,8 +52,10 @@ typedef struct ct_config_key {
   ct_config_type type;
   const char
       *def;  // default, written as in a config file ("" allowed for strings)
-  const char
-      *choices;  // CT_CONFIG_ENUM: allowed values separated by '|'; else NULL
+  // The values allowed: CT_CONFIG_ENUM, the choices separated by '|';
+  // CT_CONFIG_INT, the range "min..max" (NULL: 0..2147483647, so that no
+  // value is cut when it is used as an int); NULL for the other types.
+  const char *choices;
   const char *doc;  // one line, written as a comment in the resolved config
 } ct_config_key;
 
@@ -60,6 +65,10 @@ typedef struct ct_config ct_config;
 // (duplicate keys, defaults that do not parse). NULL with an error on failure.
 ct_config *ct_config_new(const ct_config_key *schema, int n_keys);
 void ct_config_free(ct_config *cfg);
+
+// The most bytes a config file may hold (ctrain's resolved configs take
+// about 10 kB).
+enum { CT_CONFIG_MAX_BYTES = 1 << 20 };
 
 // Reads an INI file over the current values. Errors name "path:line". On
 // error the config may hold part of the file; callers stop there.

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,13 +112,32 @@ ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
   return ct_file_write_atomic(path, write_pieces, &ctx);
 }
 
-ct_status ct_file_read_all(const char *path, char **data, size_t *len) {
+ct_status ct_file_read_all(const char *path, size_t max_len, char **data,
+                           size_t *len) {
   *data = NULL;
   *len = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
     return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 4096, n = 0;
+  // A regular file's size is known before reading: one allocation, and a
+  // file over the bound is refused before any. Other files (pipes,
+  // devices) are read up to the bound.
+  struct stat sb;
+  size_t cap = 4096;
+  if (fstat(fileno(f), &sb) == 0) {
+    if (S_ISDIR(sb.st_mode)) {
+      fclose(f);
+      return ct_error(CT_ERR_IO, "%s: cannot read: it is a folder", path);
+    }
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_len) {
+      fclose(f);
+      return ct_error(CT_ERR_FORMAT, "%s: %lld bytes, more than the %zu %s",
+                      path, (long long)sb.st_size, max_len,
+                      "this kind of file may hold");
+    }
+    if (S_ISREG(sb.st_mode)) cap = (size_t)sb.st_size + 2;
+  }
+  size_t n = 0;
   char *buf = malloc(cap);
   for (;;) {
     if (!buf) {
@@ -125,7 +145,18 @@ ct_status ct_file_read_all(const char *path, char **data, size_t *len) {
       return ct_error(CT_ERR_NOMEM, "%s: out of memory reading the file", path);
     }
     n += fread(buf + n, 1, cap - n - 1, f);
+    if (n > max_len) {
+      free(buf);
+      fclose(f);
+      return ct_error(CT_ERR_FORMAT, "%s: more than the %zu bytes %s", path,
+                      max_len, "this kind of file may hold");
+    }
     if (n < cap - 1) break;
+    if (cap > SIZE_MAX / 4) {
+      free(buf);
+      fclose(f);
+      return ct_error(CT_ERR_NOMEM, "%s: too big to read", path);
+    }
     cap *= 2;
     char *b = realloc(buf, cap);
     if (!b) free(buf);
@@ -141,5 +172,29 @@ ct_status ct_file_read_all(const char *path, char **data, size_t *len) {
   buf[n] = '\0';
   *data = buf;
   *len = n;
+  return CT_OK;
+}
+
+ct_status ct_file_read_prefix(const char *path, void *buf, size_t n,
+                              size_t *got, int64_t *file_size) {
+  *got = 0;
+  *file_size = -1;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return ct_error(CT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0) {
+    if (S_ISDIR(sb.st_mode)) {
+      fclose(f);
+      return ct_error(CT_ERR_IO, "%s: cannot read: it is a folder", path);
+    }
+    if (S_ISREG(sb.st_mode)) *file_size = (int64_t)sb.st_size;
+  }
+  *got = fread(buf, 1, n, f);
+  int failed = ferror(f);
+  int err = errno;
+  fclose(f);
+  if (failed)
+    return ct_error(CT_ERR_IO, "%s: read failed: %s", path, strerror(err));
   return CT_OK;
 }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 // Writes the content of a file to `f`. `path` is the final path, for error
@@ -38,7 +39,16 @@ ct_status ct_ckpt_write_atomic(const char *path, const ct_ckpt_piece *pieces,
                                int n);
 
 // Reads a whole file into a NUL-terminated malloc'd buffer (*len excludes the
-// NUL). Errors name the path and strerror.
-ct_status ct_file_read_all(const char *path, char **data, size_t *len);
+// NUL). Errors name the path and strerror. A file of more than max_len
+// bytes is CT_ERR_FORMAT, refused before anything is allocated when it is
+// a regular file, and after max_len + 1 bytes otherwise (/dev/zero, a
+// pipe): every caller states what its kind of file may hold.
+ct_status ct_file_read_all(const char *path, size_t max_len, char **data,
+                           size_t *len);
+// Reads the first n bytes of a file (fewer when it is shorter: *got), for
+// formats whose header says how long the file is before it is read whole.
+// *file_size: the size of a regular file, -1 for anything else.
+ct_status ct_file_read_prefix(const char *path, void *buf, size_t n,
+                              size_t *got, int64_t *file_size);
 
 #endif

@@ -34,7 +34,9 @@ ct_status ct_image_meta_load(ct_image_meta *m, const ct_ckpt *ckpt) {
   for (uint32_t k = 0; k < K && K <= 100000; k++) {
     char *name = ct_rec_get_str(&r);
     if (!name) break;
-    st = ct_string_list_push(&m->class_names, name, strlen(name));
+    st = ct_image_check_class_name(name, strlen(name), ct_ckpt_path(ckpt));
+    if (st == CT_OK)
+      st = ct_string_list_push(&m->class_names, name, strlen(name));
     free(name);
     if (st != CT_OK) return st;
   }
@@ -57,6 +59,15 @@ ct_status ct_image_meta_load(ct_image_meta *m, const ct_ckpt *ckpt) {
                       H > 4096 || W > 4096))
     st = ct_error(CT_ERR_FORMAT, "%s: the image section is malformed",
                   ct_ckpt_path(ckpt));
+  // The normalization divides by std: 0 would give every image the same
+  // input (and the same answer), NaN or Inf non-finite ones.
+  for (uint32_t i = 0; i < C && st == CT_OK; i++)
+    if (!isfinite(m->mean[i]) || !(m->std[i] > 0.0f) || !isfinite(m->std[i]))
+      st = ct_error(CT_ERR_FORMAT,
+                    "%s: the image section is damaged: channel %u has mean "
+                    "%g and std %g (std must be positive and finite)",
+                    ct_ckpt_path(ckpt), i, (double)m->mean[i],
+                    (double)m->std[i]);
   m->C = (int)C;
   m->H = (int)H;
   m->W = (int)W;

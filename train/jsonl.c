@@ -265,7 +265,7 @@ static ct_status scan_lines(const char *path, line_fn fn, void *ctx,
                             char *warning, size_t warning_size) {
   char *text;
   size_t len;
-  ct_status st = ct_file_read_all(path, &text, &len);
+  ct_status st = ct_file_read_all(path, CT_JSONL_MAX_BYTES, &text, &len);
   if (st != CT_OK) return st;
   warning[0] = '\0';
   int line = 0;

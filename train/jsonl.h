@@ -97,6 +97,10 @@ typedef struct ct_jsonl_data {
   char warning[512];  // set when a torn last line was skipped; else ""
 } ct_jsonl_data;
 
+// The most bytes a metrics.jsonl may hold to be read (a line per logged
+// step: a million of them take about 100 MB).
+#define CT_JSONL_MAX_BYTES ((size_t)1 << 30)
+
 ct_status ct_jsonl_read(const char *path, ct_jsonl_data *out);
 void ct_jsonl_data_free(ct_jsonl_data *d);
 

@@ -1,7 +1,7 @@
 // The ctrain program: parses the command line and runs a command.
 //
 //   ctrain train CONFIG [--set section.key=value]... [--resume PATH|auto]
-//                [--threads N]
+//                [--threads N] [--reset-optimizer]
 //   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
 //   ctrain inspect CKPT
@@ -34,6 +34,7 @@
 #include "train/detection.h"
 #include "data/detection.h"
 #include "data/toy_images.h"
+#include "data/text.h"
 
 #ifndef CT_VERSION
 #define CT_VERSION "unknown"
@@ -45,6 +46,7 @@ static const char *const usage =
     "commands:\n"
     "  train CONFIG [--set section.key=value]... [--resume PATH|auto] "
     "[--threads N]\n"
+    "        [--reset-optimizer]\n"
     "                             train a model described by a config file\n"
     "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
     "                             evaluate a checkpoint (last line: JSON "
@@ -148,6 +150,8 @@ static int cmd_train(int argc, char **argv) {
         rc = 2;
       else
         rc = threads_option(v, &a.threads);
+    } else if (!strcmp(argv[i], "--reset-optimizer")) {
+      a.reset_optimizer = true;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       rc = usage_error("train: unknown option '%s'", argv[i]);
     } else if (a.config_path) {
@@ -158,6 +162,8 @@ static int cmd_train(int argc, char **argv) {
   }
   if (!rc && !a.config_path)
     rc = usage_error("%s", "train needs a CONFIG file");
+  if (!rc && a.reset_optimizer && !a.resume)
+    rc = usage_error("%s", "--reset-optimizer goes with --resume");
   if (!rc) rc = ct_train_run(&a);
   free(sets);
   return rc;
@@ -271,22 +277,51 @@ static int cmd_eval(int argc, char **argv) {
   return rc;
 }
 
-// Reads stdin lines (without newlines) into a growing array.
+// Reads one line of at most `max` bytes (without its "\n" or "\r\n") into
+// buf (max + 2 bytes): its length, -1 at the end of input, -2 when it is
+// longer (read no further).
+static int64_t read_line(FILE *in, char *buf, int64_t max) {
+  int64_t len = 0;
+  int c = EOF;
+  while ((c = getc(in)) != EOF && c != '\n') {
+    if (len > max) return -2;  // max bytes and a "\r": the last chance
+    buf[len++] = (char)c;
+  }
+  if (c == EOF && len == 0) return -1;
+  if (len > 0 && buf[len - 1] == '\r') len--;
+  if (len > max) return -2;
+  buf[len] = '\0';
+  return len;
+}
+
+// Reads stdin lines (without newlines) into a growing array; NULL with
+// *n = -1 after printing an error for a line longer than a corpus line may
+// be: however stdin is made, a line costs a bounded amount of memory.
 static char **read_lines(FILE *in, int *n) {
-  char **lines = NULL, *line = NULL;
-  size_t cap = 0;
+  char **lines = NULL;
+  char *line = malloc(CT_TEXT_MAX_LINE_BYTES + 2);
   int count = 0, room = 0;
-  ssize_t len;
-  while ((len = getline(&line, &cap, in)) >= 0) {
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-      line[--len] = '\0';
+  int64_t len;
+  while (line && (len = read_line(in, line, CT_TEXT_MAX_LINE_BYTES)) != -1) {
+    if (len == -2) {
+      fprintf(stderr,
+              "ctrain: error: translate: stdin line %d is longer than %d "
+              "bytes\n",
+              count + 1, CT_TEXT_MAX_LINE_BYTES);
+      for (int i = 0; i < count; i++) free(lines[i]);
+      free(lines);
+      free(line);
+      *n = -1;
+      return NULL;
+    }
     if (count == room) {
       room = room ? 2 * room : 64;
       char **more = realloc(lines, (size_t)room * sizeof *lines);
       if (!more) break;
       lines = more;
     }
-    lines[count++] = strdup(line);
+    if (!(lines[count] = strdup(line))) break;
+    count++;
   }
   free(line);
   *n = count;
@@ -339,6 +374,10 @@ static int cmd_translate(int argc, char **argv) {
     if (n == 0) {
       stdin_lines = read_lines(stdin, &n);
       lines = (const char **)stdin_lines;
+      if (n < 0) {
+        n = 0;
+        rc = 1;
+      }
     }
     char **out = calloc((size_t)(n ? n : 1), sizeof *out);
     // In chunks, so a long stdin starts printing early.

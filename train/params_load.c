@@ -4,6 +4,8 @@
 #include "train/params_load.h"
 #include "train/little_endian.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,44 @@ static void convert_to_f32(float *dst, const unsigned char *src, int64_t n,
       dst[i] = half_to_float((uint16_t)ct_get_le(src + 2 * i, 2));
     }
   }
+}
+
+// The value of element i of a file tensor, in double (exact for every
+// dtype read here).
+static double file_value(const ct_named_tensor *t, int64_t i) {
+  const unsigned char *src = t->data;
+  switch (t->dtype) {
+  case CT_FILE_F32: {
+    uint32_t bits = (uint32_t)ct_get_le(src + 4 * i, 4);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  case CT_FILE_F64: {
+    uint64_t bits = ct_get_le(src + 8 * i, 8);
+    double v;
+    memcpy(&v, &bits, 8);
+    return v;
+  }
+  case CT_FILE_BF16: {
+    uint32_t bits = (uint32_t)ct_get_le(src + 2 * i, 2) << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  case CT_FILE_F16: break;
+  }
+  return half_to_float((uint16_t)ct_get_le(src + 2 * i, 2));
+}
+
+// The first element of t that is NaN or Inf (or, from F64, beyond float's
+// range, which converts to Inf); -1 when all load as finite floats.
+static int64_t first_nonfinite(const ct_named_tensor *t, int64_t numel) {
+  for (int64_t i = 0; i < numel; i++) {
+    double v = file_value(t, i);
+    if (!isfinite(v) || fabs(v) > FLT_MAX) return i;
+  }
+  return -1;
 }
 
 static bool same_shape(const ct_named_tensor *e, const ct_tensor *t) {
@@ -133,6 +173,18 @@ ct_status ct_params_load_named(ct_params *dst, float *buf,
                   "%s: lacks %d model parameter(s): %s (allow "
                   "missing tensors to keep their current values)",
                   source, missing.count, name_list_end(&missing));
+  // A NaN or Inf in a file is an error naming the tensor: loaded, it would
+  // only surface as a non-finite loss (or a nonsense answer) later.
+  for (int i = 0; i < dst->n && st == CT_OK; i++) {
+    if (found[i] < 0) continue;
+    int64_t bad = first_nonfinite(&t[found[i]], dst->items[i].tensor->numel);
+    if (bad >= 0)
+      st = ct_error(CT_ERR_NUMERIC,
+                    "%s: tensor '%s' holds a non-finite value (%g at element "
+                    "%lld)",
+                    source, t[found[i]].name, file_value(&t[found[i]], bad),
+                    (long long)bad);
+  }
   for (int i = 0; i < dst->n && st == CT_OK; i++)
     if (found[i] >= 0)
       convert_to_f32(buf + dst->items[i].offset, t[found[i]].data,

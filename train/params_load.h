@@ -49,10 +49,11 @@ typedef struct ct_named_tensor {
 
 // Copies (converting to f32) each tensor into `buf` (dst->data or one of its
 // state buffers) at its parameter's offset. Names, shapes and counts are all
-// checked against dst's registry first (see the CT_LOAD_* flags): on error
-// the buffer is unchanged and the message says what differs ("... has
-// 'fc.weight' [8, 4], the model expects [8, 6]"). `source` names the file in
-// messages.
+// checked against dst's registry first (see the CT_LOAD_* flags), and so
+// is every value: a NaN or Inf (or an F64 beyond float's range) is
+// CT_ERR_NUMERIC naming the tensor and element. On error the buffer is
+// unchanged and the message says what differs ("... has 'fc.weight' [8, 4],
+// the model expects [8, 6]"). `source` names the file in messages.
 ct_status ct_params_load_named(ct_params *dst, float *buf,
                                const ct_named_tensor *t, int n, unsigned flags,
                                const char *source);

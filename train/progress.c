@@ -72,7 +72,7 @@ static void status_format(ct_progress *p, int64_t step, double loss,
                           p->rate_unit);
   if (p->total_steps > 0 && p->sec_per_step > 0 && n < size) {
     char eta[32];
-    double left = (double)(p->total_steps - step) * p->sec_per_step;
+    double left = ((double)p->total_steps - (double)step) * p->sec_per_step;
     ct_duration_format(left > 0 ? left : 0, eta, sizeof eta);
     n += (size_t)snprintf(b + n, size - n, "  ETA %s", eta);
   }
@@ -89,10 +89,12 @@ static void tty_draw(ct_progress *p, int previous_len) {
 
 void ct_progress_update_at(ct_progress *p, int64_t step, double loss, double lr,
                            double items, double now) {
+  // Step differences in double: any two int64 steps (a damaged
+  // checkpoint's too) subtract without overflow.
   double dt = now - p->t_last_update;
-  int64_t ds = step - p->step_last_update;
+  double ds = (double)step - (double)p->step_last_update;
   if (ds > 0 && dt > 0) {
-    p->sec_per_step = ema(p->sec_per_step, dt / (double)ds);
+    p->sec_per_step = ema(p->sec_per_step, dt / ds);
     p->items_per_sec = ema(p->items_per_sec, items / dt);
   }
   p->t_last_update = now;
@@ -105,11 +107,11 @@ void ct_progress_update_at(ct_progress *p, int64_t step, double loss, double lr,
     status_format(p, step, loss, lr);
     tty_draw(p, previous);
   } else {
-    static const int64_t never = INT64_MAX;
-    int64_t since = p->printed ? step - p->last_printed_step : never;
+    double since =
+        p->printed ? (double)step - (double)p->last_printed_step : INFINITY;
     bool due =
         !p->printed || last ||
-        (p->every_steps > 0 && since >= p->every_steps) ||
+        (p->every_steps > 0 && since >= (double)p->every_steps) ||
         (p->every_seconds > 0 && now - p->t_last_print >= p->every_seconds);
     if (!due) return;
     status_format(p, step, loss, lr);

@@ -75,11 +75,8 @@ ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {
 }
 
 ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
-  static const char *const positive[][2] = {{"train", "accum"},
-                                            {"train", "log_every"}};
-  ct_status st = ct_config_check_min(cfg, positive,
-                                     sizeof positive / sizeof positive[0], 1);
-  if (st != CT_OK) return st;
+  // Integer keys are in their schema ranges already ([train] accum and
+  // log_every at least 1: the loop divides by them).
   *out = (ct_run_settings){
       .name = ct_config_str(cfg, "run", "name"),
       .dir = ct_config_str(cfg, "run", "dir"),
@@ -125,6 +122,23 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
     o->beta2 = ct_config_float(cfg, "optim", "beta2");
     o->eps = ct_config_float(cfg, "optim", "eps");
   }
+  // Values that can only end a run in non-finite numbers or in the wrong
+  // place are refused here, before any data is read.
+  if (!*out->name || !*out->dir)
+    return ct_error(CT_ERR_ARG,
+                    "[run] %s is empty: the run folder is [run] dir/name "
+                    "(defaults: runs/run)",
+                    *out->name ? "dir" : "name");
+  if (kind != CT_OPTIM_SGD && !(o->eps > 0.0))
+    return ct_error(CT_ERR_ARG,
+                    "[optim] eps = %g: must be positive (Adam divides by "
+                    "sqrt(v) + eps, and v is 0 wherever a gradient is)",
+                    o->eps);
+  if (out->clip_norm < 0.0)
+    return ct_error(CT_ERR_ARG,
+                    "[optim] clip_norm = %g: must not be negative (0 = no "
+                    "clipping)",
+                    out->clip_norm);
   return CT_OK;
 }
 
@@ -173,7 +187,7 @@ ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
   if (st == CT_OK && metrics_path) {
     char *data = NULL;
     size_t len = 0;
-    st = ct_file_read_all(metrics_path, &data, &len);
+    st = ct_file_read_all(metrics_path, CT_JSONL_MAX_BYTES, &data, &len);
     if (st == CT_OK) st = ct_ckpt_writer_add(w, "metrics", data, len);
     free(data);
   }
@@ -184,13 +198,17 @@ ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
 
 // ---- loading ------------------------------------------------------------------
 
-static ct_status read_meta(const ct_ckpt *ckpt, ct_run_state *s,
-                           int64_t *opt_step) {
+// The run state of a checkpoint's meta section, range-checked: a value no
+// run can have written (a negative step, a best step after the step, a
+// non-finite loss sum) is an error naming it, never a state to go on from.
+// `task`: the task the checkpoint's config names, which the meta must too.
+static ct_status read_meta(const ct_ckpt *ckpt, const char *task,
+                           ct_run_state *s, int64_t *opt_step) {
   ct_rec_reader r;
   ct_status st = ct_ckpt_section_reader(ckpt, "meta", &r);
   if (st != CT_OK) return st;
   uint32_t version = ct_rec_get_u32(&r);
-  char *task = ct_rec_get_str(&r);
+  char *meta_task = ct_rec_get_str(&r);
   s->step = ct_rec_get_i64(&r);
   s->epoch = ct_rec_get_i64(&r);
   s->position = ct_rec_get_i64(&r);
@@ -201,24 +219,67 @@ static ct_status read_meta(const ct_ckpt *ckpt, ct_run_state *s,
   s->window_steps = ct_rec_get_i64(&r);
   s->train_seconds = ct_rec_get_f64(&r);
   st = ct_rec_reader_done(&r);
-  free(task);
+  const char *path = ct_ckpt_path(ckpt);
   if (st == CT_OK && version != META_VERSION)
     st = ct_error(CT_ERR_FORMAT,
                   "%s: run state version %u, this ctrain reads "
                   "%d: use a matching ctrain",
-                  ct_ckpt_path(ckpt), version, META_VERSION);
+                  path, version, META_VERSION);
+  const char *bad = NULL;
+  if (st != CT_OK)
+    ;
+  else if (strcmp(meta_task, task))
+    bad = "task (not the config's)";
+  else if (s->step < 0)
+    bad = "step";
+  else if (s->epoch < 0 || s->position < 0)
+    bad = "data position";
+  else if (*opt_step < 0 || *opt_step > s->step)
+    bad = "optimizer step";
+  else if (s->best_step < -1 || s->best_step > s->step)
+    bad = "best step";
+  else if (!(s->best < INFINITY) ||
+           (s->best_step < 0) != (s->best == -INFINITY))
+    bad = "best metric";
+  else if (!isfinite(s->window_loss) || s->window_steps < 0 ||
+           s->window_steps > s->step)
+    bad = "loss window";
+  else if (!(s->train_seconds >= 0.0 && s->train_seconds < INFINITY))
+    bad = "training time";
+  if (bad)
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: the run state is damaged: impossible %s (task %.40s, "
+                  "step %lld, optimizer step %lld, best step %lld)",
+                  path, bad, meta_task, (long long)s->step,
+                  (long long)*opt_step, (long long)s->best_step);
+  free(meta_task);
   return st;
 }
 
 ct_status ct_run_load(const ct_ckpt *ckpt, ct_params *p, ct_optim *opt,
                       ct_run_state *state) {
   int64_t opt_step = 0;
-  ct_status st = read_meta(ckpt, state, &opt_step);
+  ct_config *cfg = ct_run_config_from_ckpt(ckpt);
+  if (!cfg) return ct_last_status();
+  ct_status st = read_meta(ckpt, ct_task_for(cfg)->name, state, &opt_step);
+  ct_config_free(cfg);
   if (st == CT_OK) st = ct_ckpt_get_params(ckpt, "params", p, 0);
-  for (int s = 0; s < CT_PARAM_STATE_SLOTS && st == CT_OK && opt; s++) {
+  // Every moment the optimizer keeps must be there: resuming Adam with
+  // zeroed moments is a different run, done only when asked for (the
+  // caller passes opt = NULL then).
+  unsigned slots = opt ? ct_optim_state_slots(&opt->cfg) : 0;
+  for (int s = 0; s < CT_PARAM_STATE_SLOTS && st == CT_OK; s++) {
+    if (!(slots & (1u << s))) continue;
     char name[16];
     snprintf(name, sizeof name, "optim.%d", s);
-    if (ct_ckpt_has(ckpt, name))
+    if (!ct_ckpt_has(ckpt, name))
+      st =
+          ct_error(CT_ERR_FORMAT,
+                   "%s: no optimizer state '%s' for %s (a checkpoint of "
+                   "another optimizer, or written without it): pass "
+                   "--reset-optimizer to resume with fresh optimizer state",
+                   ct_ckpt_path(ckpt), name, ct_optim_kind_name(opt->cfg.kind));
+    else
       st = ct_ckpt_get_param_state(ckpt, name, p, s, 0);
   }
   if (st == CT_OK && opt) opt->step = opt_step;

@@ -23,6 +23,7 @@
 // does) and ct_json_write_string escapes its strings.
 #include "train/safetensors.h"
 #include "data/json.h"
+#include "data/utf8.h"
 #include "train/fileio.h"
 
 #include <math.h>
@@ -304,6 +305,14 @@ static ct_status parse_header(const char *text, size_t len, const char *what,
                     "%s: the header must be a JSON object: "
                     "expected '{' at the start",
                     what);
+  // The header is UTF-8 (serde_json refuses anything else): a name with a
+  // stray byte could not be written back, nor matched.
+  size_t bad = ct_utf8_find_invalid(text, len);
+  if (bad < len)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: the header is not UTF-8 (byte 0x%02x at header byte "
+                    "%zu)",
+                    what, (unsigned)(unsigned char)text[bad], bad);
   ct_json_error err;
   ct_status st = ct_json_doc_parse_quiet(&h->doc, text, len, 0, &err);
   if (st == CT_ERR_FORMAT)
@@ -450,6 +459,31 @@ static ct_status to_named(const st_header *h, const unsigned char *data,
   return CT_OK;
 }
 
+// The header length N from the first bytes b[0..got) of a file of
+// file_len bytes, checked: 8 bytes to read it from, at most
+// CT_SAFETENSORS_MAX_HEADER, and room for it in the file.
+static ct_status header_length(const unsigned char *b, size_t got,
+                               size_t file_len, const char *what, uint64_t *n) {
+  if (got < 8)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: truncated: %zu bytes, not even the "
+                    "8-byte header length",
+                    what, got);
+  *n = 0;
+  for (int i = 0; i < 8; i++) *n |= (uint64_t)b[i] << (8 * i);
+  if (*n > CT_SAFETENSORS_MAX_HEADER)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: header length %llu is over the %d "
+                    "bytes safetensors allows (not a safetensors file?)",
+                    what, (unsigned long long)*n, CT_SAFETENSORS_MAX_HEADER);
+  if (*n > file_len - 8)
+    return ct_error(CT_ERR_FORMAT,
+                    "%s: truncated: the header needs %llu "
+                    "bytes, the file has %zu after the length",
+                    what, (unsigned long long)*n, file_len - 8);
+  return CT_OK;
+}
+
 ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
                                      const char *what, ct_params *dst,
                                      unsigned flags) {
@@ -457,25 +491,11 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
   if ((!bytes && len) || !dst)
     return ct_error(CT_ERR_ARG, "%s: load needs bytes and a store", what);
   const unsigned char *b = bytes;
-  if (len < 8)
-    return ct_error(CT_ERR_FORMAT,
-                    "%s: truncated: %zu bytes, not even the "
-                    "8-byte header length",
-                    what, len);
   uint64_t n = 0;
-  for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
-  if (n > CT_SAFETENSORS_MAX_HEADER)
-    return ct_error(CT_ERR_FORMAT,
-                    "%s: header length %llu is over the %d "
-                    "bytes safetensors allows (not a safetensors file?)",
-                    what, (unsigned long long)n, CT_SAFETENSORS_MAX_HEADER);
-  if (n > len - 8)
-    return ct_error(CT_ERR_FORMAT,
-                    "%s: truncated: the header needs %llu "
-                    "bytes, the file has %zu after the length",
-                    what, (unsigned long long)n, len - 8);
+  ct_status st = header_length(b, len, len, what, &n);
+  if (st != CT_OK) return st;
   st_header h = {0};
-  ct_status st = parse_header((const char *)b + 8, (size_t)n, what, &h);
+  st = parse_header((const char *)b + 8, (size_t)n, what, &h);
   if (st == CT_OK) st = check_layout(&h, len - 8 - n, what);
   ct_named_tensor *t =
       st == CT_OK ? malloc((size_t)(h.n + 1) * sizeof *t) : NULL;
@@ -500,13 +520,53 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
   return st;
 }
 
+// The length a safetensors file must have, from its header alone (read
+// first, so that neither a foreign file nor /dev/zero is read whole): the
+// header length, the header, and the end of the tensor data it lays out.
+static ct_status file_length(const char *path, size_t *total) {
+  unsigned char head[8];
+  size_t got;
+  int64_t size;
+  ct_status st = ct_file_read_prefix(path, head, sizeof head, &got, &size);
+  if (st != CT_OK) return st;
+  uint64_t n = 0;
+  st = header_length(head, got, size < 0 ? SIZE_MAX : (size_t)size, path, &n);
+  if (st != CT_OK) return st;
+  char *text = malloc((size_t)n + 8);
+  if (!text) return ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
+  st = ct_file_read_prefix(path, text, (size_t)n + 8, &got, &size);
+  st_header h = {0};
+  if (st == CT_OK && got < n + 8)
+    st = ct_error(CT_ERR_FORMAT,
+                  "%s: truncated: the header needs %llu bytes, the file has "
+                  "%zu after the length",
+                  path, (unsigned long long)n, got - 8);
+  if (st == CT_OK) st = parse_header(text + 8, (size_t)n, path, &h);
+  uint64_t end = 0;
+  for (int i = 0; st == CT_OK && i < h.n; i++)
+    if (h.e[i].end > end) end = h.e[i].end;
+  header_free(&h);
+  free(text);
+  if (st == CT_OK && end > SIZE_MAX - 8 - n)
+    st = ct_error(CT_ERR_FORMAT, "%s: data_offsets beyond any file size", path);
+  *total = (size_t)(8 + n + end);
+  return st;
+}
+
 ct_status ct_safetensors_load(const char *path, ct_params *dst,
                               unsigned flags) {
   if (!path || !dst)
     return ct_error(CT_ERR_ARG, "safetensors: load needs a path and a store");
   char *data;
-  size_t len;
-  ct_status st = ct_file_read_all(path, &data, &len);
+  size_t len, total = 0;
+  ct_status st = file_length(path, &total);
+  if (st != CT_OK) return st;
+  st = ct_file_read_all(path, total, &data, &len);
+  if (st == CT_ERR_FORMAT)
+    return ct_error(st,
+                    "%s: more bytes than the %zu its header lays out "
+                    "(trailing garbage?)",
+                    path, total);
   if (st != CT_OK) return st;
   st = ct_safetensors_load_buffer(data, len, path, dst, flags);
   free(data);

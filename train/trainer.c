@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "autograd/ops.h"
@@ -33,6 +34,7 @@
 #include "train/plot.h"
 #include "train/progress.h"
 #include "train/run.h"
+#include "train/run_lock.h"
 #include "train/safetensors.h"
 #include "train/schema.h"
 
@@ -48,6 +50,7 @@ typedef struct trainer {
   ct_config *cfg;
   ct_run_settings run;  // cfg's keys of the loop, read once
   char *run_dir;
+  int lock;         // the run folder's lock (train/run_lock.h), -1: none
   char path[4096];  // scratch for file names
   char metrics_path[4096];
   ct_params params;
@@ -155,11 +158,9 @@ static ct_status train_step(trainer *t, float lr, double *loss, double *items,
     ct_tensor *l = t->task.ops->train_loss(&t->task, &ctx, &n);
     if (!l) return ct_last_status();
     double value = ct_f32(l)[0];
-    if (!isfinite(value))
-      return ct_error(CT_ERR_NUMERIC, "non-finite loss (%g) at step %lld",
-                      value, (long long)t->state.step);
-    ct_status st =
-        ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
+    ct_status st = ct_loss_check_finite(&t->params, value, t->state.step);
+    if (st == CT_OK)
+      st = ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
     if (st != CT_OK) return st;
     *loss += value / (double)accum;
     *items += n;
@@ -239,6 +240,15 @@ static void remove_stale_temporaries(const char *dir) {
   closedir(d);
 }
 
+// Whether the run folder `dir` holds checkpoints (readable or not).
+static bool holds_run(const char *dir) {
+  ct_ckpt_latest latest;
+  bool found = ct_ckpt_find_latest(dir, &latest) == CT_OK &&
+               (latest.path || latest.n_skipped);
+  ct_ckpt_latest_free(&latest);
+  return found;
+}
+
 // Opens the run: config, resume checkpoint, task, parameters, optimizer,
 // run folder, metrics file. Returns 0 or the exit status.
 static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
@@ -261,8 +271,16 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   ct_gemm_set_precision(t->run.precision);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
-  snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl",
-           t->run_dir);
+  // The longest name the run writes besides checkpoints (which check theirs).
+  if (ct_path_format(t->metrics_path, sizeof t->metrics_path,
+                     "%s/metrics.jsonl", t->run_dir) != CT_OK)
+    return fail("[run] dir and name");
+  // An existing run folder is locked before its checkpoints are looked at;
+  // a new one once it is made, below.
+  struct stat sb;
+  if (stat(t->run_dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+      ct_run_lock(t->run_dir, &t->lock) != CT_OK)
+    return fail(NULL);
 
   // Which checkpoint, if any, to continue from.
   ct_ckpt *ckpt = NULL;
@@ -284,19 +302,13 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     ct_ckpt_latest_free(&latest);
   } else if (args->resume) {
     if (ct_ckpt_read(args->resume, &ckpt) != CT_OK) return fail("--resume");
-  } else {
-    ct_ckpt_latest latest;
-    if (ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
-        (latest.path || latest.n_skipped)) {
-      ct_ckpt_latest_free(&latest);
-      fprintf(stderr,
-              "ctrain: error: %s already holds a run: continue it with "
-              "--resume auto, or choose another [run] name (--set "
-              "run.name=...)\n",
-              t->run_dir);
-      return 1;
-    }
-    ct_ckpt_latest_free(&latest);
+  } else if (holds_run(t->run_dir)) {
+    fprintf(stderr,
+            "ctrain: error: %s already holds a run: continue it with "
+            "--resume auto, or choose another [run] name (--set "
+            "run.name=...)\n",
+            t->run_dir);
+    return 1;
   }
   *resume_ckpt = ckpt;
   if (ckpt) {
@@ -322,7 +334,12 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
   t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
   if (ckpt) {
-    if (ct_run_load(ckpt, &t->params, &t->opt, &t->state) != CT_OK ||
+    if (args->reset_optimizer)
+      fprintf(stderr,
+              "ctrain: --reset-optimizer: the optimizer starts afresh "
+              "(moments zero, step 0)\n");
+    if (ct_run_load(ckpt, &t->params, args->reset_optimizer ? NULL : &t->opt,
+                    &t->state) != CT_OK ||
         t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
             CT_OK)
       return fail(NULL);
@@ -345,6 +362,18 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   if (check_schedule(t) != CT_OK) return fail(args->config_path);
 
   if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
+  if (t->lock < 0) {
+    if (ct_run_lock(t->run_dir, &t->lock) != CT_OK) return fail(NULL);
+    // Another ctrain may have made the folder and trained in it since the
+    // check above; a new run never writes over that.
+    if (!ckpt && holds_run(t->run_dir)) {
+      fprintf(stderr,
+              "ctrain: error: %s was started by another ctrain meanwhile: "
+              "continue it with --resume auto\n",
+              t->run_dir);
+      return 1;
+    }
+  }
   remove_stale_temporaries(t->run_dir);
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
   if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
@@ -362,6 +391,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
 
 static void close_run(trainer *t, ct_ckpt *ckpt) {
   if (t->metrics_open) ct_jsonl_close(&t->metrics);
+  ct_run_unlock(t->lock);
   if (t->task.ops && t->task.state) t->task.ops->close(&t->task);
   ct_params_free(&t->params);
   ct_config_free(t->cfg);
@@ -427,7 +457,7 @@ static void put_shell_word(FILE *f, const char *s) {
 }
 
 int ct_train_run(const ct_train_args *args) {
-  trainer t = {.args = args};
+  trainer t = {.args = args, .lock = -1};
   ct_ckpt *ckpt = NULL;
   int rc = open_run(&t, &ckpt);
   if (rc) {

@@ -103,6 +103,20 @@ static ct_status read_split(const translation_config *c, int split,
   return ct_parallel_text_read_pair(c->src[split], c->tgt[split], 0, out);
 }
 
+// An evaluation split without a single pair is refused when the data is
+// read, not after training at the first validation.
+static ct_status check_not_empty(const translation_config *c, int split,
+                                 const split_data *s) {
+  if (!s->loaded || ct_parallel_text_count(&s->text) > 0) return CT_OK;
+  const char *name = split == VAL ? "validation" : "test";
+  if (c->source == CT_DATA_SOURCE_TOY)
+    return ct_error(CT_ERR_ARG, "[data] toy_%s = 0: the %s split is empty",
+                    split == VAL ? "val" : "test", name);
+  return ct_error(
+      CT_ERR_FORMAT, "%s: no sentences: the %s split is empty",
+      c->format == CT_TEXT_FORMAT_TSV ? c->tsv[split] : c->src[split], name);
+}
+
 static ct_status load_text(translation *tr, ct_task_need need) {
   const translation_config *c = &tr->cfg;
   ct_status st = CT_OK;
@@ -114,7 +128,7 @@ static ct_status load_text(translation *tr, ct_task_need need) {
     tr->val.text = corpus.val;
     tr->test.text = corpus.test;
     tr->train.loaded = tr->val.loaded = tr->test.loaded = true;
-    return CT_OK;
+    return check_not_empty(c, VAL, &tr->val);
   }
   if (need == CT_TASK_ALL_DATA) {
     st = read_split(c, TRAIN, &tr->train.text);
@@ -131,6 +145,8 @@ static ct_status load_text(translation *tr, ct_task_need need) {
     st = read_split(c, TEST, &tr->test.text);
     tr->test.loaded = st == CT_OK;
   }
+  if (st == CT_OK) st = check_not_empty(c, VAL, &tr->val);
+  if (st == CT_OK) st = check_not_empty(c, TEST, &tr->test);
   return st;
 }
 
@@ -223,6 +239,42 @@ static ct_status encode_split(translation *tr, split_data *s) {
   return ct_pair_corpus_encode(&s->ids, &s->text, &tr->tokenizer[SRC],
                                &tr->src_vocab, &tr->tokenizer[TGT],
                                &tr->tgt_vocab, &unknown);
+}
+
+// Evaluation pairs with a side longer than [data] max_len tokens are cut to
+// it, with a warning, before any training: the memory of decoding and of
+// the teacher-forced loss grows with the square of a sentence's length
+// (one 10 MB validation line once took 6 GB after training ended). The
+// references for BLEU stay whole.
+static ct_status limit_lengths(translation *tr, split_data *s,
+                               const char *split) {
+  const ct_pair_corpus *c = &s->ids;
+  const int64_t max = tr->cfg.max_len;
+  int64_t cut = 0;
+  for (int64_t i = 0; i < c->count; i++)
+    cut += ct_pair_corpus_src_len(c, i) > max ||
+           ct_pair_corpus_tgt_len(c, i) > max;
+  if (!cut) return CT_OK;
+  ct_pair_corpus kept = {0};
+  ct_status st = CT_OK;
+  for (int64_t i = 0; i < c->count && st == CT_OK; i++) {
+    int64_t ls = ct_pair_corpus_src_len(c, i),
+            lt = ct_pair_corpus_tgt_len(c, i);
+    st = ct_pair_corpus_add(&kept, c->ids + c->starts[2 * i],
+                            ls < max ? ls : max, c->ids + c->starts[2 * i + 1],
+                            lt < max ? lt : max);
+  }
+  if (st != CT_OK) {
+    ct_pair_corpus_free(&kept);
+    return st;
+  }
+  ct_pair_corpus_free(&s->ids);
+  s->ids = kept;
+  fprintf(stderr,
+          "ctrain: warning: %lld of the %lld %s pairs have a side longer "
+          "than [data] max_len = %lld tokens: evaluation cuts them to it\n",
+          (long long)cut, (long long)c->count, split, (long long)max);
+  return CT_OK;
 }
 
 // ---- open / save / close ------------------------------------------------------
@@ -381,6 +433,8 @@ static ct_status translation_open(ct_task *t, const ct_config *cfg,
   if (st == CT_OK) st = encode_split(tr, &tr->train);
   if (st == CT_OK) st = encode_split(tr, &tr->val);
   if (st == CT_OK) st = encode_split(tr, &tr->test);
+  if (st == CT_OK) st = limit_lengths(tr, &tr->val, "validation");
+  if (st == CT_OK) st = limit_lengths(tr, &tr->test, "test");
   if (st != CT_OK) return st;
 
   ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
@@ -794,6 +848,13 @@ static ct_status add_source_line(translation *tr, const char *line, int64_t i,
     ct_vocab_encode(&tr->src_vocab, tok, ids, &unknown);
     int64_t n = tok->count;
     if (n == 0) ids[n++] = CT_VOCAB_UNK;  // decode something for ""
+    if (n > tr->cfg.max_len) {            // as evaluation does (limit_lengths)
+      fprintf(stderr,
+              "ctrain: warning: input line %lld: %lld tokens, cut to "
+              "[data] max_len = %lld\n",
+              (long long)(i + 1), (long long)n, (long long)tr->cfg.max_len);
+      n = tr->cfg.max_len;
+    }
     st = ct_pair_corpus_add(c, ids, n, ids, 0);
   }
   free(ids);
@@ -888,17 +949,29 @@ static ct_status translation_forward(ct_task *t, const ct_params *in,
   const ct_param *p[2] = {ct_params_find(in, "src"),
                           ct_params_find(in, "tgt_in")};
   if (!p[0] || !p[1] || p[0]->tensor->ndim != 2 || p[1]->tensor->ndim != 2 ||
-      p[0]->tensor->shape[0] != p[1]->tensor->shape[0])
+      p[0]->tensor->shape[0] != p[1]->tensor->shape[0] ||
+      p[0]->tensor->numel == 0 || p[1]->tensor->numel == 0)
     return ct_error(CT_ERR_ARG,
                     "forward: the inputs need 'src' (B, S) and "
-                    "'tgt_in' (B, T) token ids");
+                    "'tgt_in' (B, T) token ids, B, S and T at least 1");
   ct_tensor *ids[2];
+  const int64_t vocab[2] = {ct_vocab_size(&tr->src_vocab),
+                            ct_vocab_size(&tr->tgt_vocab)};
   for (int k = 0; k < 2; k++) {
     const ct_tensor *f = p[k]->tensor;
     ids[k] = ct_tensor_empty(CT_I32, f->ndim, f->shape);
     if (!ids[k]) return ct_last_status();
-    for (int64_t i = 0; i < f->numel; i++)
-      ct_i32(ids[k])[i] = (int32_t)ct_f32(f)[i];
+    for (int64_t i = 0; i < f->numel; i++) {
+      float v = ct_f32(f)[i];  // whole and in the vocabulary, checked as a
+                               // float (a cast of 1e30 is undefined)
+      if (!(v >= 0.0f && v < (float)vocab[k] && v == floorf(v)))
+        return ct_error(CT_ERR_INDEX,
+                        "forward: '%s' element %lld is %g, not a token id "
+                        "of the vocabulary (0..%lld)",
+                        k ? "tgt_in" : "src", (long long)i, (double)v,
+                        (long long)vocab[k] - 1);
+      ct_i32(ids[k])[i] = (int32_t)v;
+    }
   }
   bool was = ct_grad_set_enabled(false);
   ct_tensor *logits =
