@@ -46,6 +46,7 @@
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
 //   optim/grads.h           gradient norm, clipping, the non-finite check
+//   optim/grad_accum.h      accumulation in a fixed summation tree
 //   nn/module.h             the module convention, forward context, dropout
 //   nn/init.h               initializers (xavier, kaiming, trunc_normal, ...)
 //   nn/linear.h nn/embedding.h nn/norm.h nn/mlp.h   basic modules
@@ -62,6 +63,7 @@
 //   data/tokenizer.h        UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h            vocabularies with <pad> <unk> <bos> <eos>
 //   data/batch.h            length-bucketed, padded, resumable text batches
+//   data/stride.h           strided reading for data-parallel ranks
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
 //   data/image.h            image datasets, normalized/augmented batches
 //   data/idx.h data/cifar.h data/png_folder.h   image file formats
@@ -104,11 +106,13 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
+#include "optim/grad_accum.h"
 #include "data/strings.h"
 #include "data/text.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"
 #include "data/batch.h"
+#include "data/stride.h"
 #include "data/toy_translation.h"
 #include "data/image.h"
 #include "data/image_augment.h"

@@ -11,6 +11,11 @@
 // Stopping: SIGINT/SIGTERM finish the current step, write a checkpoint and
 // exit 0 with the resume command. A second SIGINT exits at once; files are
 // only ever replaced atomically, so nothing is damaged.
+//
+// Data-parallel (mpirun, train/data_parallel.h): every rank runs this loop
+// in lockstep; rank 0 (the lead) alone writes files and the terminal. A
+// failure, a stop signal or the time limit on any rank ends the loop on
+// every rank at the same step (sync_ranks).
 #include "train/trainer.h"
 
 #include <math.h>
@@ -30,6 +35,9 @@
 #include "optim/grads.h"
 #include "optim/schedule.h"
 #include "train/checkpoint_folder.h"
+#include "train/data_parallel.h"
+#include "train/dist.h"
+#include "train/params_digest.h"
 #include "train/plot.h"
 #include "train/progress.h"
 #include "train/run.h"
@@ -62,12 +70,68 @@ typedef struct trainer {
   // Resumed from the run's final checkpoint: its final eval line (already
   // in metrics.jsonl), malloc'd; NULL otherwise.
   char *final_line;
+  ct_dp *dp;  // the step, on one process or N ranks
+  bool lead;  // rank 0: writes the files and the terminal
+  // An error that every rank has in the same words (from gathered
+  // values): only the lead prints it.
+  bool error_shared;
 } trainer;
 
+// Where errors go: stderr, or while a data-parallel run opens, a buffer
+// (the lowest rank that failed prints it, rather than N copies).
+static FILE *g_err;
+static FILE *err_out(void) { return g_err ? g_err : stderr; }
+
 static int fail(const char *what) {
-  fprintf(stderr, "ctrain: error: %s%s%s\n", what ? what : "", what ? ": " : "",
-          ct_last_error());
+  char rank[32] = "";
+  if (ct_dist_size() > 1)
+    snprintf(rank, sizeof rank, "rank %d: ", ct_dist_rank());
+  fprintf(err_out(), "ctrain: error: %s%s%s%s\n", rank, what ? what : "",
+          what ? ": " : "", ct_last_error());
   return 1;
+}
+
+// A failure only this rank can have (a file the lead writes): with other
+// ranks waiting for it, the job ends here.
+static ct_status alone(ct_status st, const char *what) {
+  if (st != CT_OK && ct_dist_size() > 1) {
+    fail(what);
+    ct_dist_abort(1);
+  }
+  return st;
+}
+
+// What a rank tells the others at the end of each step.
+enum { RANK_FAILED = 1u, RANK_STOP = 2u, RANK_TIME_UP = 4u };
+
+// Every rank's flags ORed together; *first_failed (may be NULL) is the
+// lowest rank that failed (-1: none). A rank that did not fail gets the
+// error "rank R failed" in *st.
+static unsigned sync_ranks(trainer *t, unsigned mine, ct_status *st,
+                           int *first_failed) {
+  const int n = ct_dist_size();
+  if (first_failed) *first_failed = mine & RANK_FAILED ? 0 : -1;
+  if (n == 1) return mine;
+  unsigned *all = malloc((size_t)n * sizeof *all), flags = 0;
+  if (!all || ct_dist_allgather(&mine, sizeof mine, all) != CT_OK) {
+    fprintf(stderr, "ctrain: error: rank %d: %s\n", ct_dist_rank(),
+            all ? ct_last_error() : "out of memory");
+    ct_dist_abort(1);
+  }
+  int failed = -1;
+  for (int r = 0; r < n; r++) {
+    flags |= all[r];
+    if (failed < 0 && (all[r] & RANK_FAILED)) failed = r;
+  }
+  free(all);
+  if (first_failed) *first_failed = failed;
+  if (failed >= 0 && *st == CT_OK) {
+    *st =
+        ct_error(CT_ERR_STATE, "rank %d failed at step %lld (see its message)",
+                 failed, (long long)t->state.step);
+    t->error_shared = true;
+  }
+  return flags;
 }
 
 // The schedule of the settings, for total_steps, at the model's width.
@@ -80,34 +144,55 @@ static ct_status check_schedule(trainer *t) {
   return CT_OK;
 }
 
-// Steps of the whole run: [train] steps, or [train] epochs of batches.
+// Steps of the whole run: [train] steps, or [train] epochs of batches
+// (N·A per step over N ranks).
 static int64_t count_steps(trainer *t) {
   if (t->run.epochs <= 0) return t->run.steps;
   int64_t batches = 0;
   for (int64_t e = 0; e < t->run.epochs; e++)
     batches += t->task.ops->epoch_batches(&t->task, e);
-  return batches / t->run.accum;
+  return batches / (t->run.accum * ct_dist_size());
+}
+
+// Moves the training data n batches on (rank r of a data-parallel run
+// starts r·A batches into each step).
+static ct_status data_skip(ct_task *task, int64_t n) {
+  int64_t epoch, position;
+  task->ops->data_position(task, &epoch, &position);
+  position += n;
+  for (;;) {
+    int64_t count = task->ops->epoch_batches(task, epoch);
+    if (count < 1 || position <= count) break;
+    position -= count;
+    epoch++;
+  }
+  return task->ops->data_seek(task, epoch, position);
 }
 
 static ct_status write_metrics(trainer *t, ct_json_obj *o) {
-  return ct_jsonl_write(&t->metrics, o);
+  return t->lead ? ct_jsonl_write(&t->metrics, o) : CT_OK;
 }
 
+// Every rank calls it (ZeRO-1 gathers the moments on the lead); the lead
+// writes. A failed write ends the job: the others cannot go on without it.
 static ct_status save_checkpoint(trainer *t) {
   ct_status st =
       ct_ckpt_filename(t->path, sizeof t->path, t->run_dir, t->state.step);
   t->task.ops->data_position(&t->task, &t->state.epoch, &t->state.position);
-  if (st == CT_OK)
+  if (st == CT_OK) st = ct_dp_gather_optimizer_state(t->dp);
+  if (st == CT_OK && t->lead)
     st = ct_run_save(t->path, t->cfg, &t->task, &t->params, &t->opt, &t->state,
                      t->metrics_path);
+  ct_dp_release_optimizer_state(t->dp);
   if (st == CT_OK) {
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", t->path);
     t->last_ckpt_step = t->state.step;
     int keep = (int)t->run.keep_checkpoints;
-    st = ct_ckpt_prune(t->run_dir, keep < 1 ? 1 : keep, t->state.best_step,
-                       NULL);
+    if (t->lead)
+      st = ct_ckpt_prune(t->run_dir, keep < 1 ? 1 : keep, t->state.best_step,
+                         NULL);
   }
-  return st;
+  return alone(st, "checkpoint");
 }
 
 // Validation: one "eval" line in metrics.jsonl (the task's metrics in
@@ -136,38 +221,97 @@ static ct_status validate(trainer *t, ct_progress *pr, int beam, int64_t limit,
   if (pr)
     ct_progress_log(pr, "eval step %lld: %s", (long long)t->state.step,
                     ct_json_obj_text(&line));
-  st = write_metrics(t, &line);
+  st = alone(write_metrics(t, &line), "metrics");
   ct_json_obj_free(&line);
   return st;
 }
 
-// One optimizer step at learning rate lr: accum micro-batches, clip,
-// update. *loss is the mean micro-batch loss, *items what they counted.
+// One optimizer step at learning rate lr: this rank's accum micro-batches
+// (of the step's K = N·accum), the exchange, clip, update. *loss is the
+// mean micro-batch loss, *items what they counted, over all K.
+//
+// Each micro-batch's gradient is computed on its own and the K are summed
+// in a fixed tree (train/data_parallel.h), so a step has the same bits on
+// one process and on N ranks; dropout is keyed by (step·K + m) for
+// micro-batch m. With accum = 1 on one process this is the plain step.
 static ct_status train_step(trainer *t, float lr, double *loss, double *items,
                             double *grad_norm) {
-  const int64_t accum = t->run.accum;
-  ct_nn_ctx ctx = ct_nn_train_ctx(t->run.seed, (uint64_t)t->state.step);
-  ct_params_zero_grad(&t->params);
+  const int64_t A = t->run.accum, K = ct_dp_micro_batches(t->dp);
+  // Per micro-batch: loss, items, and whether it failed on its rank.
+  enum { LOSS, ITEMS, FAILED, FIELDS };
+  double *mine = calloc((size_t)(FIELDS * (A + K)), sizeof *mine);
+  if (!mine) return ct_error(CT_ERR_NOMEM, "train step: out of memory");
+  double *all = mine + FIELDS * A;
+  // This rank's failure, kept for the end: the exchanges go on without its
+  // gradients so that the ranks stay matched, then every rank stops.
+  ct_status own = CT_OK;
+  char own_error[1024] = "";
+  for (int64_t a = 0; a < A; a++) {
+    const int64_t m = ct_dp_micro_batch(t->dp, a);
+    ct_nn_ctx ctx =
+        ct_nn_train_ctx(t->run.seed, (uint64_t)(t->state.step * K + m));
+    ctx.bn_updates = ct_dp_bn_log(t->dp);
+    ct_params_zero_grad(&t->params);
+    double n = 0.0;
+    ct_tensor *l =
+        own == CT_OK ? t->task.ops->train_loss(&t->task, &ctx, &n) : NULL;
+    ct_tensor *scaled = l && K > 1 ? ct_scale(l, 1.0f / (float)K) : l;
+    if (!scaled && own == CT_OK) {
+      own = ct_last_status();
+      snprintf(own_error, sizeof own_error, "%s", ct_last_error());
+    }
+    mine[FIELDS * a + LOSS] = scaled ? ct_f32(l)[0] : 0.0;
+    mine[FIELDS * a + ITEMS] = n;
+    // Without a loss the micro-batch counts as a zero gradient.
+    ct_status st = ct_dp_backward(t->dp, scaled, a);
+    if (st != CT_OK && own == CT_OK) {
+      own = st;
+      snprintf(own_error, sizeof own_error, "%s", ct_last_error());
+    }
+    mine[FIELDS * a + FAILED] = own != CT_OK;
+  }
+  ct_status st = ct_dp_reduce_finish(t->dp);
+  if (st != CT_OK && own == CT_OK) {
+    own = st;
+    snprintf(own_error, sizeof own_error, "%s", ct_last_error());
+  }
+  st = ct_dp_gather_micro(t->dp, mine, FIELDS, all);
   *loss = 0.0;
   *items = 0.0;
-  for (int64_t a = 0; a < accum; a++) {
-    double n = 0.0;
-    ct_tensor *l = t->task.ops->train_loss(&t->task, &ctx, &n);
-    if (!l) return ct_last_status();
-    double value = ct_f32(l)[0];
-    if (!isfinite(value))
-      return ct_error(CT_ERR_NUMERIC, "non-finite loss (%g) at step %lld",
-                      value, (long long)t->state.step);
-    ct_status st =
-        ct_backward(accum > 1 ? ct_scale(l, 1.0f / (float)accum) : l);
-    if (st != CT_OK) return st;
-    *loss += value / (double)accum;
-    *items += n;
+  for (int64_t m = 0; m < K && st == CT_OK; m++) {
+    const double value = all[FIELDS * m + LOSS];
+    if (all[FIELDS * m + FAILED]) {
+      t->error_shared = own == CT_OK;
+      st = own != CT_OK
+               ? ct_error(own, "%s", own_error)
+               : ct_error(CT_ERR_STATE,
+                          "rank %lld failed at step %lld (see its "
+                          "message)",
+                          (long long)(m / A), (long long)t->state.step);
+    } else if (!isfinite(value)) {
+      t->error_shared = true;
+      st = ct_error(CT_ERR_NUMERIC, "non-finite loss (%g) at step %lld", value,
+                    (long long)t->state.step);
+    }
+    *loss += value / (double)K;
+    *items += all[FIELDS * m + ITEMS];
   }
-  *grad_norm = ct_clip_grad_norm(&t->params, t->run.clip_norm);
-  if (!isfinite(*grad_norm))
-    return ct_grads_check_finite(&t->params, t->state.step);
-  ct_status st = ct_optim_step(&t->opt, &t->params, lr);
+  free(mine);
+  // From here on the ranks agree on every value; a rank that fails alone
+  // (out of memory) ends the job, since the others wait for it.
+  if (st == CT_OK) st = ct_dp_apply_bn_updates(t->dp);
+  if (st == CT_OK) st = ct_dp_clip(t->dp, t->run.clip_norm, grad_norm);
+  if (st == CT_OK && !isfinite(*grad_norm)) {
+    t->error_shared = true;
+    st = ct_dp_check_finite(t->dp, t->state.step);
+    if (st == CT_OK) st = CT_ERR_NUMERIC;
+  } else if (st == CT_OK) {
+    st = ct_dp_optim_step(t->dp, &t->opt, lr);
+  }
+  if (st != CT_OK && !t->error_shared && own == CT_OK && ct_dist_size() > 1) {
+    fail(NULL);
+    ct_dist_abort(1);
+  }
   ct_arena_reset();
   return st;
 }
@@ -239,6 +383,26 @@ static void remove_stale_temporaries(const char *dir) {
   closedir(d);
 }
 
+// The step (train/data_parallel.h) and, on N ranks, each rank's place in
+// the data: rank r reads micro-batches rA .. rA + A - 1 of each step.
+static ct_status open_data_parallel(trainer *t) {
+  const int n = ct_dist_size();
+  const int64_t A = t->run.accum;
+  const double floats = t->run.bucket_mb * 1024.0 * 1024.0 / sizeof(float);
+  ct_dp_options o = {.accum = A,
+                     .shard_optimizer = t->run.shard_optimizer,
+                     .bucket_floats = (size_t)floats};
+  ct_status st = ct_dp_new(&t->dp, &t->params, &t->opt, &o);
+  if (st != CT_OK || n == 1) return st;
+  if (!t->task.ops->data_stride)
+    return ct_error(CT_ERR_STATE,
+                    "the %s task cannot be trained data-parallel (no "
+                    "data_stride)",
+                    t->task.ops->name);
+  t->task.ops->data_stride(&t->task, A, (n - 1) * A);
+  return data_skip(&t->task, ct_dist_rank() * A);
+}
+
 // Opens the run: config, resume checkpoint, task, parameters, optimizer,
 // run folder, metrics file. Returns 0 or the exit status.
 static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
@@ -249,15 +413,16 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     return fail(args->config_path);
   int64_t cfg_threads = t->run.threads;
   if (!args->threads && cfg_threads > 4096) {
-    fprintf(stderr, "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
+    fprintf(err_out(),
+            "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
             args->config_path, (long long)cfg_threads);
     return 1;
   }
   int threads = args->threads ? args->threads : (int)cfg_threads;
   if (threads > 0)
     ct_set_threads(threads);
-  else
-    ct_threads_from_env();
+  else  // ranks on one machine share its cores
+    ct_threads_from_env_shared(ct_dist_node_size());
   ct_gemm_set_precision(t->run.precision);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
@@ -270,14 +435,14 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     ct_ckpt_latest latest;
     if (ct_ckpt_find_latest(t->run_dir, &latest) != CT_OK)
       return fail("--resume auto");
-    for (int i = 0; i < latest.n_skipped; i++)
+    for (int i = 0; i < latest.n_skipped && t->lead; i++)
       fprintf(stderr, "ctrain: warning: skipping a damaged checkpoint: %s\n",
               latest.skipped[i]);
     if (latest.ckpt) {
       ckpt = latest.ckpt;
       latest.ckpt = NULL;
-      fprintf(stderr, "ctrain: resuming from %s\n", latest.path);
-    } else {
+      if (t->lead) fprintf(stderr, "ctrain: resuming from %s\n", latest.path);
+    } else if (t->lead) {
       fprintf(stderr, "ctrain: no checkpoint in %s: starting a new run\n",
               t->run_dir);
     }
@@ -289,7 +454,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     if (ct_ckpt_find_latest(t->run_dir, &latest) == CT_OK &&
         (latest.path || latest.n_skipped)) {
       ct_ckpt_latest_free(&latest);
-      fprintf(stderr,
+      fprintf(err_out(),
               "ctrain: error: %s already holds a run: continue it with "
               "--resume auto, or choose another [run] name (--set "
               "run.name=...)\n",
@@ -306,7 +471,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
                            ct_model_shape_key_count);
     ct_config_free(old);
     if (d != -1) {
-      fprintf(stderr,
+      fprintf(err_out(),
               "ctrain: error: cannot resume %s with this config: %s "
               "(the model's shape must stay the same)\n",
               ct_ckpt_path(ckpt), ct_last_error());
@@ -336,22 +501,24 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   }
   t->total_steps = count_steps(t);
   if (t->total_steps < 1) {
-    fprintf(stderr,
+    fprintf(err_out(),
             "ctrain: error: %s: nothing to train ([train] steps or "
             "epochs give %lld steps)\n",
             args->config_path, (long long)t->total_steps);
     return 1;
   }
   if (check_schedule(t) != CT_OK) return fail(args->config_path);
+  if (open_data_parallel(t) != CT_OK) return fail(NULL);
+  // A checkpoint written after the final evaluation: metrics.jsonl already
+  // ends with it, so the end of the run must not log it again.
+  if (ckpt && t->state.step == t->total_steps)
+    t->final_line = final_eval_line(ckpt, t->state.step);
+  if (!t->lead) return 0;  // the lead owns the run folder
 
   if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
   remove_stale_temporaries(t->run_dir);
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
   if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
-  // A checkpoint written after the final evaluation: metrics.jsonl already
-  // ends with it, so the end of the run must not log it again.
-  if (ckpt && t->state.step == t->total_steps)
-    t->final_line = final_eval_line(ckpt, t->state.step);
   // metrics.jsonl: as it was at the checkpoint, or new.
   ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
   if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
@@ -362,6 +529,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
 
 static void close_run(trainer *t, ct_ckpt *ckpt) {
   if (t->metrics_open) ct_jsonl_close(&t->metrics);
+  ct_dp_free(t->dp);
   if (t->task.ops && t->task.state) t->task.ops->close(&t->task);
   ct_params_free(&t->params);
   ct_config_free(t->cfg);
@@ -376,14 +544,16 @@ static int finish_run(trainer *t, ct_progress *pr) {
   ct_eval_metrics final = {0};
   bool improved = false;
   ct_status st = CT_OK;
-  if (t->final_line)
+  if (t->final_line && t->lead)
     fprintf(stderr, "ctrain: the run is complete (step %lld)\n",
             (long long)t->state.step);
-  else
-    st = validate(t, pr, t->run.final_beam, 0, &final, &improved, stderr);
+  else if (!t->final_line)
+    st = validate(t, pr, t->run.final_beam, 0, &final, &improved,
+                  t->lead ? stderr : NULL);
   if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
     st = save_checkpoint(t);
-  if (st != CT_OK) return fail("final evaluation");
+  if (st != CT_OK) return t->lead ? fail("final evaluation") : 1;
+  if (!t->lead) return 0;
   if (t->task.ops->figures &&
       t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
     fprintf(stderr, "ctrain: warning: figures: %s\n", ct_last_error());
@@ -426,10 +596,83 @@ static void put_shell_word(FILE *f, const char *s) {
   fputc('\'', f);
 }
 
+// The first line of a run: what trains, where, and how it is spread.
+static void print_banner(const trainer *t) {
+  char products[64] = "", ranks[256] = "";
+  if (ct_gemm_get_precision() == CT_GEMM_BF16)
+    snprintf(products, sizeof products, ", bf16 products (%s)",
+             ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
+  const int n = ct_dist_size();
+  const int64_t A = t->run.accum;
+  if (n > 1) {
+    ct_dp_stats s = ct_dp_get_stats(t->dp);
+    snprintf(ranks, sizeof ranks,
+             " per rank, %d ranks x accum %lld = %lld micro-batches per step"
+             "%s, %.2f MB sent per step and rank in %d buckets, optimizer "
+             "state %.2f MB per rank",
+             n, (long long)A, (long long)(n * A),
+             t->run.shard_optimizer ? " (ZeRO-1)" : "",
+             s.floats_sent * sizeof(float) / 1e6, s.buckets,
+             (double)s.state_floats * sizeof(float) / 1e6);
+  }
+  fprintf(stderr,
+          "ctrain: %s, %zu parameters, %d threads%s%s, steps "
+          "%lld..%lld, run folder %s\n",
+          t->task.ops->name, ct_params_numel(&t->params), ct_get_threads(),
+          ranks, products, (long long)t->state.step, (long long)t->total_steps,
+          t->run_dir);
+  if (n > 1 && (A & (A - 1)))
+    fprintf(stderr,
+            "ctrain: warning: accum %lld is not a power of two: the run is "
+            "reproducible at %d ranks, but not the bits of one process with "
+            "accum %lld (see README, data-parallel)\n",
+            (long long)A, n, (long long)(n * A));
+}
+
+// Opens the run on every rank; with several, the lowest rank that failed
+// says why, and all of them return its status. Then the ranks check that
+// they start from the same weights and step.
+static int open_all(trainer *t, ct_ckpt **ckpt) {
+  if (ct_dist_size() == 1) return open_run(t, ckpt);
+  char *captured = NULL;
+  size_t len = 0;
+  g_err = open_memstream(&captured, &len);
+  int rc = open_run(t, ckpt);
+  if (g_err) fclose(g_err);
+  g_err = NULL;
+  ct_status st = CT_OK;
+  int first = -1;
+  sync_ranks(t, rc ? RANK_FAILED : 0, &st, &first);
+  if (rc && first == ct_dist_rank() && captured) fputs(captured, stderr);
+  free(captured);
+  if (first >= 0) return 1;
+  // The same step and weights everywhere (a rank that read another
+  // checkpoint, or other data files, would train something else).
+  uint64_t mine[2] = {(uint64_t)t->state.step,
+                      ct_params_digest(&t->params, NULL)};
+  uint64_t *all = malloc(2 * (size_t)ct_dist_size() * sizeof *all);
+  if (!all || ct_dist_allgather(mine, sizeof mine, all) != CT_OK) {
+    fail("open");
+    ct_dist_abort(1);
+  }
+  for (int r = 1; r < ct_dist_size() && rc == 0; r++)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
+      if (t->lead)
+        fprintf(stderr,
+                "ctrain: error: rank %d starts at step %llu with other "
+                "weights than rank 0 (step %llu): do all ranks see the "
+                "same run folder and data?\n",
+                r, (unsigned long long)all[2 * r], (unsigned long long)all[0]);
+      rc = 1;
+    }
+  free(all);
+  return rc;
+}
+
 int ct_train_run(const ct_train_args *args) {
-  trainer t = {.args = args};
+  trainer t = {.args = args, .lead = ct_dist_rank() == 0};
   ct_ckpt *ckpt = NULL;
-  int rc = open_run(&t, &ckpt);
+  int rc = open_all(&t, &ckpt);
   if (rc) {
     close_run(&t, ckpt);
     return rc;
@@ -446,23 +689,21 @@ int ct_train_run(const ct_train_args *args) {
   const int64_t eval_every = t.run.eval_every;
   const int64_t ckpt_every = t.run.checkpoint_every;
   const double max_seconds = 60.0 * t.run.max_minutes;
-  char products[64] = "";
-  if (ct_gemm_get_precision() == CT_GEMM_BF16)
-    snprintf(products, sizeof products, ", bf16 products (%s)",
-             ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
-  fprintf(stderr,
-          "ctrain: %s, %zu parameters, %d threads%s, steps "
-          "%lld..%lld, run folder %s\n",
-          t.task.ops->name, ct_params_numel(&t.params), ct_get_threads(),
-          products, (long long)t.state.step, (long long)t.total_steps,
-          t.run_dir);
+  if (t.lead) print_banner(&t);
+  if (ct_get_threads() > ct_threads_available() && ct_dist_size() > 1)
+    fprintf(stderr,
+            "ctrain: warning: rank %d may run on %d core(s) but uses %d "
+            "threads: mpirun binds ranks to cores; run it with --bind-to "
+            "none\n",
+            ct_dist_rank(), ct_threads_available(), ct_get_threads());
   ct_progress pr;
   ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
                    t.task.ops->rate_unit);
+  ct_progress *lead_pr = t.lead ? &pr : NULL;
   double started = ct_time_now(), seconds_before = t.state.train_seconds;
   ct_status st = CT_OK;
-  bool timed_out = false;
-  while (t.state.step < t.total_steps && !stop_requested) {
+  bool timed_out = false, stop = false;
+  while (t.state.step < t.total_steps) {
     double loss = 0.0, items = 0.0, gnorm = 0.0;
     float lr = ct_schedule_lr(&t.run.schedule, t.state.step);
     st = train_step(&t, lr, &loss, &items, &gnorm);
@@ -471,7 +712,7 @@ int ct_train_run(const ct_train_args *args) {
     t.state.window_loss += loss;
     t.state.window_steps++;
     t.state.train_seconds = seconds_before + (ct_time_now() - started);
-    ct_progress_update(&pr, t.state.step, loss, lr, items);
+    if (lead_pr) ct_progress_update(lead_pr, t.state.step, loss, lr, items);
     if (t.state.step % log_every == 0 || t.state.step == t.total_steps) {
       ct_json_obj o;
       ct_json_obj_init(&o);
@@ -483,7 +724,7 @@ int ct_train_run(const ct_train_args *args) {
                       t.state.window_loss / (double)t.state.window_steps);
       ct_json_obj_num(&o, "lr", lr);
       ct_json_obj_num(&o, "grad_norm", gnorm);
-      st = write_metrics(&t, &o);
+      st = alone(write_metrics(&t, &o), "metrics");
       ct_json_obj_free(&o);
       t.state.window_loss = 0.0;
       t.state.window_steps = 0;
@@ -493,11 +734,27 @@ int ct_train_run(const ct_train_args *args) {
     if (eval_every > 0 && t.state.step % eval_every == 0 && !is_last) {
       ct_eval_metrics metrics;
       bool improved;
-      st = validate(&t, &pr, t.run.eval_beam, t.run.eval_limit, &metrics,
+      st = validate(&t, lead_pr, t.run.eval_beam, t.run.eval_limit, &metrics,
                     &improved, NULL);
-      if (st != CT_OK) break;
+      if (st != CT_OK) {
+        t.error_shared = ct_dist_failed_elsewhere();
+        break;
+      }
     }
-    if (max_seconds > 0 && t.state.train_seconds >= max_seconds) {
+    // Every rank stops at the same step: a signal or the time limit on one
+    // counts for all.
+    unsigned flags =
+        sync_ranks(&t,
+                   (stop_requested ? RANK_STOP : 0u) |
+                       (max_seconds > 0 && t.state.train_seconds >= max_seconds
+                            ? RANK_TIME_UP
+                            : 0u),
+                   &st, NULL);
+    if (flags & RANK_STOP) {
+      stop = true;
+      break;
+    }
+    if (flags & RANK_TIME_UP) {
       timed_out = true;
       break;
     }
@@ -506,16 +763,16 @@ int ct_train_run(const ct_train_args *args) {
       if (st != CT_OK) break;
     }
   }
-  ct_progress_finish(&pr);
+  if (lead_pr) ct_progress_finish(lead_pr);
   if (st != CT_OK) {
-    rc = fail(NULL);
-    if (t.last_ckpt_step >= 0)
+    rc = t.lead || !t.error_shared ? fail(NULL) : 1;
+    if (t.last_ckpt_step >= 0 && t.lead)
       fprintf(stderr, "ctrain: the last good checkpoint is %s (step %lld)\n",
               t.last_ckpt, (long long)t.last_ckpt_step);
-  } else if (stop_requested) {
+  } else if (stop) {
     if (save_checkpoint(&t) != CT_OK) {
       rc = fail("checkpoint");
-    } else {
+    } else if (t.lead) {
       // The same config and --set options find the same run folder.
       fprintf(stderr,
               "ctrain: stopped at step %lld; checkpoint %s\n"
@@ -529,10 +786,10 @@ int ct_train_run(const ct_train_args *args) {
       fputs(" --resume auto\n", stderr);
     }
   } else {
-    if (timed_out)
+    if (timed_out && t.lead)
       fprintf(stderr, "ctrain: [train] max_minutes reached at step %lld\n",
               (long long)t.state.step);
-    rc = finish_run(&t, &pr);
+    rc = finish_run(&t, lead_pr);
   }
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
