@@ -29,7 +29,8 @@ struct ct_dp {
   int rank, size;
   int64_t accum;
   bool zero;
-  size_t *shard;  // size + 1 boundaries
+  unsigned state_slots;  // the optimizer's (ct_optim_state_slots)
+  size_t *shard;         // size + 1 boundaries
   bucket *buckets;
   int n_buckets;
   size_t bucket_floats;  // per bucket (the last may be shorter)
@@ -157,6 +158,7 @@ ct_status ct_dp_new(ct_dp **out, ct_params *p, const ct_optim *opt,
   dp->size = ct_dist_size();
   dp->accum = o->accum;
   dp->zero = o->shard_optimizer && dp->size > 1;
+  dp->state_slots = ct_optim_state_slots(&opt->cfg);
   ct_grad_accum_init(&dp->local, p->count, true);
   if (dp->size == 1) return CT_OK;
   dp->shard = malloc((size_t)(dp->size + 1) * sizeof *dp->shard);
@@ -486,13 +488,10 @@ void ct_dp_release_optimizer_state(ct_dp *dp) {
 
 ct_dp_stats ct_dp_get_stats(const ct_dp *dp) {
   ct_dp_stats s = {.buckets = dp->n_buckets};
-  size_t state = 0;
+  const size_t held =
+      dp->zero ? dp->shard[dp->rank + 1] - dp->shard[dp->rank] : dp->p->count;
   for (int k = 0; k < CT_PARAM_STATE_SLOTS; k++)
-    if (dp->moments[k])
-      state += dp->shard[dp->rank + 1] - dp->shard[dp->rank];
-    else if (dp->p->state[k])
-      state += dp->p->count;
-  s.state_floats = state;
+    if (dp->state_slots & 1u << k) s.state_floats += held;
   if (dp->size > 1) {
     // All-to-all: every float of the store but this rank's share goes out;
     // all-gather: this rank's share goes to each of the others.

@@ -8,8 +8,8 @@
 // that was never stopped. metrics.jsonl holds no timings for that reason;
 // throughput is on the progress line only.
 //
-// Stopping: SIGINT/SIGTERM finish the current step, write a checkpoint and
-// exit 0 with the resume command. A second SIGINT exits at once; files are
+// Stopping: SIGINT/SIGTERM/SIGUSR1 finish the current step, write a
+// checkpoint and exit 0 with the resume command. A second SIGINT exits at once; files are
 // only ever replaced atomically, so nothing is damaged.
 //
 // Data-parallel (mpirun, train/data_parallel.h): every rank runs this loop
@@ -608,8 +608,8 @@ static void print_banner(const trainer *t) {
     ct_dp_stats s = ct_dp_get_stats(t->dp);
     snprintf(ranks, sizeof ranks,
              " per rank, %d ranks x accum %lld = %lld micro-batches per step"
-             "%s, %.2f MB sent per step and rank in %d buckets, optimizer "
-             "state %.2f MB per rank",
+             "%s, %.3g MB sent per step and rank in %d buckets, optimizer "
+             "state %.3g MB per rank",
              n, (long long)A, (long long)(n * A),
              t->run.shard_optimizer ? " (ZeRO-1)" : "",
              s.floats_sent * sizeof(float) / 1e6, s.buckets,
@@ -684,6 +684,7 @@ int ct_train_run(const ct_train_args *args) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);  // what Open MPI's mpirun passes on as is
 
   const int64_t log_every = t.run.log_every;
   const int64_t eval_every = t.run.eval_every;
@@ -776,8 +777,11 @@ int ct_train_run(const ct_train_args *args) {
       // The same config and --set options find the same run folder.
       fprintf(stderr,
               "ctrain: stopped at step %lld; checkpoint %s\n"
-              "ctrain: continue with: ctrain train ",
+              "ctrain: continue with: ",
               (long long)t.state.step, t.last_ckpt);
+      if (ct_dist_size() > 1)  // any N works with N * accum the same
+        fprintf(stderr, "mpirun -np %d --bind-to none ", ct_dist_size());
+      fputs("ctrain train ", stderr);
       put_shell_word(stderr, args->config_path);
       for (int i = 0; i < args->n_sets; i++) {
         fputs(" --set ", stderr);
@@ -793,6 +797,7 @@ int ct_train_run(const ct_train_args *args) {
   }
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
   close_run(&t, NULL);
   ct_arena_release();
   return rc;
