@@ -702,6 +702,8 @@ int ct_train_run(const ct_train_args *args) {
                    t.task.ops->rate_unit);
   ct_progress *lead_pr = t.lead ? &pr : NULL;
   double started = ct_time_now(), seconds_before = t.state.train_seconds;
+  const int64_t first_step = t.state.step;
+  double items_done = 0.0;  // over all ranks
   ct_status st = CT_OK;
   bool timed_out = false, stop = false;
   while (t.state.step < t.total_steps) {
@@ -713,6 +715,7 @@ int ct_train_run(const ct_train_args *args) {
     t.state.window_loss += loss;
     t.state.window_steps++;
     t.state.train_seconds = seconds_before + (ct_time_now() - started);
+    items_done += items;
     if (lead_pr) ct_progress_update(lead_pr, t.state.step, loss, lr, items);
     if (t.state.step % log_every == 0 || t.state.step == t.total_steps) {
       ct_json_obj o;
@@ -764,7 +767,17 @@ int ct_train_run(const ct_train_args *args) {
       if (st != CT_OK) break;
     }
   }
-  if (lead_pr) ct_progress_finish(lead_pr);
+  if (lead_pr) {
+    ct_progress_finish(lead_pr);
+    // The throughput of this session's training (validations included).
+    const double took = ct_time_now() - started;
+    const int64_t steps = t.state.step - first_step;
+    if (steps > 0 && took > 0.0)
+      fprintf(stderr,
+              "ctrain: %lld steps in %.2f s: %.1f ms per step, %.0f %s\n",
+              (long long)steps, took, 1e3 * took / (double)steps,
+              items_done / took, t.task.ops->rate_unit);
+  }
   if (st != CT_OK) {
     rc = t.lead || !t.error_shared ? fail(NULL) : 1;
     if (t.last_ckpt_step >= 0 && t.lead)
