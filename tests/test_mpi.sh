@@ -32,6 +32,11 @@ launcher=$(command -v mpirun || command -v mpiexec) || {
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-yes}
+# Under AddressSanitizer: Open MPI's own allocations are kept to the end
+# (suppressed; the full stacks that name them need the slow unwinder, since
+# the MPI libraries have no frame pointers).
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 mpi() {  # mpi N ARGS...: ctrain ARGS on N ranks of one thread
   local n=$1
   shift
@@ -140,6 +145,18 @@ if [ "$part" = digests ]; then
     >"$tmp/odd.out" 2>"$tmp/odd.err"
   expect "accum 3 on 2 ranks: a warning that the bits differ from one process" \
     'grep -q "accum 3 is not a power of two" "$tmp/odd.err"'
+  # A non-finite loss: every rank stops at that step; rank 0 says so, once.
+  mpi 2 train "$src_root/configs/translate_copy.ini" "${args[@]}" \
+    --set run.dir="$tmp/nan" --set optim.lr=1e30 --set train.steps=20 \
+    >"$tmp/nan.out" 2>"$tmp/nan.err"
+  status=$?
+  expect "a non-finite loss on 2 ranks: status $status, one message naming the step" \
+    '[ $status -ne 0 ] && [ "$(grep -c "^ctrain: error: .*non-finite" "$tmp/nan.err")" = 1 ]'
+  # Commands other than train run as one process.
+  mpi 2 inspect "$tmp/translation/one2/ckpt-00000040.ct" >"$tmp/inspect.out" 2>"$tmp/inspect.err"
+  status=$?
+  expect "inspect under mpirun -np 2: refused (status $status)" \
+    '[ $status -ne 0 ] && grep -q "only train is data-parallel" "$tmp/inspect.err"'
   echo "mpi digests: $fails failed ($((SECONDS - start)) s)"
   [ "$fails" -eq 0 ]
   exit

@@ -114,6 +114,8 @@ check "[train] accum = 0" 1 "translate_copy\.ini: \[train\] accum = 0: must be a
   --set train.epochs=1
 check "[train] log_every = 0" 1 "\[train\] log_every = 0: must be at least 1" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.log_every=0
+check "[train] bucket_mb < 0" 1 "translate_copy\.ini: \[train\] bucket_mb = -1: must be in \[0, 1e6\]" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.bucket_mb=-1
 no_dir "bad configs" "$tmp/x"
 
 # ---- data files --------------------------------------------------------------

@@ -139,7 +139,7 @@ static ct_status match_image(const ct_map_eval *ev, class_scratch *s,
       s->iou[i * ng + g] =
           ct_detection_iou(ev->dets[kept[i]].b.box, ev->gts[gt[g]].b.box);
   for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) {
-    memset(s->taken, 0, (size_t)ng);
+    if (ng) memset(s->taken, 0, (size_t)ng);  // NULL until an image has gts
     for (int64_t i = 0; i < nd; i++) {
       double best = fmin(ct_map_iou_threshold(t), 1 - 1e-10);
       int64_t m = -1;

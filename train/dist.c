@@ -33,11 +33,10 @@ ct_status ct_dist_init(void) {
   }
   if (announced > 1)
     return ct_error(st,
-                    "%s: this process is one of %d started by an MPI "
-                    "launcher, but ctrain was built without MPI (install "
-                    "libopenmpi-dev and rebuild: meson setup build "
-                    "-Dmpi=enabled)",
-                    ct_last_error(), announced);
+                    "this process is one of %d started by an MPI launcher, "
+                    "but %s (install libopenmpi-dev and rebuild: meson "
+                    "setup build -Dmpi=enabled)",
+                    announced, ct_last_error());
   return CT_OK;  // a launcher of one process, and no MPI: run alone
 }
 

@@ -740,7 +740,7 @@ static int cmd_info(void) {
   printf("gemm kernel: %s\n", ct_gemm_path_name(ct_gemm_active_path()));
   printf("bf16 gemm kernel: %s ([train] precision = bf16)\n",
          ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
-  printf("MPI: %s (mpirun -np N ctrain train ...)\n", ct_dist_library());
+  printf("MPI: %s\n", ct_dist_library());
   return 0;
 }
 

@@ -82,14 +82,18 @@ typedef struct trainer {
 static FILE *g_err;
 static FILE *err_out(void) { return g_err ? g_err : stderr; }
 
-static int fail(const char *what) {
+// Prints the error; `own`: this rank's (named, when there are several),
+// else one that every rank has in the same words.
+static int report(const char *what, bool own) {
   char rank[32] = "";
-  if (ct_dist_size() > 1)
+  if (own && ct_dist_size() > 1)
     snprintf(rank, sizeof rank, "rank %d: ", ct_dist_rank());
   fprintf(err_out(), "ctrain: error: %s%s%s%s\n", rank, what ? what : "",
           what ? ": " : "", ct_last_error());
   return 1;
 }
+
+static int fail(const char *what) { return report(what, true); }
 
 // A failure only this rank can have (a file the lead writes): with other
 // ranks waiting for it, the job ends here.
@@ -552,7 +556,10 @@ static int finish_run(trainer *t, ct_progress *pr) {
                   t->lead ? stderr : NULL);
   if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
     st = save_checkpoint(t);
-  if (st != CT_OK) return t->lead ? fail("final evaluation") : 1;
+  if (st != CT_OK)  // the rank that failed says why, and the lead
+    return !ct_dist_failed_elsewhere() ? fail("final evaluation")
+           : t->lead                   ? report("final evaluation", false)
+                                       : 1;
   if (!t->lead) return 0;
   if (t->task.ops->figures &&
       t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
@@ -779,7 +786,7 @@ int ct_train_run(const ct_train_args *args) {
               items_done / took, t.task.ops->rate_unit);
   }
   if (st != CT_OK) {
-    rc = t.lead || !t.error_shared ? fail(NULL) : 1;
+    rc = !t.error_shared ? fail(NULL) : t.lead ? report(NULL, false) : 1;
     if (t.last_ckpt_step >= 0 && t.lead)
       fprintf(stderr, "ctrain: the last good checkpoint is %s (step %lld)\n",
               t.last_ckpt, (long long)t.last_ckpt_step);
