@@ -528,6 +528,22 @@ static void test_crop_flip(void) {
     ct_randaug_apply((ct_randaug_op)op, 9.f, 1, img, out, 3, 2, 2, f3);
 }
 
+// A batch's bytes (images, labels, indices, targets) into out; their count.
+static size_t batch_bytes(const ct_image_batch *b, uint8_t *out) {
+  size_t n = 0, img = (size_t)b->B * b->C * b->H * b->W * sizeof(float);
+  memcpy(out + n, b->images, img);
+  n += img;
+  memcpy(out + n, b->labels, (size_t)b->B * 4);
+  n += (size_t)b->B * 4;
+  memcpy(out + n, b->index, (size_t)b->B * 8);
+  n += (size_t)b->B * 8;
+  if (b->targets) {
+    memcpy(out + n, b->targets, (size_t)b->B * b->K * 4);
+    n += (size_t)b->B * b->K * 4;
+  }
+  return n;
+}
+
 // Runs `batches` batches from (epoch 0, 0) and returns their bytes
 // (images, labels, targets) concatenated.
 static size_t run_loader(const ct_image_dataset *d,
@@ -542,17 +558,7 @@ static size_t run_loader(const ct_image_dataset *d,
   for (int k = 0; k < batches; k++) {
     const ct_image_batch *b;
     ct_image_loader_next(&l, &b);
-    size_t img = (size_t)b->B * b->C * b->H * b->W * sizeof(float);
-    memcpy(out + n, b->images, img);
-    n += img;
-    memcpy(out + n, b->labels, (size_t)b->B * 4);
-    n += (size_t)b->B * 4;
-    memcpy(out + n, b->index, (size_t)b->B * 8);
-    n += (size_t)b->B * 8;
-    if (b->targets) {
-      memcpy(out + n, b->targets, (size_t)b->B * b->K * 4);
-      n += (size_t)b->B * b->K * 4;
-    }
+    n += batch_bytes(b, out + n);
   }
   ct_image_loader_free(&l);
   return n;
@@ -604,15 +610,7 @@ static void test_stride(void) {
             const ct_image_batch *b;
             ct_image_loader_next(&l, &b);
             const int64_t g = s * K + r * A + a;
-            size_t n = 0, img = (size_t)b->B * b->C * b->H * b->W * 4;
-            memcpy(got + n, b->images, img);
-            n += img;
-            memcpy(got + n, b->labels, (size_t)b->B * 4);
-            n += (size_t)b->B * 4;
-            memcpy(got + n, b->index, (size_t)b->B * 8);
-            n += (size_t)b->B * 8;
-            memcpy(got + n, b->targets, (size_t)b->B * b->K * 4);
-            n += (size_t)b->B * b->K * 4;
+            size_t n = batch_bytes(b, got);
             bad += n != len[g] || memcmp(got, want + (size_t)g * MAX, n) != 0;
           }
           const int64_t g = (s + 1) * K + r * A;

@@ -19,19 +19,14 @@ set -u
 . "$(dirname "$0")/e2e_lib.sh"
 src_root=$2
 part=${3:-digests}
-if "$ctrain" info | grep -q '^MPI: none'; then
-  echo "ctrain was built without MPI (meson -Dmpi=disabled, or no MPI found): skipped"
-  exit 77
-fi
-launcher=$(command -v mpirun || command -v mpiexec) || {
-  echo "FAIL: ctrain has MPI but there is no mpirun or mpiexec (apt-get install openmpi-bin)"
-  exit 1
-}
-# Open MPI as root (CI), more ranks than cores. --bind-to none: by default
-# Open MPI binds each rank to one core when np <= 2.
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-yes}
+# Open MPI as root (CI), more ranks than cores (tests/mpi_env.sh).
+# --bind-to none: by default Open MPI binds each rank to one core when
+# np <= 2.
+. "$(dirname "$0")/mpi_env.sh"
+mpi_env
+status=$?
+[ $status -eq 77 ] && echo "skipped"
+[ $status -eq 0 ] || exit $status
 # Under AddressSanitizer: Open MPI's own allocations are kept to the end
 # (suppressed; the full stacks that name them need the slow unwinder, since
 # the MPI libraries have no frame pointers).
