@@ -2,8 +2,6 @@
 // (train/data_parallel.h).
 #include "train/data_parallel.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +32,7 @@ struct ct_dp {
   bucket *buckets;
   int n_buckets;
   size_t bucket_floats;  // per bucket (the last may be shorter)
-  int started;           // buckets whose exchange has started (in bucket order)
+  int started;           // buckets whose exchange has started (nth_bucket)
   float *recv;           // every bucket's receive parts
   ct_grad_accum local;   // this rank's sum over its micro-batches
   // Backward tracking: the parameters by offset, for the tape scan.

@@ -9,8 +9,8 @@
 // throughput is on the progress line only.
 //
 // Stopping: SIGINT/SIGTERM/SIGUSR1 finish the current step, write a
-// checkpoint and exit 0 with the resume command. A second SIGINT exits at once; files are
-// only ever replaced atomically, so nothing is damaged.
+// checkpoint and exit 0 with the resume command. A second SIGINT exits at
+// once; files are only ever replaced atomically, so nothing is damaged.
 //
 // Data-parallel (mpirun, train/data_parallel.h): every rank runs this loop
 // in lockstep; rank 0 (the lead) alone writes files and the terminal. A
