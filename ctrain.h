@@ -46,6 +46,7 @@
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
 //   optim/grads.h           gradient norm, clipping, the non-finite check
+//   optim/grad_accum.h      accumulation in a fixed summation tree
 //   nn/module.h             the module convention, forward context, dropout
 //   nn/init.h               initializers (xavier, kaiming, trunc_normal, ...)
 //   nn/linear.h nn/embedding.h nn/norm.h nn/mlp.h   basic modules
@@ -64,6 +65,7 @@
 //   data/bpe.h              byte-pair encoding: learn, apply, merges.txt
 //   data/text_tokenizer.h   word, bpe or char tokens behind one API
 //   data/batch.h            length-bucketed, padded, resumable text batches
+//   data/stride.h           strided reading for data-parallel ranks
 //   data/toy_translation.h  built-in toy corpora (copy, reverse, grammar)
 //   data/image.h            image datasets, normalized/augmented batches
 //   data/idx.h data/cifar.h data/png_folder.h   image file formats
@@ -106,6 +108,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
+#include "optim/grad_accum.h"
 #include "data/strings.h"
 #include "data/text.h"
 #include "data/tokenizer.h"
@@ -113,6 +116,7 @@
 #include "data/bpe.h"
 #include "data/text_tokenizer.h"
 #include "data/batch.h"
+#include "data/stride.h"
 #include "data/toy_translation.h"
 #include "data/image.h"
 #include "data/image_augment.h"

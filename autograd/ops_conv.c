@@ -468,9 +468,75 @@ static void batchnorm_backward(ct_node *node) {
   }
 }
 
-ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
-                          ct_tensor *running_mean, ct_tensor *running_var,
-                          bool training, float momentum, float eps) {
+// The update of one running statistic (ct_bn_update): the same float and
+// double operations whether applied at once or from a log.
+static inline float running_update(float running, float momentum, double term) {
+  return (float)((1.0 - momentum) * running + term);
+}
+
+// Room for one more update of C channels in the log; its 2C terms, or NULL
+// with an error.
+static double *log_reserve(ct_bn_update_log *log, ct_tensor *rm, ct_tensor *rv,
+                           int64_t C, float momentum) {
+  if (log->n == log->cap) {
+    int64_t cap = log->cap ? 2 * log->cap : 16;
+    ct_bn_update *items = realloc(log->items, (size_t)cap * sizeof *items);
+    if (!items) goto nomem;
+    log->items = items;
+    log->cap = cap;
+  }
+  if (log->n_values + 2 * C > log->cap_values) {
+    int64_t cap = log->cap_values ? 2 * log->cap_values : 256;
+    while (cap < log->n_values + 2 * C) cap *= 2;
+    double *values = realloc(log->values, (size_t)cap * sizeof *values);
+    if (!values) goto nomem;
+    log->values = values;
+    log->cap_values = cap;
+  }
+  log->items[log->n++] = (ct_bn_update){.running_mean = rm ? ct_f32(rm) : NULL,
+                                        .running_var = rv ? ct_f32(rv) : NULL,
+                                        .channels = C,
+                                        .momentum = momentum,
+                                        .first = log->n_values};
+  log->n_values += 2 * C;
+  return log->values + log->n_values - 2 * C;
+nomem:
+  ct_error(CT_ERR_NOMEM, "batchnorm2d: out of memory for the update log");
+  return NULL;
+}
+
+void ct_bn_update_log_clear(ct_bn_update_log *log) {
+  log->n = 0;
+  log->n_values = 0;
+}
+
+void ct_bn_update_log_apply(const ct_bn_update_log *log, const double *values) {
+  for (int64_t k = 0; k < log->n; k++) {
+    const ct_bn_update *u = &log->items[k];
+    const double *terms = values + u->first;
+    for (int64_t c = 0; c < u->channels; c++) {
+      if (u->running_mean)
+        u->running_mean[c] =
+            running_update(u->running_mean[c], u->momentum, terms[c]);
+      if (u->running_var)
+        u->running_var[c] = running_update(u->running_var[c], u->momentum,
+                                           terms[u->channels + c]);
+    }
+  }
+}
+
+void ct_bn_update_log_free(ct_bn_update_log *log) {
+  free(log->items);
+  free(log->values);
+  *log = (ct_bn_update_log){0};
+}
+
+// batchnorm2d; in training, the running-statistics terms go to `terms` (2C
+// doubles) when it is not NULL, else the update is applied at once.
+static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                              ct_tensor *running_mean, ct_tensor *running_var,
+                              bool training, float momentum, float eps,
+                              ct_bn_update_log *log) {
   const char *op = "batchnorm2d";
   if (!x || !check_nchw(op, x)) return NULL;
   const int64_t N = x->shape[0], C = x->shape[1];
@@ -503,6 +569,10 @@ ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
              (double)eps, (double)momentum);
     return NULL;
   }
+  double *terms = NULL;
+  if (training && log &&
+      !(terms = log_reserve(log, running_mean, running_var, C, momentum)))
+    return NULL;
   ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
   bn_saved *s = ct_arena_alloc(sizeof *s);
   double *stats = ct_arena_alloc((size_t)(2 * (C ? C : 1)) * sizeof(double));
@@ -526,10 +596,15 @@ ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
       for (int64_t n = 0; n < N; n++)
         lanes_add_sq_dev(acc2, xd + (n * C + c) * S, S, mean);
       var = lanes_total(acc2) / M;
-      if (rm) rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mean);
-      if (rv)
-        rv[c] =
-            (float)((1.0 - momentum) * rv[c] + momentum * var * M / (M - 1));
+      const double mean_term = momentum * mean;
+      const double var_term = momentum * var * M / (M - 1);  // unbiased
+      if (terms) {
+        terms[c] = mean_term;
+        terms[C + c] = var_term;
+      } else {
+        if (rm) rm[c] = running_update(rm[c], momentum, mean_term);
+        if (rv) rv[c] = running_update(rv[c], momentum, var_term);
+      }
     } else {
       mean = rm[c];
       var = rv[c];
@@ -548,6 +623,21 @@ ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   if (CT_RECORD(op, batchnorm_backward, y, s, x, weight, bias) != CT_OK)
     return NULL;
   return y;
+}
+
+ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                          ct_tensor *running_mean, ct_tensor *running_var,
+                          bool training, float momentum, float eps) {
+  return batchnorm2d(x, weight, bias, running_mean, running_var, training,
+                     momentum, eps, NULL);
+}
+
+ct_tensor *ct_batchnorm2d_logged(ct_tensor *x, ct_tensor *weight,
+                                 ct_tensor *bias, ct_tensor *running_mean,
+                                 ct_tensor *running_var, float momentum,
+                                 float eps, ct_bn_update_log *log) {
+  return batchnorm2d(x, weight, bias, running_mean, running_var, true, momentum,
+                     eps, log);
 }
 
 // ---- pooling --------------------------------------------------------------------

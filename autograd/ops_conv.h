@@ -15,6 +15,7 @@
 #define CT_AUTOGRAD_OPS_CONV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/tensor.h"
 
@@ -39,6 +40,47 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *bias, int stride,
 ct_tensor *ct_batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
                           ct_tensor *running_mean, ct_tensor *running_var,
                           bool training, float momentum, float eps);
+
+// Running-statistics updates recorded instead of applied. A data-parallel
+// step must apply every micro-batch's updates in micro-batch order,
+// whichever process ran it (as one process with gradient accumulation
+// does): each process records its micro-batches' updates, the records are
+// exchanged, and every process applies all of them in order. An update is
+//   running = (1 - momentum) running + term
+// with term = momentum * mean (running_mean) and momentum * var * M / (M - 1)
+// (running_var), in double as the in-place update computes it, so applying
+// a record later gives the bits of the in-place update.
+typedef struct ct_bn_update {
+  float *running_mean, *running_var;  // (C) each
+  int64_t channels;
+  float momentum;
+  int64_t first;  // its 2C terms in the log's values: C mean terms, then C
+                  // variance terms
+} ct_bn_update;
+
+// Zero-initialize ({0}).
+typedef struct ct_bn_update_log {
+  ct_bn_update *items;  // in the order the batch norms ran
+  int64_t n, cap;
+  double *values;  // every item's terms
+  int64_t n_values, cap_values;
+} ct_bn_update_log;
+
+// ct_batchnorm2d in training mode whose running-statistics update goes to
+// `log` (appended) instead of running_mean and running_var, which are only
+// read from the log when it is applied. NULL with an error also when the
+// log cannot grow.
+ct_tensor *ct_batchnorm2d_logged(ct_tensor *x, ct_tensor *weight,
+                                 ct_tensor *bias, ct_tensor *running_mean,
+                                 ct_tensor *running_var, float momentum,
+                                 float eps, ct_bn_update_log *log);
+// Empties the log (keeps its memory).
+void ct_bn_update_log_clear(ct_bn_update_log *log);
+// Applies the log's updates in record order, with the terms `values`: the
+// log's own (log->values) or those of another log of the same layout (the
+// same batch norms in the same order: a micro-batch of another process).
+void ct_bn_update_log_apply(const ct_bn_update_log *log, const double *values);
+void ct_bn_update_log_free(ct_bn_update_log *log);
 
 // Max over k x k windows, stride `stride`, padding `padding` (<= k/2) with
 // -inf: (N,C,H,W) -> (N,C,Ho,Wo), Ho = (H + 2 padding - k) / stride + 1.

@@ -182,7 +182,21 @@ void ct_tensor_zero_grad(ct_tensor *t) {
   if (t && t->grad) memset(t->grad, 0, (size_t)t->numel * sizeof(float));
 }
 
-ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
+static ct_status check_scalar_loss(const ct_tensor *loss) {
+  if (loss && loss->numel != 1) {
+    char s[128];
+    return ct_error(CT_ERR_SHAPE,
+                    "backward: the loss must have one element, got %s (reduce "
+                    "it with ct_sum or ct_mean, or use ct_backward_seeded)",
+                    ct_shape_str(loss->ndim, loss->shape, s, sizeof s));
+  }
+  return CT_OK;
+}
+
+// Backward from `out` with a seed gradient, calling hook (when not NULL)
+// after every node walked.
+static ct_status backward_walk(ct_tensor *out, const float *seed,
+                               ct_backward_hook hook, void *arg) {
   if (!out) return ct_last_status() ? ct_last_status() : CT_ERR_ARG;
   if (out->dtype != CT_F32)
     return ct_error(CT_ERR_DTYPE, "backward: the loss must be f32, not %s",
@@ -199,30 +213,38 @@ ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
   // Walk newest to oldest. A node whose output received no gradient is not
   // on a path to the loss and is skipped.
   bool was = ct_grad_set_enabled(false);
-  for (ct_node *n = ct_session_current()->tape_head; n; n = n->prev) {
-    if (!n->out->grad) continue;
-    if (grad_handed_over(n, out)) continue;
-    if (!grads_for_inputs(n)) {
-      ct_grad_set_enabled(was);
-      ct_tape_clear();
-      return CT_ERR_NOMEM;
+  int64_t index = 0;
+  for (ct_node *n = ct_session_current()->tape_head; n; n = n->prev, index++) {
+    if (n->out->grad && !grad_handed_over(n, out)) {
+      if (!grads_for_inputs(n)) {
+        ct_grad_set_enabled(was);
+        ct_tape_clear();
+        return CT_ERR_NOMEM;
+      }
+      n->backward(n);
+      n->fresh = 0;
+      if (n->out != out) grad_pool_put(n->out);
     }
-    n->backward(n);
-    n->fresh = 0;
-    if (n->out != out) grad_pool_put(n->out);
+    if (hook) hook(arg, n, index);
   }
   ct_grad_set_enabled(was);
   ct_tape_clear();
   return CT_OK;
 }
 
+ct_status ct_backward_seeded(ct_tensor *out, const float *seed) {
+  return backward_walk(out, seed, NULL, NULL);
+}
+
+ct_status ct_backward_with_hook(ct_tensor *loss, ct_backward_hook hook,
+                                void *arg) {
+  ct_status st = check_scalar_loss(loss);
+  return st == CT_OK ? backward_walk(loss, NULL, hook, arg) : st;
+}
+
+const ct_node *ct_tape_newest(void) { return ct_session_current()->tape_head; }
+
 ct_status ct_backward(ct_tensor *loss) {
-  if (loss && loss->numel != 1) {
-    char s[128];
-    return ct_error(CT_ERR_SHAPE,
-                    "backward: the loss must have one element, got %s (reduce "
-                    "it with ct_sum or ct_mean, or use ct_backward_seeded)",
-                    ct_shape_str(loss->ndim, loss->shape, s, sizeof s));
-  }
-  return ct_backward_seeded(loss, NULL);
+  ct_status st = check_scalar_loss(loss);
+  return st == CT_OK ? ct_backward_seeded(loss, NULL) : st;
 }

@@ -102,6 +102,19 @@ ct_status ct_backward(ct_tensor *loss);
 // floats; NULL means all ones).
 ct_status ct_backward_seeded(ct_tensor *out, const float *seed);
 
+// Called after every node that ct_backward_with_hook walks, run or skipped
+// (newest first), with its index in that order (0: the newest node). A
+// data-parallel step uses it to send gradients backward has finished while
+// backward goes on: a parameter's gradient is complete once the oldest
+// node that has it as an input has been walked.
+typedef void (*ct_backward_hook)(void *arg, const ct_node *node, int64_t index);
+// ct_backward(loss), calling hook(arg, node, index) after each node.
+ct_status ct_backward_with_hook(ct_tensor *loss, ct_backward_hook hook,
+                                void *arg);
+// The newest node of the tape (older ones through ->prev), NULL when it is
+// empty: the order in which backward will walk them.
+const ct_node *ct_tape_newest(void);
+
 // The gradient buffer of t, allocated zeroed in the arena on first use
 // (parameters already have theirs). Backward functions accumulate into it.
 float *ct_grad_of(ct_tensor *t);

@@ -155,6 +155,12 @@ float *ct_params_state(ct_params *p, int slot) {
   return p->state[slot];
 }
 
+void ct_params_state_release(ct_params *p, int slot) {
+  if (slot < 0 || slot >= CT_PARAM_STATE_SLOTS) return;
+  free(p->state[slot]);
+  p->state[slot] = NULL;
+}
+
 size_t ct_params_bytes(const ct_params *p) {
   size_t buffers = 2;
   for (int s = 0; s < CT_PARAM_STATE_SLOTS; s++) buffers += p->state[s] != NULL;

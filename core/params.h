@@ -58,6 +58,9 @@ void ct_params_zero_grad(ct_params *p);
 // Optimizer state buffer `slot` (count floats, zero on first use), or NULL
 // with an error when out of memory.
 float *ct_params_state(ct_params *p, int slot);
+// Frees state buffer `slot` (NULL again): a ZeRO-1 data-parallel rank keeps
+// only its shard of the moments, outside the store.
+void ct_params_state_release(ct_params *p, int slot);
 // Bytes held by the store (values, grads and state): its peak, since it only
 // grows.
 size_t ct_params_bytes(const ct_params *p);

@@ -16,10 +16,14 @@ static int env_threads(const char *name) {
   return (*end == '\0' && n >= 1 && n <= 4096) ? (int)n : 0;
 }
 
-int ct_threads_from_env(void) {
+int ct_threads_from_env(void) { return ct_threads_from_env_shared(1); }
+
+int ct_threads_from_env_shared(int sharers) {
   int n = env_threads("CT_THREADS");
   if (!n) n = env_threads("OMP_NUM_THREADS");
-  if (!n) n = omp_get_num_procs();
+  if (!n) n = omp_get_num_procs() / (sharers > 1 ? sharers : 1);
   ct_set_threads(n);
   return ct_get_threads();
 }
+
+int ct_threads_available(void) { return omp_get_num_procs(); }

@@ -260,7 +260,16 @@ ct_status ct_batcher_seek(ct_batcher *b, int64_t epoch, int64_t position) {
                     (long long)position, (long long)epoch, (long long)count);
   b->epoch = epoch;
   b->position = position;
+  b->stride.taken = 0;
   return CT_OK;
+}
+
+void ct_batcher_set_stride(ct_batcher *b, int64_t take, int64_t skip) {
+  b->stride = (ct_batch_stride){.take = take, .skip = skip};
+}
+
+static int64_t epoch_batches(void *b, int64_t epoch) {
+  return ct_batcher_epoch_batches(b, epoch);
 }
 
 // Makes room for a batch of `rows` rows and `elems` elements per array
@@ -337,7 +346,8 @@ ct_status ct_batcher_next(ct_batcher *b, const ct_batch **out) {
     x->src_tokens += s;
     x->tgt_tokens += t + 1;
   }
-  b->position++;
+  ct_batch_stride_advance(&b->stride, &b->epoch, &b->position, epoch_batches, b,
+                          false);
   *out = x;
   return CT_OK;
 }

@@ -44,8 +44,9 @@
 // ct_tensor_from when the model needs ct_tensor inputs.
 //
 // What this file does not do: tokenization or vocabularies (encode first with
-// ct_pair_corpus_encode), prefetching on another thread, or multi-worker
-// sharding.
+// ct_pair_corpus_encode) or prefetching on another thread. Data-parallel
+// ranks read their own batches of the one stream with a stride
+// (ct_batcher_set_stride), not a shard of the corpus.
 #ifndef CT_DATA_BATCH_H
 #define CT_DATA_BATCH_H
 
@@ -53,6 +54,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/stride.h"
 #include "data/text.h"
 #include "data/text_tokenizer.h"
 #include "data/vocab.h"
@@ -130,6 +132,7 @@ typedef struct ct_batcher {
   int32_t *kept_src_len, *kept_tgt_len;  // their lengths after truncation
   int64_t kept_count, dropped;
   int64_t epoch, position;  // the state: the batch the next call returns
+  ct_batch_stride stride;   // data-parallel reading (ct_batcher_set_stride)
   // The plan of epoch `plan_epoch`: kept-pair slots in batch order.
   int64_t plan_epoch;
   int64_t *order;        // kept_count entries: indices into kept[]
@@ -156,6 +159,9 @@ ct_status ct_batcher_next(ct_batcher *b, const ct_batch **out);
 // Sets the state to (epoch, position), 0 <= position <= batches in that
 // epoch (position == batches means "at the end": next starts epoch+1).
 ct_status ct_batcher_seek(ct_batcher *b, int64_t epoch, int64_t position);
+// From now on, after every `take` batches read, pass over the next `skip`
+// (data/stride.h; take 0: read every batch). A seek starts a new group.
+void ct_batcher_set_stride(ct_batcher *b, int64_t take, int64_t skip);
 // How many batches epoch `epoch` has (it can differ slightly per epoch).
 // -1 with an error recorded on failure.
 int64_t ct_batcher_epoch_batches(ct_batcher *b, int64_t epoch);

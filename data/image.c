@@ -331,13 +331,14 @@ static void submit(ct_image_loader *l, int which, int64_t epoch,
   pthread_cond_broadcast(&l->cv);
 }
 
-// The (epoch, position) after the state's batch.
-static void advance(const ct_image_loader *l, int64_t *epoch,
-                    int64_t *position) {
-  if (++*position >= l->batches) {
-    ++*epoch;
-    *position = 0;
-  }
+static int64_t epoch_batches(void *l, int64_t epoch) {
+  (void)epoch;
+  return ((const ct_image_loader *)l)->batches;
+}
+
+void ct_image_loader_set_stride(ct_image_loader *l, int64_t take,
+                                int64_t skip) {
+  l->stride = (ct_batch_stride){.take = take, .skip = skip};
 }
 
 ct_status ct_image_loader_init(ct_image_loader *l, const ct_image_dataset *d,
@@ -458,7 +459,9 @@ ct_status ct_image_loader_next(ct_image_loader *l, const ct_image_batch **out) {
   }
   l->shown = spare;
   *out = &l->buf[spare];
-  advance(l, &l->epoch, &l->position);
+  // The batch after it (eager: an epoch's end is the next one's start).
+  ct_batch_stride_advance(&l->stride, &l->epoch, &l->position, epoch_batches, l,
+                          true);
   if (l->threaded) {
     // The batch shown before this one is free now: build the next into it.
     pthread_mutex_lock(&l->mu);
@@ -484,6 +487,7 @@ ct_status ct_image_loader_seek(ct_image_loader *l, int64_t epoch,
   }
   l->epoch = epoch;
   l->position = position;
+  l->stride.taken = 0;
   if (l->position >= l->batches) {
     l->epoch++;
     l->position = 0;

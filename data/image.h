@@ -54,6 +54,7 @@
 
 #include "core/error.h"
 #include "data/image_augment.h"
+#include "data/stride.h"
 #include "data/strings.h"
 
 // The core/rng.h purposes of the image side (24-bit; the text side's
@@ -152,6 +153,7 @@ typedef struct ct_image_loader {
   ct_image_loader_options opt;
   int64_t epoch, position;  // the state: the batch the next call returns
   int64_t batches;          // per epoch
+  ct_batch_stride stride;   // data-parallel reading (set_stride)
   float lut[CT_IMAGE_MAX_CHANNELS][256];  // normalization tables
   uint8_t fill[CT_IMAGE_MAX_CHANNELS];    // pixel value of mean (padding)
   int64_t *order;                         // N: the permutation of order_epoch
@@ -179,6 +181,11 @@ ct_status ct_image_loader_next(ct_image_loader *l, const ct_image_batch **out);
 // Sets the state to (epoch, position), 0 <= position <= batches per epoch.
 ct_status ct_image_loader_seek(ct_image_loader *l, int64_t epoch,
                                int64_t position);
+// From now on, after every `take` batches read, pass over the next `skip`
+// without building them (data/stride.h; take 0: every batch); the prefetch
+// thread builds the batch that will be read next. A seek starts a new group.
+// Call it before reading, or right after a seek.
+void ct_image_loader_set_stride(ct_image_loader *l, int64_t take, int64_t skip);
 static inline int64_t ct_image_loader_epoch_batches(const ct_image_loader *l) {
   return l->batches;
 }

@@ -68,6 +68,10 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
 // x (N,C,H,W) -> (N,C,H,W)
 ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
                                      ct_tensor *x) {
+  if (ctx && ctx->training && ctx->bn_updates)
+    return ct_batchnorm2d_logged(x, m->weight, m->bias, m->running_mean,
+                                 m->running_var, m->momentum, m->eps,
+                                 ctx->bn_updates);
   return ct_batchnorm2d(x, m->weight, m->bias, m->running_mean, m->running_var,
                         ctx && ctx->training, m->momentum, m->eps);
 }

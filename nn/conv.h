@@ -43,7 +43,8 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
                                  const char *prefix, int64_t channels);
 
 // x (N, C, H, W) -> (N, C, H, W). Training mode (batch statistics, running
-// stats updated) when ctx && ctx->training; else the running statistics.
+// stats updated, or their update recorded in ctx->bn_updates when set) when
+// ctx && ctx->training; else the running statistics.
 ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
                                      ct_tensor *x);
 

@@ -52,8 +52,13 @@ enum { CT_NN_NAME_MAX = 256 };
 typedef struct ct_nn_ctx {
   bool training;  // false: dropout is the identity
   uint64_t seed;  // the run's dropout key
-  uint64_t step;  // the optimizer step the pass belongs to
+  uint64_t step;  // the optimizer step the pass belongs to (the trainer
+                  // gives each micro-batch of a step its own number)
   uint32_t site;  // the next dropout site; a pass starts at 0
+  // Training BatchNorm: NULL updates the running statistics in place; a log
+  // records the updates instead (autograd/ops_conv.h), for a data-parallel
+  // step to apply in micro-batch order.
+  struct ct_bn_update_log *bn_updates;
 } ct_nn_ctx;
 
 // Contexts for a training pass at `step` and for evaluation.

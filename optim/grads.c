@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 enum {
   NORM_CHUNK = 8192,             // floats per span (fixed: part of the result)
@@ -53,10 +54,10 @@ static void span_group_squares(const float *g, const grad_span *spans, int m,
   }
 }
 
-// Sum over spans[0..n) of the sum of g^2 over each span, in span order.
-static double spans_sum_squares(const float *g, const grad_span *spans, int n,
-                                size_t floats) {
-  double part[NORM_BATCH];
+// Each span's sum of g^2 into part[0..n) (n <= NORM_BATCH), spans in
+// groups of NORM_LANES on whichever thread.
+static void spans_squares(const float *g, const grad_span *spans, int n,
+                          size_t floats, double *part) {
   const int groups = (n + NORM_LANES - 1) / NORM_LANES;
 #pragma omp parallel for schedule(dynamic, 1) if (floats >= GRADS_PARALLEL_MIN)
   for (int q = 0; q < groups; q++) {
@@ -64,53 +65,144 @@ static double spans_sum_squares(const float *g, const grad_span *spans, int n,
     const int m = n - s0 < NORM_LANES ? n - s0 : NORM_LANES;
     span_group_squares(g, spans + s0, m, part + s0);
   }
+}
+
+// The sum of a batch's span sums, in span order: the norm is the sum of
+// these over the batches of NORM_BATCH spans, in order.
+static double batch_total(const double *part, int n) {
   double total = 0.0;
   for (int s = 0; s < n; s++) total += part[s];
   return total;
 }
 
-double ct_grad_norm(const ct_params *p) {
-  grad_span spans[NORM_BATCH];
-  int n = 0;
-  size_t floats = 0;
-  double total = 0.0;
+// Calls fn(arg, span) for every span of the non-frozen parameters, in
+// registry order.
+static void each_span(const ct_params *p, void (*fn)(void *arg, grad_span span),
+                      void *arg) {
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
     if (it->flags & CT_PARAM_FROZEN) continue;
     size_t end = it->offset + (size_t)it->tensor->numel;
-    for (size_t lo = it->offset; lo < end; lo += NORM_CHUNK) {
-      size_t hi = end - lo > NORM_CHUNK ? lo + NORM_CHUNK : end;
-      spans[n++] = (grad_span){lo, hi};
-      floats += hi - lo;
-      if (n == NORM_BATCH) {
-        total += spans_sum_squares(p->grad, spans, n, floats);
-        n = 0;
-        floats = 0;
-      }
-    }
+    for (size_t lo = it->offset; lo < end; lo += NORM_CHUNK)
+      fn(arg, (grad_span){lo, end - lo > NORM_CHUNK ? lo + NORM_CHUNK : end});
   }
-  if (n) total += spans_sum_squares(p->grad, spans, n, floats);
+}
+
+typedef struct norm_pass {
+  const float *grad;
+  grad_span spans[NORM_BATCH];
+  int n;
+  size_t floats;
+  double total;
+} norm_pass;
+
+static void norm_flush(norm_pass *np) {
+  double part[NORM_BATCH];
+  spans_squares(np->grad, np->spans, np->n, np->floats, part);
+  np->total += batch_total(part, np->n);
+  np->n = 0;
+  np->floats = 0;
+}
+
+static void norm_add_span(void *arg, grad_span span) {
+  norm_pass *np = arg;
+  np->spans[np->n++] = span;
+  np->floats += span.hi - span.lo;
+  if (np->n == NORM_BATCH) norm_flush(np);
+}
+
+double ct_grad_norm(const ct_params *p) {
+  norm_pass np = {.grad = p->grad};
+  each_span(p, norm_add_span, &np);
+  if (np.n) norm_flush(&np);
+  return sqrt(np.total);
+}
+
+typedef struct span_list {
+  ct_grad_span *spans;
+  int64_t n, cap;
+  bool failed;
+} span_list;
+
+static void list_add_span(void *arg, grad_span span) {
+  span_list *l = arg;
+  if (l->failed) return;
+  if (l->n == l->cap) {
+    int64_t cap = l->cap ? 2 * l->cap : 256;
+    ct_grad_span *grown = realloc(l->spans, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      l->failed = true;
+      return;
+    }
+    l->spans = grown;
+    l->cap = cap;
+  }
+  l->spans[l->n++] = (ct_grad_span){span.lo, span.hi};
+}
+
+ct_status ct_grad_spans(const ct_params *p, ct_grad_span **spans, int64_t *n) {
+  span_list l = {0};
+  each_span(p, list_add_span, &l);
+  if (l.failed) {
+    free(l.spans);
+    *spans = NULL;
+    *n = 0;
+    return ct_error(CT_ERR_NOMEM, "gradient norm: out of memory for spans");
+  }
+  *spans = l.spans;
+  *n = l.n;
+  return CT_OK;
+}
+
+void ct_grad_span_squares(const float *grad, const ct_grad_span *spans,
+                          int64_t n, double *sums) {
+  grad_span batch[NORM_BATCH];
+  for (int64_t b = 0; b < n; b += NORM_BATCH) {
+    const int m = n - b < NORM_BATCH ? (int)(n - b) : NORM_BATCH;
+    size_t floats = 0;
+    for (int s = 0; s < m; s++) {
+      batch[s] = (grad_span){spans[b + s].lo, spans[b + s].hi};
+      floats += batch[s].hi - batch[s].lo;
+    }
+    spans_squares(grad, batch, m, floats, sums + b);
+  }
+}
+
+double ct_grad_norm_from_squares(const double *sums, int64_t n) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += NORM_BATCH)
+    total +=
+        batch_total(sums + b, n - b < NORM_BATCH ? (int)(n - b) : NORM_BATCH);
   return sqrt(total);
 }
 
 double ct_clip_grad_norm(ct_params *p, double max_norm) {
   double norm = ct_grad_norm(p);
-  if (!(max_norm > 0.0) || !isfinite(norm)) return norm;
+  ct_clip_grad_range(p, norm, max_norm, 0, p->count);
+  return norm;
+}
+
+void ct_clip_grad_range(ct_params *p, double norm, double max_norm, size_t lo,
+                        size_t hi) {
+  if (!(max_norm > 0.0) || !isfinite(norm)) return;
   double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1.0) return norm;
+  if (coef >= 1.0) return;
   float c = (float)coef;
-// One parallel region for the whole store (not one per parameter); the
+// One parallel region for the whole range (not one per parameter); the
 // scaling is elementwise, so no barrier is needed between parameters.
-#pragma omp parallel if (p->count >= GRADS_PARALLEL_MIN)
+#pragma omp parallel if (hi - lo >= GRADS_PARALLEL_MIN)
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
     if (it->flags & CT_PARAM_FROZEN) continue;
-    float *g = p->grad + it->offset;
-    int64_t numel = it->tensor->numel;
+    size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    if (a >= b) continue;
+    float *g = p->grad + a;
+    int64_t numel = (int64_t)(b - a);
 #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < numel; i++) g[i] *= c;
   }
-  return norm;
 }
 
 static const char *value_name(float v) {
@@ -132,14 +224,28 @@ static const ct_param *first_nonfinite(const ct_params *p, const float *buf,
 }
 
 ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
-  int64_t i;
-  const ct_param *it = first_nonfinite(p, p->grad, false, &i);
-  if (!it) return CT_OK;
-  char at[48] = "";
-  if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
-  return ct_error(
-      CT_ERR_NUMERIC, "non-finite gradient in '%s'%s (element %lld is %s)",
-      it->name, at, (long long)i, value_name(p->grad[it->offset + i]));
+  return ct_grads_check_finite_range(p, step, 0, p->count);
+}
+
+ct_status ct_grads_check_finite_range(const ct_params *p, int64_t step,
+                                      size_t lo, size_t hi) {
+  for (int k = 0; k < p->n; k++) {
+    const ct_param *it = &p->items[k];
+    if (it->flags & CT_PARAM_FROZEN) continue;
+    size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    if (a >= b) continue;
+    int64_t i = ct_vmath_first_nonfinite(p->grad + a, (int64_t)(b - a));
+    if (i < 0) continue;
+    i += (int64_t)(a - it->offset);  // the element's index in the parameter
+    char at[48] = "";
+    if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
+    return ct_error(
+        CT_ERR_NUMERIC, "non-finite gradient in '%s'%s (element %lld is %s)",
+        it->name, at, (long long)i, value_name(p->grad[it->offset + i]));
+  }
+  return CT_OK;
 }
 
 ct_status ct_loss_check_finite(const ct_params *p, double loss, int64_t step) {

@@ -11,6 +11,13 @@
 // norm is finite exactly when every gradient is, so a training loop can test
 // the norm and call ct_grads_check_finite only to name the culprit.
 //
+// A gradient spread over processes (a ZeRO-1 data-parallel step: each
+// holds the summed gradient of its range of the store only) gets the same
+// norm from the spans' sums: each process sums the squares of the spans in
+// its range, the sums are gathered in span order, and
+// ct_grad_norm_from_squares adds them as ct_grad_norm does. Clipping and
+// the finite check then work on each range.
+//
 // What this file does not do: norms other than L2, or per-parameter
 // clipping.
 #ifndef CT_OPTIM_GRADS_H
@@ -24,6 +31,22 @@
 // sqrt(sum of g^2) over every non-frozen gradient.
 double ct_grad_norm(const ct_params *p);
 
+// The pieces of the norm: spans of at most 8192 floats of each non-frozen
+// parameter, in the order their sums of squares are added.
+typedef struct ct_grad_span {
+  size_t lo, hi;  // floats [lo, hi) of the grad buffer
+} ct_grad_span;
+
+// The store's spans, in norm order, into a malloc'd array of *n.
+ct_status ct_grad_spans(const ct_params *p, ct_grad_span **spans, int64_t *n);
+// sums[i] = the sum of g^2 over spans[i] (in double, front to back), for
+// i < n: the same bits as inside ct_grad_norm.
+void ct_grad_span_squares(const float *grad, const ct_grad_span *spans,
+                          int64_t n, double *sums);
+// The norm from the sums of all the store's spans, in span order: the bits
+// of ct_grad_norm.
+double ct_grad_norm_from_squares(const double *sums, int64_t n);
+
 // torch.nn.utils.clip_grad_norm_(params, max_norm) with the L2 norm: with
 // norm = ct_grad_norm(p) and coef = max_norm / (norm + 1e-6), every
 // non-frozen gradient is multiplied by coef when coef < 1 (that is, when the
@@ -31,12 +54,19 @@ double ct_grad_norm(const ct_params *p);
 // max_norm <= 0 only measures (a config's "no clipping"); a non-finite norm
 // leaves the gradients as they are, for ct_grads_check_finite to report.
 double ct_clip_grad_norm(ct_params *p, double max_norm);
+// The clipping of ct_clip_grad_norm for a given norm, on the gradient
+// values in floats [lo, hi) of the store only.
+void ct_clip_grad_range(ct_params *p, double norm, double max_norm, size_t lo,
+                        size_t hi);
 
 // CT_OK when every non-frozen gradient is finite; otherwise CT_ERR_NUMERIC
 // with a message naming the first parameter (registry order) holding a NaN
 // or Inf: "non-finite gradient in 'fc1.weight' at step 12 (element 5 is
 // nan)". Pass step < 0 to leave out "at step N".
 ct_status ct_grads_check_finite(const ct_params *p, int64_t step);
+// The same check over the gradient values in floats [lo, hi) only.
+ct_status ct_grads_check_finite_range(const ct_params *p, int64_t step,
+                                      size_t lo, size_t hi);
 
 // CT_OK for a finite loss; otherwise CT_ERR_NUMERIC naming the step and the
 // first thing that went non-finite: a parameter holding a NaN or Inf (an

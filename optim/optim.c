@@ -188,44 +188,72 @@ static void adam_range(const step_coeffs *c, bool decay, float *p,
   for (; i < hi; i++) p[i] = adam_one(c, wd, keep, p + i, g + i, m + i, v + i);
 }
 
-// Runs fn over every non-frozen parameter; each thread takes the same fixed
-// share of each parameter, so no barrier is needed between parameters.
+// Runs fn over the non-frozen parameters' floats in [lo, hi) of the store;
+// s0, s1 hold the state of those floats (s0[0] is float lo's). Each thread
+// takes the same fixed share of each parameter's part, so no barrier is
+// needed between parameters.
 static void params_update(ct_params *ps, const step_coeffs *c,
-                          range_update_fn fn, float *s0, float *s1) {
-#pragma omp parallel if (ps->count >= OPTIM_PARALLEL_MIN)
+                          range_update_fn fn, float *s0, float *s1, size_t lo,
+                          size_t hi) {
+#pragma omp parallel if (hi - lo >= OPTIM_PARALLEL_MIN)
   {
     size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
     for (int k = 0; k < ps->n; k++) {
       const ct_param *it = &ps->items[k];
       if (it->flags & CT_PARAM_FROZEN) continue;
-      size_t n = (size_t)it->tensor->numel;
-      size_t lo = it->offset + n * t / nt, hi = it->offset + n * (t + 1) / nt;
-      if (lo < hi)
-        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data, ps->grad, s0, s1, lo,
-           hi);
+      size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
+      if (a < lo) a = lo;
+      if (b > hi) b = hi;
+      if (a >= b) continue;
+      size_t n = b - a, first = a + n * t / nt, end = a + n * (t + 1) / nt;
+      if (first < end)
+        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data + first,
+           ps->grad + first, s0 ? s0 + (first - lo) : NULL,
+           s1 ? s1 + (first - lo) : NULL, 0, end - first);
     }
   }
 }
 
-ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
+static ct_status check_step(const ct_optim *o, const ct_params *p, float lr) {
   if (!o || !p) return ct_error(CT_ERR_ARG, "optim: NULL optimizer or params");
-  const ct_optim_config *cfg = &o->cfg;
   if (!(lr >= 0.0f && isfinite(lr)))
     return ct_error(CT_ERR_ARG,
                     "%s: learning rate %g at step %lld must be "
                     "finite and >= 0",
-                    ct_optim_kind_name(cfg->kind), lr, (long long)o->step);
-  if (p->count == 0) {
+                    ct_optim_kind_name(o->cfg.kind), lr, (long long)o->step);
+  return CT_OK;
+}
+
+ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
+  ct_status st = check_step(o, p, lr);
+  if (st != CT_OK) return st;
+  // Allocate every slot before touching any parameter.
+  float *state[CT_PARAM_STATE_SLOTS] = {NULL};
+  unsigned slots = ct_optim_state_slots(&o->cfg);
+  for (int k = 0; k < CT_PARAM_STATE_SLOTS && p->count; k++)
+    if (slots & 1u << k && !(state[k] = ct_params_state(p, k)))
+      return CT_ERR_NOMEM;
+  return ct_optim_step_range(o, p, lr, 0, p->count, state);
+}
+
+ct_status ct_optim_step_range(ct_optim *o, ct_params *p, float lr, size_t lo,
+                              size_t hi, float *const *state) {
+  ct_status st = check_step(o, p, lr);
+  if (st != CT_OK) return st;
+  const ct_optim_config *cfg = &o->cfg;
+  if (lo > hi || hi > p->count)
+    return ct_error(CT_ERR_ARG, "%s: floats [%zu, %zu) of a store of %zu",
+                    ct_optim_kind_name(cfg->kind), lo, hi, p->count);
+  unsigned slots = ct_optim_state_slots(cfg);
+  for (int k = 0; k < CT_PARAM_STATE_SLOTS && lo < hi; k++)
+    if (slots & 1u << k && !state[k])
+      return ct_error(CT_ERR_ARG, "%s: no buffer for state slot %d",
+                      ct_optim_kind_name(cfg->kind), k);
+  if (lo == hi) {
     o->step++;
     return CT_OK;
   }
-  // Allocate every slot before touching any parameter.
-  float *s0 = NULL, *s1 = NULL;
-  unsigned slots = ct_optim_state_slots(cfg);
-  if (slots & 1u) s0 = ct_params_state(p, 0);
-  if (slots & 2u) s1 = ct_params_state(p, 1);
-  if (((slots & 1u) && !s0) || ((slots & 2u) && !s1)) return CT_ERR_NOMEM;
-
+  float *s0 = state[0], *s1 = state[1];
   step_coeffs c = {.wd = (float)cfg->weight_decay, .keep = 1.0f};
   if (cfg->kind == CT_OPTIM_SGD) {
     c.neg_lr = -lr;
@@ -233,7 +261,7 @@ ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
     c.one_minus_damp = (float)(1.0 - cfg->dampening);
     c.first = o->step == 0;
     c.nesterov = cfg->nesterov;
-    params_update(p, &c, sgd_range, s0, NULL);
+    params_update(p, &c, sgd_range, s0, NULL, lo, hi);
   } else {
     double t = (double)(o->step + 1);
     double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, t);
@@ -248,7 +276,7 @@ ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr) {
       c.keep = (float)(1.0 - (double)lr * cfg->weight_decay);
       c.wd = 0.0f;
     }
-    params_update(p, &c, adam_range, s0, s1);
+    params_update(p, &c, adam_range, s0, s1, lo, hi);
   }
   o->step++;
   return CT_OK;

@@ -93,6 +93,14 @@ ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg);
 // CT_PARAM_NO_DECAY parameters use wd = 0.
 ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr);
 
+// The same update of the floats [lo, hi) of the store only, with the state
+// of those floats in state[slot] (hi - lo floats each, state[slot][0] for
+// float lo; slots the optimizer does not use may be NULL): a ZeRO-1 rank
+// updates its shard with the moments of its shard. The results are the bits
+// of ct_optim_step (every update is elementwise). o->step += 1.
+ct_status ct_optim_step_range(ct_optim *o, ct_params *p, float lr, size_t lo,
+                              size_t hi, float *const *state);
+
 // The state slots the configured optimizer uses (a bit per slot), for
 // checkpoints and `ctrain inspect`.
 unsigned ct_optim_state_slots(const ct_optim_config *cfg);

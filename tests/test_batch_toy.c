@@ -117,6 +117,61 @@ static double run_epoch(ct_batcher *b, int64_t epoch, uint64_t *hashes,
   return 1.0 - (double)real / (double)padded;
 }
 
+// Data-parallel reading: N ranks, rank r seeked to batch r * A and reading
+// A of every N * A (ct_batcher_set_stride), together read the batches of
+// one sequential reader, each exactly once, across epoch ends, and each
+// rank's (epoch, position) after a step is the sequential one plus r * A.
+static void test_stride(void) {
+  ct_pair_corpus c = {0};
+  make_corpus(&c, 700);
+  ct_batch_options o = {
+      .batch_size = 32, .shuffle = true, .pool_size = 128, .seed = 3};
+  ct_batcher seq;
+  ct_batcher_init(&seq, &c, &o);
+  enum { STEPS = 40 };  // epochs of ~22 batches: three epoch ends
+  uint64_t want[4 * STEPS];
+  int64_t where[4 * STEPS + 1][2] = {{0, 0}};
+  for (int g = 0; g < 4 * STEPS; g++) {
+    const ct_batch *x;
+    ct_batcher_next(&seq, &x);
+    want[g] = batch_hash(x);
+    where[g + 1][0] = seq.epoch;
+    where[g + 1][1] = seq.position;
+  }
+  static const int64_t layouts[][2] = {{2, 1}, {4, 1}, {2, 2}, {3, 1}};
+  for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
+    const int64_t N = layouts[k][0], A = layouts[k][1], K = N * A;
+    const int64_t steps = 4 * STEPS / K;
+    int bad = 0, bad_state = 0;
+    for (int64_t r = 0; r < N; r++) {
+      ct_batcher b;
+      ct_batcher_init(&b, &c, &o);
+      ct_batcher_set_stride(&b, A, (N - 1) * A);
+      CHECK(ct_batcher_seek(&b, where[r * A][0], where[r * A][1]) == CT_OK,
+            "seek: %s", ct_last_error());
+      for (int64_t s = 0; s < steps; s++) {
+        for (int64_t a = 0; a < A; a++) {
+          const ct_batch *x;
+          ct_batcher_next(&b, &x);
+          bad += batch_hash(x) != want[s * K + r * A + a];
+        }
+        // After the step: where the sequential reader is r * A further on
+        // (the lead, r = 0, checkpoints exactly the sequential state).
+        const int64_t g = (s + 1) * K + r * A;
+        bad_state += g <= 4 * STEPS &&
+                     (b.epoch != where[g][0] || b.position != where[g][1]);
+      }
+      ct_batcher_free(&b);
+    }
+    CHECK(bad == 0 && bad_state == 0,
+          "%lld ranks x %lld: %d batches differ from the sequential reader's, "
+          "%d states",
+          (long long)N, (long long)A, bad, bad_state);
+  }
+  ct_batcher_free(&seq);
+  ct_pair_corpus_free(&c);
+}
+
 static void test_batcher(void) {
   ct_pair_corpus c = {0};
   make_corpus(&c, 2000);
@@ -609,6 +664,7 @@ static void test_toy_writer(void) {
 
 int main(void) {
   test_batcher();
+  test_stride();
   test_toy_sequences();
   test_toy_grammar();
   test_toy_writer();

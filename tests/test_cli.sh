@@ -24,5 +24,12 @@ check "plot: a missing run is named" 1 "nowhere/metrics.jsonl" -- "$ctrain" plot
 check "no command" 2 "usage:" -- "$ctrain"
 check "unknown command" 2 "ctrain: error: unknown command 'frobnicate'" -- "$ctrain" frobnicate
 CT_THREADS=3 check "CT_THREADS honoured" 0 "threads: 3" -- "$ctrain" info
+check "info names the MPI library" 0 "^MPI: " -- "$ctrain" info
+# A build without MPI started as one of several processes (the variable
+# mpirun sets) refuses, rather than training alone into a shared folder.
+if "$ctrain" info | grep -q "^MPI: none"; then
+  OMPI_COMM_WORLD_SIZE=2 check "no MPI: refuses to be one of 2 ranks" 1 \
+    "built without MPI (install libopenmpi-dev" -- "$ctrain" train x.ini
+fi
 echo "cli: $fails failed"
 [ "$fails" -eq 0 ]

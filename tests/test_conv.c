@@ -345,6 +345,62 @@ static void test_batchnorm_stats(void) {
 
 // ---- pooling values ----------------------------------------------------------------
 
+// Running statistics recorded (ct_batchnorm2d_logged) and applied later
+// in order: the outputs and the running statistics of the in-place
+// updates, bit for bit, also when the terms come from another log of the
+// same layout (a micro-batch run by another process).
+static void test_batchnorm_log(void) {
+  enum { N = 3, C = 4, H = 5, W = 6, STEPS = 3 };
+  ct_rng r = ct_rng_make(11, 2);
+  ct_tensor *x[STEPS];
+  for (int k = 0; k < STEPS; k++) {
+    x[k] = ct_tensor_empty(CT_F32, CT_SHAPE(N, C, H, W));
+    ct_rng_fill_normal(&r, ct_f32(x[k]), x[k]->numel, (float)k, 1.0f + k);
+  }
+  ct_tensor *rm[2], *rv[2];
+  for (int j = 0; j < 2; j++) {
+    rm[j] = ct_tensor_zeros(CT_F32, CT_SHAPE(C));
+    rv[j] = ct_tensor_zeros(CT_F32, CT_SHAPE(C));
+    for (int c = 0; c < C; c++) ct_f32(rv[j])[c] = 1.0f + 0.25f * c;
+  }
+  // Two batch norms per micro-batch, in place (j = 0) or logged (j = 1).
+  ct_bn_update_log log = {0};
+  double *terms = NULL;
+  int64_t per = 0;
+  int same_y = 1;
+  for (int k = 0; k < STEPS; k++) {
+    ct_bn_update_log_clear(&log);
+    ct_tensor *a =
+        ct_batchnorm2d(x[k], NULL, NULL, rm[0], rv[0], true, 0.1f, 1e-5f);
+    a = ct_batchnorm2d(ct_relu(a), NULL, NULL, rm[0], rv[0], true, 0.3f, 1e-5f);
+    ct_tensor *b = ct_batchnorm2d_logged(x[k], NULL, NULL, rm[1], rv[1], 0.1f,
+                                         1e-5f, &log);
+    b = ct_batchnorm2d_logged(ct_relu(b), NULL, NULL, rm[1], rv[1], 0.3f, 1e-5f,
+                              &log);
+    same_y &= a && b && !memcmp(ct_f32(a), ct_f32(b), ct_tensor_bytes(a));
+    if (k == 0) {
+      per = log.n_values;
+      terms = malloc((size_t)(STEPS * per) * sizeof *terms);
+    }
+    CHECK(log.n == 2 && log.n_values == per && per == 4 * C,
+          "micro-batch %d: %lld updates, %lld terms", k, (long long)log.n,
+          (long long)log.n_values);
+    memcpy(terms + k * per, log.values, (size_t)per * sizeof *terms);
+  }
+  CHECK(same_y, "logged batch norms give other outputs");
+  CHECK(ct_f32(rm[1])[0] == 0.0f && ct_f32(rv[1])[1] == 1.25f,
+        "logging changed the running statistics");
+  for (int k = 0; k < STEPS; k++)  // the last log's layout, each one's terms
+    ct_bn_update_log_apply(&log, terms + k * per);
+  CHECK(!memcmp(ct_f32(rm[0]), ct_f32(rm[1]), C * sizeof(float)) &&
+            !memcmp(ct_f32(rv[0]), ct_f32(rv[1]), C * sizeof(float)),
+        "applied logs: running mean %.9g vs %.9g, var %.9g vs %.9g",
+        ct_f32(rm[1])[0], ct_f32(rm[0])[0], ct_f32(rv[1])[0], ct_f32(rv[0])[0]);
+  free(terms);
+  ct_bn_update_log_free(&log);
+  ct_arena_reset();
+}
+
 static void test_pool_values(void) {
   // One 4x4 plane 0..15; ties resolved to the first maximum in scan order.
   float v[16];
@@ -582,6 +638,7 @@ int main(void) {
   check_threads("ops (conv, bn, pools)", run_ops);
   check_threads("resnet training step", run_resnet);
   test_batchnorm_stats();
+  test_batchnorm_log();
   test_pool_values();
   test_errors();
   test_resnet_names();

@@ -1,6 +1,8 @@
 // Finite-difference gradient checks for the elementwise, matrix, reduction
 // and shape ops (autograd/ops_{elementwise,matmul,reduce,shape}.c).
 #include "autograd/ops.h"
+#include "autograd/tape.h"
+#include "core/params.h"
 #include "tests/grad_util.h"
 
 #include <math.h>
@@ -318,7 +320,64 @@ static void shapes(void) {
   }
 }
 
+// ct_backward_with_hook: the gradients of ct_backward, and the hook sees
+// every node once, newest first, in the order ct_tape_newest walks them
+// (what the data-parallel step uses to send finished gradients early).
+typedef struct hook_log {
+  const ct_node *nodes[16];
+  int64_t n;
+  bool in_order;
+} hook_log;
+
+static void log_node(void *arg, const ct_node *node, int64_t index) {
+  hook_log *h = arg;
+  h->in_order &= index == h->n && h->n < 16;
+  if (h->n < 16) h->nodes[h->n] = node;
+  h->n++;
+}
+
+static void backward_hook(void) {
+  ct_params p[2];
+  ct_tensor *w[2], *b[2];
+  for (int k = 0; k < 2; k++) {
+    ct_params_init(&p[k]);
+    w[k] = ct_params_add(&p[k], "w", CT_SHAPE(3, 4), 0);
+    b[k] = ct_params_add(&p[k], "b", CT_SHAPE(3), 0);
+    for (int i = 0; i < 12; i++) ct_f32(w[k])[i] = 0.1f * (float)(i - 5);
+    for (int i = 0; i < 3; i++) ct_f32(b[k])[i] = 0.2f * (float)i;
+  }
+  float xs[8] = {1, -2, 0.5f, 3, -1, 0, 2, 1};
+  hook_log h = {.in_order = true};
+  const ct_node *walk[16];
+  int64_t walked = 0;
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *x = ct_tensor_from(CT_F32, xs, CT_SHAPE(2, 4));
+    ct_tensor *loss = ct_mean(ct_tanh(ct_linear(x, w[k], b[k])));
+    if (k == 0) {
+      CHECK(ct_backward(loss) == CT_OK, "%s", ct_last_error());
+    } else {
+      for (const ct_node *n = ct_tape_newest(); n && walked < 16; n = n->prev)
+        walk[walked++] = n;
+      CHECK(walked == ct_tape_size(), "ct_tape_newest walks %lld of %d nodes",
+            (long long)walked, ct_tape_size());
+      CHECK(ct_backward_with_hook(loss, log_node, &h) == CT_OK, "%s",
+            ct_last_error());
+    }
+  }
+  CHECK(h.in_order && h.n == walked && h.n == 3,
+        "the hook saw %lld nodes (in order: %d), the tape had %lld",
+        (long long)h.n, h.in_order, (long long)walked);
+  for (int64_t i = 0; i < h.n && i < walked; i++)
+    CHECK(h.nodes[i] == walk[i], "node %lld differs", (long long)i);
+  CHECK(!memcmp(p[0].grad, p[1].grad, p[0].count * sizeof(float)),
+        "gradients with the hook differ from ct_backward's");
+  CHECK(ct_tape_newest() == NULL, "backward left nodes on the tape");
+  for (int k = 0; k < 2; k++) ct_params_free(&p[k]);
+  ct_arena_reset();
+}
+
 int main(void) {
+  backward_hook();
   elementwise();
   broadcast_values();
   matrix();

@@ -624,6 +624,22 @@ static void test_crop_flip(void) {
     ct_randaug_apply((ct_randaug_op)op, 9.f, 1, img, out, 3, 2, 2, f3);
 }
 
+// A batch's bytes (images, labels, indices, targets) into out; their count.
+static size_t batch_bytes(const ct_image_batch *b, uint8_t *out) {
+  size_t n = 0, img = (size_t)b->B * b->C * b->H * b->W * sizeof(float);
+  memcpy(out + n, b->images, img);
+  n += img;
+  memcpy(out + n, b->labels, (size_t)b->B * 4);
+  n += (size_t)b->B * 4;
+  memcpy(out + n, b->index, (size_t)b->B * 8);
+  n += (size_t)b->B * 8;
+  if (b->targets) {
+    memcpy(out + n, b->targets, (size_t)b->B * b->K * 4);
+    n += (size_t)b->B * b->K * 4;
+  }
+  return n;
+}
+
 // Runs `batches` batches from (epoch 0, 0) and returns their bytes
 // (images, labels, targets) concatenated.
 static size_t run_loader(const ct_image_dataset *d,
@@ -638,20 +654,75 @@ static size_t run_loader(const ct_image_dataset *d,
   for (int k = 0; k < batches; k++) {
     const ct_image_batch *b;
     ct_image_loader_next(&l, &b);
-    size_t img = (size_t)b->B * b->C * b->H * b->W * sizeof(float);
-    memcpy(out + n, b->images, img);
-    n += img;
-    memcpy(out + n, b->labels, (size_t)b->B * 4);
-    n += (size_t)b->B * 4;
-    memcpy(out + n, b->index, (size_t)b->B * 8);
-    n += (size_t)b->B * 8;
-    if (b->targets) {
-      memcpy(out + n, b->targets, (size_t)b->B * b->K * 4);
-      n += (size_t)b->B * b->K * 4;
-    }
+    n += batch_bytes(b, out + n);
   }
   ct_image_loader_free(&l);
   return n;
+}
+
+// Data-parallel reading with a stride (ct_image_loader_set_stride), with
+// and without the prefetch thread: rank r of N, seeked to batch r * A,
+// reads batches s * N * A + r * A + a of the sequential reader, across
+// epoch ends, and after each step stands where that reader is r * A on.
+static void test_stride(void) {
+  ct_image_dataset d;
+  make_dataset(&d, 22, 5);
+  ct_image_loader_options o = {.batch_size = 4,
+                               .shuffle = true,
+                               .seed = 9,
+                               .aug = {.crop_padding = 1,
+                                       .hflip = true,
+                                       .mixup_alpha = 0.8f,
+                                       .mix_prob = 1.0f,
+                                       .label_smoothing = 0.1f},
+                               .threads = 1};
+  enum { TOTAL = 24, MAX = 4 * (192 * 4 + 4 + 8 + 5 * 4) };  // 4 epochs
+  uint8_t *want = malloc((size_t)TOTAL * MAX), *got = malloc(MAX);
+  size_t len[TOTAL];
+  int64_t where[TOTAL + 1][2] = {{0, 0}};
+  ct_image_loader seq;
+  ct_image_loader_init(&seq, &d, &o);
+  for (int g = 0; g < TOTAL; g++) {
+    len[g] = run_loader(&d, &o, g / 6, g % 6, 1, want + (size_t)g * MAX);
+    const ct_image_batch *b;
+    ct_image_loader_next(&seq, &b);
+    where[g + 1][0] = seq.epoch;
+    where[g + 1][1] = seq.position;
+  }
+  ct_image_loader_free(&seq);
+  static const int64_t layouts[][2] = {{2, 1}, {3, 2}, {4, 1}};
+  for (int prefetch = 0; prefetch < 2; prefetch++)
+    for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
+      const int64_t N = layouts[k][0], A = layouts[k][1], K = N * A;
+      o.prefetch = prefetch;
+      int bad = 0, bad_state = 0;
+      for (int64_t r = 0; r < N; r++) {
+        ct_image_loader l;
+        ct_image_loader_init(&l, &d, &o);
+        ct_image_loader_set_stride(&l, A, (N - 1) * A);
+        ct_image_loader_seek(&l, where[r * A][0], where[r * A][1]);
+        for (int64_t s = 0; s < TOTAL / K; s++) {
+          for (int64_t a = 0; a < A; a++) {
+            const ct_image_batch *b;
+            ct_image_loader_next(&l, &b);
+            const int64_t g = s * K + r * A + a;
+            size_t n = batch_bytes(b, got);
+            bad += n != len[g] || memcmp(got, want + (size_t)g * MAX, n) != 0;
+          }
+          const int64_t g = (s + 1) * K + r * A;
+          bad_state += g <= TOTAL &&
+                       (l.epoch != where[g][0] || l.position != where[g][1]);
+        }
+        ct_image_loader_free(&l);
+      }
+      CHECK(bad == 0 && bad_state == 0,
+            "%lld ranks x %lld (prefetch %d): %d batches differ from the "
+            "sequential reader's, %d states",
+            (long long)N, (long long)A, prefetch, bad, bad_state);
+    }
+  free(want);
+  free(got);
+  ct_image_dataset_free(&d);
 }
 
 static void test_batches(void) {
@@ -817,6 +888,7 @@ int main(int argc, char **argv) {
   test_normalize();
   test_crop_flip();
   test_batches();
+  test_stride();
   test_real_fashion_mnist(argc > 1 ? argv[1]
                                    : "/usr/share/datasets/fashion-mnist");
   char cmd[600];

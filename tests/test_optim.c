@@ -325,6 +325,81 @@ static void check_thread_independence(void) {
   ct_threads_from_env();
 }
 
+// ZeRO-1's pieces (a data-parallel rank holds one range of the store):
+// the norm from every range's span sums, clipping and optimizer steps range
+// by range with range-sized moments, give the bits of the whole-store calls.
+static void check_ranges(void) {
+  ct_grad_span *spans;
+  int64_t n_spans;
+  ct_params p;
+  big_store(&p);
+  CHECK(ct_grad_spans(&p, &spans, &n_spans) == CT_OK, "%s", ct_last_error());
+  // Ranges cut at span starts (as the shards are), three of them.
+  const size_t cut[4] = {0, spans[n_spans / 3].lo, spans[2 * n_spans / 3].lo,
+                         p.count};
+  double *sums = malloc((size_t)n_spans * sizeof *sums);
+  int64_t done = 0;
+  for (int r = 0; r < 3; r++) {  // each range's own spans, in order
+    int64_t first = done;
+    while (done < n_spans && spans[done].lo < cut[r + 1]) done++;
+    ct_grad_span_squares(p.grad, spans + first, done - first, sums + first);
+  }
+  const double norm = ct_grad_norm(&p);
+  CHECK(done == n_spans && ct_grad_norm_from_squares(sums, n_spans) == norm,
+        "the norm from range sums %.17g, ct_grad_norm %.17g",
+        ct_grad_norm_from_squares(sums, n_spans), norm);
+  free(sums);
+  free(spans);
+
+  static const ct_optim_kind kinds[] = {CT_OPTIM_ADAMW, CT_OPTIM_ADAM,
+                                        CT_OPTIM_SGD};
+  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+    ct_params whole, shards;
+    big_store(&whole);
+    big_store(&shards);
+    ct_optim_config cfg = kinds[k] == CT_OPTIM_SGD    ? ct_sgd_defaults()
+                          : kinds[k] == CT_OPTIM_ADAM ? ct_adam_defaults()
+                                                      : ct_adamw_defaults();
+    cfg.weight_decay = 0.01;
+    if (kinds[k] == CT_OPTIM_SGD) cfg.momentum = 0.9;
+    ct_optim a, b[3];
+    ct_optim_init(&a, &cfg);
+    float *state[3][CT_PARAM_STATE_SLOTS] = {{NULL}};
+    for (int r = 0; r < 3; r++) {
+      ct_optim_init(&b[r], &cfg);
+      for (int s = 0; s < 2; s++)
+        state[r][s] = calloc(cut[r + 1] - cut[r], sizeof(float));
+    }
+    for (int step = 0; step < 3; step++) {
+      double nw = ct_clip_grad_norm(&whole, 0.5);
+      ct_optim_step(&a, &whole, 1e-2f);
+      for (int r = 0; r < 3; r++) {
+        ct_clip_grad_range(&shards, nw, 0.5, cut[r], cut[r + 1]);
+        CHECK(ct_optim_step_range(&b[r], &shards, 1e-2f, cut[r], cut[r + 1],
+                                  state[r]) == CT_OK,
+              "%s", ct_last_error());
+      }
+    }
+    CHECK(!memcmp(whole.data, shards.data, whole.count * sizeof(float)),
+          "%s: steps range by range differ from whole-store steps",
+          ct_optim_kind_name(kinds[k]));
+    CHECK(b[2].step == 3, "range steps counted %lld", (long long)b[2].step);
+    float *none[CT_PARAM_STATE_SLOTS] = {NULL};
+    CHECK(ct_optim_step_range(&a, &whole, 1e-2f, 0, whole.count, none) ==
+              CT_ERR_ARG,
+          "%s: a step without its moments' buffers",
+          ct_optim_kind_name(kinds[k]));
+    CHECK(ct_optim_step_range(&a, &whole, 1e-2f, 5, whole.count + 1,
+                              state[0]) == CT_ERR_ARG,
+          "a range past the store");
+    for (int r = 0; r < 3; r++)
+      for (int s = 0; s < 2; s++) free(state[r][s]);
+    ct_params_free(&whole);
+    ct_params_free(&shards);
+  }
+  ct_params_free(&p);
+}
+
 static void check_non_finite(void) {
   ct_params p;
   ct_tensor *t[OPTIM_PARAMS];
@@ -352,6 +427,18 @@ static void check_non_finite(void) {
   // Clipping leaves non-finite gradients for the check to report.
   CHECK(isinf(ct_clip_grad_norm(&p, 1.0)) && t[1]->grad[0] == ct_f32(t[1])[0],
         "clipping scaled a non-finite gradient set");
+  // A range check finds what lies in its range, with the element's index in
+  // its parameter; a range past the culprit finds nothing.
+  const size_t b_at = t[3]->grad - p.grad;
+  CHECK(ct_grads_check_finite_range(&p, 3, 0, b_at) == CT_OK,
+        "a range before the culprit: %s", ct_last_error());
+  t[3]->grad[0] = 0.0f;
+  t[3]->grad[2] = -INFINITY;
+  CHECK(
+      ct_grads_check_finite_range(&p, 3, b_at + 1, p.count) == CT_ERR_NUMERIC &&
+          strstr(ct_last_error(), "'fc2.bias' at step 3 (element 2 is -inf)") !=
+              NULL,
+      "range check: %s", ct_last_error());
   ct_params_free(&p);
 }
 
@@ -426,6 +513,7 @@ int main(void) {
   check_optim_parity();
   check_clip();
   check_thread_independence();
+  check_ranges();
   check_non_finite();
   check_loss_trace();
   check_config_errors();

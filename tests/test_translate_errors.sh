@@ -145,6 +145,8 @@ check "a CR-only config file is read line by line" 1 "nothing to train" -- \
   "$ctrain" train cr.ini --set run.dir="$tmp/x"
 check "/dev/zero as a config" 1 "/dev/zero: more than the 1048576 bytes" -- \
   "$ctrain" train /dev/zero --set run.dir="$tmp/x"
+check "[train] bucket_mb < 0" 1 "\[train\] bucket_mb = -1: must be in \[0, 1e6\]" -- \
+  "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.bucket_mb=-1
 no_dir "bad configs" "$tmp/x"
 
 # ---- data files --------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include "nn/resnet.h"
 #include "nn/vit.h"
 #include "train/checkpoint_folder.h"
+#include "train/dist.h"
 #include "train/image_meta.h"
 #include "train/plot.h"
 #include "train/run.h"
@@ -716,6 +717,11 @@ static ct_status classification_data_seek(ct_task *t, int64_t epoch,
   return ct_image_loader_seek(&c->loader, epoch, position);
 }
 
+static void classification_data_stride(ct_task *t, int64_t take, int64_t skip) {
+  classification *c = t->state;
+  ct_image_loader_set_stride(&c->loader, take, skip);
+}
+
 static int64_t classification_epoch_batches(ct_task *t, int64_t epoch) {
   (void)epoch;
   classification *c = t->state;
@@ -763,6 +769,74 @@ static void print_confusion(FILE *f, const classification *c,
   }
 }
 
+// Evaluation, a loader batch per unit of the split over ranks
+// (train/dist.h): a unit's result is its summed loss, its size, and per
+// image the label and the top classes; the fold adds them in batch order.
+typedef struct eval_units {
+  classification *c;
+  ct_image_loader loader;
+  int n_top;
+  double loss_sum;
+  int64_t correct, top5, seen;
+  int64_t *conf;  // K x K
+} eval_units;
+
+static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
+  eval_units *ev = arg;
+  const int K = ev->c->m.K;
+  const ct_image_batch *b;
+  ct_status st = ct_image_loader_seek(&ev->loader, 0, unit);
+  if (st == CT_OK) st = ct_image_loader_next(&ev->loader, &b);
+  if (st != CT_OK) return st;
+  ct_arena_mark mark = ct_arena_get_mark();
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, b->images, CT_SHAPE(b->B, b->C, b->H, b->W));
+  ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
+  ct_tensor *logits = model_predict(&ev->c->m, x);
+  ct_tensor *loss = ct_cross_entropy(logits, labels, NULL);
+  if (!loss) {
+    st = ct_last_status();
+  } else {
+    double head[2] = {(double)ct_f32(loss)[0] * (double)b->B, (double)b->B};
+    ct_byte_buffer_append(out, head, sizeof head);
+    for (int64_t r = 0; r < b->B; r++) {
+      int32_t row[6];  // the label, then the top classes
+      int top[5];
+      top_classes(ct_f32(logits) + r * K, K, ev->n_top, top);
+      row[0] = b->labels[r];
+      for (int j = 0; j < ev->n_top; j++) row[1 + j] = top[j];
+      ct_byte_buffer_append(out, row, (size_t)(1 + ev->n_top) * sizeof *row);
+    }
+  }
+  ct_arena_rewind(mark);
+  return st;
+}
+
+static ct_status eval_fold(void *arg, int64_t unit, const void *data,
+                           size_t len) {
+  (void)unit;
+  eval_units *ev = arg;
+  const int K = ev->c->m.K;
+  double head[2];
+  memcpy(head, data, sizeof head);
+  const int64_t B = (int64_t)head[1];
+  const size_t row_bytes = (size_t)(1 + ev->n_top) * sizeof(int32_t);
+  if (len != sizeof head + (size_t)B * row_bytes)
+    return ct_error(CT_ERR_STATE, "evaluate: a batch's result is cut short");
+  ev->loss_sum += head[0];
+  for (int64_t r = 0; r < B; r++) {
+    int32_t row[6];
+    memcpy(row, (const char *)data + sizeof head + (size_t)r * row_bytes,
+           row_bytes);
+    int y = row[0];
+    ev->correct += row[1] == y;
+    for (int j = 0; j < ev->n_top; j++) ev->top5 += row[1 + j] == y;
+    ev->conf[(int64_t)y * K + row[1]]++;
+  }
+  ev->seen += B;
+  return CT_OK;
+}
+
 static ct_status classification_evaluate(ct_task *t, const char *split,
                                          int beam, int64_t limit,
                                          ct_eval_metrics *out, FILE *summary) {
@@ -774,59 +848,32 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
     return ct_error(CT_ERR_ARG, "classification: the %s split has no data%s",
                     split, test ? " (set the test files in [data])" : "");
   const int K = c->m.K;
-  int64_t *conf = calloc((size_t)K * K, sizeof *conf);
-  if (!conf) return ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+  eval_units ev = {.c = c, .n_top = K < 5 ? K : 5};
+  ev.conf = calloc((size_t)K * K, sizeof *ev.conf);
+  if (!ev.conf) return ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
   // Evaluate the first `limit` images: a loader over a view of them.
   ct_image_dataset view = *d;
   if (limit > 0 && limit < view.N) view.N = limit;
   ct_image_loader_options o = loader_options(c, false);
   o.seed = 0;
-  ct_image_loader l;
-  ct_status st = ct_image_loader_init(&l, &view, &o);
+  ct_status st = ct_image_loader_init(&ev.loader, &view, &o);
   if (st != CT_OK) {
-    free(conf);
+    free(ev.conf);
     return st;
   }
-  double loss_sum = 0.0;
-  int64_t correct = 0, top5 = 0, seen = 0;
-  const int n_top = K < 5 ? K : 5;
   bool was = ct_grad_set_enabled(false);
-  for (int64_t i = 0; i < ct_image_loader_epoch_batches(&l) && st == CT_OK;
-       i++) {
-    const ct_image_batch *b;
-    st = ct_image_loader_next(&l, &b);
-    if (st != CT_OK) break;
-    ct_arena_mark mark = ct_arena_get_mark();
-    ct_tensor *x =
-        ct_tensor_from(CT_F32, b->images, CT_SHAPE(b->B, b->C, b->H, b->W));
-    ct_tensor *labels = ct_tensor_from(CT_I32, b->labels, CT_SHAPE(b->B));
-    ct_tensor *logits = model_predict(&c->m, x);
-    ct_tensor *loss = ct_cross_entropy(logits, labels, NULL);
-    if (!loss) {
-      st = ct_last_status();
-    } else {
-      loss_sum += (double)ct_f32(loss)[0] * (double)b->B;
-      for (int64_t r = 0; r < b->B; r++) {
-        int top[5];
-        top_classes(ct_f32(logits) + r * K, K, n_top, top);
-        int y = b->labels[r];
-        correct += top[0] == y;
-        for (int j = 0; j < n_top; j++) top5 += top[j] == y;
-        conf[(int64_t)y * K + top[0]]++;
-      }
-      seen += b->B;
-    }
-    ct_arena_rewind(mark);
-  }
+  st = ct_dist_for_units(ct_image_loader_epoch_batches(&ev.loader), eval_unit,
+                         eval_fold, &ev);
   ct_grad_set_enabled(was);
-  ct_image_loader_free(&l);
+  ct_image_loader_free(&ev.loader);
   if (st != CT_OK) {
-    free(conf);
+    free(ev.conf);
     return st;
   }
-  double acc = seen ? (double)correct / (double)seen : 0.0;
-  double acc5 = seen ? (double)top5 / (double)seen : 0.0;
-  double loss = seen ? loss_sum / (double)seen : 0.0;
+  const int64_t seen = ev.seen;
+  double acc = seen ? (double)ev.correct / (double)seen : 0.0;
+  double acc5 = seen ? (double)ev.top5 / (double)seen : 0.0;
+  double loss = seen ? ev.loss_sum / (double)seen : 0.0;
   ct_eval_metrics_add(out, "loss", loss);
   ct_eval_metrics_add(out, "accuracy", acc);
   ct_eval_metrics_add(out, "top5", acc5);
@@ -837,10 +884,10 @@ static ct_status classification_evaluate(ct_task *t, const char *split,
             "%.2f%%\n",
             split, c->val_is_test && !test ? " (the test split)" : "",
             (long long)seen, loss, 100.0 * acc, 100.0 * acc5);
-    print_confusion(summary, c, conf);
+    print_confusion(summary, c, ev.conf);
   }
   free(c->confusion);
-  c->confusion = conf;
+  c->confusion = ev.conf;
   snprintf(c->confusion_split, sizeof c->confusion_split, "%s", split);
   c->confusion_accuracy = acc;
   return CT_OK;
@@ -1031,6 +1078,7 @@ const ct_task_ops ct_task_classification = {
     .train_loss = classification_train_loss,
     .data_position = classification_data_position,
     .data_seek = classification_data_seek,
+    .data_stride = classification_data_stride,
     .epoch_batches = classification_epoch_batches,
     .evaluate = classification_evaluate,
     .figures = classification_figures,

@@ -12,8 +12,10 @@
 #include "data/detection.h"
 #include "data/idx.h"
 #include "data/png_folder.h"
+#include "data/stride.h"
 #include "nn/detr.h"
 #include "train/detection_eval.h"
+#include "train/dist.h"
 #include "train/image_meta.h"
 #include "train/plot.h"
 #include "train/schema.h"
@@ -55,6 +57,7 @@ typedef struct detection {
   // returns; order holds the permutation of order_epoch.
   int64_t batch_size, epoch, position, batches, order_epoch;
   int64_t *order;
+  ct_batch_stride stride;  // data-parallel reading
 } detection;
 
 // ---- data ------------------------------------------------------------------
@@ -287,6 +290,11 @@ static int64_t detection_model_width(const ct_task *t) {
 
 // ---- training ------------------------------------------------------------------
 
+static int64_t batches_per_epoch(void *d, int64_t epoch) {
+  (void)epoch;
+  return ((const detection *)d)->batches;
+}
+
 static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                        double *items) {
   detection *d = t->state;
@@ -318,7 +326,8 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
     flip[b] = d->cfg.hflip &&
               ct_rng_uniform_at(d->cfg.seed, stream, (uint64_t)idx[b]) < 0.5f;
   ct_tensor *x = make_batch(d, &d->train, idx, flip, B, counts, labels, boxes);
-  d->position++;
+  ct_batch_stride_advance(&d->stride, &d->epoch, &d->position,
+                          batches_per_epoch, d, false);
   *items = (double)B;
   ct_nn_detr_out out;
   if (!x || ct_nn_detr_forward(&d->model, ctx, x, &out) != CT_OK) return NULL;
@@ -345,7 +354,13 @@ static ct_status detection_data_seek(ct_task *t, int64_t epoch,
                     (long long)d->batches);
   d->epoch = epoch;
   d->position = position;
+  d->stride.taken = 0;
   return CT_OK;
+}
+
+static void detection_data_stride(ct_task *t, int64_t take, int64_t skip) {
+  detection *d = t->state;
+  d->stride = (ct_batch_stride){.take = take, .skip = skip};
 }
 
 static int64_t detection_epoch_batches(ct_task *t, int64_t epoch) {
@@ -373,6 +388,102 @@ static void predictions(const detection *d, const ct_tensor *probs,
   }
 }
 
+// Evaluation, EVAL_BATCH images per unit of the split over ranks
+// (train/dist.h): a unit's result is its final-layer loss times its boxes,
+// its boxes, and every image's detections; the fold adds them to the loss
+// and the mAP evaluation in image order.
+typedef struct eval_units {
+  detection *d;
+  const ct_detection_dataset *ds;
+  int64_t n;  // images evaluated
+  ct_map_eval map;
+  ct_map_box *gts, *dets;
+  double loss_sum;
+  int64_t boxes_total;
+} eval_units;
+
+static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
+  eval_units *ev = arg;
+  detection *d = ev->d;
+  const int64_t start = unit * EVAL_BATCH;
+  const int64_t B = ev->n - start < EVAL_BATCH ? ev->n - start : EVAL_BATCH;
+  const int64_t N = d->model.cfg.num_queries;
+  ct_arena_mark mark = ct_arena_get_mark();
+  int64_t idx[EVAL_BATCH], T = 0;
+  for (int64_t b = 0; b < B; b++) {
+    idx[b] = start + b;
+    T += ct_detection_box_count(ev->ds, idx[b]);
+  }
+  int counts[EVAL_BATCH];
+  int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
+  float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
+  ct_map_box *dets = ct_arena_alloc((size_t)N * sizeof *dets);
+  ct_tensor *x = labels && boxes && dets ? make_batch(d, ev->ds, idx, NULL, B,
+                                                      counts, labels, boxes)
+                                         : NULL;
+  ct_nn_detr_out o;
+  if (!x || ct_nn_detr_forward(&d->model, NULL, x, &o) != CT_OK) {
+    ct_arena_rewind(mark);
+    return ct_last_status();
+  }
+  ct_nn_detr_targets tg = {
+      .batch = (int)B, .counts = counts, .labels = labels, .boxes = boxes};
+  // The loss of the final layer, weighted by the batch's boxes.
+  ct_nn_detr_loss_parts parts;
+  ct_nn_detr_out last = {.layers = 1,
+                         .logits = {o.logits[o.layers - 1]},
+                         .boxes = {o.boxes[o.layers - 1]}};
+  ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->cfg.loss, &parts);
+  ct_tensor *probs = ct_softmax(last.logits[0]);
+  if (!l || !probs) {
+    ct_arena_rewind(mark);
+    return ct_last_status();
+  }
+  double loss = (double)ct_f32(l)[0] * parts.num_boxes;
+  int64_t num_boxes = parts.num_boxes;
+  ct_byte_buffer_append(out, &loss, sizeof loss);
+  ct_byte_buffer_append(out, &num_boxes, sizeof num_boxes);
+  for (int64_t b = 0; b < B; b++) {
+    predictions(d, probs, last.boxes[0], b, dets);
+    ct_byte_buffer_append(out, dets, (size_t)N * sizeof *dets);
+  }
+  ct_arena_rewind(mark);
+  return CT_OK;
+}
+
+static ct_status eval_fold(void *arg, int64_t unit, const void *data,
+                           size_t len) {
+  eval_units *ev = arg;
+  const int64_t start = unit * EVAL_BATCH;
+  const int64_t B = ev->n - start < EVAL_BATCH ? ev->n - start : EVAL_BATCH;
+  const int64_t N = ev->d->model.cfg.num_queries;
+  const size_t head = sizeof(double) + sizeof(int64_t);
+  if (len != head + (size_t)(B * N) * sizeof(ct_map_box))
+    return ct_error(CT_ERR_STATE, "evaluate: a batch's result is cut short");
+  double loss;
+  int64_t num_boxes;
+  memcpy(&loss, data, sizeof loss);
+  memcpy(&num_boxes, (const char *)data + sizeof loss, sizeof num_boxes);
+  ev->loss_sum += loss;
+  ev->boxes_total += num_boxes;
+  ct_status st = CT_OK;
+  for (int64_t b = 0; b < B && st == CT_OK; b++) {
+    int64_t image = start + b;
+    memcpy(ev->dets,
+           (const char *)data + head + (size_t)(b * N) * sizeof *ev->dets,
+           (size_t)N * sizeof *ev->dets);
+    int64_t ng = ct_detection_box_count(ev->ds, image);
+    const ct_detection_box *g = ct_detection_boxes(ev->ds, image);
+    for (int64_t i = 0; i < ng; i++) {
+      ev->gts[i].label = g[i].label;
+      ev->gts[i].score = 1.0f;
+      ct_detection_box_xyxy(&g[i], ev->gts[i].box);
+    }
+    st = ct_map_eval_add_image(&ev->map, ev->dets, (int)N, ev->gts, (int)ng);
+  }
+  return st;
+}
+
 static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
                                     int64_t limit, ct_eval_metrics *out,
                                     FILE *summary) {
@@ -384,86 +495,37 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
                     "--split val (the toy validation set, or [data] coco_val)");
   if (!d->have_val)
     return ct_error(CT_ERR_ARG, "detection: no validation data");
-  const ct_detection_dataset *ds = &d->val;
-  int64_t n = limit > 0 && limit < ds->N ? limit : ds->N;
-  ct_map_eval ev;
-  ct_status st = ct_map_eval_init(&ev, d->meta.K);
+  eval_units ev = {.d = d, .ds = &d->val};
+  ev.n = limit > 0 && limit < ev.ds->N ? limit : ev.ds->N;
+  ct_status st = ct_map_eval_init(&ev.map, d->meta.K);
   if (st != CT_OK) return st;
-  const int64_t N = d->model.cfg.num_queries;
-  ct_map_box *dets = malloc((size_t)N * sizeof *dets);
-  ct_map_box *gts =
-      malloc((size_t)(ct_detection_max_boxes(ds) + 1) * sizeof *gts);
-  if (!dets || !gts) st = ct_error(CT_ERR_NOMEM, "detection: out of memory");
-  double loss_sum = 0.0;
-  int64_t boxes_total = 0;
+  ev.gts = malloc((size_t)(ct_detection_max_boxes(ev.ds) + 1) * sizeof *ev.gts);
+  ev.dets = malloc((size_t)d->model.cfg.num_queries * sizeof *ev.dets);
+  if (!ev.gts || !ev.dets)
+    st = ct_error(CT_ERR_NOMEM, "detection: out of memory");
   bool was = ct_grad_set_enabled(false);
-  for (int64_t start = 0; start < n && st == CT_OK; start += EVAL_BATCH) {
-    int64_t B = n - start < EVAL_BATCH ? n - start : EVAL_BATCH;
-    ct_arena_mark mark = ct_arena_get_mark();
-    int64_t idx[EVAL_BATCH], T = 0;
-    for (int64_t b = 0; b < B; b++) {
-      idx[b] = start + b;
-      T += ct_detection_box_count(ds, idx[b]);
-    }
-    int counts[EVAL_BATCH];
-    int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
-    float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
-    ct_tensor *x = labels && boxes
-                       ? make_batch(d, ds, idx, NULL, B, counts, labels, boxes)
-                       : NULL;
-    ct_nn_detr_out o;
-    if (!x || ct_nn_detr_forward(&d->model, NULL, x, &o) != CT_OK) {
-      st = ct_last_status();
-      ct_arena_rewind(mark);
-      break;
-    }
-    ct_nn_detr_targets tg = {
-        .batch = (int)B, .counts = counts, .labels = labels, .boxes = boxes};
-    // The loss of the final layer, weighted by the batch's boxes.
-    ct_nn_detr_loss_parts parts;
-    ct_nn_detr_out last = {.layers = 1,
-                           .logits = {o.logits[o.layers - 1]},
-                           .boxes = {o.boxes[o.layers - 1]}};
-    ct_tensor *l = ct_nn_detr_loss(&last, 1, &tg, &d->cfg.loss, &parts);
-    ct_tensor *probs = ct_softmax(last.logits[0]);
-    if (!l || !probs) {
-      st = ct_last_status();
-      ct_arena_rewind(mark);
-      break;
-    }
-    loss_sum += (double)ct_f32(l)[0] * parts.num_boxes;
-    boxes_total += parts.num_boxes;
-    for (int64_t b = 0; b < B && st == CT_OK; b++) {
-      predictions(d, probs, last.boxes[0], b, dets);
-      int64_t ng = ct_detection_box_count(ds, idx[b]);
-      const ct_detection_box *g = ct_detection_boxes(ds, idx[b]);
-      for (int64_t i = 0; i < ng; i++) {
-        gts[i].label = g[i].label;
-        gts[i].score = 1.0f;
-        ct_detection_box_xyxy(&g[i], gts[i].box);
-      }
-      st = ct_map_eval_add_image(&ev, dets, (int)N, gts, (int)ng);
-    }
-    ct_arena_rewind(mark);
-  }
+  if (st == CT_OK)
+    st = ct_dist_for_units((ev.n + EVAL_BATCH - 1) / EVAL_BATCH, eval_unit,
+                           eval_fold, &ev);
   ct_grad_set_enabled(was);
   double map50 = 0.0, map = 0.0;
-  if (st == CT_OK) st = ct_map_compute(&ev, &map50, &map);
+  if (st == CT_OK) st = ct_map_compute(&ev.map, &map50, &map);
   if (st == CT_OK) {
-    double loss = boxes_total ? loss_sum / (double)boxes_total : 0.0;
+    double loss = ev.boxes_total ? ev.loss_sum / (double)ev.boxes_total : 0.0;
     ct_eval_metrics_add(out, "loss", loss);
     ct_eval_metrics_add(out, "map50", map50);
     ct_eval_metrics_add(out, "map", map);
-    ct_eval_metrics_add_count(out, "images", n);
+    ct_eval_metrics_add_count(out, "images", ev.n);
     if (summary)
       fprintf(summary,
               "%s: %lld images, %lld boxes, loss %.4f, mAP@0.5 %.4f, "
               "mAP@[.5:.95] %.4f\n",
-              split, (long long)n, (long long)boxes_total, loss, map50, map);
+              split, (long long)ev.n, (long long)ev.boxes_total, loss, map50,
+              map);
   }
-  ct_map_eval_free(&ev);
-  free(dets);
-  free(gts);
+  ct_map_eval_free(&ev.map);
+  free(ev.gts);
+  free(ev.dets);
   return st;
 }
 
@@ -580,6 +642,7 @@ const ct_task_ops ct_task_detection = {
     .train_loss = detection_train_loss,
     .data_position = detection_data_position,
     .data_seek = detection_data_seek,
+    .data_stride = detection_data_stride,
     .epoch_batches = detection_epoch_batches,
     .evaluate = detection_evaluate,
     .close = detection_close,

@@ -23,6 +23,7 @@
 #include "core/threads.h"
 #include "data/toy_translation.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/jsonl.h"
 #include "train/params_digest.h"
 #include "train/plot.h"
@@ -824,7 +825,33 @@ static int cmd_info(void) {
   printf("gemm kernel: %s\n", ct_gemm_path_name(ct_gemm_active_path()));
   printf("bf16 gemm kernel: %s ([train] precision = bf16)\n",
          ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
+  printf("MPI: %s\n", ct_dist_library());
   return 0;
+}
+
+// The commands other than train, with the process group joined when an MPI
+// launcher started this process: they run as one process.
+static int run_command(const char *cmd, int argc, char **argv) {
+  if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+  if (ct_dist_size() > 1) {
+    if (ct_dist_rank() == 0)
+      fprintf(stderr,
+              "ctrain: error: %s runs as one process; only train is "
+              "data-parallel (mpirun -np 1, or no mpirun)\n",
+              cmd);
+    return 2;
+  }
+  if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
+  if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
+  if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
+  if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
+  if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
+  if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
+  if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+  if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);
+  if (!strcmp(cmd, "toy")) return cmd_toy(argc, argv);
+  fprintf(stderr, "ctrain: error: unknown command '%s'\n%s", cmd, usage);
+  return 2;
 }
 
 int main(int argc, char **argv) {
@@ -844,16 +871,11 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "info")) return cmd_info();
   // Kernels use CT_THREADS / OMP_NUM_THREADS unless told otherwise.
   ct_threads_from_env();
-  if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
-  if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
-  if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
-  if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
-  if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
-  if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
-  if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
-  if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
-  if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);
-  if (!strcmp(cmd, "toy")) return cmd_toy(argc, argv);
-  fprintf(stderr, "ctrain: error: unknown command '%s'\n%s", cmd, usage);
-  return 2;
+  if (ct_dist_init() != CT_OK) {
+    fprintf(stderr, "ctrain: error: %s\n", ct_last_error());
+    return 1;
+  }
+  int rc = run_command(cmd, argc, argv);
+  ct_dist_finalize();
+  return rc;
 }

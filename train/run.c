@@ -107,7 +107,12 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .threads = ct_config_int(cfg, "train", "threads"),
       .precision = CT_SCHEMA_ENUM(cfg, "train", "precision", CT_PRECISIONS,
                                   ct_gemm_precision),
+      .shard_optimizer = ct_config_bool(cfg, "train", "shard_optimizer"),
+      .bucket_mb = ct_config_float(cfg, "train", "bucket_mb"),
   };
+  if (!(out->bucket_mb >= 0.0 && out->bucket_mb <= 1e6))
+    return ct_error(CT_ERR_ARG, "[train] bucket_mb = %g: must be in [0, 1e6]",
+                    out->bucket_mb);
   ct_optim_kind kind =
       CT_SCHEMA_ENUM(cfg, "optim", "optimizer", CT_OPTIMIZERS, ct_optim_kind);
   ct_optim_config *o = &out->optim;

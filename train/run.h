@@ -32,6 +32,10 @@ typedef struct ct_run_settings {
   // that runs the model (ct_gemm_set_precision); a teacher's config does
   // not change it.
   ct_gemm_precision precision;
+  // Data-parallel runs (train/data_parallel.h): ZeRO-1, and the size of
+  // the gradient buckets exchanged during backward.
+  bool shard_optimizer;
+  double bucket_mb;
 } ct_run_settings;
 
 // The training state a checkpoint holds beyond parameters and moments.

@@ -207,7 +207,13 @@ static const ct_config_key schema[] = {
     {"train", "epochs", CT_CONFIG_INT, "0", "0..1000000",
      "if > 0, train this many epochs instead of `steps`"},
     {"train", "accum", CT_CONFIG_INT, "1", "1..1000000",
-     "micro-batches accumulated per optimizer step"},
+     "micro-batches accumulated per optimizer step (per rank under mpirun)"},
+    {"train", "shard_optimizer", CT_CONFIG_BOOL, "false", NULL,
+     "mpirun: ZeRO-1, each rank keeps the optimizer state of its shard of "
+     "the parameters only"},
+    {"train", "bucket_mb", CT_CONFIG_FLOAT, "1", NULL,
+     "mpirun: gradients are exchanged in buckets of this many MB while "
+     "backward goes on (0 = one exchange after backward)"},
     {"train", "label_smoothing", CT_CONFIG_FLOAT, "0.1", NULL,
      "label smoothing of the training loss"},
     {"train", "log_every", CT_CONFIG_INT, "50", "1..1000000000000",

@@ -80,6 +80,11 @@ typedef struct ct_task_ops {
   // moving there, for exact resume.
   void (*data_position)(const ct_task *t, int64_t *epoch, int64_t *position);
   ct_status (*data_seek)(ct_task *t, int64_t epoch, int64_t position);
+  // Data-parallel reading: from now on, after every `take` training batches
+  // read, the next `skip` are passed over without being built (data/
+  // stride.h); data_seek starts a new group. A rank of N with train.accum
+  // A reads A batches of every step's N·A (take A, skip (N - 1) A).
+  void (*data_stride)(ct_task *t, int64_t take, int64_t skip);
   int64_t (*epoch_batches)(ct_task *t, int64_t epoch);
   // Evaluates on "val" or "test" (beam: decoding width where that applies;
   // limit: first N examples, 0 = all). Adds metrics to `out` (loss, and

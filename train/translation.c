@@ -30,6 +30,7 @@
 #include "data/vocab.h"
 #include "train/bleu.h"
 #include "train/decode.h"
+#include "train/dist.h"
 #include "train/fileio.h"
 #include "train/plot.h"
 #include "train/progress.h"
@@ -573,6 +574,11 @@ static ct_status translation_data_seek(ct_task *t, int64_t epoch,
   return ct_batcher_seek(&tr->batcher, epoch, position);
 }
 
+static void translation_data_stride(ct_task *t, int64_t take, int64_t skip) {
+  translation *tr = t->state;
+  ct_batcher_set_stride(&tr->batcher, take, skip);
+}
+
 static int64_t translation_epoch_batches(ct_task *t, int64_t epoch) {
   translation *tr = t->state;
   return ct_batcher_epoch_batches(&tr->batcher, epoch);
@@ -593,54 +599,77 @@ static char *lowercase_utf8(const char *s) {
   return out;
 }
 
+enum { DECODE_SENTENCES = 64 };  // sentences decoded together
+
+// The longest output of decoding these rows: [train] max_decode_len, or
+// the longest source + 50.
+static int64_t decode_limit(const translation *tr, const ct_pair_corpus *corpus,
+                            const int64_t *rows, int64_t n) {
+  if (tr->cfg.max_decode_len > 0) return tr->cfg.max_decode_len;
+  int64_t max_s = 1;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t s = ct_pair_corpus_src_len(corpus, rows[i]);
+    if (s > max_s) max_s = s;
+  }
+  return max_s + 50;
+}
+
+// Decodes rows[0 .. B) (B <= DECODE_SENTENCES, indices into corpus) as one
+// batch with outputs of at most T tokens; hyp[i] receives the generated ids
+// of row i (malloc'd), hyp_len[i] their count.
+static ct_status decode_batch_rows(translation *tr,
+                                   const ct_pair_corpus *corpus,
+                                   const int64_t *rows, int64_t B, int beam,
+                                   int64_t T, int32_t **hyp, int64_t *hyp_len) {
+  int64_t S = 1;
+  for (int64_t i = 0; i < B; i++) {
+    int64_t s = ct_pair_corpus_src_len(corpus, rows[i]);
+    if (s > S) S = s;
+  }
+  int32_t *src = calloc((size_t)(B * S), sizeof *src);
+  int32_t *out = malloc((size_t)(B * T) * sizeof *out);
+  int64_t *lens = malloc((size_t)B * sizeof *lens);
+  ct_status st = src && out && lens
+                     ? CT_OK
+                     : ct_error(CT_ERR_NOMEM, "decode: out of memory");
+  for (int64_t i = 0; i < B && st == CT_OK; i++) {
+    int64_t r = rows[i];
+    memcpy(src + i * S, corpus->ids + corpus->starts[2 * r],
+           (size_t)ct_pair_corpus_src_len(corpus, r) * sizeof *src);
+  }
+  ct_decode_opts opts = {
+      .beam = beam, .length_penalty = tr->cfg.length_penalty, .max_len = T};
+  if (st == CT_OK)
+    st = ct_translation_model_decode(&tr->model, src, B, S, &opts, out, lens,
+                                     NULL);
+  for (int64_t i = 0; i < B && st == CT_OK; i++) {
+    hyp[i] = malloc((size_t)(lens[i] ? lens[i] : 1) * sizeof **hyp);
+    if (!hyp[i]) {
+      st = ct_error(CT_ERR_NOMEM, "decode: out of memory");
+      break;
+    }
+    memcpy(hyp[i], out + i * T, (size_t)lens[i] * sizeof *out);
+    hyp_len[i] = lens[i];
+  }
+  free(src);
+  free(out);
+  free(lens);
+  return st;
+}
+
 // Decodes the rows of `rows` (indices into corpus) in batches of similar
 // source length; hyp[i] receives the generated ids of row i (malloc'd),
 // hyp_len[i] their count.
 static ct_status decode_rows(translation *tr, const ct_pair_corpus *corpus,
                              const int64_t *rows, int64_t n, int beam,
                              int32_t **hyp, int64_t *hyp_len) {
-  enum { SENTENCES = 64 };
-  int64_t max_s = 1;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t s = ct_pair_corpus_src_len(corpus, rows[i]);
-    if (s > max_s) max_s = s;
+  const int64_t T = decode_limit(tr, corpus, rows, n);
+  ct_status st = CT_OK;
+  for (int64_t start = 0; start < n && st == CT_OK; start += DECODE_SENTENCES) {
+    int64_t B = n - start < DECODE_SENTENCES ? n - start : DECODE_SENTENCES;
+    st = decode_batch_rows(tr, corpus, rows + start, B, beam, T, hyp + start,
+                           hyp_len + start);
   }
-  int32_t *src = malloc((size_t)(SENTENCES * max_s) * sizeof *src);
-  int64_t T = tr->cfg.max_decode_len > 0 ? tr->cfg.max_decode_len : max_s + 50;
-  int32_t *out = malloc((size_t)(SENTENCES * T) * sizeof *out);
-  int64_t *lens = malloc(SENTENCES * sizeof *lens);
-  ct_status st = src && out && lens
-                     ? CT_OK
-                     : ct_error(CT_ERR_NOMEM, "decode: out of memory");
-  ct_decode_opts opts = {
-      .beam = beam, .length_penalty = tr->cfg.length_penalty, .max_len = T};
-  for (int64_t start = 0; start < n && st == CT_OK; start += SENTENCES) {
-    int64_t B = n - start < SENTENCES ? n - start : SENTENCES, S = 1;
-    for (int64_t i = 0; i < B; i++) {
-      int64_t s = ct_pair_corpus_src_len(corpus, rows[start + i]);
-      if (s > S) S = s;
-    }
-    memset(src, 0, (size_t)(B * S) * sizeof *src);
-    for (int64_t i = 0; i < B; i++) {
-      int64_t r = rows[start + i];
-      memcpy(src + i * S, corpus->ids + corpus->starts[2 * r],
-             (size_t)ct_pair_corpus_src_len(corpus, r) * sizeof *src);
-    }
-    st = ct_translation_model_decode(&tr->model, src, B, S, &opts, out, lens,
-                                     NULL);
-    for (int64_t i = 0; i < B && st == CT_OK; i++) {
-      hyp[start + i] = malloc((size_t)(lens[i] ? lens[i] : 1) * sizeof **hyp);
-      if (!hyp[start + i]) {
-        st = ct_error(CT_ERR_NOMEM, "decode: out of memory");
-        break;
-      }
-      memcpy(hyp[start + i], out + i * T, (size_t)lens[i] * sizeof *out);
-      hyp_len[start + i] = lens[i];
-    }
-  }
-  free(src);
-  free(out);
-  free(lens);
   return st;
 }
 
@@ -667,11 +696,46 @@ static char *ids_to_text(const translation *tr, const int32_t *ids, int64_t n) {
   return text;
 }
 
-// Teacher-forced loss over the rows: mean cross-entropy per target token.
+// Teacher-forced loss over the first `limit` rows, a batch per unit of
+// the evaluation split (train/dist.h): per batch the summed loss and its
+// target tokens, added in batch order.
+typedef struct loss_units {
+  translation *tr;
+  ct_batcher batcher;
+  double sum, tokens;
+} loss_units;
+
+static ct_status loss_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
+  loss_units *lu = arg;
+  const ct_batch *batch;
+  ct_status st = ct_batcher_seek(&lu->batcher, 0, unit);
+  if (st == CT_OK) st = ct_batcher_next(&lu->batcher, &batch);
+  if (st != CT_OK) return st;
+  ct_arena_mark mark = ct_arena_get_mark();
+  ct_tensor *l = batch_loss(lu->tr, NULL, batch, 0.0f);
+  if (!l) st = ct_last_status();
+  double v[2] = {l ? (double)ct_f32(l)[0] * (double)batch->tgt_tokens : 0.0,
+                 (double)batch->tgt_tokens};
+  ct_arena_rewind(mark);
+  ct_byte_buffer_append(out, v, sizeof v);
+  return st;
+}
+
+static ct_status loss_fold(void *arg, int64_t unit, const void *data,
+                           size_t len) {
+  (void)unit, (void)len;
+  loss_units *lu = arg;
+  double v[2];
+  memcpy(v, data, sizeof v);
+  lu->sum += v[0];
+  lu->tokens += v[1];
+  return CT_OK;
+}
+
 static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
                                      int64_t limit, double *loss) {
   ct_batch_options bo = {.batch_size = 64, .shuffle = false, .pool_size = 0};
-  ct_batcher b;
+  loss_units lu = {.tr = tr};
   ct_pair_corpus sub = {0};
   ct_status st = CT_OK;
   const ct_pair_corpus *use = c;
@@ -682,32 +746,18 @@ static ct_status teacher_forced_loss(translation *tr, const ct_pair_corpus *c,
           c->ids + c->starts[2 * i + 1], ct_pair_corpus_tgt_len(c, i));
     use = &sub;
   }
-  if (st == CT_OK) st = ct_batcher_init(&b, use, &bo);
+  if (st == CT_OK) st = ct_batcher_init(&lu.batcher, use, &bo);
   if (st != CT_OK) {
     ct_pair_corpus_free(&sub);
     return st;
   }
-  double sum = 0.0, tokens = 0.0;
-  int64_t batches = ct_batcher_epoch_batches(&b, 0);
   bool was = ct_grad_set_enabled(false);
-  for (int64_t i = 0; i < batches && st == CT_OK; i++) {
-    const ct_batch *batch;
-    st = ct_batcher_next(&b, &batch);
-    if (st != CT_OK) break;
-    ct_arena_mark mark = ct_arena_get_mark();
-    ct_tensor *l = batch_loss(tr, NULL, batch, 0.0f);
-    if (!l)
-      st = ct_last_status();
-    else {
-      sum += (double)ct_f32(l)[0] * (double)batch->tgt_tokens;
-      tokens += (double)batch->tgt_tokens;
-    }
-    ct_arena_rewind(mark);
-  }
+  st = ct_dist_for_units(ct_batcher_epoch_batches(&lu.batcher, 0), loss_unit,
+                         loss_fold, &lu);
   ct_grad_set_enabled(was);
-  ct_batcher_free(&b);
+  ct_batcher_free(&lu.batcher);
   ct_pair_corpus_free(&sub);
-  *loss = tokens > 0 ? sum / tokens : 0.0;
+  *loss = lu.tokens > 0 ? lu.sum / lu.tokens : 0.0;
   return st;
 }
 
@@ -732,6 +782,58 @@ static void print_token_summary(const translation *tr, const ct_pair_corpus *c,
             tokens ? 100.0 * (double)unknown / (double)tokens : 0.0);
   }
   fprintf(out, "\n");
+}
+
+// Decoding for evaluation, DECODE_SENTENCES sorted rows per unit: each
+// unit's outputs as (length, ids) per sentence, put back in row order.
+typedef struct decode_units {
+  translation *tr;
+  const ct_pair_corpus *corpus;
+  const int64_t *rows;  // sorted by source length
+  int64_t n, T;
+  int beam;
+  int32_t **hyp;  // per row of the corpus
+  int64_t *hyp_len;
+} decode_units;
+
+static ct_status decode_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
+  decode_units *du = arg;
+  const int64_t start = unit * DECODE_SENTENCES;
+  const int64_t B =
+      du->n - start < DECODE_SENTENCES ? du->n - start : DECODE_SENTENCES;
+  int32_t *hyp[DECODE_SENTENCES] = {NULL};
+  int64_t len[DECODE_SENTENCES];
+  ct_status st = decode_batch_rows(du->tr, du->corpus, du->rows + start, B,
+                                   du->beam, du->T, hyp, len);
+  for (int64_t i = 0; i < B; i++) {
+    if (st == CT_OK) {
+      ct_byte_buffer_append(out, &len[i], sizeof len[i]);
+      ct_byte_buffer_append(out, hyp[i], (size_t)len[i] * sizeof *hyp[i]);
+    }
+    free(hyp[i]);
+  }
+  return st;
+}
+
+static ct_status decode_fold(void *arg, int64_t unit, const void *data,
+                             size_t len) {
+  decode_units *du = arg;
+  const char *at = data, *end = at + len;
+  for (int64_t i = unit * DECODE_SENTENCES;
+       i < du->n && i < (unit + 1) * DECODE_SENTENCES; i++) {
+    int64_t n;
+    if (end - at < (ptrdiff_t)sizeof n)
+      return ct_error(CT_ERR_STATE, "evaluate: a decoding result is cut short");
+    memcpy(&n, at, sizeof n);
+    at += sizeof n;
+    int64_t row = du->rows[i];
+    du->hyp[row] = malloc((size_t)(n ? n : 1) * sizeof **du->hyp);
+    if (!du->hyp[row]) return ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
+    memcpy(du->hyp[row], at, (size_t)n * sizeof **du->hyp);
+    du->hyp_len[row] = n;
+    at += n * (int64_t)sizeof **du->hyp;
+  }
+  return CT_OK;
 }
 
 static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
@@ -759,20 +861,20 @@ static ct_status translation_evaluate(ct_task *t, const char *split, int beam,
     st = ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
   for (int64_t i = 0; i < n && st == CT_OK; i++) rows[i] = i;
   if (st == CT_OK) {
+    // Decode in length order (the units split over ranks), results back in
+    // corpus order.
     sort_corpus = c;
     qsort(rows, (size_t)n, sizeof *rows, by_src_len);
-    // decode in length order, then put results back in corpus order
-    int32_t **sorted = calloc((size_t)(n ? n : 1), sizeof *sorted);
-    int64_t *sorted_len = calloc((size_t)(n ? n : 1), sizeof *sorted_len);
-    st = sorted && sorted_len
-             ? decode_rows(tr, c, rows, n, beam, sorted, sorted_len)
-             : ct_error(CT_ERR_NOMEM, "evaluate: out of memory");
-    for (int64_t i = 0; i < n && sorted; i++) {
-      hyp[rows[i]] = sorted[i];
-      hyp_len[rows[i]] = sorted_len ? sorted_len[i] : 0;
-    }
-    free(sorted);
-    free(sorted_len);
+    decode_units du = {.tr = tr,
+                       .corpus = c,
+                       .rows = rows,
+                       .n = n,
+                       .T = decode_limit(tr, c, rows, n),
+                       .beam = beam,
+                       .hyp = hyp,
+                       .hyp_len = hyp_len};
+    st = ct_dist_for_units((n + DECODE_SENTENCES - 1) / DECODE_SENTENCES,
+                           decode_unit, decode_fold, &du);
   }
   int64_t exact = 0;
   for (int64_t i = 0; i < n && st == CT_OK; i++) {
@@ -1001,6 +1103,7 @@ const ct_task_ops ct_task_translation = {
     .train_loss = translation_train_loss,
     .data_position = translation_data_position,
     .data_seek = translation_data_seek,
+    .data_stride = translation_data_stride,
     .epoch_batches = translation_epoch_batches,
     .evaluate = translation_evaluate,
     .forward = translation_forward,

@@ -1,0 +1,44 @@
+// Strided reading of a batch stream, for data-parallel training: a rank
+// reads `take` batches, passes over the next `skip` (the other ranks'
+// share of the step) without building them, reads `take` again, and so on.
+// The loaders (data/batch.h, data/image.h, the detection task) keep one of
+// these and move their (epoch, position) with ct_batch_stride_advance after
+// each batch, so a prefetch thread builds the batch the rank will read next.
+//
+// What this file does not do: choose the rank's first batch (the caller
+// seeks there) or know the epochs' lengths (the loader passes them).
+#ifndef CT_DATA_STRIDE_H
+#define CT_DATA_STRIDE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ct_batch_stride {
+  int64_t take;   // batches read per group (0: every batch, no skipping)
+  int64_t skip;   // batches passed over after each group
+  int64_t taken;  // read so far in the current group
+} ct_batch_stride;
+
+// Moves (*epoch, *position) past the batch just read: one on, or 1 + skip
+// after the last batch of a group, across epochs of batches(arg, e)
+// batches each. `eager` loaders turn the end of an epoch into the next
+// epoch's start at once; the others keep (e, batches) until the next read,
+// and so does this.
+static inline void ct_batch_stride_advance(
+    ct_batch_stride *s, int64_t *epoch, int64_t *position,
+    int64_t (*batches)(void *arg, int64_t epoch), void *arg, bool eager) {
+  int64_t n = 1;
+  if (s->take > 0 && ++s->taken == s->take) {
+    s->taken = 0;
+    n += s->skip;
+  }
+  *position += n;
+  for (;;) {
+    int64_t count = batches(arg, *epoch);
+    if (count < 1 || *position < count + (eager ? 0 : 1)) break;
+    *position -= count;
+    ++*epoch;
+  }
+}
+
+#endif
