@@ -407,461 +407,461 @@ static bool holds_run(const char *dir) {
                (latest.path || latest.n_skipped);
   ct_ckpt_latest_free(&latest);
   return found;
+}
 
-  // The step (train/data_parallel.h) and, on N ranks, each rank's place in
-  // the data: rank r reads micro-batches rA .. rA + A - 1 of each step.
-  static ct_status open_data_parallel(trainer * t) {
-    const int n = ct_dist_size();
-    const int64_t A = t->run.accum;
-    const double floats = t->run.bucket_mb * 1024.0 * 1024.0 / sizeof(float);
-    ct_dp_options o = {.accum = A,
-                       .shard_optimizer = t->run.shard_optimizer,
-                       .bucket_floats = (size_t)floats};
-    ct_status st = ct_dp_new(&t->dp, &t->params, &t->opt, &o);
-    if (st != CT_OK || n == 1) return st;
-    if (!t->task.ops->data_stride)
-      return ct_error(CT_ERR_STATE,
-                      "the %s task cannot be trained data-parallel (no "
-                      "data_stride)",
-                      t->task.ops->name);
-    t->task.ops->data_stride(&t->task, A, (n - 1) * A);
-    return data_skip(&t->task, ct_dist_rank() * A);
+// The step (train/data_parallel.h) and, on N ranks, each rank's place in
+// the data: rank r reads micro-batches rA .. rA + A - 1 of each step.
+static ct_status open_data_parallel(trainer *t) {
+  const int n = ct_dist_size();
+  const int64_t A = t->run.accum;
+  const double floats = t->run.bucket_mb * 1024.0 * 1024.0 / sizeof(float);
+  ct_dp_options o = {.accum = A,
+                     .shard_optimizer = t->run.shard_optimizer,
+                     .bucket_floats = (size_t)floats};
+  ct_status st = ct_dp_new(&t->dp, &t->params, &t->opt, &o);
+  if (st != CT_OK || n == 1) return st;
+  if (!t->task.ops->data_stride)
+    return ct_error(CT_ERR_STATE,
+                    "the %s task cannot be trained data-parallel (no "
+                    "data_stride)",
+                    t->task.ops->name);
+  t->task.ops->data_stride(&t->task, A, (n - 1) * A);
+  return data_skip(&t->task, ct_dist_rank() * A);
+}
+
+// Opens the run: config, resume checkpoint, task, parameters, optimizer,
+// run folder, metrics file. Returns 0 or the exit status.
+static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
+  const ct_train_args *args = t->args;
+  t->cfg = ct_run_config_load(args->config_path, args->sets, args->n_sets);
+  if (!t->cfg) return fail(NULL);
+  if (ct_run_settings_read(t->cfg, &t->run) != CT_OK)
+    return fail(args->config_path);
+  int64_t cfg_threads = t->run.threads;
+  if (!args->threads && cfg_threads > 4096) {
+    fprintf(err_out(),
+            "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
+            args->config_path, (long long)cfg_threads);
+    return 1;
   }
+  int threads = args->threads ? args->threads : (int)cfg_threads;
+  if (threads > 0)
+    ct_set_threads(threads);
+  else  // ranks on one machine share its cores
+    ct_threads_from_env_shared(ct_dist_node_size());
+  ct_gemm_set_precision(t->run.precision);
+  t->run_dir = ct_run_dir(&t->run);
+  if (!t->run_dir) return fail("out of memory");
+  // The longest name the run writes besides checkpoints (which check theirs).
+  if (ct_path_format(t->metrics_path, sizeof t->metrics_path,
+                     "%s/metrics.jsonl", t->run_dir) != CT_OK)
+    return fail("[run] dir and name");
+  // An existing run folder is locked before its checkpoints are looked at;
+  // a new one once it is made, below. The lead holds the lock for all the
+  // ranks of an mpirun.
+  struct stat sb;
+  if (t->lead && stat(t->run_dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+      ct_run_lock(t->run_dir, &t->lock) != CT_OK)
+    return fail(NULL);
 
-  // Opens the run: config, resume checkpoint, task, parameters, optimizer,
-  // run folder, metrics file. Returns 0 or the exit status.
-  static int open_run(trainer * t, ct_ckpt * *resume_ckpt) {
-    const ct_train_args *args = t->args;
-    t->cfg = ct_run_config_load(args->config_path, args->sets, args->n_sets);
-    if (!t->cfg) return fail(NULL);
-    if (ct_run_settings_read(t->cfg, &t->run) != CT_OK)
-      return fail(args->config_path);
-    int64_t cfg_threads = t->run.threads;
-    if (!args->threads && cfg_threads > 4096) {
+  // Which checkpoint, if any, to continue from.
+  ct_ckpt *ckpt = NULL;
+  if (args->resume && !strcmp(args->resume, "auto")) {
+    ct_ckpt_latest latest;
+    if (ct_ckpt_find_latest(t->run_dir, &latest) != CT_OK)
+      return fail("--resume auto");
+    for (int i = 0; i < latest.n_skipped && t->lead; i++)
+      fprintf(stderr, "ctrain: warning: skipping a damaged checkpoint: %s\n",
+              latest.skipped[i]);
+    if (latest.ckpt) {
+      ckpt = latest.ckpt;
+      latest.ckpt = NULL;
+      if (t->lead) fprintf(stderr, "ctrain: resuming from %s\n", latest.path);
+    } else if (t->lead) {
+      fprintf(stderr, "ctrain: no checkpoint in %s: starting a new run\n",
+              t->run_dir);
+    }
+    ct_ckpt_latest_free(&latest);
+  } else if (args->resume) {
+    if (ct_ckpt_read(args->resume, &ckpt) != CT_OK) return fail("--resume");
+  } else if (holds_run(t->run_dir)) {
+    fprintf(err_out(),
+            "ctrain: error: %s already holds a run: continue it with "
+            "--resume auto, or choose another [run] name (--set "
+            "run.name=...)\n",
+            t->run_dir);
+    return 1;
+  }
+  *resume_ckpt = ckpt;
+  if (ckpt) {
+    ct_config *old = ct_run_config_from_ckpt(ckpt);
+    if (!old) return fail(NULL);
+    int d = ct_config_diff(old, t->cfg, ct_model_shape_keys,
+                           ct_model_shape_key_count);
+    ct_config_free(old);
+    if (d != -1) {
       fprintf(err_out(),
-              "ctrain: error: %s: [train] threads = %lld: at most 4096\n",
-              args->config_path, (long long)cfg_threads);
+              "ctrain: error: cannot resume %s with this config: %s "
+              "(the model's shape must stay the same)\n",
+              ct_ckpt_path(ckpt), ct_last_error());
       return 1;
     }
-    int threads = args->threads ? args->threads : (int)cfg_threads;
-    if (threads > 0)
-      ct_set_threads(threads);
-    else  // ranks on one machine share its cores
-      ct_threads_from_env_shared(ct_dist_node_size());
-    ct_gemm_set_precision(t->run.precision);
-    t->run_dir = ct_run_dir(&t->run);
-    if (!t->run_dir) return fail("out of memory");
-    // The longest name the run writes besides checkpoints (which check theirs).
-    if (ct_path_format(t->metrics_path, sizeof t->metrics_path,
-                       "%s/metrics.jsonl", t->run_dir) != CT_OK)
-      return fail("[run] dir and name");
-    // An existing run folder is locked before its checkpoints are looked at;
-    // a new one once it is made, below. The lead holds the lock for all the
-    // ranks of an mpirun.
-    struct stat sb;
-    if (t->lead && stat(t->run_dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
-        ct_run_lock(t->run_dir, &t->lock) != CT_OK)
-      return fail(NULL);
+  }
 
-    // Which checkpoint, if any, to continue from.
-    ct_ckpt *ckpt = NULL;
-    if (args->resume && !strcmp(args->resume, "auto")) {
-      ct_ckpt_latest latest;
-      if (ct_ckpt_find_latest(t->run_dir, &latest) != CT_OK)
-        return fail("--resume auto");
-      for (int i = 0; i < latest.n_skipped && t->lead; i++)
-        fprintf(stderr, "ctrain: warning: skipping a damaged checkpoint: %s\n",
-                latest.skipped[i]);
-      if (latest.ckpt) {
-        ckpt = latest.ckpt;
-        latest.ckpt = NULL;
-        if (t->lead) fprintf(stderr, "ctrain: resuming from %s\n", latest.path);
-      } else if (t->lead) {
-        fprintf(stderr, "ctrain: no checkpoint in %s: starting a new run\n",
-                t->run_dir);
-      }
-      ct_ckpt_latest_free(&latest);
-    } else if (args->resume) {
-      if (ct_ckpt_read(args->resume, &ckpt) != CT_OK) return fail("--resume");
-    } else if (holds_run(t->run_dir)) {
+  t->task.ops = ct_task_for(t->cfg);
+  ct_params_init(&t->params);
+  if (t->task.ops->open(&t->task, t->cfg, &t->params, ckpt, CT_TASK_ALL_DATA) !=
+      CT_OK)
+    return fail(NULL);
+  if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
+  t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
+  if (ckpt) {
+    if (args->reset_optimizer)
+      fprintf(stderr,
+              "ctrain: --reset-optimizer: the optimizer starts afresh "
+              "(moments zero, step 0)\n");
+    if (ct_run_load(ckpt, &t->params, args->reset_optimizer ? NULL : &t->opt,
+                    &t->state) != CT_OK ||
+        t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
+            CT_OK)
+      return fail(NULL);
+    t->last_ckpt_step = t->state.step;
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", ct_ckpt_path(ckpt));
+  } else {
+    t->last_ckpt_step = -1;
+    if (*t->run.init_from &&
+        ct_safetensors_load(t->run.init_from, &t->params, 0) != CT_OK)
+      return fail("[model] init_from");
+  }
+  t->total_steps = count_steps(t);
+  if (t->total_steps < 1) {
+    fprintf(err_out(),
+            "ctrain: error: %s: nothing to train ([train] steps or "
+            "epochs give %lld steps)\n",
+            args->config_path, (long long)t->total_steps);
+    return 1;
+  }
+  if (check_schedule(t) != CT_OK) return fail(args->config_path);
+  if (open_data_parallel(t) != CT_OK) return fail(NULL);
+  // A checkpoint written after the final evaluation: metrics.jsonl already
+  // ends with it, so the end of the run must not log it again.
+  if (ckpt && t->state.step == t->total_steps)
+    t->final_line = final_eval_line(ckpt, t->state.step);
+  if (!t->lead) return 0;  // the lead owns the run folder
+
+  if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
+  if (t->lock < 0) {
+    if (ct_run_lock(t->run_dir, &t->lock) != CT_OK) return fail(NULL);
+    // Another ctrain may have made the folder and trained in it since the
+    // check above; a new run never writes over that.
+    if (!ckpt && holds_run(t->run_dir)) {
       fprintf(err_out(),
-              "ctrain: error: %s already holds a run: continue it with "
-              "--resume auto, or choose another [run] name (--set "
-              "run.name=...)\n",
+              "ctrain: error: %s was started by another ctrain meanwhile: "
+              "continue it with --resume auto\n",
               t->run_dir);
       return 1;
     }
-    *resume_ckpt = ckpt;
-    if (ckpt) {
-      ct_config *old = ct_run_config_from_ckpt(ckpt);
-      if (!old) return fail(NULL);
-      int d = ct_config_diff(old, t->cfg, ct_model_shape_keys,
-                             ct_model_shape_key_count);
-      ct_config_free(old);
-      if (d != -1) {
-        fprintf(err_out(),
-                "ctrain: error: cannot resume %s with this config: %s "
-                "(the model's shape must stay the same)\n",
-                ct_ckpt_path(ckpt), ct_last_error());
-        return 1;
-      }
-    }
-
-    t->task.ops = ct_task_for(t->cfg);
-    ct_params_init(&t->params);
-    if (t->task.ops->open(&t->task, t->cfg, &t->params, ckpt,
-                          CT_TASK_ALL_DATA) != CT_OK)
-      return fail(NULL);
-    if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
-    t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
-    if (ckpt) {
-      if (args->reset_optimizer)
-        fprintf(stderr,
-                "ctrain: --reset-optimizer: the optimizer starts afresh "
-                "(moments zero, step 0)\n");
-      if (ct_run_load(ckpt, &t->params, args->reset_optimizer ? NULL : &t->opt,
-                      &t->state) != CT_OK ||
-          t->task.ops->data_seek(&t->task, t->state.epoch, t->state.position) !=
-              CT_OK)
-        return fail(NULL);
-      t->last_ckpt_step = t->state.step;
-      snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", ct_ckpt_path(ckpt));
-    } else {
-      t->last_ckpt_step = -1;
-      if (*t->run.init_from &&
-          ct_safetensors_load(t->run.init_from, &t->params, 0) != CT_OK)
-        return fail("[model] init_from");
-    }
-    t->total_steps = count_steps(t);
-    if (t->total_steps < 1) {
-      fprintf(err_out(),
-              "ctrain: error: %s: nothing to train ([train] steps or "
-              "epochs give %lld steps)\n",
-              args->config_path, (long long)t->total_steps);
-      return 1;
-    }
-    if (check_schedule(t) != CT_OK) return fail(args->config_path);
-    if (open_data_parallel(t) != CT_OK) return fail(NULL);
-    // A checkpoint written after the final evaluation: metrics.jsonl already
-    // ends with it, so the end of the run must not log it again.
-    if (ckpt && t->state.step == t->total_steps)
-      t->final_line = final_eval_line(ckpt, t->state.step);
-    if (!t->lead) return 0;  // the lead owns the run folder
-
-    if (ct_make_dirs(t->run_dir) != CT_OK) return fail(NULL);
-    if (t->lock < 0) {
-      if (ct_run_lock(t->run_dir, &t->lock) != CT_OK) return fail(NULL);
-      // Another ctrain may have made the folder and trained in it since the
-      // check above; a new run never writes over that.
-      if (!ckpt && holds_run(t->run_dir)) {
-        fprintf(err_out(),
-                "ctrain: error: %s was started by another ctrain meanwhile: "
-                "continue it with --resume auto\n",
-                t->run_dir);
-        return 1;
-      }
-    }
-    remove_stale_temporaries(t->run_dir);
-    snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
-    if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
-    // metrics.jsonl: as it was at the checkpoint, or new.
-    ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
-    if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
-      return fail(NULL);
-    t->metrics_open = true;
-    return 0;
   }
+  remove_stale_temporaries(t->run_dir);
+  snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
+  if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
+  // metrics.jsonl: as it was at the checkpoint, or new.
+  ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
+  if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
+    return fail(NULL);
+  t->metrics_open = true;
+  return 0;
+}
 
-  static void close_run(trainer * t, ct_ckpt * ckpt) {
-    if (t->metrics_open) ct_jsonl_close(&t->metrics);
-    ct_run_unlock(t->lock);
-    ct_dp_free(t->dp);
-    if (t->task.ops && t->task.state) t->task.ops->close(&t->task);
-    ct_params_free(&t->params);
-    ct_config_free(t->cfg);
-    free(t->run_dir);
-    free(t->final_line);
-    ct_ckpt_free(ckpt);
+static void close_run(trainer *t, ct_ckpt *ckpt) {
+  if (t->metrics_open) ct_jsonl_close(&t->metrics);
+  ct_run_unlock(t->lock);
+  ct_dp_free(t->dp);
+  if (t->task.ops && t->task.state) t->task.ops->close(&t->task);
+  ct_params_free(&t->params);
+  ct_config_free(t->cfg);
+  free(t->run_dir);
+  free(t->final_line);
+  ct_ckpt_free(ckpt);
+}
+
+// The end of a run: final validation (full split, final beam), plots, and
+// the last stdout line.
+static int finish_run(trainer *t, ct_progress *pr) {
+  ct_eval_metrics final = {0};
+  bool improved = false;
+  ct_status st = CT_OK;
+  if (t->final_line && t->lead)
+    fprintf(stderr, "ctrain: the run is complete (step %lld)\n",
+            (long long)t->state.step);
+  else if (!t->final_line)
+    st = validate(t, pr, t->run.final_beam, 0, &final, &improved,
+                  t->lead ? stderr : NULL);
+  if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
+    st = save_checkpoint(t);
+  if (st != CT_OK)  // the rank that failed says why, and the lead
+    return !ct_dist_failed_elsewhere() ? fail("final evaluation")
+           : t->lead                   ? report("final evaluation", false)
+                                       : 1;
+  if (!t->lead) return 0;
+  if (t->task.ops->figures &&
+      t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
+    fprintf(stderr, "ctrain: warning: figures: %s\n", ct_last_error());
+  char warning[512] = "";
+  if (ct_plot_run_dir(t->run_dir, warning, sizeof warning) != CT_OK)
+    fprintf(stderr, "ctrain: warning: plots: %s\n", ct_last_error());
+  else if (warning[0])
+    fprintf(stderr, "ctrain: warning: %s\n", warning);
+  ct_json_obj out;
+  ct_json_obj_init(&out);
+  ct_json_obj_str(&out, "run_dir", t->run_dir);
+  ct_json_obj_str(&out, "checkpoint", t->last_ckpt);
+  ct_json_obj_int(&out, "step", t->state.step);
+  // The final metrics: of this evaluation, or of the checkpoint's final
+  // eval line without its bookkeeping fields.
+  if (t->final_line)
+    add_final_line_metrics(t->final_line, &out);
+  else
+    ct_eval_metrics_to_json(&final, &out);
+  printf("%s\n", ct_json_obj_text(&out));
+  ct_json_obj_free(&out);
+  return 0;
+}
+
+// Writes s as one shell word (single-quoted when it needs to be).
+static void put_shell_word(FILE *f, const char *s) {
+  if (*s && !s[strspn(s,
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_-+=.,/:@%")]) {
+    fputs(s, f);
+    return;
   }
-
-  // The end of a run: final validation (full split, final beam), plots, and
-  // the last stdout line.
-  static int finish_run(trainer * t, ct_progress * pr) {
-    ct_eval_metrics final = {0};
-    bool improved = false;
-    ct_status st = CT_OK;
-    if (t->final_line && t->lead)
-      fprintf(stderr, "ctrain: the run is complete (step %lld)\n",
-              (long long)t->state.step);
-    else if (!t->final_line)
-      st = validate(t, pr, t->run.final_beam, 0, &final, &improved,
-                    t->lead ? stderr : NULL);
-    if (st == CT_OK && (improved || t->last_ckpt_step != t->state.step))
-      st = save_checkpoint(t);
-    if (st != CT_OK)  // the rank that failed says why, and the lead
-      return !ct_dist_failed_elsewhere() ? fail("final evaluation")
-             : t->lead                   ? report("final evaluation", false)
-                                         : 1;
-    if (!t->lead) return 0;
-    if (t->task.ops->figures &&
-        t->task.ops->figures(&t->task, t->run_dir) != CT_OK)
-      fprintf(stderr, "ctrain: warning: figures: %s\n", ct_last_error());
-    char warning[512] = "";
-    if (ct_plot_run_dir(t->run_dir, warning, sizeof warning) != CT_OK)
-      fprintf(stderr, "ctrain: warning: plots: %s\n", ct_last_error());
-    else if (warning[0])
-      fprintf(stderr, "ctrain: warning: %s\n", warning);
-    ct_json_obj out;
-    ct_json_obj_init(&out);
-    ct_json_obj_str(&out, "run_dir", t->run_dir);
-    ct_json_obj_str(&out, "checkpoint", t->last_ckpt);
-    ct_json_obj_int(&out, "step", t->state.step);
-    // The final metrics: of this evaluation, or of the checkpoint's final
-    // eval line without its bookkeeping fields.
-    if (t->final_line)
-      add_final_line_metrics(t->final_line, &out);
+  fputc('\'', f);
+  for (; *s; s++) {
+    if (*s == '\'')
+      fputs("'\\''", f);
     else
-      ct_eval_metrics_to_json(&final, &out);
-    printf("%s\n", ct_json_obj_text(&out));
-    ct_json_obj_free(&out);
-    return 0;
+      fputc(*s, f);
   }
+  fputc('\'', f);
+}
 
-  // Writes s as one shell word (single-quoted when it needs to be).
-  static void put_shell_word(FILE * f, const char *s) {
-    if (*s && !s[strspn(s,
-                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                        "0123456789_-+=.,/:@%")]) {
-      fputs(s, f);
-      return;
-    }
-    fputc('\'', f);
-    for (; *s; s++) {
-      if (*s == '\'')
-        fputs("'\\''", f);
-      else
-        fputc(*s, f);
-    }
-    fputc('\'', f);
+// The first line of a run: what trains, where, and how it is spread.
+static void print_banner(const trainer *t) {
+  char products[64] = "", ranks[256] = "";
+  if (ct_gemm_get_precision() == CT_GEMM_BF16)
+    snprintf(products, sizeof products, ", bf16 products (%s)",
+             ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
+  const int n = ct_dist_size();
+  const int64_t A = t->run.accum;
+  if (n > 1) {
+    ct_dp_stats s = ct_dp_get_stats(t->dp);
+    snprintf(ranks, sizeof ranks,
+             " per rank, %d ranks x accum %lld = %lld micro-batches per step"
+             "%s, %.3g MB sent per step and rank in %d buckets, optimizer "
+             "state %.3g MB per rank",
+             n, (long long)A, (long long)(n * A),
+             t->run.shard_optimizer ? " (ZeRO-1)" : "",
+             s.floats_sent * sizeof(float) / 1e6, s.buckets,
+             (double)s.state_floats * sizeof(float) / 1e6);
   }
-
-  // The first line of a run: what trains, where, and how it is spread.
-  static void print_banner(const trainer *t) {
-    char products[64] = "", ranks[256] = "";
-    if (ct_gemm_get_precision() == CT_GEMM_BF16)
-      snprintf(products, sizeof products, ", bf16 products (%s)",
-               ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
-    const int n = ct_dist_size();
-    const int64_t A = t->run.accum;
-    if (n > 1) {
-      ct_dp_stats s = ct_dp_get_stats(t->dp);
-      snprintf(ranks, sizeof ranks,
-               " per rank, %d ranks x accum %lld = %lld micro-batches per step"
-               "%s, %.3g MB sent per step and rank in %d buckets, optimizer "
-               "state %.3g MB per rank",
-               n, (long long)A, (long long)(n * A),
-               t->run.shard_optimizer ? " (ZeRO-1)" : "",
-               s.floats_sent * sizeof(float) / 1e6, s.buckets,
-               (double)s.state_floats * sizeof(float) / 1e6);
-    }
+  fprintf(stderr,
+          "ctrain: %s, %zu parameters, %d threads%s%s, steps "
+          "%lld..%lld, run folder %s\n",
+          t->task.ops->name, ct_params_numel(&t->params), ct_get_threads(),
+          ranks, products, (long long)t->state.step, (long long)t->total_steps,
+          t->run_dir);
+  if (n > 1 && (A & (A - 1)))
     fprintf(stderr,
-            "ctrain: %s, %zu parameters, %d threads%s%s, steps "
-            "%lld..%lld, run folder %s\n",
-            t->task.ops->name, ct_params_numel(&t->params), ct_get_threads(),
-            ranks, products, (long long)t->state.step,
-            (long long)t->total_steps, t->run_dir);
-    if (n > 1 && (A & (A - 1)))
-      fprintf(stderr,
-              "ctrain: warning: accum %lld is not a power of two: the run is "
-              "reproducible at %d ranks, but not the bits of one process with "
-              "accum %lld (see README, data-parallel)\n",
-              (long long)A, n, (long long)(n * A));
-  }
+            "ctrain: warning: accum %lld is not a power of two: the run is "
+            "reproducible at %d ranks, but not the bits of one process with "
+            "accum %lld (see README, data-parallel)\n",
+            (long long)A, n, (long long)(n * A));
+}
 
-  // Opens the run on every rank; with several, the lowest rank that failed
-  // says why, and all of them return its status. Then the ranks check that
-  // they start from the same weights and step.
-  static int open_all(trainer * t, ct_ckpt * *ckpt) {
-    if (ct_dist_size() == 1) return open_run(t, ckpt);
-    char *captured = NULL;
-    size_t len = 0;
-    g_err = open_memstream(&captured, &len);
-    int rc = open_run(t, ckpt);
-    if (g_err) fclose(g_err);
-    g_err = NULL;
-    ct_status st = CT_OK;
-    int first = -1;
-    sync_ranks(t, rc ? RANK_FAILED : 0, &st, &first);
-    if (rc && first == ct_dist_rank() && captured) fputs(captured, stderr);
-    free(captured);
-    if (first >= 0) return 1;
-    // The same step and weights everywhere (a rank that read another
-    // checkpoint, or other data files, would train something else).
-    uint64_t mine[2] = {(uint64_t)t->state.step,
-                        ct_params_digest(&t->params, NULL)};
-    uint64_t *all = malloc(2 * (size_t)ct_dist_size() * sizeof *all);
-    if (!all || ct_dist_allgather(mine, sizeof mine, all) != CT_OK) {
-      fail("open");
-      ct_dist_abort(1);
+// Opens the run on every rank; with several, the lowest rank that failed
+// says why, and all of them return its status. Then the ranks check that
+// they start from the same weights and step.
+static int open_all(trainer *t, ct_ckpt **ckpt) {
+  if (ct_dist_size() == 1) return open_run(t, ckpt);
+  char *captured = NULL;
+  size_t len = 0;
+  g_err = open_memstream(&captured, &len);
+  int rc = open_run(t, ckpt);
+  if (g_err) fclose(g_err);
+  g_err = NULL;
+  ct_status st = CT_OK;
+  int first = -1;
+  sync_ranks(t, rc ? RANK_FAILED : 0, &st, &first);
+  if (rc && first == ct_dist_rank() && captured) fputs(captured, stderr);
+  free(captured);
+  if (first >= 0) return 1;
+  // The same step and weights everywhere (a rank that read another
+  // checkpoint, or other data files, would train something else).
+  uint64_t mine[2] = {(uint64_t)t->state.step,
+                      ct_params_digest(&t->params, NULL)};
+  uint64_t *all = malloc(2 * (size_t)ct_dist_size() * sizeof *all);
+  if (!all || ct_dist_allgather(mine, sizeof mine, all) != CT_OK) {
+    fail("open");
+    ct_dist_abort(1);
+  }
+  for (int r = 1; r < ct_dist_size() && rc == 0; r++)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
+      if (t->lead)
+        fprintf(stderr,
+                "ctrain: error: rank %d starts at step %llu with other "
+                "weights than rank 0 (step %llu): do all ranks see the "
+                "same run folder and data?\n",
+                r, (unsigned long long)all[2 * r], (unsigned long long)all[0]);
+      rc = 1;
     }
-    for (int r = 1; r < ct_dist_size() && rc == 0; r++)
-      if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
-        if (t->lead)
-          fprintf(stderr,
-                  "ctrain: error: rank %d starts at step %llu with other "
-                  "weights than rank 0 (step %llu): do all ranks see the "
-                  "same run folder and data?\n",
-                  r, (unsigned long long)all[2 * r],
-                  (unsigned long long)all[0]);
-        rc = 1;
-      }
-    free(all);
+  free(all);
+  return rc;
+}
+
+int ct_train_run(const ct_train_args *args) {
+  trainer t = {.args = args, .lock = -1, .lead = ct_dist_rank() == 0};
+  ct_ckpt *ckpt = NULL;
+  int rc = open_all(&t, &ckpt);
+  if (rc) {
+    close_run(&t, ckpt);
     return rc;
   }
+  ct_ckpt_free(ckpt);
+  ckpt = NULL;
+  stop_requested = 0;
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);  // what Open MPI's mpirun passes on as is
 
-  int ct_train_run(const ct_train_args *args) {
-    trainer t = {.args = args, .lock = -1, .lead = ct_dist_rank() == 0};
-    ct_ckpt *ckpt = NULL;
-    int rc = open_all(&t, &ckpt);
-    if (rc) {
-      close_run(&t, ckpt);
-      return rc;
-    }
-    ct_ckpt_free(ckpt);
-    ckpt = NULL;
-    stop_requested = 0;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);  // what Open MPI's mpirun passes on as is
-
-    const int64_t log_every = t.run.log_every;
-    const int64_t eval_every = t.run.eval_every;
-    const int64_t ckpt_every = t.run.checkpoint_every;
-    const double max_seconds = 60.0 * t.run.max_minutes;
-    if (t.lead) print_banner(&t);
-    if (ct_get_threads() > ct_threads_available() && ct_dist_size() > 1)
-      fprintf(stderr,
-              "ctrain: warning: rank %d may run on %d core(s) but uses %d "
-              "threads: mpirun binds ranks to cores; run it with --bind-to "
-              "none\n",
-              ct_dist_rank(), ct_threads_available(), ct_get_threads());
-    ct_progress pr;
-    ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
-                     t.task.ops->rate_unit);
-    ct_progress *lead_pr = t.lead ? &pr : NULL;
-    double started = ct_time_now(), seconds_before = t.state.train_seconds;
-    const int64_t first_step = t.state.step;
-    double items_done = 0.0;  // over all ranks
-    ct_status st = CT_OK;
-    bool timed_out = false, stop = false;
-    while (t.state.step < t.total_steps) {
-      double loss = 0.0, items = 0.0, gnorm = 0.0;
-      float lr = ct_schedule_lr(&t.run.schedule, t.state.step);
-      st = train_step(&t, lr, &loss, &items, &gnorm);
+  const int64_t log_every = t.run.log_every;
+  const int64_t eval_every = t.run.eval_every;
+  const int64_t ckpt_every = t.run.checkpoint_every;
+  const double max_seconds = 60.0 * t.run.max_minutes;
+  if (t.lead) print_banner(&t);
+  if (ct_get_threads() > ct_threads_available() && ct_dist_size() > 1)
+    fprintf(stderr,
+            "ctrain: warning: rank %d may run on %d core(s) but uses %d "
+            "threads: mpirun binds ranks to cores; run it with --bind-to "
+            "none\n",
+            ct_dist_rank(), ct_threads_available(), ct_get_threads());
+  ct_progress pr;
+  ct_progress_init(&pr, stderr, t.state.step, t.total_steps,
+                   t.task.ops->rate_unit);
+  ct_progress *lead_pr = t.lead ? &pr : NULL;
+  double started = ct_time_now(), seconds_before = t.state.train_seconds;
+  const int64_t first_step = t.state.step;
+  double items_done = 0.0;  // over all ranks
+  ct_status st = CT_OK;
+  bool timed_out = false, stop = false;
+  while (t.state.step < t.total_steps) {
+    double loss = 0.0, items = 0.0, gnorm = 0.0;
+    float lr = ct_schedule_lr(&t.run.schedule, t.state.step);
+    st = train_step(&t, lr, &loss, &items, &gnorm);
+    if (st != CT_OK) break;
+    t.state.step++;
+    t.state.window_loss += loss;
+    t.state.window_steps++;
+    t.state.train_seconds = seconds_before + (ct_time_now() - started);
+    items_done += items;
+    if (lead_pr) ct_progress_update(lead_pr, t.state.step, loss, lr, items);
+    if (t.state.step % log_every == 0 || t.state.step == t.total_steps) {
+      ct_json_obj o;
+      ct_json_obj_init(&o);
+      int64_t epoch, position;
+      t.task.ops->data_position(&t.task, &epoch, &position);
+      ct_json_obj_int(&o, "step", t.state.step);
+      ct_json_obj_int(&o, "epoch", epoch);
+      ct_json_obj_num(&o, "loss",
+                      t.state.window_loss / (double)t.state.window_steps);
+      ct_json_obj_num(&o, "lr", lr);
+      ct_json_obj_num(&o, "grad_norm", gnorm);
+      st = alone(write_metrics(&t, &o), "metrics");
+      ct_json_obj_free(&o);
+      t.state.window_loss = 0.0;
+      t.state.window_steps = 0;
       if (st != CT_OK) break;
-      t.state.step++;
-      t.state.window_loss += loss;
-      t.state.window_steps++;
-      t.state.train_seconds = seconds_before + (ct_time_now() - started);
-      items_done += items;
-      if (lead_pr) ct_progress_update(lead_pr, t.state.step, loss, lr, items);
-      if (t.state.step % log_every == 0 || t.state.step == t.total_steps) {
-        ct_json_obj o;
-        ct_json_obj_init(&o);
-        int64_t epoch, position;
-        t.task.ops->data_position(&t.task, &epoch, &position);
-        ct_json_obj_int(&o, "step", t.state.step);
-        ct_json_obj_int(&o, "epoch", epoch);
-        ct_json_obj_num(&o, "loss",
-                        t.state.window_loss / (double)t.state.window_steps);
-        ct_json_obj_num(&o, "lr", lr);
-        ct_json_obj_num(&o, "grad_norm", gnorm);
-        st = alone(write_metrics(&t, &o), "metrics");
-        ct_json_obj_free(&o);
-        t.state.window_loss = 0.0;
-        t.state.window_steps = 0;
-        if (st != CT_OK) break;
-      }
-      bool is_last = t.state.step == t.total_steps;
-      if (eval_every > 0 && t.state.step % eval_every == 0 && !is_last) {
-        ct_eval_metrics metrics;
-        bool improved;
-        st = validate(&t, lead_pr, t.run.eval_beam, t.run.eval_limit, &metrics,
-                      &improved, NULL);
-        if (st != CT_OK) {
-          t.error_shared = ct_dist_failed_elsewhere();
-          break;
-        }
-      }
-      // Every rank stops at the same step: a signal or the time limit on one
-      // counts for all.
-      unsigned flags = sync_ranks(
-          &t,
-          (stop_requested ? RANK_STOP : 0u) |
-              (max_seconds > 0 && t.state.train_seconds >= max_seconds
-                   ? RANK_TIME_UP
-                   : 0u),
-          &st, NULL);
-      if (flags & RANK_STOP) {
-        stop = true;
+    }
+    bool is_last = t.state.step == t.total_steps;
+    if (eval_every > 0 && t.state.step % eval_every == 0 && !is_last) {
+      ct_eval_metrics metrics;
+      bool improved;
+      st = validate(&t, lead_pr, t.run.eval_beam, t.run.eval_limit, &metrics,
+                    &improved, NULL);
+      if (st != CT_OK) {
+        t.error_shared = ct_dist_failed_elsewhere();
         break;
       }
-      if (flags & RANK_TIME_UP) {
-        timed_out = true;
-        break;
-      }
-      if (ckpt_every > 0 && t.state.step % ckpt_every == 0 && !is_last) {
-        st = save_checkpoint(&t);
-        if (st != CT_OK) break;
-      }
     }
-    if (lead_pr) {
-      ct_progress_finish(lead_pr);
-      // The throughput of this session's training (validations included).
-      const double took = ct_time_now() - started;
-      const int64_t steps = t.state.step - first_step;
-      if (steps > 0 && took > 0.0)
-        fprintf(stderr,
-                "ctrain: %lld steps in %.2f s: %.1f ms per step, %.0f %s\n",
-                (long long)steps, took, 1e3 * took / (double)steps,
-                items_done / took, t.task.ops->rate_unit);
+    // Every rank stops at the same step: a signal or the time limit on one
+    // counts for all.
+    unsigned flags =
+        sync_ranks(&t,
+                   (stop_requested ? RANK_STOP : 0u) |
+                       (max_seconds > 0 && t.state.train_seconds >= max_seconds
+                            ? RANK_TIME_UP
+                            : 0u),
+                   &st, NULL);
+    if (flags & RANK_STOP) {
+      stop = true;
+      break;
     }
-    if (st != CT_OK) {
-      rc = !t.error_shared ? fail(NULL) : t.lead ? report(NULL, false) : 1;
-      if (t.last_ckpt_step >= 0 && t.lead)
-        fprintf(stderr, "ctrain: the last good checkpoint is %s (step %lld)\n",
-                t.last_ckpt, (long long)t.last_ckpt_step);
-    } else if (stop) {
-      if (save_checkpoint(&t) != CT_OK) {
-        rc = fail("checkpoint");
-      } else if (t.lead) {
-        // The same config and --set options find the same run folder.
-        fprintf(stderr,
-                "ctrain: stopped at step %lld; checkpoint %s\n"
-                "ctrain: continue with: ",
-                (long long)t.state.step, t.last_ckpt);
-        if (ct_dist_size() > 1)  // any N works with N * accum the same
-          fprintf(stderr, "mpirun -np %d --bind-to none ", ct_dist_size());
-        fputs("ctrain train ", stderr);
-        put_shell_word(stderr, args->config_path);
-        for (int i = 0; i < args->n_sets; i++) {
-          fputs(" --set ", stderr);
-          put_shell_word(stderr, args->sets[i]);
-        }
-        fputs(" --resume auto\n", stderr);
-      }
-    } else {
-      if (timed_out && t.lead)
-        fprintf(stderr, "ctrain: [train] max_minutes reached at step %lld\n",
-                (long long)t.state.step);
-      rc = finish_run(&t, lead_pr);
+    if (flags & RANK_TIME_UP) {
+      timed_out = true;
+      break;
     }
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGUSR1, SIG_DFL);
-    close_run(&t, NULL);
-    ct_arena_release();
-    return rc;
+    if (ckpt_every > 0 && t.state.step % ckpt_every == 0 && !is_last) {
+      st = save_checkpoint(&t);
+      if (st != CT_OK) break;
+    }
   }
+  if (lead_pr) {
+    ct_progress_finish(lead_pr);
+    // The throughput of this session's training (validations included).
+    const double took = ct_time_now() - started;
+    const int64_t steps = t.state.step - first_step;
+    if (steps > 0 && took > 0.0)
+      fprintf(stderr,
+              "ctrain: %lld steps in %.2f s: %.1f ms per step, %.0f %s\n",
+              (long long)steps, took, 1e3 * took / (double)steps,
+              items_done / took, t.task.ops->rate_unit);
+  }
+  if (st != CT_OK) {
+    rc = !t.error_shared ? fail(NULL) : t.lead ? report(NULL, false) : 1;
+    if (t.last_ckpt_step >= 0 && t.lead)
+      fprintf(stderr, "ctrain: the last good checkpoint is %s (step %lld)\n",
+              t.last_ckpt, (long long)t.last_ckpt_step);
+  } else if (stop) {
+    if (save_checkpoint(&t) != CT_OK) {
+      rc = fail("checkpoint");
+    } else if (t.lead) {
+      // The same config and --set options find the same run folder.
+      fprintf(stderr,
+              "ctrain: stopped at step %lld; checkpoint %s\n"
+              "ctrain: continue with: ",
+              (long long)t.state.step, t.last_ckpt);
+      if (ct_dist_size() > 1)  // any N works with N * accum the same
+        fprintf(stderr, "mpirun -np %d --bind-to none ", ct_dist_size());
+      fputs("ctrain train ", stderr);
+      put_shell_word(stderr, args->config_path);
+      for (int i = 0; i < args->n_sets; i++) {
+        fputs(" --set ", stderr);
+        put_shell_word(stderr, args->sets[i]);
+      }
+      fputs(" --resume auto\n", stderr);
+    }
+  } else {
+    if (timed_out && t.lead)
+      fprintf(stderr, "ctrain: [train] max_minutes reached at step %lld\n",
+              (long long)t.state.step);
+    rc = finish_run(&t, lead_pr);
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
+  close_run(&t, NULL);
+  ct_arena_release();
+  return rc;
+}
