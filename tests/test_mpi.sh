@@ -6,7 +6,8 @@
 # usage: test_mpi.sh CTRAIN SOURCE_ROOT digests|resume
 #   digests: tiny configs of every task (translation, ViT with dropout, drop
 #            path, crops, flips, mixup/cutmix and the prefetch thread, a
-#            ResNet, DeiT taught by that ResNet, DETR), at -np 2 and -np 4
+#            ResNet, DeiT taught by that ResNet, DETR, the attention GRU on
+#            BPE tokens with teacher forcing 0.5), at -np 2 and -np 4
 #            (oversubscribed), ZeRO-1 off and on, with small gradient
 #            buckets (the exchange overlaps backward) and with one bucket.
 #   resume:  a run stopped at 2 ranks x accum 2 continues on 4 x 1 and on
@@ -66,6 +67,14 @@ vit=("${vision[@]}" data.crop_padding=2 data.hflip=true data.mixup_alpha=0.8
 resnet=("${vision[@]}" run.seed=3 model.arch=resnet model.width=8
   model.stages=2 model.blocks=1)
 deit=("${vit[@]}" model.arch=deit train.distillation=soft train.distill_tau=3)
+# The attention GRU with teacher forcing 0.5 (coins keyed by the
+# micro-batch) on BPE tokens (merges learned at the start on every rank).
+rnn=(run.seed=7 data.source=toy data.toy_train=200 data.toy_val=10
+  data.toy_test=10 data.batch_size=8 data.tokenizer=bpe data.bpe_merges=30
+  model.arch=rnn model.emb_dim=16 model.enc_hidden=16 model.dec_hidden=16
+  train.teacher_forcing=0.5 schedule.warmup=5 train.steps=20 train.epochs=0
+  train.log_every=5 train.eval_every=10 train.final_beam=2
+  train.checkpoint_every=1000)
 detr=(run.task=detection run.seed=7 data.source=toy data.toy_train=64
   data.toy_val=20 data.toy_image_size=32 data.toy_classes=3 data.batch_size=4
   data.hflip=true model.d_model=32 model.heads=2 model.ff=64
@@ -132,6 +141,7 @@ if [ "$part" = digests ]; then
   expect "the teacher was not changed by the DeiT runs" \
     '[ "$(digest "$tmp/resnet/one2/ckpt-00000024.ct")" = "$(digest "$tmp/resnet/np2x1f/ckpt-00000024.ct")" ]'
   same_bits detr "$empty" 12 "${detr[@]}"
+  same_bits rnn "$empty" 20 "${rnn[@]}"
   # accum 3 on 2 ranks is not a power of two: said at the start.
   args=()
   for s in "${translation[@]}"; do args+=(--set "$s"); done
