@@ -2,7 +2,8 @@
 # `mpirun` (tests/test_mpi.sh, bench/data_parallel.sh), which source it
 # after setting $ctrain:
 #   . tests/mpi_env.sh; mpi_env || exit $?
-# mpi_env sets $launcher (mpirun, else mpiexec) and exports what Open MPI
+# mpi_env sets $launcher (the MPI's own mpiexec.openmpi or mpiexec.mpich,
+# else mpirun, else mpiexec) and exports what Open MPI
 # needs as root (containers, CI) and for more ranks than cores. Returns 77
 # when ctrain was built without MPI, 1 (with a message) when no launcher.
 mpi_env() {
@@ -10,7 +11,12 @@ mpi_env() {
     echo "ctrain was built without MPI (meson -Dmpi=disabled, or no MPI found)"
     return 77
   fi
-  launcher=$(command -v mpirun || command -v mpiexec) || {
+  # The launcher of the MPI ctrain was built with, where Debian has both
+  # (mpirun is then one of them, by update-alternatives).
+  local flavour=openmpi
+  "$ctrain" info | grep -q '^MPI: MPICH' && flavour=mpich
+  launcher=$(command -v "mpiexec.$flavour" || command -v mpirun ||
+    command -v mpiexec) || {
     echo "FAIL: ctrain has MPI but there is no mpirun or mpiexec (apt-get install openmpi-bin)"
     return 1
   }
