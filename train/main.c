@@ -502,6 +502,10 @@ static int cmd_inspect(int argc, char **argv) {
     if (m.state.best_step >= 0)
       printf("best %s: %.4f at step %lld\n", m.task.ops->best_metric,
              m.state.best, (long long)m.state.best_step);
+    if (m.state.planned_steps > 0)
+      printf("planned for a time budget: %lld steps, warmup %lld\n",
+             (long long)m.state.planned_steps,
+             (long long)m.state.planned_warmup);
     printf("parameters: %zu in %d tensors\n", ct_params_numel(&m.params),
            m.params.n);
     for (int i = 0; i < m.params.n; i++) {

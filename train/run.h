@@ -47,6 +47,9 @@ typedef struct ct_run_state {
   double window_loss;       // loss summed since the last log line
   int64_t window_steps;     // steps in that sum
   double train_seconds;     // training time so far (informational)
+  // A budgeted run's plan (train/budget.h), fixed before its first step and
+  // kept by every resume: its total steps and warmup (0, 0: not planned).
+  int64_t planned_steps, planned_warmup;
 } ct_run_state;
 
 // A model opened from a checkpoint, for eval/translate/inspect/export.
