@@ -766,8 +766,9 @@ static int open_all(trainer *t, ct_ckpt **ckpt) {
 }
 
 // The total of a new budgeted run: every rank times its own passes (the
-// machine as loaded during training), rank 0's plan is every rank's. Then
-// the lead writes config.ini with it.
+// machine as loaded during training) and the ranks time the gradient
+// exchange together; rank 0's plan is every rank's. Then the lead writes
+// config.ini with it.
 static int plan_budget(trainer *t) {
   const double budget = 60.0 * t->run.max_minutes;
   const int64_t configured = t->total_steps;
@@ -781,6 +782,12 @@ static int plan_budget(trainer *t) {
     return !t->error_shared ? fail("measuring the step time")
            : t->lead        ? report("measuring the step time", false)
                             : 1;
+  // A data-parallel step also waits for the gradient exchange.
+  double exchange = 0.0;
+  if (alone(ct_dp_time_exchange(t->dp, 3, &exchange), "timing the exchange") !=
+      CT_OK)
+    return 1;
+  tm.step_seconds += exchange;
   ct_budget_plan plan =
       ct_budget_plan_make(&t->run.schedule, budget, &tm, configured);
   int64_t mine[2] = {plan.steps, plan.warmup};
