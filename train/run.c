@@ -84,6 +84,7 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .dir = ct_config_str(cfg, "run", "dir"),
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .init_from = ct_config_str(cfg, "model", "init_from"),
+      .init_from_strict = ct_config_bool(cfg, "model", "init_from_strict"),
       .clip_norm = ct_config_float(cfg, "optim", "clip_norm"),
       .schedule =
           {

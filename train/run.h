@@ -16,6 +16,7 @@ typedef struct ct_run_settings {
   const char *name, *dir;  // [run]: the run folder is dir/name
   uint64_t seed;
   const char *init_from;  // [model]: "" = a random init
+  bool init_from_strict;  // [model]: false skips the file's extra tensors
   ct_optim_config optim;  // [optim] optimizer and its hyperparameters
   double clip_norm;       // 0 = no clipping
   // [schedule] and [optim] lr; total_steps and d_model are left 0 for the

@@ -178,6 +178,9 @@ static const ct_config_key schema[] = {
     {"model", "init_from", CT_CONFIG_STRING, "", NULL,
      "start from these weights (safetensors with PyTorch names, e.g. from "
      "ctrain export) instead of a random init"},
+    {"model", "init_from_strict", CT_CONFIG_BOOL, "true", NULL,
+     "init_from: a tensor the model lacks is an error (false: skipped with a "
+     "warning listing them); a missing one always is"},
     // [optim]
     {"optim", "optimizer", CT_CONFIG_ENUM, "adam",
      CT_SCHEMA_CHOICES(CT_OPTIMIZERS), "the optimizer"},

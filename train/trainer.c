@@ -555,7 +555,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   } else {
     t->last_ckpt_step = -1;
     if (*t->run.init_from &&
-        ct_safetensors_load(t->run.init_from, &t->params, 0) != CT_OK)
+        ct_safetensors_load_weights(
+            t->run.init_from, &t->params, !t->run.init_from_strict,
+            "set [model] init_from_strict = false to skip them",
+            t->lead ? stderr : NULL) != CT_OK)
       return fail("[model] init_from");
   }
   t->total_steps = count_steps(t);

@@ -74,5 +74,5 @@ static void test_warmup(void) {
 int main(void) {
   test_total();
   test_warmup();
-  return test_summary("budget");
+  return test_summary("budget_plan");
 }
