@@ -29,6 +29,8 @@ val_images() {
 expect "the default holds out 10% (600 of 6000)" "[ '$(val_images default)' = 600 ]"
 expect "the resolved config says 0.1" "grep -qx 'val_holdout = 0.1' runs/default/config.ini"
 expect "a fraction: 0.25 of 6000 is 1500" "[ '$(val_images quarter data.val_holdout=0.25)' = 1500 ]"
+expect "a fraction: 0.29 of 6000 is 1740 (1739.9999999999998 in double)" \
+  "[ '$(val_images exact data.val_holdout=0.29)' = 1740 ]"
 expect "a fraction is capped at 5000 (0.9 of 6000)" "[ '$(val_images capped data.val_holdout=0.9)' = 5000 ]"
 expect "a count: 5500" "[ '$(val_images count data.val_holdout=5500)' = 5500 ]"
 expect "a count: 1" "[ '$(val_images one data.val_holdout=1)' = 1 ]"
@@ -37,6 +39,13 @@ expect "0 validates on the test split (20 images)" "[ '$(val_images test data.va
 ck=$(ls runs/quarter/ckpt-*.ct | tail -n 1)
 expect "eval --split val holds out the same 1500" \
   "[ '$(jnum "$("$ctrain" eval "$ck" --split val 2>/dev/null | tail -n 1)" images)' = 1500 ]"
+
+# CIFAR-10's 50,000 training images: the default holds out 5000, as the
+# old default did.
+"$ctrain" toy images --out cifar_size --format idx --size 8 --classes 2 \
+  --train 50000 --test 10 >/dev/null
+expect "the default on 50,000 images: 5000" \
+  "[ '$(val_images fifty data.image_dir=cifar_size)' = 5000 ]"
 
 for v in -1 -0.5 nan 2.5 1e10; do
   mapfile -t args < <(sets "${base[@]}" run.name=bad data.val_holdout=$v)

@@ -182,7 +182,10 @@ static ct_status load_files(const classification_config *c, bool train,
 // the count itself. Holding out none or all of them is an error.
 static ct_status holdout_count(double v, int64_t N, int64_t *count) {
   if (v < 1.0) {
-    double n = floor(v * (double)N);
+    // 0.29 · 6000 is 1739.9999999999998 in double: a product within
+    // rounding of a whole number is that number.
+    double n = v * (double)N, whole = nearbyint(n);
+    n = fabs(n - whole) <= 1e-9 * fmax(1.0, n) ? whole : floor(n);
     *count = n > CT_VAL_HOLDOUT_FRACTION_MAX ? CT_VAL_HOLDOUT_FRACTION_MAX
                                              : (int64_t)n;
     if (*count < 1)
