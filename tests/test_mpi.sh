@@ -157,6 +157,23 @@ if [ "$part" = digests ]; then
   status=$?
   expect "a non-finite loss on 2 ranks: status $status, one message naming the step" \
     '[ $status -ne 0 ] && [ "$(grep -c "^ctrain: error: .*non-finite" "$tmp/nan.err")" = 1 ]'
+  # A time budget on 2 ranks: every rank trains rank 0's plan, and the
+  # config.ini it wrote, on one process with accum 2, gives the same bits.
+  args=()
+  for s in "${vit[@]}" train.steps=100000 train.max_minutes=0.02; do
+    args+=(--set "$s")
+  done
+  mpi 2 train "$empty" "${args[@]}" --set run.dir="$tmp/budget" \
+    --set run.name=np2 >"$tmp/budget.np2.out" 2>"$tmp/budget.np2.err"
+  status=$?
+  planned=$(sed -n 's/.*; planned \([0-9]*\) steps, what fits.*/\1/p' "$tmp/budget.np2.err")
+  expect "a budget on 2 ranks: one plan ($planned steps), said once" \
+    '[ $status -eq 0 ] && [ -n "$planned" ] && [ "$(grep -c "a step takes" "$tmp/budget.np2.err")" = 1 ]'
+  one train "$tmp/budget/np2/config.ini" --set run.name=one2 \
+    --set train.accum=2 >"$tmp/budget.one2.out" 2>"$tmp/budget.one2.err"
+  ck=$(printf 'ckpt-%08d.ct' "${planned:-0}")
+  expect "the budgeted 2-rank run = its config.ini on one process x accum 2" \
+    '[ -n "$(digest "$tmp/budget/np2/$ck")" ] && [ "$(digest "$tmp/budget/np2/$ck")" = "$(digest "$tmp/budget/one2/$ck")" ] && cmp -s "$tmp/budget/np2/metrics.jsonl" "$tmp/budget/one2/metrics.jsonl"'
   # Commands other than train run as one process.
   mpi 2 inspect "$tmp/translation/one2/ckpt-00000040.ct" >"$tmp/inspect.out" 2>"$tmp/inspect.err"
   status=$?

@@ -172,6 +172,59 @@ static void test_confusion(void) {
   free(im.px);
 }
 
+// The ink of column j's label above the grid (at x0, y0; cells `cell`
+// wide): its topmost and bottommost rows, *top > *bottom when none.
+static void column_label_rows(const image *im, int x0, int y0, int cell, int j,
+                              int *top, int *bottom) {
+  *top = y0;
+  *bottom = -1;
+  for (int y = 0; y < y0 - 1; y++)
+    for (int x = x0 + j * cell; x < x0 + (j + 1) * cell; x++)
+      if (is(at(im, x, y), 0, 0, 0)) {
+        if (y < *top) *top = y;
+        if (y > *bottom) *bottom = y;
+      }
+}
+
+// Column labels are whole class names: across when every name fits its
+// cell, turned to read upwards when one does not ("checker" is 41 px, a
+// 40 px cell leaves 38), never cut ("checke").
+static void test_confusion_labels(void) {
+  enum { K = 4, CELL = 40 };
+  int64_t counts[K * K] = {0};
+  for (int i = 0; i < K; i++) counts[i * K + i] = 3;
+  const char *path = tmp_path("labels.png");
+  const char *shapes[K] = {"checker", "dots", "stripes", "rings"};
+  CHECK(ct_plot_confusion_png(path, K, counts, shapes, "t") == CT_OK, "%s",
+        ct_last_error());
+  image im = image_load(path);
+  int x0 = 0, y0 = 0, top, bottom;
+  CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0), "no dark cell");
+  const int whole = ct_plot_text_width("checker", 1),
+            cut = ct_plot_text_width("checke", 1);
+  CHECK(whole > CELL - 2 && cut <= CELL - 2, "font: %d and %d px", whole, cut);
+  column_label_rows(&im, x0, y0, CELL, 0, &top, &bottom);
+  CHECK(bottom - top + 1 > cut && bottom - top + 1 <= whole,
+        "'checker' turned: %d px of ink upwards (whole %d, cut %d)",
+        bottom - top + 1, whole, cut);
+  int tall = im.h;
+  free(im.px);
+
+  const char *short_names[K] = {"cat", "dog", "ox", "emu"};
+  CHECK(ct_plot_confusion_png(path, K, counts, short_names, "t") == CT_OK, "%s",
+        ct_last_error());
+  im = image_load(path);
+  CHECK(find_color(&im, DARK_R, DARK_G, DARK_B, &x0, &y0), "no dark cell");
+  column_label_rows(&im, x0, y0, CELL, 0, &top, &bottom);
+  CHECK(bottom - top + 1 == 7 && y0 - bottom <= 8,
+        "'cat' across, one text line over the grid: rows %d..%d, grid at %d",
+        top, bottom, y0);
+  CHECK(tall - im.h == whole - 7,
+        "turned labels add their length less the 7 px of a line: %d vs %d",
+        tall, im.h);
+  free(im.px);
+}
+
 // K >= 2 classes: row 0 is 70% right, 30% predicted as class K-1, the
 // other rows all right. Small cells have no numbers; K = 1000 stays about
 // 2000 px.
@@ -496,6 +549,7 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   test_png_write_rgb();
   test_confusion();
+  test_confusion_labels();
   test_confusion_errors();
   test_confusion_large(100, 8, 1000);
   test_confusion_large(1000, 2, 2200);

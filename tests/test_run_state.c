@@ -26,10 +26,12 @@ typedef struct meta {
   double best, window_loss;
   int64_t window_steps;
   double seconds;
+  uint32_t version;                       // 1: before budgeted schedules
+  int64_t planned_steps, planned_warmup;  // version 2
 } meta;
 
 static meta good_meta(void) {
-  return (meta){"translation", 20, 1, 3, 20, 10, 12.5, 3.0, 2, 4.0};
+  return (meta){"translation", 20, 1, 3, 20, 10, 12.5, 3.0, 2, 4.0, 2, 0, 0};
 }
 
 // A checkpoint of a translation config with `m` as its run state, an empty
@@ -38,7 +40,7 @@ static ct_ckpt *make_ckpt(const meta *m, bool with_optim) {
   ct_ckpt_writer *w = ct_ckpt_writer_new();
   ct_rec r;
   ct_rec_init(&r);
-  ct_rec_u32(&r, 1);
+  ct_rec_u32(&r, m->version);
   ct_rec_str(&r, m->task);
   ct_rec_i64(&r, m->step);
   ct_rec_i64(&r, m->epoch);
@@ -49,6 +51,10 @@ static ct_ckpt *make_ckpt(const meta *m, bool with_optim) {
   ct_rec_f64(&r, m->window_loss);
   ct_rec_i64(&r, m->window_steps);
   ct_rec_f64(&r, m->seconds);
+  if (m->version >= 2) {
+    ct_rec_i64(&r, m->planned_steps);
+    ct_rec_i64(&r, m->planned_warmup);
+  }
   ct_ckpt_writer_add_rec(w, "meta", &r);
   ct_rec_free(&r);
   ct_config *cfg = ct_train_config_new();
@@ -92,9 +98,12 @@ static ct_status load(const meta *m, bool with_optim, bool want_optim) {
   ct_status st =
       c ? ct_run_load(c, &p, want_optim ? &opt : NULL, &s) : CT_ERR_FORMAT;
   if (st == CT_OK)
-    CHECK(s.step == m->step && (!want_optim || opt.step == m->opt_step),
-          "loaded step %lld, optimizer step %lld", (long long)s.step,
-          (long long)opt.step);
+    CHECK(s.step == m->step && (!want_optim || opt.step == m->opt_step) &&
+              s.planned_steps == m->planned_steps &&
+              s.planned_warmup == m->planned_warmup,
+          "loaded step %lld, optimizer step %lld, plan %lld/%lld",
+          (long long)s.step, (long long)opt.step, (long long)s.planned_steps,
+          (long long)s.planned_warmup);
   ct_params_free(&p);
   ct_ckpt_free(c);
   return st;
@@ -113,6 +122,8 @@ static void test_meta_ranges(void) {
       {"best step", good_meta()},     {"best metric", good_meta()},
       {"loss window", good_meta()},   {"loss window", good_meta()},
       {"training time", good_meta()}, {"task", good_meta()},
+      {"planned total", good_meta()}, {"planned total", good_meta()},
+      {"planned total", good_meta()},
   };
   bad[0].m.step = INT64_MIN;
   bad[1].m.step = -1;
@@ -124,6 +135,9 @@ static void test_meta_ranges(void) {
   bad[7].m.window_steps = -1;
   bad[8].m.seconds = NAN;
   bad[9].m.task = "detection";
+  bad[10].m.planned_steps = 19;  // below the step
+  bad[11].m.planned_steps = -1;
+  bad[12].m.planned_warmup = 5;  // a warmup without a plan
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     ct_status st = load(&bad[k].m, true, true);
     CHECK(st == CT_ERR_FORMAT && strstr(ct_last_error(), "run.ct: ") &&
@@ -131,6 +145,24 @@ static void test_meta_ranges(void) {
               strstr(ct_last_error(), bad[k].what),
           "%s: %s", bad[k].what, ct_last_error());
   }
+}
+
+// A budgeted run's plan comes back; a checkpoint written before plans
+// existed (version 1) loads without one; a later version is refused by name.
+static void test_meta_versions(void) {
+  meta m = good_meta();
+  m.planned_steps = 20;
+  m.planned_warmup = 3;
+  CHECK(load(&m, true, true) == CT_OK, "a planned run: %s", ct_last_error());
+  m = good_meta();
+  m.version = 1;
+  CHECK(load(&m, true, true) == CT_OK, "version 1: %s", ct_last_error());
+  m.version = 3;
+  CHECK(load(&m, true, true) == CT_ERR_FORMAT &&
+            strstr(ct_last_error(),
+                   "run state version 3, this ctrain "
+                   "reads 1 to 2"),
+        "version 3: %s", ct_last_error());
 }
 
 static void test_optimizer_sections(void) {
@@ -187,6 +219,7 @@ static void test_image_section(void) {
 
 int main(void) {
   test_meta_ranges();
+  test_meta_versions();
   test_optimizer_sections();
   test_image_section();
   return test_summary("run_state");

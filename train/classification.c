@@ -44,7 +44,9 @@ typedef struct classification_config {
   ct_image_format image_format;
   const char *image_dir, *png_train, *png_test;
   int image_size, channels;
-  int64_t val_holdout;
+  // Validation held out of the training files: a fraction (0 < v < 1) or a
+  // count (a whole number >= 1); 0: the test split validates.
+  double val_holdout;
   bool normalize;
   // training batches
   int64_t batch_size;
@@ -175,15 +177,38 @@ static ct_status load_files(const classification_config *c, bool train,
                        train);
 }
 
+// The images [data] val_holdout takes out of N training images: a
+// fraction's share (rounded down, at most CT_VAL_HOLDOUT_FRACTION_MAX) or
+// the count itself. Holding out none or all of them is an error.
+static ct_status holdout_count(double v, int64_t N, int64_t *count) {
+  if (v < 1.0) {
+    // 0.29 · 6000 is 1739.9999999999998 in double: a product within
+    // rounding of a whole number is that number.
+    double n = v * (double)N, whole = nearbyint(n);
+    n = fabs(n - whole) <= 1e-9 * fmax(1.0, n) ? whole : floor(n);
+    *count = n > CT_VAL_HOLDOUT_FRACTION_MAX ? CT_VAL_HOLDOUT_FRACTION_MAX
+                                             : (int64_t)n;
+    if (*count < 1)
+      return ct_error(CT_ERR_ARG,
+                      "[data] val_holdout = %g of %lld training images holds "
+                      "out none: give a larger fraction, a count, or 0 to "
+                      "validate on the test split",
+                      v, (long long)N);
+  } else {
+    *count = (int64_t)v;
+  }
+  if (*count >= N)
+    return ct_error(CT_ERR_ARG,
+                    "[data] val_holdout = %g leaves no training images (the "
+                    "training split has %lld)",
+                    v, (long long)N);
+  return CT_OK;
+}
+
 // Moves `count` seeded-random images of *train into *val.
 static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
                           int64_t count, uint64_t seed) {
   const int64_t N = train->N;
-  if (count >= N)
-    return ct_error(CT_ERR_ARG,
-                    "[data] val_holdout = %lld leaves no training "
-                    "images (the training split has %lld)",
-                    (long long)count, (long long)N);
   int64_t *perm = malloc((size_t)N * sizeof *perm);
   bool *is_val = calloc((size_t)N, sizeof *is_val);
   ct_image_dataset kept = {0};
@@ -230,7 +255,7 @@ static ct_status hold_out(ct_image_dataset *train, ct_image_dataset *val,
 
 static ct_status load_data(classification *c, ct_task_need need) {
   const classification_config *cc = &c->cfg;
-  const int64_t holdout = cc->val_holdout;
+  const double holdout = cc->val_holdout;
   ct_status st = CT_OK;
   if (cc->source == CT_DATA_SOURCE_TOY) {
     int size = cc->toy_image_size, classes = cc->toy_classes;
@@ -251,7 +276,9 @@ static ct_status load_data(classification *c, ct_task_need need) {
     c->have_train = st == CT_OK;
   }
   if (st == CT_OK && holdout > 0) {
-    st = hold_out(&c->train, &c->val, holdout, cc->seed);
+    int64_t count = 0;
+    st = holdout_count(holdout, c->train.N, &count);
+    if (st == CT_OK) st = hold_out(&c->train, &c->val, count, cc->seed);
     c->have_val = st == CT_OK;
   }
   bool png = cc->image_format == CT_IMAGE_FORMAT_PNG;
@@ -378,13 +405,21 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
   ct_status checked = ct_config_check_min(
       cfg, positive, sizeof positive / sizeof positive[0], 1);
   if (checked != CT_OK) return checked;
-  static const char *const non_negative[][2] = {{"data", "val_holdout"},
-                                                {"data", "crop_padding"},
+  static const char *const non_negative[][2] = {{"data", "crop_padding"},
                                                 {"data", "image_size"},
                                                 {"data", "randaug_ops"}};
   checked = ct_config_check_min(
       cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
   if (checked != CT_OK) return checked;
+  // A fraction below 1, or a whole count (the schema makes it finite).
+  const double holdout = ct_config_float(cfg, "data", "val_holdout");
+  if (holdout < 0.0 || holdout > 1e9 ||
+      (holdout >= 1.0 && holdout != floor(holdout)))
+    return ct_error(CT_ERR_ARG,
+                    "[data] val_holdout = %g: must be a fraction in (0, 1), a "
+                    "whole number of images up to 1e9, or 0 (validate on the "
+                    "test split)",
+                    holdout);
   int64_t ch = ct_config_int(cfg, "data", "channels");
   if (ch != 1 && ch != 3)
     return ct_error(CT_ERR_ARG, "[data] channels = %lld: must be 1 or 3",
@@ -450,7 +485,7 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
       .png_test = ct_config_str(cfg, "data", "png_test"),
       .image_size = (int)ct_config_int(cfg, "data", "image_size"),
       .channels = (int)ch,
-      .val_holdout = ct_config_int(cfg, "data", "val_holdout"),
+      .val_holdout = holdout,
       .normalize = ct_config_bool(cfg, "data", "normalize"),
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .prefetch = ct_config_bool(cfg, "data", "prefetch"),

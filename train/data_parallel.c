@@ -9,6 +9,7 @@
 #include "optim/grad_accum.h"
 #include "optim/grads.h"
 #include "train/dist.h"
+#include "train/progress.h"
 
 // A bucket: floats [lo, hi) of the store, exchanged as one.
 typedef struct bucket {
@@ -390,6 +391,25 @@ ct_status ct_dp_reduce_finish(ct_dp *dp) {
     ct_status w = ct_dist_wait(&nth_bucket(dp, i)->gather);
     if (st == CT_OK) st = w;
   }
+  return st;
+}
+
+ct_status ct_dp_time_exchange(ct_dp *dp, int n, double *seconds) {
+  *seconds = 0.0;
+  if (dp->size == 1 || n < 1) return CT_OK;
+  ct_status st = CT_OK;
+  double started = 0.0;
+  for (int i = 0; i <= n && st == CT_OK; i++) {
+    if (i == 1) started = ct_time_now();
+    ct_params_zero_grad(dp->p);
+    for (int64_t a = 0; a < dp->accum && st == CT_OK; a++) {
+      ct_dp_bn_log(dp);
+      st = ct_dp_backward(dp, NULL, a);
+    }
+    if (st == CT_OK) st = ct_dp_reduce_finish(dp);
+  }
+  *seconds = (ct_time_now() - started) / n;
+  ct_params_zero_grad(dp->p);
   return st;
 }
 

@@ -112,6 +112,12 @@ ct_status ct_dp_check_finite(ct_dp *dp, int64_t step);
 // rank's shard followed by an all-gather of the parameters.
 ct_status ct_dp_optim_step(ct_dp *dp, ct_optim *opt, float lr);
 
+// The mean time of n gradient exchanges of zero gradients (the traffic of
+// a step without its backward, which a budgeted run's timed passes lack),
+// after one untimed exchange that lines the ranks up. Every rank calls it
+// with the same n; nothing but the gradients changes. 0 for one process.
+ct_status ct_dp_time_exchange(ct_dp *dp, int n, double *seconds);
+
 // ZeRO-1: collects every rank's moments into rank 0's p->state, for a
 // checkpoint (every rank calls it); ct_dp_release_optimizer_state frees
 // them again. Nothing to do otherwise.

@@ -66,8 +66,12 @@ static const char *const usage =
     "  export CKPT [OUT.safetensors] [--vocab DIR]\n"
     "                             the parameters for PyTorch; the\n"
     "                             vocabularies and BPE merges (merges.txt)\n"
-    "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors]\n"
-    "                             the model's logits for given inputs\n"
+    "  forward CKPT IN.safetensors OUT.safetensors [--weights W.safetensors\n"
+    "      [--allow-unexpected]]  the model's logits for given inputs; "
+    "--weights\n"
+    "                             replaces parameters by name, "
+    "--allow-unexpected\n"
+    "                             skips the file's tensors the model lacks\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
     "  plot RUN_DIR... --out FILE.png\n"
     "                             several runs' metrics in one chart\n"
@@ -502,6 +506,10 @@ static int cmd_inspect(int argc, char **argv) {
     if (m.state.best_step >= 0)
       printf("best %s: %.4f at step %lld\n", m.task.ops->best_metric,
              m.state.best, (long long)m.state.best_step);
+    if (m.state.planned_steps > 0)
+      printf("planned for a time budget: %lld steps, warmup %lld\n",
+             (long long)m.state.planned_steps,
+             (long long)m.state.planned_warmup);
     printf("parameters: %zu in %d tensors\n", ct_params_numel(&m.params),
            m.params.n);
     for (int i = 0; i < m.params.n; i++) {
@@ -578,16 +586,20 @@ static int cmd_export(int argc, char **argv) {
   return rc;
 }
 
-// ctrain forward CKPT IN.safetensors OUT.safetensors [--weights W]: the
-// model's outputs for given inputs, for checks against other frameworks.
+// ctrain forward CKPT IN.safetensors OUT.safetensors [--weights W
+// [--allow-unexpected]]: the model's outputs for given inputs, for checks
+// against other frameworks.
 static int cmd_forward(int argc, char **argv) {
   const char *pos[3] = {NULL, NULL, NULL}, *weights = NULL;
+  bool allow_unexpected = false;
   int n = 0;
   for (int i = 2; i < argc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--weights")) {
       if (!(v = option_value(argc, argv, &i))) return 2;
       weights = v;
+    } else if (!strcmp(argv[i], "--allow-unexpected")) {
+      allow_unexpected = true;
     } else if (!strcmp(argv[i], "--threads")) {
       int t;
       if (!(v = option_value(argc, argv, &i)) || threads_option(v, &t))
@@ -605,13 +617,20 @@ static int cmd_forward(int argc, char **argv) {
     return usage_error("%s",
                        "forward takes a checkpoint, an input and an "
                        "output .safetensors file");
+  if (allow_unexpected && !weights)
+    return usage_error("%s",
+                       "forward: --allow-unexpected applies to the file of "
+                       "--weights, and there is none");
   ct_run_model m;
   ct_params in, out;
   ct_params_init(&in);
   ct_params_init(&out);
   int rc = 0;
   if (ct_run_model_open(&m, pos[0], CT_TASK_MODEL_ONLY) != CT_OK ||
-      (weights && ct_safetensors_load(weights, &m.params, 0) != CT_OK) ||
+      (weights &&
+       ct_safetensors_load_weights(weights, &m.params, allow_unexpected,
+                                   "pass --allow-unexpected to skip them",
+                                   stderr) != CT_OK) ||
       ct_safetensors_load(pos[1], &in, CT_LOAD_REGISTER) != CT_OK) {
     rc = runtime_error();
   } else if (!m.task.ops->forward) {

@@ -129,6 +129,14 @@ static const char *name_list_end(name_list *l) {
 ct_status ct_params_load_named(ct_params *dst, float *buf,
                                const ct_named_tensor *t, int n, unsigned flags,
                                const char *source) {
+  return ct_params_load_named_reported(dst, buf, t, n, flags, source, NULL);
+}
+
+ct_status ct_params_load_named_reported(ct_params *dst, float *buf,
+                                        const ct_named_tensor *t, int n,
+                                        unsigned flags, const char *source,
+                                        ct_load_report *report) {
+  if (report) *report = (ct_load_report){0};
   if (!dst || (!buf && dst->n) || (n && !t) || n < 0)
     return ct_error(CT_ERR_ARG, "load: needs a store, a buffer and tensors");
   if (!source) source = "file";
@@ -163,16 +171,26 @@ ct_status ct_params_load_named(ct_params *dst, float *buf,
     if (found[i] < 0)
       name_list_add(&missing, dst->items[i].name, dst->items[i].tensor->ndim,
                     dst->items[i].tensor->shape);
-  if (st == CT_OK && unexpected.count && !(flags & CT_LOAD_ALLOW_UNEXPECTED))
-    st = ct_error(CT_ERR_FORMAT,
-                  "%s: has %d tensor(s) the model does not: "
-                  "%s (allow unexpected tensors to ignore them)",
-                  source, unexpected.count, name_list_end(&unexpected));
+  name_list_end(&unexpected);
+  name_list_end(&missing);
+  if (report) {
+    report->unexpected = unexpected.count;
+    report->missing = missing.count;
+    snprintf(report->unexpected_names, sizeof report->unexpected_names, "%s",
+             unexpected.text);
+    snprintf(report->missing_names, sizeof report->missing_names, "%s",
+             missing.text);
+  }
+  if (st == CT_OK && unexpected.count && !(flags & CT_LOAD_ALLOW_UNEXPECTED)) {
+    st = ct_error(CT_ERR_FORMAT, "%s: has %d tensor(s) the model does not: %s",
+                  source, unexpected.count, unexpected.text);
+    if (report) report->refused_unexpected = true;
+  }
   if (st == CT_OK && missing.count && !(flags & CT_LOAD_ALLOW_MISSING))
     st = ct_error(CT_ERR_FORMAT,
-                  "%s: lacks %d model parameter(s): %s (allow "
-                  "missing tensors to keep their current values)",
-                  source, missing.count, name_list_end(&missing));
+                  "%s: lacks %d model parameter(s): %s (the weights of "
+                  "another model or configuration?)",
+                  source, missing.count, missing.text);
   // A NaN or Inf in a file is an error naming the tensor: loaded, it would
   // only surface as a non-finite loss (or a nonsense answer) later.
   for (int i = 0; i < dst->n && st == CT_OK; i++) {

@@ -14,6 +14,7 @@
 #ifndef CT_TRAIN_PARAMS_LOAD_H
 #define CT_TRAIN_PARAMS_LOAD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -47,6 +48,16 @@ typedef struct ct_named_tensor {
   const void *data;  // numel little-endian values of dtype (any alignment)
 } ct_named_tensor;
 
+// What a load left out: the file's tensors the store lacks (skipped under
+// CT_LOAD_ALLOW_UNEXPECTED, refused otherwise) and the store's parameters
+// the file lacks; each list names at most three, with shapes, then "(and N
+// more)".
+typedef struct ct_load_report {
+  int unexpected, missing;
+  char unexpected_names[600], missing_names[600];
+  bool refused_unexpected;  // the load failed because of unexpected tensors
+} ct_load_report;
+
 // Copies (converting to f32) each tensor into `buf` (dst->data or one of its
 // state buffers) at its parameter's offset. Names, shapes and counts are all
 // checked against dst's registry first (see the CT_LOAD_* flags), and so
@@ -57,5 +68,10 @@ typedef struct ct_named_tensor {
 ct_status ct_params_load_named(ct_params *dst, float *buf,
                                const ct_named_tensor *t, int n, unsigned flags,
                                const char *source);
+// The same, filling *report (when not NULL) whether or not it succeeds.
+ct_status ct_params_load_named_reported(ct_params *dst, float *buf,
+                                        const ct_named_tensor *t, int n,
+                                        unsigned flags, const char *source,
+                                        ct_load_report *report);
 
 #endif

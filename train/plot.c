@@ -191,6 +191,10 @@ static int text_width(const char *s, int scale) {
   return (int)strlen(s) * GLYPH_ADVANCE * scale - scale;
 }
 
+int ct_plot_text_width(const char *s, int scale) {
+  return text_width(s, scale);
+}
+
 // Draws `s` with its top-left corner at (x, y); characters outside the
 // font's range draw as '?'.
 static void text_draw(canvas *c, int x, int y, const char *s, int scale,
@@ -609,15 +613,22 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes,
   char label[64], title_buf[TITLE_CHARS + 1];
   snprintf(title_buf, sizeof title_buf, "%s",
            title ? title : "confusion matrix");
+  // Column labels are the row labels, across when every one fits its
+  // cell, else turned to read upwards (a 14 px cell has room for a turned
+  // line of text: 7 px glyphs and 2 px tails).
   int label_w = 0;
+  bool fits_across = true;
   for (int i = 0; i < K; i += every) {
     class_label(label, sizeof label, names, i, NAME_CHARS);
     if (text_width(label, 1) > label_w) label_w = text_width(label, 1);
+    if (text_width(label, 1) > cell - 2) fits_across = false;
   }
+  const bool turned = names && !fits_across;
 
   // From the top: the title (14 px high at scale 2), "predicted", the column
   // labels, the grid. From the left: "true" (turned), the row labels, the grid.
-  int side = K * cell, gy = M + 50, gx = M + 7 + 8 + label_w + 6;
+  int side = K * cell, gy = turned ? M + 43 + label_w : M + 50,
+      gx = M + 7 + 8 + label_w + 6;
   int W = gx + side + M, H = gy + side + M;
   if (text_width(title_buf, 2) + 2 * M > W)
     W = text_width(title_buf, 2) + 2 * M;
@@ -654,13 +665,12 @@ ct_status ct_plot_confusion_png(const char *path, int num_classes,
     int mid = i * cell + cell / 2;
     class_label(label, sizeof label, names, i, NAME_CHARS);
     text_draw(&c, gx - 6 - text_width(label, 1), gy + mid - 3, label, 1, black);
-    // Column labels: names cut to the cell width when they fit, else indices.
-    if (names && names[i] && cell >= 28)
-      text_fit(label, sizeof label, names[i], cell - 2, 1);
+    if (turned)
+      text_draw_up(&c, gx + i * cell + (cell - GLYPH_H - 2) / 2, gy - 6, label,
+                   1, black);
     else
-      snprintf(label, sizeof label, "%d", i);
-    text_draw(&c, gx + mid - text_width(label, 1) / 2, gy - 12, label, 1,
-              black);
+      text_draw(&c, gx + mid - text_width(label, 1) / 2, gy - 12, label, 1,
+                black);
     if (every > 1) {
       rect_fill(&c, gx - 3, gy + mid, gx - 1, gy + mid, black);
       rect_fill(&c, gx + mid, gy - 3, gx + mid, gy - 1, black);

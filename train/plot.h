@@ -87,13 +87,18 @@ ct_status ct_png_write_rgb(const char *path, int width, int height,
 // Cells are 40 px for K <= 10, 28 for K <= 20, 14 for K <= 50, 8 for
 // K <= 100, 4 for K <= 200, then 2, so K = 1000 gives a 2000 px grid. Cells
 // of 28 px or more show their count (12k, 3M when long); cells of 14 px or
-// more get labels per class: the names on the left (up to 16 characters),
-// the names cut to the cell width on top (indices for 14 px cells); smaller
-// cells get index labels every 5, 10, 20, ... classes. class_names (K
+// more get labels per class: the names (up to 16 characters) on the left
+// and on top, across the columns when every name fits its cell, else
+// turned to read upwards (the image grows by the longest); smaller cells
+// get index labels every 5, 10, 20, ... classes. class_names (K
 // entries) may be NULL, and so may any entry: indices stand in. The title
 // (NULL: "confusion matrix") goes on top, e.g. "confusion matrix, test,
 // accuracy 91.23%", with the captions "predicted" over the columns and
 // "true" beside the rows. Errors name the path; nothing is written then.
+// The width in pixels of `s` in the plots' 5x7 font at `scale` (a glyph
+// advances 6 pixels at scale 1; no spacing after the last).
+int ct_plot_text_width(const char *s, int scale);
+
 ct_status ct_plot_confusion_png(const char *path, int num_classes,
                                 const int64_t *counts,
                                 const char *const *class_names,

@@ -3,7 +3,8 @@
 // Checkpoint sections written by ct_run_save:
 //   meta            record: u32 version, str task, i64 step, epoch, position,
 //                   optimizer step, best_step; f64 best, window_loss;
-//                   i64 window_steps; f64 train_seconds
+//                   i64 window_steps; f64 train_seconds; (version 2)
+//                   i64 planned_steps, planned_warmup
 //   config          the resolved config.ini text
 //   vocab.src/.tgt  (translation) vocabularies
 //   params          parameter values by name
@@ -22,7 +23,8 @@
 #include "train/fileio.h"
 #include "train/schema.h"
 
-enum { META_VERSION = 1 };
+// Version 1 (before budgeted schedules) has no plan; it is still read.
+enum { META_VERSION = 2 };
 
 ct_config *ct_run_config_load(const char *path, const char *const *sets,
                               int n_sets) {
@@ -82,6 +84,7 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .dir = ct_config_str(cfg, "run", "dir"),
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .init_from = ct_config_str(cfg, "model", "init_from"),
+      .init_from_strict = ct_config_bool(cfg, "model", "init_from_strict"),
       .clip_norm = ct_config_float(cfg, "optim", "clip_norm"),
       .schedule =
           {
@@ -139,6 +142,12 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
                     "[optim] eps = %g: must be positive (Adam divides by "
                     "sqrt(v) + eps, and v is 0 wherever a gradient is)",
                     o->eps);
+  // A week at most: 60 · max_minutes seconds stays an exact count.
+  if (!(out->max_minutes >= 0.0 && out->max_minutes <= 10080.0))
+    return ct_error(CT_ERR_ARG,
+                    "[train] max_minutes = %g: must be in [0, 10080] (0 = no "
+                    "budget)",
+                    out->max_minutes);
   if (out->clip_norm < 0.0)
     return ct_error(CT_ERR_ARG,
                     "[optim] clip_norm = %g: must not be negative (0 = no "
@@ -174,6 +183,8 @@ ct_status ct_run_save(const char *path, const ct_config *cfg, ct_task *task,
   ct_rec_f64(&meta, state->window_loss);
   ct_rec_i64(&meta, state->window_steps);
   ct_rec_f64(&meta, state->train_seconds);
+  ct_rec_i64(&meta, state->planned_steps);
+  ct_rec_i64(&meta, state->planned_warmup);
   ct_status st = ct_ckpt_writer_add_rec(w, "meta", &meta);
   ct_rec_free(&meta);
   char *text = st == CT_OK ? ct_config_to_string(cfg) : NULL;
@@ -223,12 +234,18 @@ static ct_status read_meta(const ct_ckpt *ckpt, const char *task,
   s->window_loss = ct_rec_get_f64(&r);
   s->window_steps = ct_rec_get_i64(&r);
   s->train_seconds = ct_rec_get_f64(&r);
-  st = ct_rec_reader_done(&r);
+  s->planned_steps = s->planned_warmup = 0;
+  if (version >= 2) {
+    s->planned_steps = ct_rec_get_i64(&r);
+    s->planned_warmup = ct_rec_get_i64(&r);
+  }
   const char *path = ct_ckpt_path(ckpt);
-  if (st == CT_OK && version != META_VERSION)
+  const bool known = version >= 1 && version <= META_VERSION;
+  st = ct_rec_reader_done(&r);
+  if (!known && (st == CT_OK || version > META_VERSION))
     st = ct_error(CT_ERR_FORMAT,
                   "%s: run state version %u, this ctrain reads "
-                  "%d: use a matching ctrain",
+                  "1 to %d: use a matching ctrain",
                   path, version, META_VERSION);
   const char *bad = NULL;
   if (st != CT_OK)
@@ -251,6 +268,10 @@ static ct_status read_meta(const ct_ckpt *ckpt, const char *task,
     bad = "loss window";
   else if (!(s->train_seconds >= 0.0 && s->train_seconds < INFINITY))
     bad = "training time";
+  else if (s->planned_steps < 0 || s->planned_warmup < 0 ||
+           (s->planned_steps > 0 && s->step > s->planned_steps) ||
+           (s->planned_steps == 0 && s->planned_warmup != 0))
+    bad = "planned total";
   if (bad)
     st = ct_error(CT_ERR_FORMAT,
                   "%s: the run state is damaged: impossible %s (task %.40s, "

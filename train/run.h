@@ -16,6 +16,7 @@ typedef struct ct_run_settings {
   const char *name, *dir;  // [run]: the run folder is dir/name
   uint64_t seed;
   const char *init_from;  // [model]: "" = a random init
+  bool init_from_strict;  // [model]: false skips the file's extra tensors
   ct_optim_config optim;  // [optim] optimizer and its hyperparameters
   double clip_norm;       // 0 = no clipping
   // [schedule] and [optim] lr; total_steps and d_model are left 0 for the
@@ -47,6 +48,9 @@ typedef struct ct_run_state {
   double window_loss;       // loss summed since the last log line
   int64_t window_steps;     // steps in that sum
   double train_seconds;     // training time so far (informational)
+  // A budgeted run's plan (train/budget.h), fixed before its first step and
+  // kept by every resume: its total steps and warmup (0, 0: not planned).
+  int64_t planned_steps, planned_warmup;
 } ct_run_state;
 
 // A model opened from a checkpoint, for eval/translate/inspect/export.

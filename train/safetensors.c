@@ -484,9 +484,20 @@ static ct_status header_length(const unsigned char *b, size_t got,
   return CT_OK;
 }
 
+static ct_status load_buffer(const void *bytes, size_t len, const char *what,
+                             ct_params *dst, unsigned flags,
+                             ct_load_report *report);
+
 ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
                                      const char *what, ct_params *dst,
                                      unsigned flags) {
+  return load_buffer(bytes, len, what, dst, flags, NULL);
+}
+
+static ct_status load_buffer(const void *bytes, size_t len, const char *what,
+                             ct_params *dst, unsigned flags,
+                             ct_load_report *report) {
+  if (report) *report = (ct_load_report){0};
   if (!what) what = "safetensors";
   if ((!bytes && len) || !dst)
     return ct_error(CT_ERR_ARG, "%s: load needs bytes and a store", what);
@@ -513,8 +524,9 @@ ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
       st = ct_last_status();
   }
   if (st == CT_OK)
-    st = ct_params_load_named(dst, dst->data, t, h.n,
-                              flags & ~(unsigned)CT_LOAD_REGISTER, what);
+    st = ct_params_load_named_reported(dst, dst->data, t, h.n,
+                                       flags & ~(unsigned)CT_LOAD_REGISTER,
+                                       what, report);
   free(t);
   header_free(&h);
   return st;
@@ -555,6 +567,28 @@ static ct_status file_length(const char *path, size_t *total) {
 
 ct_status ct_safetensors_load(const char *path, ct_params *dst,
                               unsigned flags) {
+  return ct_safetensors_load_reported(path, dst, flags, NULL);
+}
+
+ct_status ct_safetensors_load_weights(const char *path, ct_params *dst,
+                                      bool allow_unexpected,
+                                      const char *how_to_skip, FILE *warn) {
+  ct_load_report r;
+  ct_status st = ct_safetensors_load_reported(
+      path, dst, allow_unexpected ? CT_LOAD_ALLOW_UNEXPECTED : 0, &r);
+  if (st != CT_OK && r.refused_unexpected && how_to_skip)
+    return ct_error(st, "%s (%s)", ct_last_error(), how_to_skip);
+  if (st == CT_OK && r.unexpected && warn)
+    fprintf(warn,
+            "ctrain: warning: %s: skipped %d tensor(s) the model does not "
+            "have: %s\n",
+            path, r.unexpected, r.unexpected_names);
+  return st;
+}
+
+ct_status ct_safetensors_load_reported(const char *path, ct_params *dst,
+                                       unsigned flags, ct_load_report *report) {
+  if (report) *report = (ct_load_report){0};
   if (!path || !dst)
     return ct_error(CT_ERR_ARG, "safetensors: load needs a path and a store");
   char *data;
@@ -568,7 +602,7 @@ ct_status ct_safetensors_load(const char *path, ct_params *dst,
                     "(trailing garbage?)",
                     path, total);
   if (st != CT_OK) return st;
-  st = ct_safetensors_load_buffer(data, len, path, dst, flags);
+  st = load_buffer(data, len, path, dst, flags, report);
   free(data);
   return st;
 }

@@ -19,7 +19,9 @@
 #ifndef CT_TRAIN_SAFETENSORS_H
 #define CT_TRAIN_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/error.h"
 #include "core/params.h"
@@ -47,5 +49,18 @@ ct_status ct_safetensors_load(const char *path, ct_params *dst, unsigned flags);
 ct_status ct_safetensors_load_buffer(const void *bytes, size_t len,
                                      const char *what, ct_params *dst,
                                      unsigned flags);
+// ct_safetensors_load that also says what it left out (report: see
+// params_load.h; filled on failure too).
+ct_status ct_safetensors_load_reported(const char *path, ct_params *dst,
+                                       unsigned flags, ct_load_report *report);
+
+// Weights into a built model by name (`[model] init_from`, `ctrain forward
+// --weights`): every parameter must be in the file. A tensor the model
+// lacks is an error whose message ends with `how_to_skip` (the option that
+// allows it), or with allow_unexpected it is skipped and a warning on `warn`
+// (when not NULL) lists the skipped tensors.
+ct_status ct_safetensors_load_weights(const char *path, ct_params *dst,
+                                      bool allow_unexpected,
+                                      const char *how_to_skip, FILE *warn);
 
 #endif

@@ -102,9 +102,10 @@ static const ct_config_key schema[] = {
      "detection files: COCO annotation JSON of the validation images"},
     {"data", "coco_val_images", CT_CONFIG_STRING, "", NULL,
      "detection files: the folder of the validation PNGs"},
-    {"data", "val_holdout", CT_CONFIG_INT, "5000", "0..1000000000",
-     "classification: training images held out for validation (0 = validate "
-     "on the test split)"},
+    {"data", "val_holdout", CT_CONFIG_FLOAT, "0.1", NULL,
+     "classification: training images held out for validation: a fraction "
+     "below 1 (at most 5000 images) or a count (0 = validate on the test "
+     "split)"},
     {"data", "normalize", CT_CONFIG_BOOL, "true", NULL,
      "classification: per-channel mean/std of the training images"},
     {"data", "crop_padding", CT_CONFIG_INT, "0", "0..1024",
@@ -177,6 +178,9 @@ static const ct_config_key schema[] = {
     {"model", "init_from", CT_CONFIG_STRING, "", NULL,
      "start from these weights (safetensors with PyTorch names, e.g. from "
      "ctrain export) instead of a random init"},
+    {"model", "init_from_strict", CT_CONFIG_BOOL, "true", NULL,
+     "init_from: a tensor the model lacks is an error (false: skipped with a "
+     "warning listing them); a missing one always is"},
     // [optim]
     {"optim", "optimizer", CT_CONFIG_ENUM, "adam",
      CT_SCHEMA_CHOICES(CT_OPTIMIZERS), "the optimizer"},
@@ -257,7 +261,8 @@ static const ct_config_key schema[] = {
     {"train", "keep_checkpoints", CT_CONFIG_INT, "3", "0..1000000",
      "checkpoints kept besides the best"},
     {"train", "max_minutes", CT_CONFIG_FLOAT, "0", NULL,
-     "stop (with a checkpoint) after this much training time (0 = none)"},
+     "a time budget: the run plans its total steps (and warmup) to fit it "
+     "(0 = none)"},
     {"train", "threads", CT_CONFIG_INT, "0", "0..4096",
      "threads (0 = CT_THREADS, OMP_NUM_THREADS or all cores)"},
     {"train", "precision", CT_CONFIG_ENUM, "fp32",

@@ -35,6 +35,7 @@
 #include "core/threads.h"
 #include "optim/grads.h"
 #include "optim/schedule.h"
+#include "train/budget.h"
 #include "train/checkpoint_folder.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
@@ -68,6 +69,9 @@ typedef struct trainer {
   ct_jsonl metrics;
   bool metrics_open;
   int64_t total_steps;
+  // A new run with [train] max_minutes: its total is planned (budget.h)
+  // once every rank has opened it.
+  bool plan_pending;
   char last_ckpt[4096];
   int64_t last_ckpt_step;
   // Resumed from the run's final checkpoint: its final eval line (already
@@ -159,6 +163,27 @@ static int64_t count_steps(trainer *t) {
   for (int64_t e = 0; e < t->run.epochs; e++)
     batches += t->task.ops->epoch_batches(&t->task, e);
   return batches / (t->run.accum * ct_dist_size());
+}
+
+// Makes `steps` (warmup `warmup`) the run's total, in the settings, the
+// state its checkpoints keep, and the config that config.ini and the
+// checkpoints hold: steps = N, epochs = 0, max_minutes = 0 (the plan is
+// made; rerunning the config trains the same N steps without measuring).
+static ct_status apply_plan(trainer *t, int64_t steps, int64_t warmup) {
+  char sets[4][64];
+  snprintf(sets[0], sizeof sets[0], "train.steps=%lld", (long long)steps);
+  snprintf(sets[1], sizeof sets[1], "train.epochs=0");
+  snprintf(sets[2], sizeof sets[2], "train.max_minutes=0");
+  snprintf(sets[3], sizeof sets[3], "schedule.warmup=%lld", (long long)warmup);
+  for (int i = 0; i < 4; i++)
+    if (ct_config_set(t->cfg, sets[i]) != CT_OK) return ct_last_status();
+  t->run.steps = t->total_steps = steps;
+  t->run.epochs = 0;
+  t->run.max_minutes = 0.0;
+  t->run.schedule.warmup_steps = warmup;
+  t->state.planned_steps = steps;
+  t->state.planned_warmup = warmup;
+  return check_schedule(t);
 }
 
 // Moves the training data n batches on (rank r of a data-parallel run
@@ -530,7 +555,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
   } else {
     t->last_ckpt_step = -1;
     if (*t->run.init_from &&
-        ct_safetensors_load(t->run.init_from, &t->params, 0) != CT_OK)
+        ct_safetensors_load_weights(
+            t->run.init_from, &t->params, !t->run.init_from_strict,
+            "set [model] init_from_strict = false to skip them",
+            t->lead ? stderr : NULL) != CT_OK)
       return fail("[model] init_from");
   }
   t->total_steps = count_steps(t);
@@ -542,6 +570,25 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     return 1;
   }
   if (check_schedule(t) != CT_OK) return fail(args->config_path);
+  if (ckpt && t->state.planned_steps > 0) {
+    // A budgeted run keeps its plan, whatever this machine's speed.
+    if (apply_plan(t, t->state.planned_steps, t->state.planned_warmup) != CT_OK)
+      return fail(ct_ckpt_path(ckpt));
+    if (t->lead)
+      fprintf(stderr,
+              "ctrain: the run keeps its planned total of %lld steps (warmup "
+              "%lld) from the checkpoint\n",
+              (long long)t->state.planned_steps,
+              (long long)t->state.planned_warmup);
+  } else if (!ckpt && t->run.max_minutes > 0.0) {
+    t->plan_pending = true;
+  } else if (ckpt && t->run.max_minutes > 0.0 && t->lead) {
+    fprintf(stderr,
+            "ctrain: note: %s holds no planned total (a run started without "
+            "[train] max_minutes, or by an older ctrain): max_minutes = %g "
+            "stops it, and its schedule stays over %lld steps\n",
+            ct_ckpt_path(ckpt), t->run.max_minutes, (long long)t->total_steps);
+  }
   if (open_data_parallel(t) != CT_OK) return fail(NULL);
   // A checkpoint written after the final evaluation: metrics.jsonl already
   // ends with it, so the end of the run must not log it again.
@@ -563,8 +610,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     }
   }
   remove_stale_temporaries(t->run_dir);
+  // A planned run's config.ini is written once the plan is made.
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
-  if (ct_config_write(t->cfg, t->path) != CT_OK) return fail(NULL);
+  if (!t->plan_pending && ct_config_write(t->cfg, t->path) != CT_OK)
+    return fail(NULL);
   // metrics.jsonl: as it was at the checkpoint, or new.
   ct_status st = ct_run_restore_metrics(ckpt, t->metrics_path);
   if (st != CT_OK || ct_jsonl_open(&t->metrics, t->metrics_path) != CT_OK)
@@ -719,10 +768,74 @@ static int open_all(trainer *t, ct_ckpt **ckpt) {
   return rc;
 }
 
+// The total of a new budgeted run: every rank times its own passes (the
+// machine as loaded during training) and the ranks time the gradient
+// exchange together; rank 0's plan is every rank's. Then the lead writes
+// config.ini with it.
+static int plan_budget(trainer *t) {
+  const double budget = 60.0 * t->run.max_minutes;
+  const int64_t configured = t->total_steps;
+  ct_budget_timing tm;
+  ct_status st =
+      ct_budget_measure(&t->task, &t->params, t->run.seed, t->run.accum,
+                        ct_dp_micro_batch(t->dp, 0), budget, &tm);
+  const bool failed = st != CT_OK;
+  sync_ranks(t, failed ? RANK_FAILED : 0u, &st, NULL);
+  if (st != CT_OK)
+    return !t->error_shared ? fail("measuring the step time")
+           : t->lead        ? report("measuring the step time", false)
+                            : 1;
+  // A data-parallel step also waits for the gradient exchange.
+  double exchange = 0.0;
+  if (alone(ct_dp_time_exchange(t->dp, 3, &exchange), "timing the exchange") !=
+      CT_OK)
+    return 1;
+  tm.step_seconds += exchange;
+  ct_budget_plan plan =
+      ct_budget_plan_make(&t->run.schedule, budget, &tm, configured);
+  int64_t mine[2] = {plan.steps, plan.warmup};
+  if (ct_dist_size() > 1) {
+    int64_t *all = malloc(2 * (size_t)ct_dist_size() * sizeof *all);
+    if (!all || ct_dist_allgather(mine, sizeof mine, all) != CT_OK) {
+      fail("plan");
+      ct_dist_abort(1);
+    }
+    mine[0] = all[0];
+    mine[1] = all[1];
+    free(all);
+  }
+  const int64_t warmup_before = t->run.schedule.warmup_steps;
+  if (apply_plan(t, mine[0], mine[1]) != CT_OK)
+    return t->lead ? report(t->args->config_path, false) : 1;
+  if (!t->lead) return 0;
+  char what[160];
+  if (plan.fits < configured)
+    snprintf(what, sizeof what, "%lld steps, what fits of the configured %lld",
+             (long long)mine[0], (long long)configured);
+  else
+    snprintf(what, sizeof what, "the configured %lld steps (%lld would fit)",
+             (long long)mine[0], (long long)plan.fits);
+  fprintf(stderr,
+          "ctrain: [train] max_minutes = %g: a step takes %.4g s (%lld timed "
+          "after a warm-up step, %.2f s in all); planned %s, warmup %lld "
+          "(configured %lld)\n",
+          budget / 60.0, tm.step_seconds, (long long)tm.timed_steps,
+          tm.spent_seconds, what, (long long)mine[1], (long long)warmup_before);
+  snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
+  if (alone(ct_config_write(t->cfg, t->path), "config.ini") != CT_OK)
+    return fail(NULL);
+  fprintf(stderr,
+          "ctrain: the plan is in %s (train.steps = %lld, max_minutes = 0) "
+          "and in every checkpoint: a resumed run keeps it\n",
+          t->path, (long long)mine[0]);
+  return 0;
+}
+
 int ct_train_run(const ct_train_args *args) {
   trainer t = {.args = args, .lock = -1, .lead = ct_dist_rank() == 0};
   ct_ckpt *ckpt = NULL;
   int rc = open_all(&t, &ckpt);
+  if (!rc && t.plan_pending) rc = plan_budget(&t);
   if (rc) {
     close_run(&t, ckpt);
     return rc;
