@@ -42,6 +42,7 @@
 //   autograd/ops_attention.h  the differentiable fused attention
 //   autograd/ops_conv.h     conv2d, batch norm, pooling (NCHW)
 //   autograd/ops_box.h      box conversions, GIoU, row gather (detection)
+//   autograd/ops_window.h   roll, windows, patch merging, bias gather (Swin)
 //   autograd/gradcheck.h    finite-difference gradient checks
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
@@ -90,6 +91,7 @@
 #include "autograd/ops_conv.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops_box.h"
+#include "autograd/ops_window.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
