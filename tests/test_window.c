@@ -4,6 +4,7 @@
 // finite-difference gradient checks of each differentiable op, and the
 // errors for bad shapes.
 #include "autograd/ops.h"
+#include "autograd/ops_attention.h"
 #include "autograd/ops_window.h"
 #include "core/threads.h"
 #include "tests/grad_util.h"
@@ -185,13 +186,31 @@ enum {
   OP_ROLL_ACCUM,
   OP_MERGE,
   OP_BIAS,
-  OP_BIAS_ACCUM
+  OP_BIAS_ACCUM,
+  OP_WINDOW_ATTENTION
 };
 typedef struct win_case {
   int op;
   int64_t a, b;  // roll shifts; or window and shift
-  int64_t H, W;  // reverse: the map
+  int64_t H, W;  // reverse, attention: the map
+  int64_t NH;    // attention: heads (of 2 channels each)
 } win_case;
+
+// Swin's window attention without the linear layers: x (B,H,W,3*NH*2) is
+// the qkv map, rolled and cut into windows, attended with the bias from the
+// table ((2ws-1)^2, NH) and the shifted-window mask, and put back.
+static ct_tensor *window_attention(const win_case *c, ct_tensor *x,
+                                   ct_tensor *table) {
+  const int64_t ws = c->a, s = c->b, N = ws * ws, Dh = 2;
+  ct_tensor *win = ct_window_partition(x, ws, s);
+  ct_tensor *qkv = ct_reshape(win, CT_SHAPE(-1, N, 3, c->NH, Dh));
+  ct_attention_opts o = ct_attention_defaults();
+  o.bias = ct_relative_position_bias(table, ws);
+  o.window_mask = s ? ct_swin_shift_mask(c->H, c->W, ws, s) : NULL;
+  ct_tensor *y = ct_attention_qkv(qkv, &o);
+  return ct_window_reverse(ct_reshape(y, CT_SHAPE(-1, N, c->NH * Dh)), ws, c->H,
+                           c->W, s);
+}
 
 static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   const win_case *c = ctx;
@@ -211,6 +230,7 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_BIAS_ACCUM:  // the table twice, and squared: not just a sum
     return ct_mul(ct_relative_position_bias(in[0], c->a),
                   ct_relative_position_bias(in[0], c->a));
+  case OP_WINDOW_ATTENTION: return window_attention(c, in[0], in[1]);
   }
   return NULL;
 }
@@ -250,6 +270,15 @@ static void test_grads(void) {
         (ct_tensor *[]){grad_input(CT_SHAPE(25, 2))}, 1);
   check("bias gather squared ws 3", (win_case){.op = OP_BIAS_ACCUM, .a = 3},
         (ct_tensor *[]){grad_input(CT_SHAPE(25, 2))}, 1);
+  // The table's gradient through the fused attention, plain and shifted.
+  for (int64_t s = 0; s < 2; s++)
+    check(
+        s ? "window attention, shifted" : "window attention, plain",
+        (win_case){
+            .op = OP_WINDOW_ATTENTION, .a = 2, .b = s, .H = 4, .W = 4, .NH = 2},
+        (ct_tensor *[]){grad_input(CT_SHAPE(2, 4, 4, 12)),
+                        grad_input(CT_SHAPE(9, 2))},
+        2);
 }
 
 // The bias gather's gradient of a ones seed counts how often each table row
