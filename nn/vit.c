@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "nn/init.h"
+#include "nn/timm.h"
 
 static const float LN_EPS = 1e-6f;
 
@@ -48,13 +49,7 @@ static ct_status check_config(const ct_nn_vit_config *c) {
 static ct_status timm_linear(ct_nn_linear *l, ct_params *p, const char *prefix,
                              const char *leaf, int64_t in, int64_t out,
                              ct_rng *rng) {
-  char name[CT_NN_NAME_MAX];
-  ct_status st = ct_nn_name(name, prefix, "%s", leaf);
-  if (st == CT_OK) st = ct_nn_linear_init(l, p, name, in, out, true, rng);
-  if (st == CT_OK)
-    st = ct_nn_init_trunc_normal(l->weight, rng, 0.0f, 0.02f, -2.0f, 2.0f);
-  if (st == CT_OK) st = ct_nn_init_zeros(l->bias);
-  return st;
+  return ct_nn_timm_linear_init(l, p, prefix, leaf, in, out, true, rng);
 }
 
 static ct_status block_init(ct_nn_vit_block *b, ct_params *p,
@@ -184,26 +179,10 @@ static ct_tensor *patchify(const ct_nn_vit *m, ct_tensor *x) {
   return out;
 }
 
-// x + drop_path(branch): each sample's branch is dropped with probability
-// p and kept ones are scaled by 1 / (1 - p). Takes one dropout site.
+// x + drop_path(branch), one sample per row (nn/timm.h).
 static ct_tensor *residual(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *branch,
                            float p) {
-  if (!ctx || !x || !branch) return ct_add(x, branch);
-  uint64_t stream = ct_nn_next_dropout_stream(ctx);
-  if (!ctx->training || p <= 0.0f) return ct_add(x, branch);
-  const int64_t B = branch->shape[0];
-  ct_tensor *mask = ct_tensor_empty(CT_F32, CT_SHAPE(B, 1, 1));
-  if (!mask) return NULL;
-  for (int64_t b = 0; b < B; b++)
-    ct_f32(mask)[b] = ct_rng_uniform_at(ctx->seed, stream, (uint64_t)b) < p
-                          ? 0.0f
-                          : 1.0f / (1.0f - p);
-  return ct_add(x, ct_mul(branch, mask));
-}
-
-// Whether residual() would drop anything.
-static bool drop_path_active(const ct_nn_ctx *ctx, float p) {
-  return ctx && ctx->training && p > 0.0f;
+  return ct_nn_drop_path_add(ctx, x, branch, p, 1);
 }
 
 // Without dropout or drop path, the residual adds are folded into the
@@ -213,7 +192,7 @@ static bool drop_path_active(const ct_nn_ctx *ctx, float p) {
 static ct_tensor *block_forward(const ct_nn_vit_block *b, ct_nn_ctx *ctx,
                                 float dropout, ct_tensor *x,
                                 ct_tensor **weights) {
-  const bool no_drop_path = !drop_path_active(ctx, b->drop_path);
+  const bool no_drop_path = !ct_nn_drop_path_active(ctx, b->drop_path);
   ct_tensor *h = ct_nn_layernorm_forward(&b->norm1, x);
   if (no_drop_path && !ct_nn_dropout_active(ctx, dropout)) {
     x = ct_nn_mha_forward_residual(&b->attn, ctx, h, h, h, NULL, weights, x);
