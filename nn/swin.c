@@ -1,6 +1,8 @@
 // Swin block and patch merging (see swin.h).
 #include "nn/swin.h"
 
+#include <stdlib.h>
+
 #include "autograd/ops.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_window.h"
@@ -194,4 +196,151 @@ ct_tensor *ct_nn_patch_merging_forward(const ct_nn_patch_merging *m,
   }
   return ct_nn_linear_forward(
       &m->reduction, ct_nn_layernorm_forward(&m->norm, ct_patch_merge(x)));
+}
+
+// ---- the classifier ------------------------------------------------------------
+
+static ct_status check_config(const ct_nn_swin_config *c) {
+  if (c->image_h < 1 || c->image_w < 1 || c->in_channels < 1 || c->patch < 1 ||
+      c->image_h % c->patch || c->image_w % c->patch)
+    return ct_error(CT_ERR_ARG,
+                    "swin: patch %lld must divide the image %lldx%lldx%lld",
+                    (long long)c->patch, (long long)c->in_channels,
+                    (long long)c->image_h, (long long)c->image_w);
+  if (c->stages < 1 || c->stages > CT_NN_SWIN_MAX_STAGES)
+    return ct_error(CT_ERR_ARG, "swin: %d stages, want 1 to %d", c->stages,
+                    (int)CT_NN_SWIN_MAX_STAGES);
+  const int64_t down = (int64_t)1 << (c->stages - 1);
+  const int64_t gh = c->image_h / c->patch, gw = c->image_w / c->patch;
+  if (gh % down || gw % down)
+    return ct_error(CT_ERR_ARG,
+                    "swin: the %lldx%lld patch map cannot be halved %d times "
+                    "for %d stages",
+                    (long long)gh, (long long)gw, c->stages - 1, c->stages);
+  for (int i = 0; i < c->stages; i++)
+    if (c->depths[i] < 1 || c->heads[i] < 1)
+      return ct_error(CT_ERR_ARG,
+                      "swin: stage %d has depth %lld and %lld heads (both "
+                      "must be at least 1)",
+                      i, (long long)c->depths[i], (long long)c->heads[i]);
+  if (c->embed_dim < 1 || c->num_classes < 1 || !(c->mlp_ratio > 0.0f))
+    return ct_error(CT_ERR_ARG,
+                    "swin: embed_dim %lld, classes %lld and mlp_ratio %g must "
+                    "be positive",
+                    (long long)c->embed_dim, (long long)c->num_classes,
+                    (double)c->mlp_ratio);
+  return CT_OK;
+}
+
+static ct_status stage_init(ct_nn_swin_stage *s, ct_params *p,
+                            const char *prefix, const ct_nn_swin_config *c,
+                            int i, int64_t first_block, int64_t total_blocks,
+                            ct_rng *rng) {
+  const int64_t gh = c->image_h / c->patch, gw = c->image_w / c->patch;
+  s->dim = c->embed_dim << i;
+  s->H = gh >> i;
+  s->W = gw >> i;
+  s->depth = c->depths[i];
+  s->has_downsample = i > 0;
+  char name[CT_NN_NAME_MAX];
+  ct_status st = CT_OK;
+  if (s->has_downsample) {
+    st = ct_nn_name(name, prefix, "downsample");
+    if (st == CT_OK)
+      st = ct_nn_patch_merging_init(&s->downsample, p, name, s->dim / 2, s->dim,
+                                    rng);
+  }
+  s->blocks = calloc((size_t)s->depth, sizeof *s->blocks);
+  if (!s->blocks) return ct_error(CT_ERR_NOMEM, "swin: out of memory");
+  for (int64_t j = 0; j < s->depth && st == CT_OK; j++) {
+    const int64_t k = first_block + j;
+    ct_nn_swin_block_config bc = {
+        .dim = s->dim,
+        .heads = c->heads[i],
+        .H = s->H,
+        .W = s->W,
+        .window = c->window,
+        .shifted = j % 2 == 1,
+        .mlp_dim = (int64_t)((float)s->dim * c->mlp_ratio),
+        .dropout = c->dropout,
+        .attn_dropout = c->attn_dropout,
+        .drop_path = total_blocks > 1
+                         ? c->drop_path * (float)k / (float)(total_blocks - 1)
+                         : 0.0f};
+    st = ct_nn_name(name, prefix, "blocks.%lld", (long long)j);
+    if (st == CT_OK)
+      st = ct_nn_swin_block_init(&s->blocks[j], p, name, &bc, rng);
+  }
+  return st;
+}
+
+ct_status ct_nn_swin_init(ct_nn_swin *m, ct_params *p, const char *prefix,
+                          const ct_nn_swin_config *cfg, ct_rng *init_rng) {
+  *m = (ct_nn_swin){0};
+  ct_status st = check_config(cfg);
+  if (st != CT_OK) return st;
+  m->cfg = *cfg;
+  const int64_t C = cfg->embed_dim;
+  char name[CT_NN_NAME_MAX];
+  st = ct_nn_name(name, prefix, "patch_embed");
+  if (st == CT_OK)
+    st = ct_nn_patch_proj_init(&m->patch_embed, p, name, cfg->in_channels,
+                               cfg->patch, C, init_rng);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "patch_embed.norm");
+  if (st == CT_OK)
+    st = ct_nn_layernorm_init(&m->patch_norm, p, name, C, LN_EPS);
+  int64_t total = 0, first = 0;
+  for (int i = 0; i < cfg->stages; i++) total += cfg->depths[i];
+  for (int i = 0; i < cfg->stages && st == CT_OK; i++) {
+    st = ct_nn_name(name, prefix, "layers.%d", i);
+    if (st == CT_OK)
+      st = stage_init(&m->stages[i], p, name, cfg, i, first, total, init_rng);
+    first += cfg->depths[i];
+  }
+  const int64_t F = m->stages[cfg->stages - 1].dim;
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "norm");
+  if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm, p, name, F, LN_EPS);
+  if (st == CT_OK)
+    st = ct_nn_timm_linear_init(&m->head, p, prefix, "head.fc", F,
+                                cfg->num_classes, true, init_rng);
+  return st;
+}
+
+void ct_nn_swin_free(ct_nn_swin *m) {
+  for (int i = 0; i < CT_NN_SWIN_MAX_STAGES; i++) {
+    free(m->stages[i].blocks);
+    m->stages[i].blocks = NULL;
+  }
+}
+
+ct_tensor *ct_nn_swin_forward(const ct_nn_swin *m, ct_nn_ctx *ctx,
+                              ct_tensor *x) {
+  if (!x) return NULL;
+  const ct_nn_swin_config *c = &m->cfg;
+  if (x->dtype != CT_F32 || x->ndim != 4 || x->shape[1] != c->in_channels ||
+      x->shape[2] != c->image_h || x->shape[3] != c->image_w) {
+    char got[96];
+    ct_error(
+        CT_ERR_SHAPE, "swin: expected images (B, %lld, %lld, %lld) f32, got %s",
+        (long long)c->in_channels, (long long)c->image_h, (long long)c->image_w,
+        ct_shape_str(x->ndim, x->shape, got, sizeof got));
+    return NULL;
+  }
+  const int64_t B = x->shape[0];
+  ct_tensor *h = ct_nn_layernorm_forward(
+      &m->patch_norm, ct_nn_patch_proj_forward(&m->patch_embed, x));
+  h = ct_reshape(h, CT_SHAPE(B, m->stages[0].H, m->stages[0].W, c->embed_dim));
+  for (int i = 0; i < c->stages; i++) {
+    const ct_nn_swin_stage *s = &m->stages[i];
+    if (s->has_downsample) h = ct_nn_patch_merging_forward(&s->downsample, h);
+    for (int64_t j = 0; j < s->depth; j++)
+      h = ct_nn_swin_block_forward(&s->blocks[j], ctx, h);
+  }
+  // norm, then the average over the map: (B, H*W, F) -> (B, F, H*W) -> mean.
+  const ct_nn_swin_stage *last = &m->stages[c->stages - 1];
+  h = ct_nn_layernorm_forward(&m->norm, h);
+  h = ct_reshape(h, CT_SHAPE(B, last->H * last->W, last->dim));
+  h = ct_mean_last(ct_transpose(h, 1, 2), false);
+  h = ct_nn_dropout(ctx, h, c->dropout);
+  return ct_nn_linear_forward(&m->head, h);
 }

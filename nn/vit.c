@@ -98,19 +98,11 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   m->blocks = calloc((size_t)cfg->depth, sizeof *m->blocks);
   if (!m->blocks) return ct_error(CT_ERR_NOMEM, "vit: out of memory");
 
-  // The patch embedding: a Conv2d(C, D, P, stride P) with PyTorch's init,
-  // kaiming_uniform(a = sqrt(5)) weight and U(+-1/sqrt(fan_in)) bias.
+  // The patch embedding: a Conv2d(C, D, P, stride P) (nn/timm.h).
   char name[CT_NN_NAME_MAX];
-  const int64_t K = C * P * P;
-  m->patch_weight = ct_nn_param(p, prefix, "patch_embed.proj.weight",
-                                CT_SHAPE(D, C, P, P), 0);
-  m->patch_bias = ct_nn_param(p, prefix, "patch_embed.proj.bias", CT_SHAPE(D),
-                              CT_PARAM_NO_DECAY);
-  if (!m->patch_weight || !m->patch_bias) return ct_last_status();
-  st = ct_nn_init_kaiming_uniform(m->patch_weight, init_rng, sqrtf(5.0f));
-  float bound = 1.0f / sqrtf((float)K);
+  st = ct_nn_name(name, prefix, "patch_embed");
   if (st == CT_OK)
-    st = ct_nn_init_uniform(m->patch_bias, init_rng, -bound, bound);
+    st = ct_nn_patch_proj_init(&m->patch_embed, p, name, C, P, D, init_rng);
   if (st != CT_OK) return st;
 
   const unsigned token_flags = CT_PARAM_NO_DECAY;
@@ -154,29 +146,6 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
 void ct_nn_vit_free(ct_nn_vit *m) {
   free(m->blocks);
   m->blocks = NULL;
-}
-
-// x (B, C, H, W) -> (B, patches, C*P*P), each patch in (c, ky, kx) order.
-static ct_tensor *patchify(const ct_nn_vit *m, ct_tensor *x) {
-  const int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2],
-                W = x->shape[3], P = m->cfg.patch;
-  const int64_t gh = H / P, gw = W / P, row = C * P * P;
-  ct_tensor *out = ct_tensor_empty(CT_F32, CT_SHAPE(B, gh * gw, row));
-  if (!out) return NULL;
-  const float *src = ct_f32(x);
-  float *dst = ct_f32(out);
-#pragma omp parallel for collapse(2) if (B * gh > 16)
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t py = 0; py < gh; py++)
-      for (int64_t px = 0; px < gw; px++) {
-        float *d = dst + ((b * gh + py) * gw + px) * row;
-        for (int64_t c = 0; c < C; c++)
-          for (int64_t ky = 0; ky < P; ky++) {
-            const float *s = src + ((b * C + c) * H + py * P + ky) * W + px * P;
-            memcpy(d + (c * P + ky) * P, s, (size_t)P * sizeof *s);
-          }
-      }
-  return out;
 }
 
 // x + drop_path(branch), one sample per row (nn/timm.h).
@@ -242,10 +211,8 @@ ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
              ct_shape_str(x->ndim, x->shape, got, sizeof got));
     return NULL;
   }
-  const int64_t B = x->shape[0], D = c->dim, P = c->patch;
-  ct_tensor *w2 =
-      ct_reshape(m->patch_weight, CT_SHAPE(D, c->in_channels * P * P));
-  ct_tensor *tokens = ct_linear(patchify(m, x), w2, m->patch_bias);
+  const int64_t B = x->shape[0];
+  ct_tensor *tokens = ct_nn_patch_proj_forward(&m->patch_embed, x);
   ct_tensor *parts[3] = {repeat_token(m->cls_token, B), NULL, NULL};
   int n = 1;
   if (c->distilled) parts[n++] = repeat_token(m->dist_token, B);

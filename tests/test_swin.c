@@ -1,9 +1,11 @@
-// Swin blocks (nn/swin.c) against the PyTorch twin of
+// Swin (nn/swin.c) against the PyTorch twin of
 // tests/ref/gen_swin_fixtures.py, written after timm: two stages (a plain
 // and a shifted block; patch merging, then two blocks on a map no larger
 // than the window), outputs and the gradients of the input and of every
-// parameter within 1e-5 relative. Also: the same bits at 1 and 2 threads,
-// the registered names and weight-decay flags, and config errors.
+// parameter within 1e-5 relative; the classifier around them (patch
+// embedding, norm, pooling, head.fc), logits and parameter gradients. The
+// parameters are registered in timm's order under timm's names. Also: the
+// same bits at 1 and 2 threads, weight-decay flags, and config errors.
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/threads.h"
@@ -87,6 +89,35 @@ static ct_tensor *run(ct_params *p, twin *m, ct_tensor **x_out) {
   return st == CT_OK ? out : NULL;
 }
 
+// The store holds the fixture's names in the fixture's (timm's) order.
+static void check_order(const ct_params *p, const swin_fixture_param *fp, int n,
+                        const char *what) {
+  int bad = -1;
+  for (int i = 0; i < n && i < p->n && bad < 0; i++)
+    if (strcmp(p->items[i].name, fp[i].name)) bad = i;
+  CHECK(bad < 0, "%s: parameter %d is '%s', timm registers '%s'", what, bad,
+        bad < 0 ? "" : p->items[bad].name, bad < 0 ? "" : fp[bad].name);
+}
+
+// Worst relative error of the parameter gradients against the fixture's,
+// each checked at 1e-5.
+static double check_param_grads(const ct_params *p,
+                                const swin_fixture_param *fp, int n,
+                                const char **worst_name) {
+  double worst = 0.0;
+  *worst_name = "";
+  for (int i = 0; i < n; i++) {
+    const ct_tensor *t = ct_params_find(p, fp[i].name)->tensor;
+    double e = parity_rel_err(t->grad, fp[i].grad, t->numel);
+    CHECK(e <= 1e-5, "%s grad: rel err %.2e", fp[i].name, e);
+    if (e >= worst) {
+      worst = e;
+      *worst_name = fp[i].name;
+    }
+  }
+  return worst;
+}
+
 static void test_parity(void) {
   const swin_fixture *f = &swin_fixture_pair;
   ct_params p;
@@ -101,17 +132,9 @@ static void test_parity(void) {
     double e_x = parity_rel_err(x->grad, f->grad_x, x->numel);
     CHECK(e_out <= 1e-5, "output: rel err %.2e", e_out);
     CHECK(e_x <= 1e-5, "input grad: rel err %.2e", e_x);
-    double worst = 0.0;
-    const char *worst_name = "";
-    for (int i = 0; i < f->n_params; i++) {
-      const ct_tensor *t = ct_params_find(&p, f->params[i].name)->tensor;
-      double e = parity_rel_err(t->grad, f->params[i].grad, t->numel);
-      CHECK(e <= 1e-5, "%s grad: rel err %.2e", f->params[i].name, e);
-      if (e >= worst) {
-        worst = e;
-        worst_name = f->params[i].name;
-      }
-    }
+    check_order(&p, f->params, f->n_params, "pair");
+    const char *worst_name;
+    double worst = check_param_grads(&p, f->params, f->n_params, &worst_name);
     printf("  swin pair + merging: out %.1e  grad x %.1e  param %.1e (%s)\n",
            e_out, e_x, worst, worst_name);
   }
@@ -123,6 +146,51 @@ static void test_parity(void) {
   CHECK(m.stage1[1].shift == 0 && m.stage1[1].window == f->H / 2,
         "stage 1: window %lld shift %lld", (long long)m.stage1[1].window,
         (long long)m.stage1[1].shift);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
+static void test_model_parity(void) {
+  const swin_model_fixture *f = &swin_fixture_model;
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(1, 0);
+  ct_nn_swin m;
+  ct_nn_swin_config c = {.image_h = f->image,
+                         .image_w = f->image,
+                         .in_channels = f->in_channels,
+                         .patch = f->patch,
+                         .embed_dim = f->C,
+                         .stages = 2,
+                         .depths = {f->depth0, f->depth1},
+                         .heads = {f->heads0, f->heads1},
+                         .window = f->window,
+                         .mlp_ratio = (float)f->mlp_ratio,
+                         .num_classes = f->classes};
+  ct_status st = ct_nn_swin_init(&m, &p, "", &c, &rng);
+  CHECK(st == CT_OK, "model init: %s", ct_last_error());
+  bool ok = st == CT_OK && parity_count(&p, "model", f->n_params);
+  for (int i = 0; ok && i < f->n_params; i++)
+    ok = parity_load(&p, "model", f->params[i].name, f->params[i].numel,
+                     f->params[i].value);
+  if (ok) {
+    check_order(&p, f->params, f->n_params, "model");
+    ct_tensor *x = ct_tensor_from(
+        CT_F32, f->x, CT_SHAPE(f->B, f->in_channels, f->image, f->image));
+    ct_nn_ctx ctx = ct_nn_train_ctx(5, 0);
+    ct_tensor *logits = ct_nn_swin_forward(&m, &ctx, x);
+    ct_tensor *loss = parity_contract(logits, f->r);
+    CHECK(loss && ct_backward(loss) == CT_OK, "model: %s", ct_last_error());
+    if (loss) {
+      double e = parity_rel_err(ct_f32(logits), f->out, logits->numel);
+      CHECK(e <= 1e-5, "logits: rel err %.2e", e);
+      const char *worst_name;
+      double worst = check_param_grads(&p, f->params, f->n_params, &worst_name);
+      printf("  swin classifier: logits %.1e  param %.1e (%s)\n", e, worst,
+             worst_name);
+    }
+  }
+  ct_nn_swin_free(&m);
   ct_params_free(&p);
   ct_arena_reset();
 }
@@ -215,11 +283,77 @@ static void test_flags_and_errors(void) {
   ct_arena_reset();
 }
 
+// Classifier configs that cannot work are refused, naming the problem.
+static void test_model_errors(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(3, 0);
+  const ct_nn_swin_config good = {.image_h = 16,
+                                  .image_w = 16,
+                                  .in_channels = 1,
+                                  .patch = 2,
+                                  .embed_dim = 8,
+                                  .stages = 2,
+                                  .depths = {2, 2},
+                                  .heads = {2, 4},
+                                  .window = 4,
+                                  .mlp_ratio = 2.0f,
+                                  .num_classes = 3};
+  struct {
+    const char *what, *needle;
+    ct_nn_swin_config c;
+  } cases[6];
+  for (int i = 0; i < 6; i++) cases[i].c = good;
+  cases[0].what = "patch 3 of 16", cases[0].needle = "patch";
+  cases[0].c.patch = 3;
+  cases[1].what = "a 7x7 map halved", cases[1].needle = "halved";
+  cases[1].c.image_h = cases[1].c.image_w = 14;
+  cases[2].what = "0 stages", cases[2].needle = "stages";
+  cases[2].c.stages = 0;
+  cases[3].what = "5 stages", cases[3].needle = "stages";
+  cases[3].c.stages = 5;
+  cases[4].what = "stage 1 without heads", cases[4].needle = "stage 1";
+  cases[4].c.heads[1] = 0;
+  cases[5].what = "window 3 of an 8x8 map", cases[5].needle = "window 3";
+  cases[5].c.window = 3;
+  for (int i = 0; i < 6; i++) {
+    ct_nn_swin m;
+    ct_status st = ct_nn_swin_init(&m, &p, "bad", &cases[i].c, &rng);
+    CHECK(st == CT_ERR_ARG && strstr(ct_last_error(), cases[i].needle),
+          "%s: status %d, %s", cases[i].what, (int)st, ct_last_error());
+    ct_nn_swin_free(&m);
+    ct_params_free(&p);
+    ct_params_init(&p);
+  }
+  // Training with drop path: a pure function of (seed, step).
+  ct_nn_swin m;
+  ct_nn_swin_config c = good;
+  c.drop_path = 0.5f;
+  c.dropout = 0.1f;
+  c.attn_dropout = 0.1f;
+  CHECK(ct_nn_swin_init(&m, &p, "", &c, &rng) == CT_OK, "%s", ct_last_error());
+  ct_tensor *x = ct_tensor_randn(&rng, 0.0f, 1.0f, CT_SHAPE(4, 1, 16, 16));
+  float out[3][12];
+  for (int k = 0; k < 3; k++) {
+    ct_nn_ctx ctx = ct_nn_train_ctx(9, k == 2 ? 2 : 1);
+    ct_tensor *y = ct_nn_swin_forward(&m, &ctx, x);
+    CHECK(y && y->numel == 12, "training forward: %s", ct_last_error());
+    if (y && y->numel == 12) memcpy(out[k], ct_f32(y), sizeof out[k]);
+  }
+  CHECK(!memcmp(out[0], out[1], sizeof out[0]), "same step, different bits");
+  CHECK(memcmp(out[0], out[2], sizeof out[0]), "another step, same bits");
+  ct_nn_swin_free(&m);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
 int main(void) {
   ct_threads_from_env();
   test_parity();
+  test_model_parity();
   test_threads();
   test_flags_and_errors();
+  test_model_errors();
   ct_arena_release();
   return test_summary("swin");
 }
