@@ -23,6 +23,16 @@ import torch
 import torch.nn as nn
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm that takes its input in its parameters' dtype: under
+    torch 1.13's CPU bf16 autocast a bf16 input (a conv's or linear's output)
+    meets fp32 parameters, which layer_norm refuses. A no-op in fp32 and
+    float64, the fixtures' dtypes."""
+
+    def forward(self, x):
+        return super().forward(x.to(self.weight.dtype))
+
+
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.view(b, h // ws, ws, w // ws, ws, c)
@@ -108,9 +118,9 @@ class SwinTransformerBlock(nn.Module):
         if min(input_resolution) <= window_size:
             window_size, shift_size = min(input_resolution), 0
         self.window_size, self.shift_size = window_size, shift_size
-        self.norm1 = nn.LayerNorm(dim)
+        self.norm1 = LayerNorm(dim)
         self.attn = WindowAttention(dim, num_heads, window_size)
-        self.norm2 = nn.LayerNorm(dim)
+        self.norm2 = LayerNorm(dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio))
         if self.shift_size > 0:
             h, w = input_resolution
@@ -154,7 +164,7 @@ class SwinTransformerBlock(nn.Module):
 class PatchMerging(nn.Module):
     def __init__(self, dim, out_dim):
         super().__init__()
-        self.norm = nn.LayerNorm(4 * dim)
+        self.norm = LayerNorm(4 * dim)
         self.reduction = nn.Linear(4 * dim, out_dim, bias=False)
 
     def forward(self, x):
@@ -197,7 +207,7 @@ class PatchEmbed(nn.Module):
     def __init__(self, in_chans, patch, dim):
         super().__init__()
         self.proj = nn.Conv2d(in_chans, dim, patch, stride=patch)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = LayerNorm(dim)
 
     def forward(self, x):  # NCHW -> NHWC, as timm's output_fmt='NHWC'
         return self.norm(self.proj(x).permute(0, 2, 3, 1))
@@ -221,7 +231,7 @@ class SwinTransformer(nn.Module):
         self.layers = make_stages(embed_dim, grid, depths, heads, window,
                                   mlp_ratio)
         features = embed_dim * 2 ** (len(depths) - 1)
-        self.norm = nn.LayerNorm(features)
+        self.norm = LayerNorm(features)
         self.head = ClassifierHead(features, num_classes)
 
     def no_weight_decay(self):
