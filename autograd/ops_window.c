@@ -9,6 +9,7 @@
 #include "autograd/ops_window.h"
 
 #include "autograd/op_util.h"
+#include "autograd/ops.h"
 
 #include <string.h>
 
@@ -102,17 +103,28 @@ ct_tensor *ct_roll2d(ct_tensor *x, int64_t shift_y, int64_t shift_x) {
 
 // ---- window partition and reverse ----------------------------------------------
 
-// The partition's src for a (B,H,W,·) map: window row r of the output ->
-// map row. Checks ws and shift against H, W.
-static int64_t *partition_index(const char *op, int64_t B, int64_t H, int64_t W,
-                                int64_t ws, int64_t shift) {
-  if (ws < 1 || H % ws || W % ws || shift < 0 || shift >= ws) {
-    ct_error(CT_ERR_SHAPE,
-             "%s: map %lldx%lld, window %lld, shift %lld: need a window >= 1 "
-             "dividing both sides and 0 <= shift < window",
-             op, (long long)H, (long long)W, (long long)ws, (long long)shift);
-    return NULL;
-  }
+// ws and shift against the map: false with an error naming op.
+static bool check_windows(const char *op, int64_t H, int64_t W, int64_t ws,
+                          int64_t shift) {
+  if (ws >= 1 && H % ws == 0 && W % ws == 0 && shift >= 0 && shift < ws)
+    return true;
+  ct_error(CT_ERR_SHAPE,
+           "%s: map %lldx%lld, window %lld, shift %lld: need a window >= 1 "
+           "dividing both sides and 0 <= shift < window",
+           op, (long long)H, (long long)W, (long long)ws, (long long)shift);
+  return false;
+}
+
+// Windows as wide as the map, unshifted, are its rows in order: the
+// partition and its reverse are views.
+static bool windows_are_rows(int64_t W, int64_t ws, int64_t shift) {
+  return shift == 0 && W == ws;
+}
+
+// The partition's src for a (B,H,W,·) map (checked by check_windows):
+// window row r of the output -> map row.
+static int64_t *partition_index(int64_t B, int64_t H, int64_t W, int64_t ws,
+                                int64_t shift) {
   const int64_t nWh = H / ws, nWw = W / ws;
   int64_t *src = alloc_index(B * H * W);
   if (!src) return NULL;
@@ -136,9 +148,12 @@ ct_tensor *ct_window_partition(ct_tensor *x, int64_t ws, int64_t shift) {
   if (!check_map(op, x)) return NULL;
   const int64_t B = x->shape[0], H = x->shape[1], W = x->shape[2],
                 C = x->shape[3];
-  int64_t *src = partition_index(op, B, H, W, ws, shift);
+  if (!check_windows(op, H, W, ws, shift)) return NULL;
+  const int64_t nW = (H / ws) * (W / ws);
+  if (windows_are_rows(W, ws, shift))
+    return ct_reshape(x, CT_SHAPE(B * nW, ws * ws, C));
+  int64_t *src = partition_index(B, H, W, ws, shift);
   if (!src) return NULL;
-  const int64_t nW = ws ? (H / ws) * (W / ws) : 0;
   return permute_rows(op, x, CT_SHAPE(B * nW, ws * ws, C), C, src);
 }
 
@@ -157,7 +172,10 @@ ct_tensor *ct_window_reverse(ct_tensor *x, int64_t ws, int64_t H, int64_t W,
     return NULL;
   }
   const int64_t B = x->shape[0] / nW, C = x->shape[2];
-  int64_t *fwd = partition_index(op, B, H, W, ws, shift);
+  if (!check_windows(op, H, W, ws, shift)) return NULL;
+  if (windows_are_rows(W, ws, shift))
+    return ct_reshape(x, CT_SHAPE(B, H, W, C));
+  int64_t *fwd = partition_index(B, H, W, ws, shift);
   int64_t *src = fwd ? alloc_index(B * H * W) : NULL;
   if (!src) return NULL;
   // The inverse bijection: map row fwd[r] comes from window row r.

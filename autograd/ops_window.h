@@ -40,7 +40,9 @@ ct_tensor *ct_roll2d(ct_tensor *x, int64_t shift_y, int64_t shift_x);
 // x (B,H,W,C) -> (B*nW, ws*ws, C): the map rolled by (-shift, -shift) (0:
 // not rolled), cut into ws x ws windows ordered batch-major, then by window
 // row and column; tokens in a window row-major. H and W must be multiples of
-// ws, 0 <= shift < ws.
+// ws, 0 <= shift < ws. A copy, except a view (ct_reshape) when the windows
+// are as wide as the map and unshifted (W == ws, shift 0: one window per
+// image when H == ws too); ct_window_reverse likewise.
 ct_tensor *ct_window_partition(ct_tensor *x, int64_t ws, int64_t shift);
 // x (B*nW, ws*ws, C) -> (B,H,W,C): the inverse of ct_window_partition with
 // the same ws, shift (so the map is rolled back by (+shift, +shift)).

@@ -78,6 +78,14 @@ static void test_partition_values(void) {
     CHECK(back && back->ndim == 4 && back->shape[1] == 6 && back->shape[2] == 9,
           "reverse shape");
   }
+  // Windows as wide as the map, unshifted: a view of the map, both ways.
+  ct_tensor *rows = iota(CT_SHAPE(2, 6, 3, 2));
+  ct_tensor *pv = ct_window_partition(rows, 3, 0);
+  CHECK(pv && pv->data == rows->data && pv->shape[0] == 4 && pv->shape[1] == 9,
+        "partition of 3-wide windows is not a view: %s", ct_last_error());
+  ct_tensor *rv = pv ? ct_window_reverse(pv, 3, 6, 3, 0) : NULL;
+  CHECK(rv && rv->data == rows->data && rv->ndim == 4 && rv->shape[1] == 6,
+        "reverse of 3-wide windows is not a view");
   // The shifted partition is the roll then the plain partition.
   ct_tensor *m = iota(CT_SHAPE(1, 6, 6, 3));
   ct_tensor *a = ct_window_partition(m, 3, 1);
@@ -254,6 +262,14 @@ static void test_grads(void) {
   check("partition ws 3 shift 1 of (1, 6, 3, 2)",
         (win_case){.op = OP_PARTITION, .a = 3, .b = 1},
         (ct_tensor *[]){grad_input(CT_SHAPE(1, 6, 3, 2))}, 1);
+  check("partition (view) ws 3 of (2, 6, 3, 2)",
+        (win_case){.op = OP_PARTITION, .a = 3, .b = 0},
+        (ct_tensor *[]){grad_input(CT_SHAPE(2, 6, 3, 2))}, 1);
+  check("partition * w -> reverse (views), one window",
+        (win_case){.op = OP_ROUND_TRIP, .a = 3, .b = 0, .H = 3, .W = 3},
+        (ct_tensor *[]){grad_input(CT_SHAPE(2, 3, 3, 2)),
+                        grad_input(CT_SHAPE(2, 9, 2))},
+        2);
   check("reverse ws 2 shift 1 to (2, 4, 4, 3)",
         (win_case){.op = OP_REVERSE, .a = 2, .b = 1, .H = 4, .W = 4},
         (ct_tensor *[]){grad_input(CT_SHAPE(8, 4, 3))}, 1);
