@@ -347,6 +347,31 @@ static void test_model_errors(void) {
   ct_arena_reset();
 }
 
+// Drop path over windows: the rows (windows) of one image are kept or
+// dropped together, as timm drops a whole sample's branch.
+static void test_drop_path_groups(void) {
+  const int64_t images = 16, per = 4;
+  ct_tensor *x = ct_tensor_zeros(CT_F32, CT_SHAPE(images * per, 2, 3));
+  ct_tensor *branch = ct_tensor_zeros(CT_F32, CT_SHAPE(images * per, 2, 3));
+  for (int64_t i = 0; i < branch->numel; i++) ct_f32(branch)[i] = 1.0f;
+  ct_nn_ctx ctx = ct_nn_train_ctx(11, 3);
+  ct_tensor *y = ct_nn_drop_path_add(&ctx, x, branch, 0.5f, per);
+  CHECK(y != NULL, "%s", ct_last_error());
+  int kept = 0, mixed = 0;
+  for (int64_t b = 0; y && b < images; b++) {
+    const float first = ct_f32(y)[b * per * 6];
+    for (int64_t i = 0; i < per * 6; i++)
+      mixed += ct_f32(y)[b * per * 6 + i] != first;
+    CHECK(first == 0.0f || first == 2.0f, "image %lld: %g", (long long)b,
+          (double)first);
+    kept += first == 2.0f;
+  }
+  CHECK(mixed == 0, "%d values differ within an image's windows", mixed);
+  CHECK(kept > 0 && kept < images, "%d of %lld images kept at p = 0.5", kept,
+        (long long)images);
+  ct_arena_reset();
+}
+
 int main(void) {
   ct_threads_from_env();
   test_parity();
@@ -354,6 +379,7 @@ int main(void) {
   test_threads();
   test_flags_and_errors();
   test_model_errors();
+  test_drop_path_groups();
   ct_arena_release();
   return test_summary("swin");
 }
