@@ -42,6 +42,7 @@
 //   autograd/ops_attention.h  the differentiable fused attention
 //   autograd/ops_conv.h     conv2d, batch norm, pooling (NCHW)
 //   autograd/ops_box.h      box conversions, GIoU, row gather (detection)
+//   autograd/ops_window.h   roll, windows, patch merging, bias gather (Swin)
 //   autograd/gradcheck.h    finite-difference gradient checks
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
@@ -55,7 +56,9 @@
 //   nn/position.h           sinusoidal and learned positional encodings
 //   nn/conv.h               Conv2d and BatchNorm2d modules
 //   nn/resnet.h             a CIFAR-style ResNet with torchvision's names
+//   nn/timm.h               timm's Linear init, drop path, patch embedding
 //   nn/vit.h                ViT and DeiT (timm names), attention rollout
+//   nn/swin.h               Swin: shifted-window blocks, patch merging
 //   nn/distill.h            soft-target CE and DeiT's distillation losses
 //   nn/hungarian.h          linear sum assignment, DETR's Hungarian matcher
 //   nn/detr.h               DETR: backbone, transformer, heads, the set loss
@@ -90,6 +93,7 @@
 #include "autograd/ops_conv.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops_box.h"
+#include "autograd/ops_window.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
@@ -101,7 +105,9 @@
 #include "nn/position.h"
 #include "nn/conv.h"
 #include "nn/resnet.h"
+#include "nn/timm.h"
 #include "nn/vit.h"
+#include "nn/swin.h"
 #include "nn/distill.h"
 #include "nn/hungarian.h"
 #include "nn/detr.h"

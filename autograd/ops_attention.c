@@ -81,6 +81,25 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
     }
     p->bias = ct_f32(t);
   }
+  if (o->window_mask) {
+    const ct_tensor *t = o->window_mask;
+    if (!ct_check_f32(op, t, "window_mask")) return false;
+    if (t->ndim != 3 || t->shape[0] < 1 || B % t->shape[0] ||
+        t->shape[1] != Tq || t->shape[2] != Tk) {
+      ct_error(CT_ERR_SHAPE,
+               "%s: window_mask %s must be (nW, Tq, Tk) = [nW, %lld, %lld] "
+               "with nW dividing B = %lld",
+               op, ct_shape_of(t), (long long)Tq, (long long)Tk, (long long)B);
+      return false;
+    }
+    if (t->requires_grad) {
+      ct_error(CT_ERR_ARG, "%s: window_mask gets no gradient; pass a constant",
+               op);
+      return false;
+    }
+    p->window_mask = ct_f32(t);
+    p->n_windows = t->shape[0];
+  }
   return true;
 }
 

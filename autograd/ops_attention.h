@@ -3,7 +3,8 @@
 //   q (B,Tq,NH,Dh), k (B,Tk,NH,Dh), v (B,Tk,NH,Dh) -> out (B,Tq,NH,Dh)
 //   qkv (B,T,3,NH,Dh)                             -> out (B,T,NH,Dh)
 //
-//   out = softmax(q k^T * scale + bias + masks) v, per (batch, head)
+//   out = softmax(q k^T * scale + bias + window_mask + masks) v, per (batch,
+//   head)
 //
 // Example (a causal self-attention block; x (B,T,3*NH*Dh) from a qkv linear):
 //
@@ -31,6 +32,10 @@ typedef struct ct_attention_opts {
   ct_tensor *key_mask;     // i32 or f32 (B,Tk), nonzero = masked out, or NULL
   ct_tensor *bias;         // f32 (NH,Tq,Tk) added to the scores, or NULL;
                            // gets a gradient when it requires grad
+  ct_tensor *window_mask;  // f32 (nW,Tq,Tk) added after the bias, batch row
+                           // b taking window b % nW (B = images * nW,
+                           // batch-major), every head alike; or NULL. No
+                           // gradient (Swin's shifted-window mask).
   float scale;             // 0 = 1/sqrt(Dh)
   float dropout_p;         // on the attention weights, in [0, 1); 0 = none
   uint64_t dropout_seed,

@@ -39,6 +39,7 @@
 #include "nn/distill.h"
 #include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
+#include "nn/swin.h"
 #include "nn/vit.h"
 #include "optim/grads.h"
 #include "optim/optim.h"
@@ -244,8 +245,18 @@ static void vit_free(void *state) {
   free(s);
 }
 
-// Images are standard normal, labels and teacher labels uniform over the K
-// classes; bench/ref/vit_step.py draws by the same rule.
+// A batch of standard normal images and labels uniform over the K classes,
+// from `data` in that order; bench/ref/vit_step.py and swin_step.py draw by
+// the same rule.
+static void image_batch(ct_rng *data, float *images, int64_t pixels,
+                        int32_t *labels, int64_t B, int64_t K) {
+  ct_rng_fill_normal(data, images, pixels, 0.0f, 1.0f);
+  for (int64_t b = 0; b < B; b++)
+    labels[b] = (int32_t)ct_rng_next_below(data, (uint64_t)K);
+}
+
+// Images and labels by image_batch, then teacher labels uniform over the K
+// classes.
 static ct_status vit_build(void **state, ct_params *p, const void *cfg) {
   const vit_config *c = cfg;
   const ct_nn_vit_config *m = &c->model;
@@ -263,9 +274,7 @@ static ct_status vit_build(void **state, ct_params *p, const void *cfg) {
   ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
   ct_status st = ct_nn_vit_init(&s->model, p, "", m, &init);
   if (st != CT_OK) return st;
-  ct_rng_fill_normal(&data, s->images, pixels, 0.0f, 1.0f);
-  for (int64_t b = 0; b < B; b++)
-    s->labels[b] = (int32_t)ct_rng_next_below(&data, (uint64_t)K);
+  image_batch(&data, s->images, pixels, s->labels, B, K);
   for (int64_t b = 0; b < B; b++)
     s->teacher[b * K + (int64_t)ct_rng_next_below(&data, (uint64_t)K)] = 1.0f;
   return CT_OK;
@@ -345,6 +354,85 @@ static const vit_config deit_cifar_b64 = {.model = {.image_h = 32,
                                           .B = 64,
                                           .label_smoothing = 0.1f};
 
+// ---- Swin (nn/swin) ------------------------------------------------------------
+// Cross-entropy with label smoothing on a fixed batch (image_batch), AdamW
+// as the ViT's (no decay on the bias tables either).
+
+typedef struct swin_config {
+  ct_nn_swin_config model;
+  int64_t B;
+  float label_smoothing;
+} swin_config;
+
+typedef struct swin_state {
+  const swin_config *cfg;
+  ct_nn_swin model;
+  float *images;    // (B,C,H,W)
+  int32_t *labels;  // (B)
+} swin_state;
+
+static void swin_free(void *state) {
+  swin_state *s = state;
+  if (!s) return;
+  ct_nn_swin_free(&s->model);
+  free(s->images);
+  free(s->labels);
+  free(s);
+}
+
+static ct_status swin_build(void **state, ct_params *p, const void *cfg) {
+  const swin_config *c = cfg;
+  const ct_nn_swin_config *m = &c->model;
+  swin_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const int64_t pixels = c->B * m->in_channels * m->image_h * m->image_w;
+  s->images = malloc((size_t)pixels * sizeof(float));
+  s->labels = malloc((size_t)c->B * sizeof(int32_t));
+  if (!s->images || !s->labels)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  ct_status st = ct_nn_swin_init(&s->model, p, "", m, &init);
+  if (st != CT_OK) return st;
+  image_batch(&data, s->images, pixels, s->labels, c->B, m->num_classes);
+  return CT_OK;
+}
+
+static ct_tensor *swin_loss(void *state, ct_nn_ctx *ctx) {
+  swin_state *s = state;
+  const swin_config *c = s->cfg;
+  const ct_nn_swin_config *m = &c->model;
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, s->images,
+                     CT_SHAPE(c->B, m->in_channels, m->image_h, m->image_w));
+  ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(c->B));
+  if (!x || !y) return NULL;
+  ct_ce_opts o = ct_ce_defaults();
+  o.label_smoothing = c->label_smoothing;
+  return ct_cross_entropy(ct_nn_swin_forward(&s->model, ctx, x), y, &o);
+}
+
+static const workload swin_workload = {swin_build, swin_loss, swin_free};
+
+// A small Swin for 32x32 images (provisional, for issue 24's comparison
+// with the PyTorch twin): patch 2 gives a 16x16 map; stages of width 64,
+// 128, 256 on maps 16, 8, 4 (the last is one window); window 4. Dropout
+// and drop path 0.
+static const swin_config swin_cifar_b64 = {.model = {.image_h = 32,
+                                                     .image_w = 32,
+                                                     .in_channels = 3,
+                                                     .patch = 2,
+                                                     .embed_dim = 64,
+                                                     .stages = 3,
+                                                     .depths = {2, 2, 2},
+                                                     .heads = {2, 4, 8},
+                                                     .window = 4,
+                                                     .mlp_ratio = 4.0f,
+                                                     .num_classes = 10},
+                                           .B = 64,
+                                           .label_smoothing = 0.1f};
+
 // ---- the table ----------------------------------------------------------------
 
 static const bench_config configs[] = {
@@ -358,6 +446,8 @@ static const bench_config configs[] = {
      vit_optimizer, 5e-4f},
     {"deit_cifar_b64", "bench/ref/vit_step.py", &vit_workload, &deit_cifar_b64,
      vit_optimizer, 5e-4f},
+    {"swin_cifar_b64", "bench/ref/swin_step.py", &swin_workload,
+     &swin_cifar_b64, vit_optimizer, 5e-4f},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 

@@ -47,6 +47,11 @@ ct_status ct_attention_check(const ct_attn_params *p) {
   if (!(p->dropout_p >= 0.0f && p->dropout_p < 1.0f))
     return ct_error(CT_ERR_ARG, "attention: dropout_p %g outside [0, 1)",
                     (double)p->dropout_p);
+  if (p->window_mask && (p->n_windows < 1 || p->B % p->n_windows))
+    return ct_error(CT_ERR_ARG,
+                    "attention: %lld windows in the window mask do not "
+                    "divide the batch of %lld",
+                    (long long)p->n_windows, (long long)p->B);
   if (p->key_lengths)
     for (int64_t b = 0; b < p->B; b++)
       if (p->key_lengths[b] < 0 || p->key_lengths[b] > p->Tk)
@@ -100,11 +105,13 @@ typedef struct tile {
   int mq, nk;
   const int *lim;     // (mq) visible columns per row
   const float *bias;  // row r at bias + r * bias_ld, or NULL
+  const float *mask;  // row r at mask + r * bias_ld, or NULL
   int64_t bias_ld;
   const float *kadd;  // (nk) 0 / -inf, or NULL
 } tile;
 
-// Scores -> masked logits in place: x = s + bias + kadd, -inf past lim.
+// Scores -> masked logits in place: x = s + bias + mask + kadd, -inf past
+// lim.
 ATTN_INLINE void tile_logits(const tile *t, float *restrict s) {
   for (int r = 0; r < t->mq; r++) {
     float *restrict row = s + (int64_t)r * BK;
@@ -113,6 +120,11 @@ ATTN_INLINE void tile_logits(const tile *t, float *restrict s) {
       const float *restrict b = t->bias + r * t->bias_ld;
 #pragma omp simd
       for (int c = 0; c < t->nk; c++) row[c] += b[c];
+    }
+    if (t->mask) {
+      const float *restrict m = t->mask + r * t->bias_ld;
+#pragma omp simd
+      for (int c = 0; c < t->nk; c++) row[c] += m[c];
     }
     if (t->kadd) {
       const float *restrict ka = t->kadd;
@@ -344,6 +356,23 @@ static const float *key_add(const ct_attn_params *p, int64_t b, float *buf) {
   return buf;
 }
 
+// The tile of (b, h) at query i0, key j0: its sizes, limits, and where
+// its bias, window mask and key mask rows start.
+static tile tile_at(const ct_attn_params *p, int64_t b, int64_t h, int64_t i0,
+                    int mq, int64_t j0, int nk, const int *lim,
+                    const float *kadd) {
+  const int64_t w = p->window_mask ? b % p->n_windows : 0;
+  return (tile){
+      .mq = mq,
+      .nk = nk,
+      .lim = lim,
+      .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
+      .mask = p->window_mask ? p->window_mask + (w * p->Tq + i0) * p->Tk + j0
+                             : NULL,
+      .bias_ld = p->Tk,
+      .kadd = kadd ? kadd + j0 : NULL};
+}
+
 // Dropout factors of a tile: keep[r][c] = 0 or 1/(1-p), per attention.h.
 static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
                       int64_t h, int64_t i0, int mq, int64_t j0, int nk,
@@ -433,12 +462,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
     ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb,
                     p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
-    tile t = {.mq = mq,
-              .nk = nk,
-              .lim = w->lim,
-              .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
-              .bias_ld = p->Tk,
-              .kadd = kadd ? kadd + j0 : NULL};
+    tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
     if (p->dropout_p > 0.0f) {
       // l sums the undropped weights; the 1/(1-p) is applied at the end.
@@ -633,13 +657,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                       p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
-      tile t = {
-          .mq = mq,
-          .nk = nk,
-          .lim = w->lim,
-          .bias = p->bias ? p->bias + (h * p->Tq + i0) * p->Tk + j0 : NULL,
-          .bias_ld = p->Tk,
-          .kadd = kadd ? kadd + j0 : NULL};
+      tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)

@@ -27,6 +27,10 @@
 // - key_mask (B,Tk): nonzero = that key is masked out.
 // - bias (NH,Tq,Tk): added to the scaled scores (relative position biases; a
 //   -inf entry masks a key too).
+// - window_mask (nW,Tq,Tk): added after the bias, batch row b taking
+//   window_mask[b % nW], the same for every head: windowed attention over
+//   B = images * nW windows ordered batch-major (Swin's shifted-window mask
+//   of 0 and -100, autograd/ops_window.h). No gradient.
 // A query row that sees no key at all gets out = 0, lse = -inf, and zero
 // gradients (not the NaN a plain softmax of all -inf would give).
 //
@@ -80,6 +84,8 @@ typedef struct ct_attn_params {
   const int32_t *key_lengths;   // (B) or NULL
   const uint8_t *key_mask;      // (B,Tk), nonzero = masked out, or NULL
   const float *bias;            // (NH,Tq,Tk) contiguous, or NULL
+  const float *window_mask;     // (n_windows,Tq,Tk) contiguous, or NULL
+  int64_t n_windows;            // >= 1 dividing B when window_mask is set
   float dropout_p;              // in [0, 1); 0 = no dropout
   uint64_t dropout_seed, dropout_stream;
   // Backward only: CT_ATTN_ASSIGN_* bits for the gradients whose buffers are
@@ -98,7 +104,7 @@ enum {
 ct_attn_params ct_attn_params_make(int64_t B, int64_t Tq, int64_t Tk,
                                    int64_t NH, int64_t Dh);
 
-// Checks sizes, dropout_p and key_lengths (each in 0..Tk). CT_OK or an
+// Checks sizes, dropout_p, key_lengths (each in 0..Tk) and n_windows. CT_OK or an
 // error naming the field.
 ct_status ct_attention_check(const ct_attn_params *p);
 

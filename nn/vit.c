@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "nn/init.h"
+#include "nn/timm.h"
 
 static const float LN_EPS = 1e-6f;
 
@@ -48,13 +49,7 @@ static ct_status check_config(const ct_nn_vit_config *c) {
 static ct_status timm_linear(ct_nn_linear *l, ct_params *p, const char *prefix,
                              const char *leaf, int64_t in, int64_t out,
                              ct_rng *rng) {
-  char name[CT_NN_NAME_MAX];
-  ct_status st = ct_nn_name(name, prefix, "%s", leaf);
-  if (st == CT_OK) st = ct_nn_linear_init(l, p, name, in, out, true, rng);
-  if (st == CT_OK)
-    st = ct_nn_init_trunc_normal(l->weight, rng, 0.0f, 0.02f, -2.0f, 2.0f);
-  if (st == CT_OK) st = ct_nn_init_zeros(l->bias);
-  return st;
+  return ct_nn_timm_linear_init(l, p, prefix, leaf, in, out, true, rng);
 }
 
 static ct_status block_init(ct_nn_vit_block *b, ct_params *p,
@@ -103,19 +98,11 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   m->blocks = calloc((size_t)cfg->depth, sizeof *m->blocks);
   if (!m->blocks) return ct_error(CT_ERR_NOMEM, "vit: out of memory");
 
-  // The patch embedding: a Conv2d(C, D, P, stride P) with PyTorch's init,
-  // kaiming_uniform(a = sqrt(5)) weight and U(+-1/sqrt(fan_in)) bias.
+  // The patch embedding: a Conv2d(C, D, P, stride P) (nn/timm.h).
   char name[CT_NN_NAME_MAX];
-  const int64_t K = C * P * P;
-  m->patch_weight = ct_nn_param(p, prefix, "patch_embed.proj.weight",
-                                CT_SHAPE(D, C, P, P), 0);
-  m->patch_bias = ct_nn_param(p, prefix, "patch_embed.proj.bias", CT_SHAPE(D),
-                              CT_PARAM_NO_DECAY);
-  if (!m->patch_weight || !m->patch_bias) return ct_last_status();
-  st = ct_nn_init_kaiming_uniform(m->patch_weight, init_rng, sqrtf(5.0f));
-  float bound = 1.0f / sqrtf((float)K);
+  st = ct_nn_name(name, prefix, "patch_embed");
   if (st == CT_OK)
-    st = ct_nn_init_uniform(m->patch_bias, init_rng, -bound, bound);
+    st = ct_nn_patch_proj_init(&m->patch_embed, p, name, C, P, D, init_rng);
   if (st != CT_OK) return st;
 
   const unsigned token_flags = CT_PARAM_NO_DECAY;
@@ -161,49 +148,10 @@ void ct_nn_vit_free(ct_nn_vit *m) {
   m->blocks = NULL;
 }
 
-// x (B, C, H, W) -> (B, patches, C*P*P), each patch in (c, ky, kx) order.
-static ct_tensor *patchify(const ct_nn_vit *m, ct_tensor *x) {
-  const int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2],
-                W = x->shape[3], P = m->cfg.patch;
-  const int64_t gh = H / P, gw = W / P, row = C * P * P;
-  ct_tensor *out = ct_tensor_empty(CT_F32, CT_SHAPE(B, gh * gw, row));
-  if (!out) return NULL;
-  const float *src = ct_f32(x);
-  float *dst = ct_f32(out);
-#pragma omp parallel for collapse(2) if (B * gh > 16)
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t py = 0; py < gh; py++)
-      for (int64_t px = 0; px < gw; px++) {
-        float *d = dst + ((b * gh + py) * gw + px) * row;
-        for (int64_t c = 0; c < C; c++)
-          for (int64_t ky = 0; ky < P; ky++) {
-            const float *s = src + ((b * C + c) * H + py * P + ky) * W + px * P;
-            memcpy(d + (c * P + ky) * P, s, (size_t)P * sizeof *s);
-          }
-      }
-  return out;
-}
-
-// x + drop_path(branch): each sample's branch is dropped with probability
-// p and kept ones are scaled by 1 / (1 - p). Takes one dropout site.
+// x + drop_path(branch), one sample per row (nn/timm.h).
 static ct_tensor *residual(ct_nn_ctx *ctx, ct_tensor *x, ct_tensor *branch,
                            float p) {
-  if (!ctx || !x || !branch) return ct_add(x, branch);
-  uint64_t stream = ct_nn_next_dropout_stream(ctx);
-  if (!ctx->training || p <= 0.0f) return ct_add(x, branch);
-  const int64_t B = branch->shape[0];
-  ct_tensor *mask = ct_tensor_empty(CT_F32, CT_SHAPE(B, 1, 1));
-  if (!mask) return NULL;
-  for (int64_t b = 0; b < B; b++)
-    ct_f32(mask)[b] = ct_rng_uniform_at(ctx->seed, stream, (uint64_t)b) < p
-                          ? 0.0f
-                          : 1.0f / (1.0f - p);
-  return ct_add(x, ct_mul(branch, mask));
-}
-
-// Whether residual() would drop anything.
-static bool drop_path_active(const ct_nn_ctx *ctx, float p) {
-  return ctx && ctx->training && p > 0.0f;
+  return ct_nn_drop_path_add(ctx, x, branch, p, 1);
 }
 
 // Without dropout or drop path, the residual adds are folded into the
@@ -213,7 +161,7 @@ static bool drop_path_active(const ct_nn_ctx *ctx, float p) {
 static ct_tensor *block_forward(const ct_nn_vit_block *b, ct_nn_ctx *ctx,
                                 float dropout, ct_tensor *x,
                                 ct_tensor **weights) {
-  const bool no_drop_path = !drop_path_active(ctx, b->drop_path);
+  const bool no_drop_path = !ct_nn_drop_path_active(ctx, b->drop_path);
   ct_tensor *h = ct_nn_layernorm_forward(&b->norm1, x);
   if (no_drop_path && !ct_nn_dropout_active(ctx, dropout)) {
     x = ct_nn_mha_forward_residual(&b->attn, ctx, h, h, h, NULL, weights, x);
@@ -263,10 +211,8 @@ ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
              ct_shape_str(x->ndim, x->shape, got, sizeof got));
     return NULL;
   }
-  const int64_t B = x->shape[0], D = c->dim, P = c->patch;
-  ct_tensor *w2 =
-      ct_reshape(m->patch_weight, CT_SHAPE(D, c->in_channels * P * P));
-  ct_tensor *tokens = ct_linear(patchify(m, x), w2, m->patch_bias);
+  const int64_t B = x->shape[0];
+  ct_tensor *tokens = ct_nn_patch_proj_forward(&m->patch_embed, x);
   ct_tensor *parts[3] = {repeat_token(m->cls_token, B), NULL, NULL};
   int n = 1;
   if (c->distilled) parts[n++] = repeat_token(m->dist_token, B);

@@ -33,6 +33,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/mlp.h"
 #include "nn/norm.h"
+#include "nn/timm.h"
 
 typedef struct ct_nn_vit_config {
   int64_t image_h, image_w, in_channels;
@@ -57,8 +58,8 @@ typedef struct ct_nn_vit_block {
 
 typedef struct ct_nn_vit {
   ct_nn_vit_config cfg;
-  int64_t patches, tokens;  // tokens = patches + 1 (+ 1 when distilled)
-  ct_tensor *patch_weight, *patch_bias;
+  int64_t patches, tokens;       // tokens = patches + 1 (+ 1 when distilled)
+  ct_nn_patch_proj patch_embed;  // "patch_embed.proj.*"
   ct_tensor *cls_token, *dist_token, *pos_embed;
   ct_nn_vit_block *blocks;
   ct_nn_layernorm norm;

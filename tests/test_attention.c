@@ -25,11 +25,12 @@ typedef struct cfg {
   bool fused;  // qkv (B,T,3,NH,Dh); needs Tq == Tk
   bool causal, lengths, mask, bias;
   float drop;
+  int64_t nw;  // > 0: a window mask (nw, Tq, Tk), batch row b takes b % nw
 } cfg;
 
 typedef struct inputs {
   ct_tensor *q, *k, *v, *qkv;  // q/k/v, or qkv
-  ct_tensor *lengths, *mask, *bias;
+  ct_tensor *lengths, *mask, *bias, *wmask;
 } inputs;
 
 static ct_rng test_rng = {.seed = 99, .stream = 5, .offset = 0};
@@ -37,15 +38,19 @@ static ct_rng test_rng = {.seed = 99, .stream = 5, .offset = 0};
 static void cfg_str(const cfg *c, char *buf, size_t n) {
   snprintf(buf, n,
            "%s B=%lld Tq=%lld Tk=%lld NH=%lld Dh=%lld causal=%d len=%d "
-           "mask=%d bias=%d drop=%.2f",
+           "mask=%d bias=%d drop=%.2f nw=%lld",
            c->fused ? "qkv" : "sep", (long long)c->B, (long long)c->Tq,
            (long long)c->Tk, (long long)c->NH, (long long)c->Dh, c->causal,
-           c->lengths, c->mask, c->bias, (double)c->drop);
+           c->lengths, c->mask, c->bias, (double)c->drop, (long long)c->nw);
 }
 
 // Lengths: full for b = 0, shorter after, and Tk/3 (0 when Tk < 3: a fully
 // masked batch row) for the last. Mask: ~30% of keys, i32 or f32 by batch
-// size parity. Bias: N(0, 0.5).
+// size parity. Bias: N(0, 0.5). Window mask: -100 for ~30% of pairs (as
+// Swin's), N(0, 0.5) for the rest (any additive mask); never on key i % Tk
+// of query i, as Swin's mask never hides a token from itself (a row of -100
+// only would leave the logits 100 away from 0, where floats keep 2 fewer
+// digits than the finite differences need).
 static inputs make_inputs(const cfg *c, bool grad_bias) {
   inputs in = {0};
   if (c->fused) {
@@ -82,6 +87,15 @@ static inputs make_inputs(const cfg *c, bool grad_bias) {
         ct_tensor_randn(&test_rng, 0.0f, 0.5f, CT_SHAPE(c->NH, c->Tq, c->Tk));
     if (grad_bias) ct_requires_grad(in.bias);
   }
+  if (c->nw > 0) {
+    in.wmask =
+        ct_tensor_randn(&test_rng, 0.0f, 0.5f, CT_SHAPE(c->nw, c->Tq, c->Tk));
+    for (int64_t i = 0; i < in.wmask->numel; i++) {
+      const int64_t q = i / c->Tk % c->Tq, k = i % c->Tk;
+      if (ct_rng_next_double(&test_rng) < 0.3 && k != q % c->Tk)
+        ct_f32(in.wmask)[i] = -100.0f;
+    }
+  }
   return in;
 }
 
@@ -91,6 +105,7 @@ static ct_attention_opts make_opts(const cfg *c, const inputs *in) {
   o.key_lengths = in->lengths;
   o.key_mask = in->mask;
   o.bias = in->bias;
+  o.window_mask = in->wmask;
   o.dropout_p = c->drop;
   o.dropout_seed = 0x5eedULL;
   o.dropout_stream = ct_rng_stream(3, 17);
@@ -135,6 +150,8 @@ static void reference(const cfg *c, const inputs *in, double *out) {
           for (int64_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
           s[j] = dot * p.scale;
           if (in->bias) s[j] += ct_f32(in->bias)[(h * Tq + i) * Tk + j];
+          if (in->wmask)
+            s[j] += ct_f32(in->wmask)[((b % c->nw) * Tq + i) * Tk + j];
           bool ok = true;
           if (in->lengths && j >= ct_i32(in->lengths)[b]) ok = false;
           if (in->mask) {
@@ -179,6 +196,8 @@ static const cfg forward_shapes[] = {
     {.B = 1, .Tq = 130, .Tk = 130, .NH = 2, .Dh = 32},
     {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 5, .fused = true},
     {.B = 2, .Tq = 67, .Tk = 67, .NH = 2, .Dh = 8, .fused = true},
+    {.B = 4, .Tq = 9, .Tk = 9, .NH = 2, .Dh = 4, .nw = 2},  // windows
+    {.B = 8, .Tq = 70, .Tk = 70, .NH = 2, .Dh = 8, .fused = true, .nw = 4},
 };
 
 static void test_forward_reference(void) {
@@ -259,13 +278,13 @@ static void test_fused_matches_separate(void) {
 
 typedef struct gc_ctx {
   cfg c;
-  ct_tensor *lengths, *mask;
+  ct_tensor *lengths, *mask, *wmask;
 } gc_ctx;
 
 // inputs: q, k, v, bias (separate) or qkv, bias (fused); bias may be NULL.
 static ct_tensor *gc_fn(ct_tensor *const *x, void *ctxp) {
   const gc_ctx *g = ctxp;
-  inputs in = {.lengths = g->lengths, .mask = g->mask};
+  inputs in = {.lengths = g->lengths, .mask = g->mask, .wmask = g->wmask};
   if (g->c.fused) {
     in.qkv = x[0];
     in.bias = x[1];
@@ -285,6 +304,8 @@ static const cfg grad_shapes[] = {
     {.B = 2, .Tq = 6, .Tk = 3, .NH = 2, .Dh = 4},  // cross, masked rows
     {.B = 2, .Tq = 7, .Tk = 7, .NH = 2, .Dh = 8, .fused = true},
     {.B = 2, .Tq = 1, .Tk = 1, .NH = 2, .Dh = 6, .fused = true},
+    {.B = 4, .Tq = 4, .Tk = 4, .NH = 2, .Dh = 3, .nw = 2},  // windows
+    {.B = 4, .Tq = 4, .Tk = 4, .NH = 3, .Dh = 4, .fused = true, .nw = 4},
 };
 
 static void test_gradients(void) {
@@ -299,8 +320,13 @@ static void test_gradients(void) {
       // Dropout with every mask combination on the first shapes; a few
       // dropout combinations elsewhere keep the run short.
       if (c.drop > 0.0f && si % 2 == 1 && (combo & 6) != 6) continue;
+      // Window masks go with the bias and dropout, as in Swin: with causal,
+      // length or key masks too a row may see only keys at -100 (see
+      // make_inputs); the forward reference covers those combinations.
+      if (c.nw && (combo & 7)) continue;
       inputs in = make_inputs(&c, true);
-      gc_ctx g = {.c = c, .lengths = in.lengths, .mask = in.mask};
+      gc_ctx g = {
+          .c = c, .lengths = in.lengths, .mask = in.mask, .wmask = in.wmask};
       ct_tensor *x[4];
       int n;
       if (c.fused) {
@@ -324,7 +350,7 @@ static void test_gradients(void) {
             "(max rel err %.2e)",
             name, r.worst_input, (long long)r.worst_index, r.worst_analytic,
             r.worst_numeric, r.max_rel_err);
-      if (combo == 15 || combo == 31)
+      if (combo == 15 || combo == 31 || (c.nw && combo == 24))
         printf("  gradcheck %-70s checked %5lld  max rel err %.2e\n", name,
                (long long)r.checked, r.max_rel_err);
       ct_arena_reset();
@@ -461,6 +487,14 @@ static void test_thread_determinism(void) {
        .Dh = 8,
        .mask = true,
        .drop = 0.3f},
+      {.B = 8,  // Swin-like: 4 windows of 49 tokens per image
+       .Tq = 49,
+       .Tk = 49,
+       .NH = 3,
+       .Dh = 8,
+       .fused = true,
+       .bias = true,
+       .nw = 4},
   };
   const int saved = ct_get_threads();
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
@@ -553,6 +587,11 @@ static void test_nonfinite_inputs(void) {
         ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, T, NH, Dh));
     ct_tensor *v =
         ct_tensor_randn(&test_rng, 0.0f, 1.0f, CT_SHAPE(B, T, NH, Dh));
+    // Key 0 of head 0 (b = 0) scores +inf against an infinite query of
+    // either sign, the NaN of inf - inf in the softmax: whatever the random
+    // draws, the first two keys' first values have opposite signs.
+    ct_f32(kk)[0] = 0.5f + fabsf(ct_f32(kk)[0]);
+    ct_f32(kk)[NH * Dh] = -0.5f - fabsf(ct_f32(kk)[NH * Dh]);
     ct_tensor *ref = ct_attention(q, kk, v, NULL);
     ct_f32(q)[0] = bad[k];    // b = 0, query 0, head 0
     ct_f32(kk)[Dh] = bad[k];  // b = 0, key 0, head 1
@@ -621,6 +660,15 @@ static void test_bad_inputs(void) {
   o.bias = ct_tensor_zeros(CT_I32, CT_SHAPE(2, 5, 6));
   expect_error(ct_attention(q, k, v, &o), CT_ERR_DTYPE, "bias i32");
   o = ct_attention_defaults();
+  o.window_mask = ct_tensor_zeros(CT_F32, CT_SHAPE(3, 5, 6));
+  expect_error(ct_attention(q, k, v, &o), CT_ERR_SHAPE, "3 windows, B = 2");
+  o.window_mask = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 6, 5));
+  expect_error(ct_attention(q, k, v, &o), CT_ERR_SHAPE, "window mask (Tk, Tq)");
+  o.window_mask = ct_tensor_zeros(CT_I32, CT_SHAPE(1, 5, 6));
+  expect_error(ct_attention(q, k, v, &o), CT_ERR_DTYPE, "window mask i32");
+  o.window_mask = ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(1, 5, 6)));
+  expect_error(ct_attention(q, k, v, &o), CT_ERR_ARG, "window mask with grad");
+  o = ct_attention_defaults();
   o.dropout_p = 1.0f;
   expect_error(ct_attention(q, k, v, &o), CT_ERR_ARG, "dropout 1");
   o.dropout_p = -0.1f;
@@ -647,6 +695,14 @@ static void test_bad_inputs(void) {
   CHECK(ct_attention_forward(&p, ct_f32(q), ct_f32(k), ct_f32(v), ct_f32(q),
                              lse) == CT_ERR_INDEX,
         "kernel: length 9 > Tk 6 accepted");
+  ct_clear_error();
+  p = ct_attn_params_make(2, 5, 6, 2, 4);
+  float wm[3 * 5 * 6] = {0};
+  p.window_mask = wm;
+  p.n_windows = 3;
+  CHECK(ct_attention_forward(&p, ct_f32(q), ct_f32(k), ct_f32(v), ct_f32(q),
+                             lse) == CT_ERR_ARG,
+        "kernel: 3 windows for a batch of 2 accepted");
   ct_clear_error();
   ct_arena_reset();
 }
