@@ -13,6 +13,7 @@
 #ifndef CT_CORE_PARAMS_H
 #define CT_CORE_PARAMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/tensor.h"
@@ -30,6 +31,16 @@ typedef struct ct_param {
   size_t offset;      // in floats, into data, grad and each state buffer
   unsigned flags;
 } ct_param;
+
+// The floats [*a, *b) of parameter `it` that lie in [lo, hi) of the store
+// (a rank's or a shard's range); false when none do.
+static inline bool ct_param_part(const ct_param *it, size_t lo, size_t hi,
+                                 size_t *a, size_t *b) {
+  *a = it->offset > lo ? it->offset : lo;
+  *b = it->offset + (size_t)it->tensor->numel;
+  if (*b > hi) *b = hi;
+  return *a < *b;
+}
 
 typedef struct ct_params {
   float *data;                         // all parameter values

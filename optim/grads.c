@@ -193,11 +193,9 @@ void ct_clip_grad_range(ct_params *p, double norm, double max_norm, size_t lo,
 #pragma omp parallel if (hi - lo >= GRADS_PARALLEL_MIN)
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
-    if (it->flags & CT_PARAM_FROZEN) continue;
-    size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
-    if (a < lo) a = lo;
-    if (b > hi) b = hi;
-    if (a >= b) continue;
+    size_t a, b;
+    if ((it->flags & CT_PARAM_FROZEN) || !ct_param_part(it, lo, hi, &a, &b))
+      continue;
     float *g = p->grad + a;
     int64_t numel = (int64_t)(b - a);
 #pragma omp for schedule(static) nowait
@@ -209,16 +207,24 @@ static const char *value_name(float v) {
   return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
 }
 
-// The first non-frozen parameter (registry order) whose values in `buf`
-// (p->data or p->grad) are not all finite, with the index of the first
-// bad element; NULL when all are finite.
+// The first parameter (registry order; frozen ones only if `frozen_too`)
+// whose values in `buf` (p->data or p->grad) within [lo, hi) of the store
+// are not all finite, with the index in that parameter of the first bad
+// element; NULL when all are finite.
 static const ct_param *first_nonfinite(const ct_params *p, const float *buf,
-                                       bool frozen_too, int64_t *at) {
+                                       bool frozen_too, size_t lo, size_t hi,
+                                       int64_t *at) {
   for (int k = 0; k < p->n; k++) {
     const ct_param *it = &p->items[k];
-    if ((it->flags & CT_PARAM_FROZEN) && !frozen_too) continue;
-    *at = ct_vmath_first_nonfinite(buf + it->offset, it->tensor->numel);
-    if (*at >= 0) return it;
+    size_t a, b;
+    if (((it->flags & CT_PARAM_FROZEN) && !frozen_too) ||
+        !ct_param_part(it, lo, hi, &a, &b))
+      continue;
+    int64_t i = ct_vmath_first_nonfinite(buf + a, (int64_t)(b - a));
+    if (i >= 0) {
+      *at = i + (int64_t)(a - it->offset);
+      return it;
+    }
   }
   return NULL;
 }
@@ -229,29 +235,20 @@ ct_status ct_grads_check_finite(const ct_params *p, int64_t step) {
 
 ct_status ct_grads_check_finite_range(const ct_params *p, int64_t step,
                                       size_t lo, size_t hi) {
-  for (int k = 0; k < p->n; k++) {
-    const ct_param *it = &p->items[k];
-    if (it->flags & CT_PARAM_FROZEN) continue;
-    size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
-    if (a < lo) a = lo;
-    if (b > hi) b = hi;
-    if (a >= b) continue;
-    int64_t i = ct_vmath_first_nonfinite(p->grad + a, (int64_t)(b - a));
-    if (i < 0) continue;
-    i += (int64_t)(a - it->offset);  // the element's index in the parameter
-    char at[48] = "";
-    if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
-    return ct_error(
-        CT_ERR_NUMERIC, "non-finite gradient in '%s'%s (element %lld is %s)",
-        it->name, at, (long long)i, value_name(p->grad[it->offset + i]));
-  }
-  return CT_OK;
+  int64_t i;
+  const ct_param *it = first_nonfinite(p, p->grad, false, lo, hi, &i);
+  if (!it) return CT_OK;
+  char at[48] = "";
+  if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
+  return ct_error(
+      CT_ERR_NUMERIC, "non-finite gradient in '%s'%s (element %lld is %s)",
+      it->name, at, (long long)i, value_name(p->grad[it->offset + i]));
 }
 
 ct_status ct_loss_check_finite(const ct_params *p, double loss, int64_t step) {
   if (isfinite(loss)) return CT_OK;
   int64_t i;
-  const ct_param *it = first_nonfinite(p, p->data, true, &i);
+  const ct_param *it = first_nonfinite(p, p->data, true, 0, p->count, &i);
   if (it)
     return ct_error(CT_ERR_NUMERIC,
                     "non-finite loss (%g) at step %lld: parameter '%s' holds "

@@ -200,11 +200,9 @@ static void params_update(ct_params *ps, const step_coeffs *c,
     size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
     for (int k = 0; k < ps->n; k++) {
       const ct_param *it = &ps->items[k];
-      if (it->flags & CT_PARAM_FROZEN) continue;
-      size_t a = it->offset, b = it->offset + (size_t)it->tensor->numel;
-      if (a < lo) a = lo;
-      if (b > hi) b = hi;
-      if (a >= b) continue;
+      size_t a, b;
+      if ((it->flags & CT_PARAM_FROZEN) || !ct_param_part(it, lo, hi, &a, &b))
+        continue;
       size_t n = b - a, first = a + n * t / nt, end = a + n * (t + 1) / nt;
       if (first < end)
         fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data + first,
