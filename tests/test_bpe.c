@@ -368,9 +368,7 @@ static void check_tokens(const ct_text_tokenizer *t, const char *text,
   joined(&tokens, got, sizeof got);
   CHECK(!strcmp(got, want_tokens), "%s \"%s\": got %s, want %s",
         ct_tokenizer_kind_name(t->kind), text, got, want_tokens);
-  const char **ptrs = malloc((size_t)(tokens.count + 1) * sizeof *ptrs);
-  for (int64_t i = 0; i < tokens.count; i++)
-    ptrs[i] = ct_string_list_get(&tokens, i);
+  const char **ptrs = token_ptrs(&tokens);
   char *back = ct_text_tokenizer_detokenize(t, ptrs, tokens.count);
   CHECK(back && !strcmp(back, want_text), "detokenize: \"%s\", want \"%s\"",
         back, want_text);

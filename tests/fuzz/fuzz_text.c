@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "data/vocab.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/token_util.h"
 
 static void use_tokenizer(const ct_parallel_text *p,
                           const ct_text_tokenizer *tok) {
@@ -21,12 +22,8 @@ static void use_tokenizer(const ct_parallel_text *p,
                                    &tokens) == CT_OK) {
       for (int64_t j = 0; j < tokens.count; j++)
         ct_vocab_counter_add(&counter, ct_string_list_get(&tokens, j));
-      const char **items = malloc((size_t)(tokens.count + 1) * sizeof *items);
-      if (items) {
-        for (int64_t j = 0; j < tokens.count; j++)
-          items[j] = ct_string_list_get(&tokens, j);
-        free(ct_text_tokenizer_detokenize(tok, items, tokens.count));
-      }
+      const char **items = token_ptrs(&tokens);
+      if (items) free(ct_text_tokenizer_detokenize(tok, items, tokens.count));
       free(items);
     }
     ct_string_list_free(&tokens);
