@@ -333,7 +333,6 @@ static ct_status train_step(trainer *t, float lr, double *loss, double *items,
       st = mine_m && nan_diagnosis[0]
                ? ct_error(CT_ERR_NUMERIC, "%s", nan_diagnosis)
                : ct_loss_check_finite(&t->params, value, t->state.step);
-      if (st == CT_OK) st = CT_ERR_NUMERIC;
     }
     *loss += value / (double)K;
     *items += all[FIELDS * m + ITEMS];
