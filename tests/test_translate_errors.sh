@@ -109,10 +109,10 @@ check "heads not dividing d_model" 1 "not a multiple of heads = 3" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set model.d_model=16 \
   --set model.heads=3 --set train.steps=2
 # Both divided by zero (SIGFPE) before the settings were checked.
-check "[train] accum = 0" 1 "\[train\] accum = '0': must be in 1\.\." -- \
+check "[train] accum = 0" 1 "--set train\.accum=0: \[train\] accum = '0': must be in 1\.\." -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.accum=0 \
   --set train.epochs=1
-check "[train] log_every = 0" 1 "\[train\] log_every = '0': must be in 1\.\." -- \
+check "[train] log_every = 0" 1 "--set train\.log_every=0: \[train\] log_every = '0': must be in 1\.\." -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.log_every=0
 # Integers have ranges, checked as they are read: 2^32 + 2 layers built 2
 # (config.ini said 4294967298); INT64_MAX sentences per batch overflowed.
@@ -145,7 +145,7 @@ check "a CR-only config file is read line by line" 1 "nothing to train" -- \
   "$ctrain" train cr.ini --set run.dir="$tmp/x"
 check "/dev/zero as a config" 1 "/dev/zero: more than the 1048576 bytes" -- \
   "$ctrain" train /dev/zero --set run.dir="$tmp/x"
-check "[train] bucket_mb < 0" 1 "\[train\] bucket_mb = -1: must be in \[0, 1e6\]" -- \
+check "[train] bucket_mb < 0" 1 "translate_copy\.ini: \[train\] bucket_mb = -1: must be in \[0, 1e6\]" -- \
   "$ctrain" train "$config" --set run.dir="$tmp/x" --set train.bucket_mb=-1
 no_dir "bad configs" "$tmp/x"
 
