@@ -394,22 +394,13 @@ static void classification_close(ct_task *t) {
   t->state = NULL;
 }
 
-// Reads the keys of this task into *out, with range checks whose
-// messages name the key.
+// Reads the keys of this task into *out, with the checks whose messages
+// name the key that the schema's integer ranges do not already make.
 static ct_status read_config(const ct_config *cfg, classification_config *out) {
-  static const char *const positive[][2] = {
-      {"model", "patch"},  {"model", "dim"},     {"model", "depth"},
-      {"model", "heads"},  {"model", "mlp_dim"}, {"model", "width"},
-      {"model", "stages"}, {"model", "blocks"},  {"data", "batch_size"},
-      {"data", "channels"}};
-  ct_status checked = ct_config_check_min(
-      cfg, positive, sizeof positive / sizeof positive[0], 1);
-  if (checked != CT_OK) return checked;
-  static const char *const non_negative[][2] = {{"data", "crop_padding"},
-                                                {"data", "image_size"},
-                                                {"data", "randaug_ops"}};
-  checked = ct_config_check_min(
-      cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
+  // The schema's ranges hold every integer key; batch_size may be 0 for
+  // translation (max_tokens alone), not here.
+  static const char *const positive[][2] = {{"data", "batch_size"}};
+  ct_status checked = ct_config_check_min(cfg, positive, 1, 1);
   if (checked != CT_OK) return checked;
   // A fraction below 1, or a whole count (the schema makes it finite).
   const double holdout = ct_config_float(cfg, "data", "val_holdout");

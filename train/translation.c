@@ -298,24 +298,9 @@ static void translation_close(ct_task *t) {
   t->state = NULL;
 }
 
-// Reads the keys of this task into *out, with range checks whose
-// messages name the key.
+// Reads the keys of this task into *out, with the checks whose messages
+// name the key that the schema's integer ranges do not already make.
 static ct_status read_config(const ct_config *cfg, translation_config *out) {
-  static const char *const positive[][2] = {{"data", "max_len"},
-                                            {"data", "min_freq"},
-                                            {"train", "final_beam"},
-                                            {"train", "eval_beam"}};
-  ct_status checked = ct_config_check_min(
-      cfg, positive, sizeof positive / sizeof positive[0], 1);
-  if (checked != CT_OK) return checked;
-  static const char *const non_negative[][2] = {{"data", "batch_size"},
-                                                {"data", "max_tokens"},
-                                                {"data", "max_vocab"},
-                                                {"data", "bpe_merges"},
-                                                {"train", "max_decode_len"}};
-  checked = ct_config_check_min(
-      cfg, non_negative, sizeof non_negative / sizeof non_negative[0], 0);
-  if (checked != CT_OK) return checked;
   const uint64_t seed = (uint64_t)ct_config_int(cfg, "run", "seed");
   const double dropout = ct_config_float(cfg, "model", "dropout");
   const double smoothing = ct_config_float(cfg, "train", "label_smoothing");
@@ -363,7 +348,7 @@ static ct_status read_config(const ct_config *cfg, translation_config *out) {
     out->tgt[s] = ct_config_str(cfg, "data", file_keys[s][1]);
     out->tsv[s] = ct_config_str(cfg, "data", file_keys[s][2]);
   }
-  checked = ct_translation_model_read(cfg, &out->model);
+  ct_status checked = ct_translation_model_read(cfg, &out->model);
   if (checked != CT_OK) return checked;
   if (!out->batch_size && !out->max_tokens)
     return ct_error(CT_ERR_ARG,

@@ -41,14 +41,6 @@ static ct_status refuse_keys(const ct_config *cfg, const char *const *keys,
 
 static ct_status read_transformer(const ct_config *cfg,
                                   ct_nn_seq2seq_config *out) {
-  static const char *const positive[][2] = {{"model", "d_model"},
-                                            {"model", "heads"},
-                                            {"model", "ff"},
-                                            {"model", "encoder_layers"},
-                                            {"model", "decoder_layers"}};
-  ct_status st = ct_config_check_min(cfg, positive,
-                                     sizeof positive / sizeof positive[0], 1);
-  if (st != CT_OK) return st;
   *out = (ct_nn_seq2seq_config){
       .d_model = ct_config_int(cfg, "model", "d_model"),
       .nhead = ct_config_int(cfg, "model", "heads"),
@@ -72,11 +64,6 @@ static ct_status read_transformer(const ct_config *cfg,
 
 static ct_status read_rnn(const ct_config *cfg, ct_nn_rnn_seq2seq_config *out,
                           float *teacher_forcing) {
-  static const char *const positive[][2] = {
-      {"model", "emb_dim"}, {"model", "enc_hidden"}, {"model", "dec_hidden"}};
-  ct_status st = ct_config_check_min(cfg, positive,
-                                     sizeof positive / sizeof positive[0], 1);
-  if (st != CT_OK) return st;
   *out = (ct_nn_rnn_seq2seq_config){
       .emb_dim = ct_config_int(cfg, "model", "emb_dim"),
       .enc_hidden = ct_config_int(cfg, "model", "enc_hidden"),
