@@ -4,7 +4,7 @@ then compute the same logits (max |diff| <= 1e-4).
 
   interop.py CTRAIN WORKDIR
 
-For each model (a ViT, a DeiT, and three translators: the paper's post-norm
+For each model (a ViT, a DeiT, a Swin, and three translators: the paper's post-norm
 Transformer with a tied generator, a pre-norm GELU one with its own
 generator, and the attention GRU, [model] arch = rnn):
   1. ctrain -> PyTorch: `ctrain train` a tiny model for 2 steps, `ctrain
@@ -16,6 +16,7 @@ generator, and the attention GRU, [model] arch = rnn):
      the same inputs and compare again; then the same with unit-gain
      weights (unit_gain: O(1) logits, so small convention slips show).
 The twins are bench/ref/vit_model.py (timm's ViT/DeiT layout),
+bench/ref/swin_model.py (timm's SwinTransformer),
 bench/ref/mt_model.py (nn/seq2seq.c's layout) and bench/ref/rnn_model.py
 (nn/rnn_seq2seq.c's, the PyTorch tutorial's names). Inputs are random: images
 N(0,1) (already normalized model input), token ids in [1, V) with padding
@@ -40,6 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "ref"))
 from check_safetensors import load, save  # noqa: E402
 from mt_model import Translator  # noqa: E402
 from rnn_model import Seq2Seq  # noqa: E402
+from swin_model import SwinTransformer  # noqa: E402
 from vit_model import VisionTransformer  # noqa: E402
 
 TOL = 1e-4
@@ -76,6 +78,12 @@ MODELS = {
     "vit": ("classification", VISION + ["model.arch=vit"]),
     "deit": ("classification", VISION + ["model.arch=deit",
                                          "train.distillation=none"]),
+    # patch 2: an 8x8 map, windows of 4 (shifted blocks), then a 4x4 map
+    # that is one window.
+    "swin": ("classification", VISION + [
+        "model.arch=swin", "model.patch=2", "model.dim=16",
+        "model.depths=2,2", "model.stage_heads=2,4", "model.window=4",
+        "model.mlp_ratio=2"]),
     "mt_postnorm_tied": ("translation", TRANSLATION),
     "mt_prenorm_gelu_untied": ("translation", TRANSLATION + [
         "model.norm_first=true", "model.activation=gelu",
@@ -118,6 +126,16 @@ def build_twin(task, sets, shapes):
     """The PyTorch twin of the model `sets` describe; sizes the config does
     not fix (channels, classes, vocabularies) come from the export's
     shapes."""
+    if task == "classification" and setting(sets, "model.arch") == "swin":
+        D, C, P, _ = shapes["patch_embed.proj.weight"]
+        return SwinTransformer(
+            img_size=IMAGE, patch=P, in_chans=C,
+            num_classes=shapes["head.fc.weight"][0], embed_dim=D,
+            depths=[int(v) for v in setting(sets, "model.depths").split(",")],
+            heads=[int(v)
+                   for v in setting(sets, "model.stage_heads").split(",")],
+            window=int(setting(sets, "model.window")),
+            mlp_ratio=float(setting(sets, "model.mlp_ratio")))
     if task == "classification":
         D, C, P, _ = shapes["patch_embed.proj.weight"]
         return VisionTransformer(
@@ -187,7 +205,7 @@ def twin_outputs(task, twin, inputs):
     if task == "translation":
         return {"logits": twin(inputs["src"].long(), inputs["tgt_in"].long())}
     out = {"logits": twin(inputs["images"])}
-    if twin.distilled:
+    if getattr(twin, "distilled", False):
         x = twin.forward_features(inputs["images"])
         out["logits_cls"] = twin.head(x[:, 0])
         out["logits_dist"] = twin.head_dist(x[:, 1])
