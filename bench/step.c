@@ -7,7 +7,8 @@
 //
 // One line per config and precision (both by default, fp32 first):
 //   step config=mt_toy_b64 precision=fp32 threads=2 ctrain_ms=.. torch_ms=..
-//     ratio=.. ctrain_peak_mb=.. torch_peak_mb=.. params_mb=..
+//     ratio=.. ctrain_peak_mb=.. torch_peak_mb=.. params_mb=.. flops=..
+//     gemm_gflops=.. floor_ms=.. efficiency=..
 // ratio = ctrain_ms / torch_ms (targets: <= 0.5 in fp32; in bf16, <= 0.8
 // against PyTorch's bf16 autocast). In bf16 ctrain's matrix products round
 // their inputs to bf16 ([train] precision = bf16, core/gemm.h) and the twin
@@ -26,6 +27,24 @@
 // default spinning makes either side collapse when the threads outnumber
 // the free cores).
 //
+// Against the machine: the same line carries flops= (the floating-point
+// work of one step's matrix products, counted where they are issued:
+// core/flops.h), gemm_gflops= (the rate of a 1024x1024x1024 ct_gemm in
+// the same process, threads and precision, the median of samples before
+// and after the steps; a bf16 run's fp32 products count at the fp32 rate,
+// measured too), floor_ms= (flops at that rate:
+// the step if it were nothing but products at the big gemm's speed) and
+// efficiency= (floor_ms / ctrain_ms). After it, one line of where the
+// step's time goes, from a third round of --steps steps with the profiler
+// on (core/profile.h), in milliseconds per step by op kind:
+//   breakdown config=.. precision=.. step_ms=.. gemm_ms=.. elementwise_ms=..
+//     norm_ms=.. attention_ms=.. loss_ms=.. optimizer_ms=.. layout_ms=..
+//     other_ms=..
+// The kinds add up to step_ms. gemm_ms is the products called from the
+// ops (the fused attention's own block products are in attention_ms);
+// idle threads are not measured apart (time spent waiting in OpenMP
+// barriers stays in the kind whose kernel waits).
+//
 // Configs are rows of the table at the end of this file: a name, the
 // PyTorch twin's script, a workload (build the model and a fixed batch,
 // compute the loss of one step, free) and the optimizer with its learning
@@ -33,7 +52,9 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/flops.h"
 #include "core/gemm.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/distill.h"
@@ -463,10 +484,14 @@ typedef struct trainee {
 
 // One optimizer step as train/trainer.c takes it; returns its milliseconds,
 // or a negative number on error.
+// With the profiler on, its kinds cover the whole step: the tape gives the
+// ops' time to theirs, and this the optimizer's and the arena reset's.
 static double timed_step(trainee *tr) {
   double t0 = bench_now_s();
+  ct_prof_mark();
   ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)tr->step);
   ct_params_zero_grad(&tr->params);
+  ct_prof_attribute(CT_PROF_OPTIMIZER);
   ct_tensor *loss = tr->bc->work->loss(tr->state, &ctx);
   if (!loss || ct_backward(loss) != CT_OK) return -1.0;
   if (!isfinite(ct_f32(loss)[0])) {
@@ -476,7 +501,9 @@ static double timed_step(trainee *tr) {
   }
   ct_clip_grad_norm(&tr->params, 1.0);
   ct_status st = ct_optim_step(&tr->opt, &tr->params, tr->bc->lr);
+  ct_prof_attribute(CT_PROF_OPTIMIZER);
   ct_arena_reset();
+  ct_prof_attribute(CT_PROF_OTHER);
   tr->step++;
   return st == CT_OK ? 1e3 * (bench_now_s() - t0) : -1.0;
 }
@@ -488,6 +515,67 @@ static bool time_steps(trainee *tr, double *ms, int n) {
     if (ms[i] < 0.0) return false;
   }
   return true;
+}
+
+// Seconds of GEMM_RATE_REPS square products of side GEMM_RATE_N in
+// `precision` on the kernels' threads, after a warm-up, into t; false when
+// out of memory. The rate of a run is taken from samples before and after
+// its steps (the median of both), so drift on a shared machine hits the
+// rate as it hits the steps.
+enum { GEMM_RATE_N = 1024, GEMM_RATE_REPS = 5 };
+static bool gemm_samples(ct_gemm_precision precision, double *t) {
+  const int64_t n = GEMM_RATE_N;
+  float *a = malloc((size_t)(3 * n * n) * sizeof(float));
+  if (!a) return false;
+  float *b = a + n * n, *c = b + n * n;
+  ct_rng r = ct_rng_make(2, 0);
+  ct_rng_fill_normal(&r, a, 2 * n * n, 0.0f, 1.0f);
+  const ct_gemm_precision was = ct_gemm_get_precision();
+  ct_gemm_set_precision(precision);
+  ct_gemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  // warm-up
+  for (int i = 0; i < GEMM_RATE_REPS; i++) {
+    double t0 = bench_now_s();
+    ct_gemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    t[i] = bench_now_s() - t0;
+  }
+  ct_gemm_set_precision(was);
+  free(a);
+  return true;
+}
+
+// GFLOP/s from 2 * GEMM_RATE_REPS samples of gemm_samples.
+static double gemm_gflops(double *t) {
+  const double n = GEMM_RATE_N;
+  return 2.0 * n * n * n / bench_median(t, 2 * GEMM_RATE_REPS) / 1e9;
+}
+
+// The per-step milliseconds of each profiler kind over `steps` steps, with
+// the step's mean (the kinds add up to it) and its counted work: false on
+// error.
+typedef struct step_profile {
+  double step_ms, kind_ms[CT_PROF_KINDS];
+  ct_flops flops;  // per step
+} step_profile;
+
+static bool profile_steps(trainee *tr, int steps, step_profile *out) {
+  double *ms = malloc((size_t)steps * sizeof *ms);
+  if (!ms) return false;
+  ct_flops_reset();
+  ct_prof_reset();
+  ct_prof_set_enabled(true);
+  bool ok = time_steps(tr, ms, steps);
+  ct_prof_set_enabled(false);
+  if (ok) {
+    ct_flops f = ct_flops_get();
+    out->flops = (ct_flops){f.fp32 / (uint64_t)steps, f.bf16 / (uint64_t)steps};
+    out->step_ms = 0.0;
+    for (int k = 0; k < CT_PROF_KINDS; k++) {
+      out->kind_ms[k] = 1e3 * ct_prof_seconds(k) / steps;
+      out->step_ms += out->kind_ms[k];
+    }
+  }
+  free(ms);
+  return ok;
 }
 
 static bool torch_available(void) {
@@ -535,6 +623,11 @@ static int run_config(const bench_config *bc, const char *precision,
   double *ms = malloc((size_t)(2 * steps) * sizeof *ms);
   bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
             ct_optim_init(&tr.opt, &oc) == CT_OK;
+  const bool bf16 = strcmp(precision, "bf16") == 0;
+  // The gemm rates: half the samples before the steps, half after.
+  double t32[2 * GEMM_RATE_REPS], t16[2 * GEMM_RATE_REPS];
+  ok = ok && gemm_samples(CT_GEMM_FP32, t32);
+  ok = ok && (!bf16 || gemm_samples(CT_GEMM_BF16, t16));
   double warmup[3];
   ok = ok && time_steps(&tr, warmup, 3);
   ok = ok && time_steps(&tr, ms, steps);
@@ -542,7 +635,13 @@ static int run_config(const bench_config *bc, const char *precision,
   double tms =
       with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
   ok = ok && time_steps(&tr, ms + steps, steps);
+  step_profile prof = {0};
+  ok = ok && profile_steps(&tr, steps, &prof);
+  ok = ok && gemm_samples(CT_GEMM_FP32, t32 + GEMM_RATE_REPS);
+  ok = ok && (!bf16 || gemm_samples(CT_GEMM_BF16, t16 + GEMM_RATE_REPS));
   if (ok) {
+    const double rate32 = gemm_gflops(t32);
+    const double rate16 = bf16 ? gemm_gflops(t16) : rate32;
     double cms = bench_median(ms, 2 * steps);
     char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
     if (tms > 0.0) {
@@ -550,13 +649,24 @@ static int run_config(const bench_config *bc, const char *precision,
       snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
+    const double flops = (double)prof.flops.fp32 + (double)prof.flops.bf16;
+    const double floor_ms =
+        1e3 * ((double)prof.flops.fp32 / (rate32 * 1e9) +
+               (bf16 ? (double)prof.flops.bf16 / (rate16 * 1e9) : 0.0));
     printf(
         "step config=%s precision=%s threads=%d ctrain_ms=%.1f "
         "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
-        "params_mb=%.1f\n",
+        "params_mb=%.1f flops=%.4g gemm_gflops=%.1f floor_ms=%.1f "
+        "efficiency=%.3f\n",
         bc->name, precision, threads, cms, torch_s, ratio_s,
         (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
-        (double)ct_params_bytes(&tr.params) / (1 << 20));
+        (double)ct_params_bytes(&tr.params) / (1 << 20), flops,
+        bf16 ? rate16 : rate32, floor_ms, floor_ms / cms);
+    printf("breakdown config=%s precision=%s step_ms=%.1f", bc->name, precision,
+           prof.step_ms);
+    for (int k = 0; k < CT_PROF_KINDS; k++)
+      printf(" %s_ms=%.1f", ct_prof_kind_name(k), prof.kind_ms[k]);
+    printf("\n");
     fflush(stdout);
   } else {
     fprintf(stderr, "bench_step: %s: %s\n", bc->name,
