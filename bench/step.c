@@ -30,11 +30,15 @@
 // Against the machine: the same line carries flops= (the floating-point
 // work of one step's matrix products, counted where they are issued:
 // core/flops.h), gemm_gflops= (the rate of a 1024x1024x1024 ct_gemm in
-// the same process, threads and precision, the median of samples before
-// and after the steps; a bf16 run's fp32 products count at the fp32 rate,
-// measured too), floor_ms= (flops at that rate:
-// the step if it were nothing but products at the big gemm's speed) and
-// efficiency= (floor_ms / ctrain_ms). After it, one line of where the
+// the same process, threads and precision, timed for a quarter of each
+// timed step's time right after it: the median), floor_ms= (the step's flops at the rate sampled
+// right after it: the step if it were nothing but products at the big
+// gemm's speed; a bf16 run's fp32 products count at the fp32 rate, sampled
+// too) and efficiency= (floor / step time per timed step). Both are
+// medians over the timed steps: pairing each step with a rate taken right
+// after it keeps slow changes in the load of a shared machine out of
+// the ratio (not fast ones: efficiency is noisy there). After it, one line
+// of where the
 // step's time goes, from a third round of --steps steps with the profiler
 // on (core/profile.h), in milliseconds per step by op kind:
 //   breakdown config=.. precision=.. step_ms=.. gemm_ms=.. elementwise_ms=..
@@ -508,45 +512,76 @@ static double timed_step(trainee *tr) {
   return st == CT_OK ? 1e3 * (bench_now_s() - t0) : -1.0;
 }
 
-// Times n steps into ms[0..n); false on error.
-static bool time_steps(trainee *tr, double *ms, int n) {
+// The gemm rate of the run, measured next to the steps: after each timed
+// step, square products of side GEMM_RATE_N, repeated until they have run
+// for a quarter of that step's time (seconds per product in g32, and in
+// g16 for a bf16 run). Each step thus has a rate taken right after it and
+// averaged over a good part of its length, as the load of a shared machine
+// was then: one short product alone can lose a whole time slice.
+enum { GEMM_RATE_N = 1024 };
+
+typedef struct gemm_probe {
+  float *a, *b, *c;   // (N, N) each
+  bool bf16;          // also sample bf16 products
+  double *g32, *g16;  // seconds per sample, one per timed step
+} gemm_probe;
+
+static bool gemm_probe_init(gemm_probe *g, bool bf16, int samples) {
+  const int64_t n = GEMM_RATE_N;
+  *g = (gemm_probe){.bf16 = bf16};
+  g->a = malloc((size_t)(3 * n * n) * sizeof(float));
+  g->g32 = malloc((size_t)samples * sizeof(double));
+  g->g16 = malloc((size_t)samples * sizeof(double));
+  if (!g->a || !g->g32 || !g->g16) return false;
+  g->b = g->a + n * n;
+  g->c = g->b + n * n;
+  ct_rng r = ct_rng_make(2, 0);
+  ct_rng_fill_normal(&r, g->a, 2 * n * n, 0.0f, 1.0f);
+  return true;
+}
+
+static void gemm_probe_free(gemm_probe *g) {
+  free(g->a);
+  free(g->g32);
+  free(g->g16);
+}
+
+// Seconds per product in `precision`: products until `budget` seconds
+// have passed (at least one).
+static double gemm_probe_time(gemm_probe *g, ct_gemm_precision precision,
+                              double budget) {
+  const int64_t n = GEMM_RATE_N;
+  const ct_gemm_precision was = ct_gemm_get_precision();
+  ct_gemm_set_precision(precision);
+  const double t0 = bench_now_s();
+  double t = 0.0;
+  int count = 0;
+  do {
+    ct_gemm(false, false, n, n, n, 1.0f, g->a, n, g->b, n, 0.0f, g->c, n);
+    count++;
+    t = bench_now_s() - t0;
+  } while (t < budget);
+  ct_gemm_set_precision(was);
+  return t / count;
+}
+
+// Sample i: after timed step i, which took ms milliseconds.
+static void gemm_probe_sample(gemm_probe *g, int i, double ms) {
+  const double budget = 0.25e-3 * ms;
+  g->g32[i] = gemm_probe_time(g, CT_GEMM_FP32, budget);
+  if (g->bf16) g->g16[i] = gemm_probe_time(g, CT_GEMM_BF16, budget);
+}
+
+// Times n steps into ms[0..n), with gemm samples first..first+n of probe
+// when it is not NULL; false on error.
+static bool time_steps(trainee *tr, double *ms, int n, gemm_probe *probe,
+                       int first) {
   for (int i = 0; i < n; i++) {
     ms[i] = timed_step(tr);
     if (ms[i] < 0.0) return false;
+    if (probe) gemm_probe_sample(probe, first + i, ms[i]);
   }
   return true;
-}
-
-// Seconds of GEMM_RATE_REPS square products of side GEMM_RATE_N in
-// `precision` on the kernels' threads, after a warm-up, into t; false when
-// out of memory. The rate of a run is taken from samples before and after
-// its steps (the median of both), so drift on a shared machine hits the
-// rate as it hits the steps.
-enum { GEMM_RATE_N = 1024, GEMM_RATE_REPS = 5 };
-static bool gemm_samples(ct_gemm_precision precision, double *t) {
-  const int64_t n = GEMM_RATE_N;
-  float *a = malloc((size_t)(3 * n * n) * sizeof(float));
-  if (!a) return false;
-  float *b = a + n * n, *c = b + n * n;
-  ct_rng r = ct_rng_make(2, 0);
-  ct_rng_fill_normal(&r, a, 2 * n * n, 0.0f, 1.0f);
-  const ct_gemm_precision was = ct_gemm_get_precision();
-  ct_gemm_set_precision(precision);
-  ct_gemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  // warm-up
-  for (int i = 0; i < GEMM_RATE_REPS; i++) {
-    double t0 = bench_now_s();
-    ct_gemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    t[i] = bench_now_s() - t0;
-  }
-  ct_gemm_set_precision(was);
-  free(a);
-  return true;
-}
-
-// GFLOP/s from 2 * GEMM_RATE_REPS samples of gemm_samples.
-static double gemm_gflops(double *t) {
-  const double n = GEMM_RATE_N;
-  return 2.0 * n * n * n / bench_median(t, 2 * GEMM_RATE_REPS) / 1e9;
 }
 
 // The per-step milliseconds of each profiler kind over `steps` steps, with
@@ -563,7 +598,7 @@ static bool profile_steps(trainee *tr, int steps, step_profile *out) {
   ct_flops_reset();
   ct_prof_reset();
   ct_prof_set_enabled(true);
-  bool ok = time_steps(tr, ms, steps);
+  bool ok = time_steps(tr, ms, steps, NULL, 0);
   ct_prof_set_enabled(false);
   if (ok) {
     ct_flops f = ct_flops_get();
@@ -624,24 +659,43 @@ static int run_config(const bench_config *bc, const char *precision,
   bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
             ct_optim_init(&tr.opt, &oc) == CT_OK;
   const bool bf16 = strcmp(precision, "bf16") == 0;
-  // The gemm rates: half the samples before the steps, half after.
-  double t32[2 * GEMM_RATE_REPS], t16[2 * GEMM_RATE_REPS];
-  ok = ok && gemm_samples(CT_GEMM_FP32, t32);
-  ok = ok && (!bf16 || gemm_samples(CT_GEMM_BF16, t16));
+  gemm_probe probe;
+  ok = gemm_probe_init(&probe, bf16, 2 * steps) && ok;
+  if (ok) {  // warm-up of the probe's products
+    gemm_probe_time(&probe, CT_GEMM_FP32, 0.0);
+    if (bf16) gemm_probe_time(&probe, CT_GEMM_BF16, 0.0);
+  }
   double warmup[3];
-  ok = ok && time_steps(&tr, warmup, 3);
-  ok = ok && time_steps(&tr, ms, steps);
+  ok = ok && time_steps(&tr, warmup, 3, NULL, 0);
+  ok = ok && time_steps(&tr, ms, steps, &probe, 0);
   double tpeak = -1.0;
   double tms =
       with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
-  ok = ok && time_steps(&tr, ms + steps, steps);
+  ok = ok && time_steps(&tr, ms + steps, steps, &probe, steps);
   step_profile prof = {0};
   ok = ok && profile_steps(&tr, steps, &prof);
-  ok = ok && gemm_samples(CT_GEMM_FP32, t32 + GEMM_RATE_REPS);
-  ok = ok && (!bf16 || gemm_samples(CT_GEMM_BF16, t16 + GEMM_RATE_REPS));
   if (ok) {
-    const double rate32 = gemm_gflops(t32);
-    const double rate16 = bf16 ? gemm_gflops(t16) : rate32;
+    // Per timed step i: its floor at the rate sampled right after it, and
+    // its efficiency; the line gives the medians.
+    const double per_flop =
+        1.0 / (2.0 * GEMM_RATE_N * GEMM_RATE_N * GEMM_RATE_N);
+    double *fl = malloc((size_t)(4 * steps) * sizeof *fl);
+    if (!fl) {
+      ok = false;
+      goto done;
+    }
+    double *eff = fl + 2 * steps;
+    for (int i = 0; i < 2 * steps; i++) {
+      fl[i] = 1e3 * per_flop *
+              ((double)prof.flops.fp32 * probe.g32[i] +
+               (bf16 ? (double)prof.flops.bf16 * probe.g16[i] : 0.0));
+      eff[i] = fl[i] / ms[i];
+    }
+    const double floor_ms = bench_median(fl, 2 * steps);
+    const double efficiency = bench_median(eff, 2 * steps);
+    free(fl);
+    const double rate =
+        1e-9 / per_flop / bench_median(bf16 ? probe.g16 : probe.g32, 2 * steps);
     double cms = bench_median(ms, 2 * steps);
     char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
     if (tms > 0.0) {
@@ -650,9 +704,6 @@ static int run_config(const bench_config *bc, const char *precision,
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
     const double flops = (double)prof.flops.fp32 + (double)prof.flops.bf16;
-    const double floor_ms =
-        1e3 * ((double)prof.flops.fp32 / (rate32 * 1e9) +
-               (bf16 ? (double)prof.flops.bf16 / (rate16 * 1e9) : 0.0));
     printf(
         "step config=%s precision=%s threads=%d ctrain_ms=%.1f "
         "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
@@ -660,18 +711,20 @@ static int run_config(const bench_config *bc, const char *precision,
         "efficiency=%.3f\n",
         bc->name, precision, threads, cms, torch_s, ratio_s,
         (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
-        (double)ct_params_bytes(&tr.params) / (1 << 20), flops,
-        bf16 ? rate16 : rate32, floor_ms, floor_ms / cms);
+        (double)ct_params_bytes(&tr.params) / (1 << 20), flops, rate, floor_ms,
+        efficiency);
     printf("breakdown config=%s precision=%s step_ms=%.1f", bc->name, precision,
            prof.step_ms);
     for (int k = 0; k < CT_PROF_KINDS; k++)
       printf(" %s_ms=%.1f", ct_prof_kind_name(k), prof.kind_ms[k]);
     printf("\n");
     fflush(stdout);
-  } else {
+  }
+done:
+  if (!ok)
     fprintf(stderr, "bench_step: %s: %s\n", bc->name,
             ms ? ct_last_error() : "out of memory");
-  }
+  gemm_probe_free(&probe);
   if (tr.state) bc->work->free(tr.state);
   ct_params_free(&tr.params);
   ct_arena_release();

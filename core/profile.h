@@ -32,7 +32,8 @@ typedef enum ct_prof_kind {
   CT_PROF_OPTIMIZER,    // zeroing grads, clipping, the optimizer step
   CT_PROF_LAYOUT,       // reshapes, permutes, concat, slices, embeddings,
                         // im2col and the rest of a convolution
-  CT_PROF_OTHER,        // reductions, pools, anything unnamed
+  CT_PROF_OTHER,        // reductions, pools, what linear and matmul do
+                        // besides their products, anything unnamed
   CT_PROF_KINDS
 } ct_prof_kind;
 
