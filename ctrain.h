@@ -87,6 +87,8 @@
 #include "core/gemm.h"
 #include "core/gemm_bf16.h"
 #include "core/attention_kernel.h"
+#include "core/flops.h"
+#include "core/profile.h"
 #include "autograd/tape.h"
 #include "autograd/ops.h"
 #include "autograd/ops_attention.h"

@@ -7,6 +7,7 @@
 
 #include "autograd/op_util.h"
 #include "core/arena.h"
+#include "core/flops.h"
 #include "core/vmath.h"
 
 // Rows are split over threads when a call has this many score elements.
@@ -123,6 +124,10 @@ static void additive_backward(ct_node *n) {
   float *dk = keys->requires_grad ? keys->grad : NULL;
   float *dval = values->requires_grad ? values->grad : NULL;
   const float *dctx = n->out->grad;
+  // The transposes of the forward's two products (core/flops.h), each key
+  // counted, padded or not: dw and dvalues (2 x 2D), dv and the energy
+  // input's gradient (2 x 2A).
+  ct_flops_add(CT_GEMM_FP32, (uint64_t)(4 * B * S * (A + D)));
 #pragma omp parallel for schedule(static) if (B * S * A >= PAR_MIN)
   for (int64_t b = 0; b < B; b++)
     row_backward(s, ct_f32(q), ct_f32(keys), ct_f32(v), ct_f32(values),
@@ -181,6 +186,10 @@ ct_tensor *ct_additive_attention(ct_tensor *q, ct_tensor *keys, ct_tensor *v,
   ct_arena_mark mark = ct_arena_get_mark();
   float *scratch = ct_arena_alloc((size_t)(B * A) * sizeof(float));
   if (!scratch) return NULL;
+  // Products outside ct_gemm (core/flops.h), in fp32 whatever the gemm
+  // precision, each key counted, padded or not: the energies v . u (2A) and
+  // the context (2D).
+  ct_flops_add(CT_GEMM_FP32, (uint64_t)(2 * B * S * (A + D)));
 #pragma omp parallel for schedule(static) if (B * S * A >= PAR_MIN)
   for (int64_t b = 0; b < B; b++)
     row_forward(s, ct_f32(q), ct_f32(keys), ct_f32(v), ct_f32(values), b,

@@ -3,6 +3,7 @@
 // and the gradient pool. ct_arena_reset() empties all three.
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/profile.h"
 #include "core/session_internal.h"
 #include "core/vmath.h"
 
@@ -37,10 +38,80 @@ bool ct_tape_wants(int n_in, ct_tensor *const *in) {
   return false;
 }
 
+// ---- the profiler's op kinds ---------------------------------------------------
+//
+// The kind (core/profile.h) an op's time goes to, by the op's name: what is
+// left of an op once its top-level products (timed as gemm) are taken out.
+// Ops not listed count as other, among them linear and matmul, whose
+// remainder is the zeroing of their gradient buffers and their checks.
+typedef struct op_kind_entry {
+  const char *op;
+  ct_prof_kind kind;
+} op_kind_entry;
+
+static const op_kind_entry op_kinds[] = {
+    {"linear_fused", CT_PROF_ELEMENTWISE},
+    {"add", CT_PROF_ELEMENTWISE},
+    {"sub", CT_PROF_ELEMENTWISE},
+    {"mul", CT_PROF_ELEMENTWISE},
+    {"scale", CT_PROF_ELEMENTWISE},
+    {"relu", CT_PROF_ELEMENTWISE},
+    {"gelu", CT_PROF_ELEMENTWISE},
+    {"sigmoid", CT_PROF_ELEMENTWISE},
+    {"tanh", CT_PROF_ELEMENTWISE},
+    {"dropout", CT_PROF_ELEMENTWISE},
+    {"add_dropout", CT_PROF_ELEMENTWISE},
+    {"relu_dropout", CT_PROF_ELEMENTWISE},
+    {"gru_cell", CT_PROF_ELEMENTWISE},
+    {"lstm_cell", CT_PROF_ELEMENTWISE},
+    {"gru_scan", CT_PROF_ELEMENTWISE},
+    {"lstm_scan", CT_PROF_ELEMENTWISE},
+    {"layernorm", CT_PROF_NORM},
+    {"batchnorm2d", CT_PROF_NORM},
+    {"attention", CT_PROF_ATTENTION},
+    {"attention_qkv", CT_PROF_ATTENTION},
+    {"additive_attention", CT_PROF_ATTENTION},
+    {"softmax", CT_PROF_ATTENTION},
+    {"log_softmax", CT_PROF_ATTENTION},
+    {"relative_position_bias", CT_PROF_ATTENTION},
+    {"swin_shift_mask", CT_PROF_ATTENTION},
+    {"cross_entropy", CT_PROF_LOSS},
+    {"kl_div", CT_PROF_LOSS},
+    {"l1", CT_PROF_LOSS},
+    {"mse", CT_PROF_LOSS},
+    {"generalized_box_iou", CT_PROF_LOSS},
+    {"generalized_box_iou_pairs", CT_PROF_LOSS},
+    {"reshape", CT_PROF_LAYOUT},
+    {"permute", CT_PROF_LAYOUT},
+    {"transpose", CT_PROF_LAYOUT},
+    {"concat", CT_PROF_LAYOUT},
+    {"slice", CT_PROF_LAYOUT},
+    {"embedding", CT_PROF_LAYOUT},
+    {"gather_rows", CT_PROF_LAYOUT},
+    {"conv2d", CT_PROF_LAYOUT},
+    {"window_partition", CT_PROF_LAYOUT},
+    {"window_reverse", CT_PROF_LAYOUT},
+    {"roll2d", CT_PROF_LAYOUT},
+    {"patch_merge", CT_PROF_LAYOUT},
+};
+
+static ct_prof_kind op_kind(const char *op) {
+  for (size_t i = 0; i < sizeof op_kinds / sizeof op_kinds[0]; i++)
+    if (strcmp(op, op_kinds[i].op) == 0) return op_kinds[i].kind;
+  return CT_PROF_OTHER;
+}
+
+// Gives the time since the profiler's last mark to op's kind (nothing when
+// the profiler is off).
+static void prof_attribute_op(const char *op) {
+  if (ct_session_current()->prof.on) ct_prof_attribute(op_kind(op));
+}
+
 ct_status ct_tape_record(const char *op, ct_backward_fn backward,
                          ct_tensor *out, int n_in, ct_tensor *const *in,
                          void *saved) {
   out->requires_grad = false;
+  prof_attribute_op(op);
   if (!ct_tape_wants(n_in, in)) return CT_OK;
   if (n_in > CT_NODE_MAX_INPUTS)
     return ct_error(CT_ERR_ARG, "%s: %d inputs, a node holds at most %d", op,
@@ -206,6 +277,7 @@ static ct_status backward_walk(ct_tensor *out, const float *seed,
                     "backward: the loss does not require grad: no parameter "
                     "or input that requires grad reached it (was recording "
                     "off, or did you forget ct_requires_grad?)");
+  ct_prof_attribute(CT_PROF_OTHER);  // since the last op, and the seed
   float *g = ct_grad_of(out);
   if (!g) return CT_ERR_NOMEM;
   for (int64_t i = 0; i < out->numel; i++) g[i] += seed ? seed[i] : 1.0f;
@@ -224,6 +296,7 @@ static ct_status backward_walk(ct_tensor *out, const float *seed,
       n->backward(n);
       n->fresh = 0;
       if (n->out != out) grad_pool_put(n->out);
+      prof_attribute_op(n->op);
     }
     if (hook) hook(arg, n, index);
   }

@@ -3,14 +3,23 @@
 // additive mask through ct_add, ct_softmax, ct_matmul), forward and backward
 // through the tape, in the same run.
 //
-//   bench_attention [--threads N] [--quick]
+//   bench_attention [--threads N] [--quick] [--models]
 //
-// One line per config (B=64, NH=4, Dh=32, T in {50,128,256,512}, causal 0/1):
-//   attention T=.. causal=.. threads=.. fused_fwd_ms=.. fused_fwdbwd_ms=..
-//     composed_fwdbwd_ms=.. speedup=.. fused_extra_mb=.. composed_extra_mb=..
+// One line per config: shape=generic (B=64, NH=4, Dh=32, T in
+// {50,128,256,512}, causal 0/1), then the self-attention of bench_step's
+// image models, without a mask: shape=vit_fmnist (B=128, T=50: 49 patches
+// of a 28x28 image at patch 4 and the class token, NH=4, Dh=32),
+// shape=vit_cifar (B=64, T=65: 64 patches of 32x32 and the class token,
+// NH=3, Dh=64) and shape=deit_cifar (T=66: and the distillation token):
+//   attention shape=.. B=.. NH=.. Dh=.. T=.. causal=.. threads=..
+//     fused_fwd_ms=.. fused_fwdbwd_ms=.. composed_fwdbwd_ms=.. speedup=..
+//     flops=.. fused_gflops=.. fused_extra_mb=.. composed_extra_mb=..
 //     mem_ratio=.. fused_ws_mb=.. composed_ws_mb=.. ws_ratio=..
 // speedup = composed / fused forward+backward time (medians of repeats;
-// fused_fwd_ms is the forward alone, recording on, as in training).
+// fused_fwd_ms is the forward alone, recording on, as in training). flops
+// is the fused forward+backward's products as core/flops.h counts them,
+// fused_gflops their rate over fused_fwdbwd_ms. --models runs only the
+// image models' shapes; --quick skips T=512 and takes fewer samples.
 //
 // The composed version gets q, k, v already in (B,NH,T,Dh): the permutes a
 // model would need from (B,T,NH,Dh) are left out, in its favour.
@@ -27,6 +36,7 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/flops.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "bench/bench_util.h"
@@ -37,17 +47,17 @@
 #include <string.h>
 #include <time.h>
 
-enum { B = 64, NH = 4, DH = 32 };
-
 // Host copies of the inputs; each pass makes fresh arena tensors from them.
 typedef struct problem {
-  int64_t T;
+  const char *shape;
+  int64_t B, NH, DH, T;
   bool causal;
   float *q, *k, *v, *dout;      // (B,T,NH,Dh) for fused; permuted copies below
   float *qh, *kh, *vh, *douth;  // (B,NH,T,Dh) for composed
 } problem;
 
-static void to_bhtd(const float *src, float *dst, int64_t T) {
+static void to_bhtd(const problem *p, const float *src, float *dst) {
+  const int64_t B = p->B, T = p->T, NH = p->NH, DH = p->DH;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < T; t++)
       for (int64_t h = 0; h < NH; h++)
@@ -55,8 +65,10 @@ static void to_bhtd(const float *src, float *dst, int64_t T) {
                src + ((b * T + t) * NH + h) * DH, DH * sizeof(float));
 }
 
-static problem problem_make(int64_t T, bool causal) {
-  problem p = {.T = T, .causal = causal};
+static problem problem_make(const char *shape, int64_t B, int64_t NH,
+                            int64_t DH, int64_t T, bool causal) {
+  problem p = {
+      .shape = shape, .B = B, .NH = NH, .DH = DH, .T = T, .causal = causal};
   size_t n = (size_t)(B * T * NH * DH);
   float **bufs[] = {&p.q, &p.k, &p.v, &p.dout, &p.qh, &p.kh, &p.vh, &p.douth};
   for (int i = 0; i < 8; i++) *bufs[i] = malloc(n * sizeof(float));
@@ -65,10 +77,10 @@ static problem problem_make(int64_t T, bool causal) {
   ct_rng_fill_normal(&r, p.k, (int64_t)n, 0.0f, 1.0f);
   ct_rng_fill_normal(&r, p.v, (int64_t)n, 0.0f, 1.0f);
   ct_rng_fill_uniform(&r, p.dout, (int64_t)n, -1.0f, 1.0f);
-  to_bhtd(p.q, p.qh, T);
-  to_bhtd(p.k, p.kh, T);
-  to_bhtd(p.v, p.vh, T);
-  to_bhtd(p.dout, p.douth, T);
+  to_bhtd(&p, p.q, p.qh);
+  to_bhtd(&p, p.k, p.kh);
+  to_bhtd(&p, p.v, p.vh);
+  to_bhtd(&p, p.dout, p.douth);
   return p;
 }
 
@@ -77,8 +89,10 @@ static void problem_free(problem *p) {
   for (int i = 0; i < 8; i++) free(bufs[i]);
 }
 
-static ct_tensor *leaf(const float *src, int64_t d1, int64_t d2) {
-  return ct_requires_grad(ct_tensor_from(CT_F32, src, CT_SHAPE(B, d1, d2, DH)));
+static ct_tensor *leaf(const problem *p, const float *src, int64_t d1,
+                       int64_t d2) {
+  return ct_requires_grad(
+      ct_tensor_from(CT_F32, src, CT_SHAPE(p->B, d1, d2, p->DH)));
 }
 
 typedef enum mode { FUSED_FWD, FUSED_FWDBWD, COMPOSED_FWDBWD } mode;
@@ -90,11 +104,11 @@ typedef struct pass_inputs {
 
 static pass_inputs pass_setup(const problem *p, mode m) {
   pass_inputs in = {0};
-  const int64_t T = p->T;
+  const int64_t T = p->T, NH = p->NH;
   if (m == COMPOSED_FWDBWD) {
-    in.q = leaf(p->qh, NH, T);
-    in.k = leaf(p->kh, NH, T);
-    in.v = leaf(p->vh, NH, T);
+    in.q = leaf(p, p->qh, NH, T);
+    in.k = leaf(p, p->kh, NH, T);
+    in.v = leaf(p, p->vh, NH, T);
     in.dout = p->douth;
     if (p->causal) {
       in.mask = ct_tensor_zeros(CT_F32, CT_SHAPE(T, T));
@@ -103,9 +117,9 @@ static pass_inputs pass_setup(const problem *p, mode m) {
           ct_f32(in.mask)[i * T + j] = -INFINITY;
     }
   } else {
-    in.q = leaf(p->q, T, NH);
-    in.k = leaf(p->k, T, NH);
-    in.v = leaf(p->v, T, NH);
+    in.q = leaf(p, p->q, T, NH);
+    in.k = leaf(p, p->k, T, NH);
+    in.v = leaf(p, p->v, T, NH);
     in.dout = p->dout;
   }
   return in;
@@ -116,7 +130,7 @@ static bool pass_run(const problem *p, mode m, const pass_inputs *in) {
   ct_tensor *y;
   if (m == COMPOSED_FWDBWD) {
     ct_tensor *s = ct_matmul(in->q, in->k, false, true);  // (B,NH,T,T)
-    s = ct_scale(s, 1.0f / sqrtf((float)DH));
+    s = ct_scale(s, 1.0f / sqrtf((float)p->DH));
     if (in->mask) s = ct_add(s, in->mask);
     y = ct_matmul(ct_softmax(s), in->v, false, false);  // (B,NH,T,Dh)
   } else {
@@ -158,16 +172,55 @@ static double extra_mb(const problem *p, mode m) {
   return (double)hw / 1048576.0;
 }
 
+// Times the three modes in `reps` interleaved samples, measures memory and
+// prints the config's line; frees p.
+static void measure(problem *p, int reps) {
+  double tf[16], tfb[16], tc[16];
+  // Warm-up (arena growth, thread start), then interleaved samples so
+  // that drifting clocks hit all three alike.
+  time_pass(p, FUSED_FWDBWD);
+  time_pass(p, COMPOSED_FWDBWD);
+  ct_flops_reset();
+  time_pass(p, FUSED_FWDBWD);
+  const ct_flops f = ct_flops_get();
+  const double flops = (double)f.fp32 + (double)f.bf16;
+  for (int r = 0; r < reps; r++) {
+    tf[r] = time_pass(p, FUSED_FWD);
+    tfb[r] = time_pass(p, FUSED_FWDBWD);
+    tc[r] = time_pass(p, COMPOSED_FWDBWD);
+  }
+  double mf = bench_median(tf, reps) * 1e3, mfb = bench_median(tfb, reps) * 1e3,
+         mc = bench_median(tc, reps) * 1e3;
+  double ef = extra_mb(p, FUSED_FWDBWD);
+  double ec = extra_mb(p, COMPOSED_FWDBWD);
+  double must = 5.0 * (double)(p->B * p->T * p->NH * p->DH) * 4.0 / 1048576.0;
+  printf(
+      "attention shape=%s B=%lld NH=%lld Dh=%lld T=%lld causal=%d "
+      "threads=%d fused_fwd_ms=%.2f fused_fwdbwd_ms=%.2f "
+      "composed_fwdbwd_ms=%.2f speedup=%.2f flops=%.4g fused_gflops=%.1f "
+      "fused_extra_mb=%.1f composed_extra_mb=%.1f mem_ratio=%.1f "
+      "fused_ws_mb=%.2f composed_ws_mb=%.1f ws_ratio=%.0f\n",
+      p->shape, (long long)p->B, (long long)p->NH, (long long)p->DH,
+      (long long)p->T, p->causal, ct_get_threads(), mf, mfb, mc, mc / mfb,
+      flops, flops / (mfb * 1e6), ef, ec, ec / ef, ef - must, ec - must,
+      (ec - must) / (ef - must));
+  fflush(stdout);
+  problem_free(p);
+}
+
 int main(int argc, char **argv) {
   int threads = 2;
-  bool quick = false;
+  bool quick = false, models_only = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!strcmp(argv[i], "--models")) {
+      models_only = true;
     } else {
-      fprintf(stderr, "usage: bench_attention [--threads N] [--quick]\n");
+      fprintf(stderr,
+              "usage: bench_attention [--threads N] [--quick] [--models]\n");
       return 2;
     }
   }
@@ -177,36 +230,16 @@ int main(int argc, char **argv) {
   const int64_t Ts[] = {50, 128, 256, 512};
   for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
     for (int causal = 0; causal < 2; causal++) {
-      const int64_t T = Ts[ti];
-      if (quick && T > 256) continue;
-      problem p = problem_make(T, causal);
-      int reps = quick ? 3 : (T >= 512 ? 5 : 9);
-      double tf[16], tfb[16], tc[16];
-      // Warm-up (arena growth, thread start), then interleaved samples so
-      // that drifting clocks hit all three alike.
-      time_pass(&p, FUSED_FWDBWD);
-      time_pass(&p, COMPOSED_FWDBWD);
-      for (int r = 0; r < reps; r++) {
-        tf[r] = time_pass(&p, FUSED_FWD);
-        tfb[r] = time_pass(&p, FUSED_FWDBWD);
-        tc[r] = time_pass(&p, COMPOSED_FWDBWD);
-      }
-      double mf = bench_median(tf, reps) * 1e3,
-             mfb = bench_median(tfb, reps) * 1e3,
-             mc = bench_median(tc, reps) * 1e3;
-      double ef = extra_mb(&p, FUSED_FWDBWD);
-      double ec = extra_mb(&p, COMPOSED_FWDBWD);
-      double must = 5.0 * (double)(B * T * NH * DH) * 4.0 / 1048576.0;
-      printf(
-          "attention T=%lld causal=%d threads=%d fused_fwd_ms=%.2f "
-          "fused_fwdbwd_ms=%.2f composed_fwdbwd_ms=%.2f speedup=%.2f "
-          "fused_extra_mb=%.1f composed_extra_mb=%.1f mem_ratio=%.1f "
-          "fused_ws_mb=%.2f composed_ws_mb=%.1f ws_ratio=%.0f\n",
-          (long long)T, causal, threads, mf, mfb, mc, mc / mfb, ef, ec, ec / ef,
-          ef - must, ec - must, (ec - must) / (ef - must));
-      fflush(stdout);
-      problem_free(&p);
+      if (models_only || (quick && Ts[ti] > 256)) continue;
+      problem p = problem_make("generic", 64, 4, 32, Ts[ti], causal);
+      measure(&p, quick ? 3 : (Ts[ti] >= 512 ? 5 : 9));
     }
+  // The image models of bench_step (bench/step.c's table).
+  problem models[] = {problem_make("vit_fmnist", 128, 4, 32, 50, false),
+                      problem_make("vit_cifar", 64, 3, 64, 65, false),
+                      problem_make("deit_cifar", 64, 3, 64, 66, false)};
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+    measure(&models[i], quick ? 3 : 9);
   ct_arena_release();
   return 0;
 }

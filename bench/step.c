@@ -7,7 +7,8 @@
 //
 // One line per config and precision (both by default, fp32 first):
 //   step config=mt_toy_b64 precision=fp32 threads=2 ctrain_ms=.. torch_ms=..
-//     ratio=.. ctrain_peak_mb=.. torch_peak_mb=.. params_mb=..
+//     ratio=.. ctrain_peak_mb=.. torch_peak_mb=.. params_mb=.. flops=..
+//     gemm_gflops=.. floor_ms=.. efficiency=..
 // ratio = ctrain_ms / torch_ms (targets: <= 0.5 in fp32; in bf16, <= 0.8
 // against PyTorch's bf16 autocast). In bf16 ctrain's matrix products round
 // their inputs to bf16 ([train] precision = bf16, core/gemm.h) and the twin
@@ -26,6 +27,28 @@
 // default spinning makes either side collapse when the threads outnumber
 // the free cores).
 //
+// Against the machine: the same line carries flops= (the floating-point
+// work of one step's matrix products, counted where they are issued:
+// core/flops.h), gemm_gflops= (the rate of a 1024x1024x1024 ct_gemm in
+// the same process, threads and precision, timed for a quarter of each
+// timed step's time right after it: the median), floor_ms= (the step's flops at the rate sampled
+// right after it: the step if it were nothing but products at the big
+// gemm's speed; a bf16 run's fp32 products count at the fp32 rate, sampled
+// too) and efficiency= (floor / step time per timed step). Both are
+// medians over the timed steps: pairing each step with a rate taken right
+// after it keeps slow changes in the load of a shared machine out of
+// the ratio (not fast ones: efficiency is noisy there). After it, one line
+// of where the
+// step's time goes, from a third round of --steps steps with the profiler
+// on (core/profile.h), in milliseconds per step by op kind:
+//   breakdown config=.. precision=.. step_ms=.. gemm_ms=.. elementwise_ms=..
+//     norm_ms=.. attention_ms=.. loss_ms=.. optimizer_ms=.. layout_ms=..
+//     other_ms=..
+// The kinds add up to step_ms. gemm_ms is the products called from the
+// ops (the fused attention's own block products are in attention_ms);
+// idle threads are not measured apart (time spent waiting in OpenMP
+// barriers stays in the kind whose kernel waits).
+//
 // Configs are rows of the table at the end of this file: a name, the
 // PyTorch twin's script, a workload (build the model and a fixed batch,
 // compute the loss of one step, free) and the optimizer with its learning
@@ -33,7 +56,9 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/flops.h"
 #include "core/gemm.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "nn/distill.h"
@@ -463,10 +488,14 @@ typedef struct trainee {
 
 // One optimizer step as train/trainer.c takes it; returns its milliseconds,
 // or a negative number on error.
+// With the profiler on, its kinds cover the whole step: the tape gives the
+// ops' time to theirs, and this the optimizer's and the arena reset's.
 static double timed_step(trainee *tr) {
   double t0 = bench_now_s();
+  ct_prof_mark();
   ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)tr->step);
   ct_params_zero_grad(&tr->params);
+  ct_prof_attribute(CT_PROF_OPTIMIZER);
   ct_tensor *loss = tr->bc->work->loss(tr->state, &ctx);
   if (!loss || ct_backward(loss) != CT_OK) return -1.0;
   if (!isfinite(ct_f32(loss)[0])) {
@@ -476,18 +505,112 @@ static double timed_step(trainee *tr) {
   }
   ct_clip_grad_norm(&tr->params, 1.0);
   ct_status st = ct_optim_step(&tr->opt, &tr->params, tr->bc->lr);
+  ct_prof_attribute(CT_PROF_OPTIMIZER);
   ct_arena_reset();
+  ct_prof_attribute(CT_PROF_OTHER);
   tr->step++;
   return st == CT_OK ? 1e3 * (bench_now_s() - t0) : -1.0;
 }
 
-// Times n steps into ms[0..n); false on error.
-static bool time_steps(trainee *tr, double *ms, int n) {
+// The gemm rate of the run, measured next to the steps: after each timed
+// step, square products of side GEMM_RATE_N, repeated until they have run
+// for a quarter of that step's time (seconds per product in g32, and in
+// g16 for a bf16 run). Each step thus has a rate taken right after it and
+// averaged over a good part of its length, as the load of a shared machine
+// was then: one short product alone can lose a whole time slice.
+enum { GEMM_RATE_N = 1024 };
+
+typedef struct gemm_probe {
+  float *a, *b, *c;   // (N, N) each
+  bool bf16;          // also sample bf16 products
+  double *g32, *g16;  // seconds per sample, one per timed step
+} gemm_probe;
+
+static bool gemm_probe_init(gemm_probe *g, bool bf16, int samples) {
+  const int64_t n = GEMM_RATE_N;
+  *g = (gemm_probe){.bf16 = bf16};
+  g->a = malloc((size_t)(3 * n * n) * sizeof(float));
+  g->g32 = malloc((size_t)samples * sizeof(double));
+  g->g16 = malloc((size_t)samples * sizeof(double));
+  if (!g->a || !g->g32 || !g->g16) return false;
+  g->b = g->a + n * n;
+  g->c = g->b + n * n;
+  ct_rng r = ct_rng_make(2, 0);
+  ct_rng_fill_normal(&r, g->a, 2 * n * n, 0.0f, 1.0f);
+  return true;
+}
+
+static void gemm_probe_free(gemm_probe *g) {
+  free(g->a);
+  free(g->g32);
+  free(g->g16);
+}
+
+// Seconds per product in `precision`: products until `budget` seconds
+// have passed (at least one).
+static double gemm_probe_time(gemm_probe *g, ct_gemm_precision precision,
+                              double budget) {
+  const int64_t n = GEMM_RATE_N;
+  const ct_gemm_precision was = ct_gemm_get_precision();
+  ct_gemm_set_precision(precision);
+  const double t0 = bench_now_s();
+  double t = 0.0;
+  int count = 0;
+  do {
+    ct_gemm(false, false, n, n, n, 1.0f, g->a, n, g->b, n, 0.0f, g->c, n);
+    count++;
+    t = bench_now_s() - t0;
+  } while (t < budget);
+  ct_gemm_set_precision(was);
+  return t / count;
+}
+
+// Sample i: after timed step i, which took ms milliseconds.
+static void gemm_probe_sample(gemm_probe *g, int i, double ms) {
+  const double budget = 0.25e-3 * ms;
+  g->g32[i] = gemm_probe_time(g, CT_GEMM_FP32, budget);
+  if (g->bf16) g->g16[i] = gemm_probe_time(g, CT_GEMM_BF16, budget);
+}
+
+// Times n steps into ms[0..n), with gemm samples first..first+n of probe
+// when it is not NULL; false on error.
+static bool time_steps(trainee *tr, double *ms, int n, gemm_probe *probe,
+                       int first) {
   for (int i = 0; i < n; i++) {
     ms[i] = timed_step(tr);
     if (ms[i] < 0.0) return false;
+    if (probe) gemm_probe_sample(probe, first + i, ms[i]);
   }
   return true;
+}
+
+// The per-step milliseconds of each profiler kind over `steps` steps, with
+// the step's mean (the kinds add up to it) and its counted work: false on
+// error.
+typedef struct step_profile {
+  double step_ms, kind_ms[CT_PROF_KINDS];
+  ct_flops flops;  // per step
+} step_profile;
+
+static bool profile_steps(trainee *tr, int steps, step_profile *out) {
+  double *ms = malloc((size_t)steps * sizeof *ms);
+  if (!ms) return false;
+  ct_flops_reset();
+  ct_prof_reset();
+  ct_prof_set_enabled(true);
+  bool ok = time_steps(tr, ms, steps, NULL, 0);
+  ct_prof_set_enabled(false);
+  if (ok) {
+    ct_flops f = ct_flops_get();
+    out->flops = (ct_flops){f.fp32 / (uint64_t)steps, f.bf16 / (uint64_t)steps};
+    out->step_ms = 0.0;
+    for (int k = 0; k < CT_PROF_KINDS; k++) {
+      out->kind_ms[k] = 1e3 * ct_prof_seconds(k) / steps;
+      out->step_ms += out->kind_ms[k];
+    }
+  }
+  free(ms);
+  return ok;
 }
 
 static bool torch_available(void) {
@@ -535,14 +658,44 @@ static int run_config(const bench_config *bc, const char *precision,
   double *ms = malloc((size_t)(2 * steps) * sizeof *ms);
   bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
             ct_optim_init(&tr.opt, &oc) == CT_OK;
+  const bool bf16 = strcmp(precision, "bf16") == 0;
+  gemm_probe probe;
+  ok = gemm_probe_init(&probe, bf16, 2 * steps) && ok;
+  if (ok) {  // warm-up of the probe's products
+    gemm_probe_time(&probe, CT_GEMM_FP32, 0.0);
+    if (bf16) gemm_probe_time(&probe, CT_GEMM_BF16, 0.0);
+  }
   double warmup[3];
-  ok = ok && time_steps(&tr, warmup, 3);
-  ok = ok && time_steps(&tr, ms, steps);
+  ok = ok && time_steps(&tr, warmup, 3, NULL, 0);
+  ok = ok && time_steps(&tr, ms, steps, &probe, 0);
   double tpeak = -1.0;
   double tms =
       with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
-  ok = ok && time_steps(&tr, ms + steps, steps);
+  ok = ok && time_steps(&tr, ms + steps, steps, &probe, steps);
+  step_profile prof = {0};
+  ok = ok && profile_steps(&tr, steps, &prof);
   if (ok) {
+    // Per timed step i: its floor at the rate sampled right after it, and
+    // its efficiency; the line gives the medians.
+    const double per_flop =
+        1.0 / (2.0 * GEMM_RATE_N * GEMM_RATE_N * GEMM_RATE_N);
+    double *fl = malloc((size_t)(4 * steps) * sizeof *fl);
+    if (!fl) {
+      ok = false;
+      goto done;
+    }
+    double *eff = fl + 2 * steps;
+    for (int i = 0; i < 2 * steps; i++) {
+      fl[i] = 1e3 * per_flop *
+              ((double)prof.flops.fp32 * probe.g32[i] +
+               (bf16 ? (double)prof.flops.bf16 * probe.g16[i] : 0.0));
+      eff[i] = fl[i] / ms[i];
+    }
+    const double floor_ms = bench_median(fl, 2 * steps);
+    const double efficiency = bench_median(eff, 2 * steps);
+    free(fl);
+    const double rate =
+        1e-9 / per_flop / bench_median(bf16 ? probe.g16 : probe.g32, 2 * steps);
     double cms = bench_median(ms, 2 * steps);
     char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
     if (tms > 0.0) {
@@ -550,18 +703,28 @@ static int run_config(const bench_config *bc, const char *precision,
       snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
+    const double flops = (double)prof.flops.fp32 + (double)prof.flops.bf16;
     printf(
         "step config=%s precision=%s threads=%d ctrain_ms=%.1f "
         "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
-        "params_mb=%.1f\n",
+        "params_mb=%.1f flops=%.4g gemm_gflops=%.1f floor_ms=%.1f "
+        "efficiency=%.3f\n",
         bc->name, precision, threads, cms, torch_s, ratio_s,
         (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
-        (double)ct_params_bytes(&tr.params) / (1 << 20));
+        (double)ct_params_bytes(&tr.params) / (1 << 20), flops, rate, floor_ms,
+        efficiency);
+    printf("breakdown config=%s precision=%s step_ms=%.1f", bc->name, precision,
+           prof.step_ms);
+    for (int k = 0; k < CT_PROF_KINDS; k++)
+      printf(" %s_ms=%.1f", ct_prof_kind_name(k), prof.kind_ms[k]);
+    printf("\n");
     fflush(stdout);
-  } else {
+  }
+done:
+  if (!ok)
     fprintf(stderr, "bench_step: %s: %s\n", bc->name,
             ms ? ct_last_error() : "out of memory");
-  }
+  gemm_probe_free(&probe);
   if (tr.state) bc->work->free(tr.state);
   ct_params_free(&tr.params);
   ct_arena_release();

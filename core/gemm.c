@@ -3,11 +3,14 @@
 // and the forced paths, picks the kernels the CPU supports, turns a batch
 // into one shared C into single products, and hands each call to a driver:
 // fp32 (core/gemm_f32.c) or bf16 (core/gemm_bf16.c). Neither driver knows
-// the other; both share core/gemm_internal.h.
+// the other; both share core/gemm_internal.h. Every product it runs adds
+// 2*M*N*K to the work counter of the session named by its mode
+// (core/flops.h).
 #include "core/gemm.h"
 
 #include "core/gemm_bf16.h"
 #include "core/gemm_internal.h"
+#include "core/profile.h"
 #include "core/session_internal.h"
 
 // ---------------------------------------------------------------------------
@@ -105,7 +108,12 @@ ct_gemm_precision ct_gemm_get_precision(void) {
   return ct_session_current()->gemm.precision;
 }
 
-ct_gemm_mode ct_gemm_current_mode(void) { return ct_session_current()->gemm; }
+ct_gemm_mode ct_gemm_current_mode(void) {
+  ct_session *s = ct_session_current();
+  ct_gemm_mode mode = s->gemm;
+  mode.session = s;
+  return mode;
+}
 
 // ---------------------------------------------------------------------------
 // Dispatch.
@@ -128,6 +136,9 @@ static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
     }
     return;
   }
+  if (mode->session && c.K > 0)
+    ct_flops_add_to(mode->session, mode->precision,
+                    (uint64_t)(2 * c.M * c.N * c.K * c.batch));
   if (mode->precision == CT_GEMM_BF16) {
     // The row sums are of the unrounded A, in fp32.
     if (c.a_sums) ct_gemm_add_a_sums(c.trans_a, c.M, c.K, c.A, c.lda, c.a_sums);
@@ -137,15 +148,24 @@ static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
   }
 }
 
+// The entry points called from the session's own thread time their
+// products for the profiler (core/profile.h); ct_gemm_in_mode, which
+// kernels call from their OpenMP workers, does not.
+static void dispatch_timed(const ct_gemm_mode *mode, ct_gemm_call c) {
+  const double t0 = ct_prof_gemm_begin();
+  dispatch(mode, c);
+  ct_prof_gemm_end(t0);
+}
+
 void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t K, float alpha, const float *A, int64_t lda,
                      int64_t stride_a, const float *B, int64_t ldb,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
                      int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
-                                 stride_a, B, ldb, stride_b, C, ldc, stride_c,
-                                 batch, NULL, NULL});
+  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta,
+                                       A, lda, stride_a, B, ldb, stride_b, C,
+                                       ldc, stride_c, batch, NULL, NULL});
 }
 
 void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
@@ -160,16 +180,18 @@ void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B,
              int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
-                  C, ldc);
+  dispatch_timed(
+      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
+                            B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
 }
 
 void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda,
-                                 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
+  dispatch_timed(
+      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda, 0, B,
+                            ldb, 0, C, ldc, 0, 1, bias, NULL});
 }
 
 void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -177,8 +199,9 @@ void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                    int64_t ldb, float beta, float *C, int64_t ldc,
                    float *a_sums) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
-                                 0, B, ldb, 0, C, ldc, 0, 1, NULL, a_sums});
+  dispatch_timed(
+      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
+                            B, ldb, 0, C, ldc, 0, 1, NULL, a_sums});
 }
 
 // The bf16 entry points: bf16 whatever the session's precision, on its
@@ -195,23 +218,25 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
-                                 stride_a, B, ldb, stride_b, C, ldc, stride_c,
-                                 batch, NULL, NULL});
+  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta,
+                                       A, lda, stride_a, B, ldb, stride_b, C,
+                                       ldc, stride_c, batch, NULL, NULL});
 }
 
 void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B,
                        int64_t ldb, const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda,
-                                 0, B, ldb, 0, C, ldc, 0, 1, bias, NULL});
+  dispatch_timed(
+      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda, 0, B,
+                            ldb, 0, C, ldc, 0, 1, bias, NULL});
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  ct_gemm_in_mode(&mode, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
-                  C, ldc);
+  dispatch_timed(
+      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
+                            B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/gemm_bf16.h"
+#include "core/session.h"
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B,
@@ -83,6 +84,9 @@ typedef struct ct_gemm_mode {
   ct_gemm_precision precision;
   ct_gemm_path path;            // forced fp32 path (AUTO: the best)
   ct_gemm_bf16_path bf16_path;  // forced bf16 path (AUTO: the best)
+  // The session whose work counters (core/flops.h) the products add to
+  // (NULL: none).
+  ct_session *session;
 } ct_gemm_mode;
 
 ct_gemm_mode ct_gemm_current_mode(void);

@@ -10,12 +10,21 @@
 #include <stdint.h>
 
 #include "core/gemm.h"
+#include "core/profile.h"
 #include "core/session.h"
 
 struct ct_arena_block;
 struct ct_node;
 
 enum { CT_GRAD_POOL_MAX = 64 };
+
+// The profiler's state (core/profile.c).
+typedef struct ct_prof_state {
+  bool on;
+  double mark;             // start of the current interval (seconds)
+  double gemm_since_mark;  // gemm seconds inside the current interval
+  double seconds[CT_PROF_KINDS];
+} ct_prof_state;
 
 typedef struct ct_pooled_grad {
   float *buf;
@@ -39,12 +48,20 @@ struct ct_session {
   int grad_pool_n;
   // Matrix products: precision and forced kernel paths.
   ct_gemm_mode gemm;
+  // Work counters (core/flops.h): fp32, bf16. Atomic because the OpenMP
+  // workers of a kernel add the products they issue on the session's behalf.
+  _Atomic uint64_t flops[2];
+  // Time by op kind (core/profile.h).
+  ct_prof_state prof;
   // A grow-only workspace that outlives arena resets, for ops whose
   // backward must not allocate (a convolution's forward reserves what its
   // backward will use). Freed with the arena's memory (ct_arena_release).
   void *workspace;
   size_t workspace_bytes;
 };
+
+// Adds n to s's counter of `precision` (core/flops.h), from any thread.
+void ct_flops_add_to(ct_session *s, ct_gemm_precision precision, uint64_t n);
 
 // The calling thread's session's workspace with room for at least `bytes`
 // (64-byte aligned, contents undefined), or NULL with an error when out of
