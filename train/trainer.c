@@ -816,8 +816,10 @@ static int plan_budget(trainer *t) {
   const int64_t warmup_before = t->run.schedule.warmup_steps;
   if (apply_plan(t, mine[0], mine[1]) != CT_OK)
     return t->lead ? report(t->args->config_path, false) : 1;
-  set_horizon(t);
-  if (!t->lead) return 0;
+  if (!t->lead) {
+    set_horizon(t);
+    return 0;
+  }
   char what[160];
   if (plan.fits < configured)
     snprintf(what, sizeof what, "%lld steps, what fits of the configured %lld",
@@ -838,6 +840,7 @@ static int plan_budget(trainer *t) {
           "ctrain: the plan is in %s (train.steps = %lld, max_minutes = 0) "
           "and in every checkpoint: a resumed run keeps it\n",
           t->path, (long long)mine[0]);
+  set_horizon(t);  // after the plan's lines: its note follows them
   return 0;
 }
 
