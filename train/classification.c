@@ -789,6 +789,7 @@ static int64_t classification_epoch_batches(ct_task *t, int64_t epoch) {
 static void classification_set_horizon(ct_task *t, int64_t total_batches,
                                        FILE *note) {
   classification *c = t->state;
+  if (!c->loader_ready) return;  // opened without its training batches
   ct_image_loader_set_horizon(&c->loader, total_batches);
   const ct_aug_schedule *as = &c->cfg.aug_schedule;
   const ct_image_aug *aug = &c->cfg.aug;
