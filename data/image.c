@@ -248,7 +248,9 @@ static void plan_epoch(ct_image_loader *l, int64_t epoch) {
 static void build_batch(ct_image_loader *l, int64_t epoch, int64_t position,
                         ct_image_batch *b) {
   const ct_image_dataset *d = l->data;
-  const ct_image_aug *aug = &l->opt.aug;
+  const ct_image_aug scaled = ct_image_aug_at_strength(
+      &l->opt.aug, ct_image_loader_strength(l, epoch, position));
+  const ct_image_aug *aug = &scaled;
   plan_epoch(l, epoch);
   int64_t first = position * l->opt.batch_size;
   int64_t B =
@@ -336,6 +338,28 @@ static int64_t epoch_batches(void *l, int64_t epoch) {
   return ((const ct_image_loader *)l)->batches;
 }
 
+double ct_image_loader_strength(const ct_image_loader *l, int64_t epoch,
+                                int64_t position) {
+  if (!ct_aug_schedule_on(&l->opt.aug_schedule) || l->horizon < 1) return 1.0;
+  const double batch = (double)epoch * (double)l->batches + (double)position;
+  return ct_aug_strength(&l->opt.aug_schedule,
+                         (double)l->horizon / (double)l->batches,
+                         batch / (double)l->horizon);
+}
+
+void ct_image_loader_set_horizon(ct_image_loader *l, int64_t total_batches) {
+  if (l->threaded) {
+    pthread_mutex_lock(&l->mu);
+    wait_idle(l);
+    l->job_done = false;  // built for the old horizon
+    l->horizon = total_batches;
+    submit(l, 1 - l->shown, l->epoch, l->position);
+    pthread_mutex_unlock(&l->mu);
+  } else {
+    l->horizon = total_batches;
+  }
+}
+
 void ct_image_loader_set_stride(ct_image_loader *l, int64_t take,
                                 int64_t skip) {
   l->stride = (ct_batch_stride){.take = take, .skip = skip};
@@ -382,6 +406,16 @@ ct_status ct_image_loader_init(ct_image_loader *l, const ct_image_dataset *d,
                     "(0..1) or label_smoothing %g ([0, 1)) out of range",
                     a->mixup_alpha, a->cutmix_alpha, a->mix_prob,
                     a->switch_prob, a->label_smoothing);
+  const ct_aug_schedule *as = &opt->aug_schedule;
+  if (!(as->full_epochs >= 0 && as->full_epochs <= 1e9) ||
+      !(as->off_epochs >= 0) ||
+      (as->full_epochs > 0 && !(as->off_epochs < as->full_epochs)) ||
+      !(as->ramp >= 0 && as->ramp <= 1))
+    return ct_error(CT_ERR_ARG,
+                    "image loader: aug_schedule full_epochs %g (0..1e9), "
+                    "off_epochs %g (>= 0, below full_epochs) or ramp %g "
+                    "(0..1) out of range",
+                    as->full_epochs, as->off_epochs, as->ramp);
   // Fixed here, on the caller's thread: the prefetch thread's OpenMP
   // defaults are not the ones ct_set_threads changed.
   if (l->opt.threads == 0) l->opt.threads = ct_get_threads();

@@ -32,7 +32,9 @@
 // mixup/cutmix of a batch draws from (seed, stream(CT_IMAGE_RNG_MIX, epoch))
 // at word position * 2^16. The loader state is (epoch, position), and
 // ct_image_loader_seek puts it anywhere, so a resumed run sees exactly the
-// batches it would have seen.
+// batches it would have seen. With an augmentation schedule
+// (aug_schedule) the strength of a batch is a function of (epoch,
+// position) and the run's length (set_horizon) too.
 //
 // With prefetch on, a pthread builds the next batch while the caller trains
 // on the current one, into malloc'd buffers (never the step arena); the
@@ -130,8 +132,11 @@ typedef struct ct_image_loader_options {
   // (pixel / 255 - mean[c]) / std[c]; std all zero: pixel / 255 only.
   float mean[CT_IMAGE_MAX_CHANNELS], std[CT_IMAGE_MAX_CHANNELS];
   ct_image_aug aug;  // all zero: no augmentation (evaluation)
-  int threads;       // OpenMP threads building a batch; 0: ct_get_threads()
-  bool prefetch;     // build the next batch on a background thread
+  // Strength over the run (image_augment.h), once the run's length is set
+  // (ct_image_loader_set_horizon); all zero: `aug` as it is.
+  ct_aug_schedule aug_schedule;
+  int threads;    // OpenMP threads building a batch; 0: ct_get_threads()
+  bool prefetch;  // build the next batch on a background thread
 } ct_image_loader_options;
 
 typedef struct ct_image_batch {
@@ -153,6 +158,7 @@ typedef struct ct_image_loader {
   ct_image_loader_options opt;
   int64_t epoch, position;  // the state: the batch the next call returns
   int64_t batches;          // per epoch
+  int64_t horizon;          // the run's batches (set_horizon); 0: not set
   ct_batch_stride stride;   // data-parallel reading (set_stride)
   float lut[CT_IMAGE_MAX_CHANNELS][256];  // normalization tables
   uint8_t fill[CT_IMAGE_MAX_CHANNELS];    // pixel value of mean (padding)
@@ -189,6 +195,14 @@ void ct_image_loader_set_stride(ct_image_loader *l, int64_t take, int64_t skip);
 static inline int64_t ct_image_loader_epoch_batches(const ct_image_loader *l) {
   return l->batches;
 }
+// The run's length in batches (all ranks' and micro-batches: steps · accum
+// · ranks), which the augmentation strength of each batch follows
+// (options.aug_schedule): batch (e, p) is batch e · batches + p of it.
+// Drops what was prefetched before.
+void ct_image_loader_set_horizon(ct_image_loader *l, int64_t total_batches);
+// The augmentation strength of batch (epoch, position), in [0, 1].
+double ct_image_loader_strength(const ct_image_loader *l, int64_t epoch,
+                                int64_t position);
 // Stops the prefetch thread and frees the buffers.
 void ct_image_loader_free(ct_image_loader *l);
 

@@ -267,3 +267,26 @@ float ct_image_mix_batch(const ct_image_aug *a, ct_rng *rng, float *images,
   if (cutmix) *cutmix = use_cutmix && lam < 1.0;
   return l;
 }
+
+double ct_aug_strength(const ct_aug_schedule *s, double run_epochs,
+                       double progress) {
+  double share = 1.0, ramp = 1.0;
+  if (s->full_epochs > 0) {
+    share = (run_epochs - s->off_epochs) / (s->full_epochs - s->off_epochs);
+    share = share < 0.0 ? 0.0 : share > 1.0 ? 1.0 : share;
+  }
+  if (s->ramp > 0 && progress < s->ramp)
+    ramp = progress <= 0.0 ? 0.0 : progress / s->ramp;
+  return share * ramp;
+}
+
+ct_image_aug ct_image_aug_at_strength(const ct_image_aug *a, double s) {
+  ct_image_aug out = *a;
+  if (!(s < 1.0)) return out;
+  if (!(s > 0.0)) s = 0.0;
+  out.randaug_ops = s > 0.0 ? a->randaug_ops : 0;
+  out.randaug_magnitude = (float)(s * a->randaug_magnitude);
+  out.randaug_magnitude_std = (float)(s * a->randaug_magnitude_std);
+  out.mix_prob = (float)(s * a->mix_prob);
+  return out;
+}

@@ -53,6 +53,36 @@ static inline bool ct_image_aug_mixing(const ct_image_aug *a) {
   return a->mixup_alpha > 0 || a->cutmix_alpha > 0;
 }
 
+// How strong the RandAugment and mixing of a run are, from its length and
+// where in it a batch falls (short runs and the first steps learn faster
+// with less of them: a ViT under RandAugment, mixup and cutmix together
+// stays at chance for the first thousands of steps). Strength s in [0, 1]
+// is the product of
+//   - a length share: 1 for a run of full_epochs epochs or more, 0 for one
+//     of off_epochs or fewer, linear in between (full_epochs = 0: always 1);
+//   - a ramp: progress / ramp over the first `ramp` of the run (progress =
+//     batch / the run's batches), then 1 (ramp = 0: always 1).
+// At strength s the RandAugment magnitude and its noise are s times the
+// configured ones (no ops at all at s = 0) and a batch is mixed with
+// probability s · mix_prob; crops and flips are kept as configured. A pure
+// function of the batch's place and the run's length: the same batch at
+// every thread count, with or without prefetch, before and after a resume.
+typedef struct ct_aug_schedule {
+  double full_epochs;  // a run this long gets the configured strengths
+  double off_epochs;   // one this short none (< full_epochs)
+  double ramp;         // share of the run over which s rises from 0 (0..1)
+} ct_aug_schedule;
+
+static inline bool ct_aug_schedule_on(const ct_aug_schedule *s) {
+  return s->full_epochs > 0 || s->ramp > 0;
+}
+
+// The strength of a batch at `progress` (0..1) of a run of `run_epochs`.
+double ct_aug_strength(const ct_aug_schedule *s, double run_epochs,
+                       double progress);
+// The augmentation `a` at strength s (see above).
+ct_image_aug ct_image_aug_at_strength(const ct_image_aug *a, double s);
+
 // The RandAugment ops, in the order the draw picks from.
 typedef enum ct_randaug_op {
   CT_RANDAUG_IDENTITY,

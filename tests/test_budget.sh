@@ -10,6 +10,11 @@
 #   (as on a slower machine), keeps the plan and ends with the same bits;
 # - a budget that fits the whole configured run keeps its steps and warmup;
 # - max_minutes out of range is an error naming the key.
+# The runs augment (crops, flips, RandAugment, mixup and cutmix) with a
+# strength that follows the planned length and rises over the whole run
+# ([data] augment_full_epochs, augment_ramp): the planned total fixes it, so
+# the rerun and the resumed run see the same batches; bad values of those
+# keys are errors naming them.
 #
 # usage: test_budget.sh CTRAIN [SOURCE_ROOT]
 set -u
@@ -25,7 +30,10 @@ base=(run.task=classification run.dir="$tmp/runs" run.seed=3 data.source=toy
       model.arch=vit model.patch=4 model.dim=32 model.depth=2 model.heads=2
       model.mlp_dim=64 model.dropout=0.1 model.drop_path=0.1 optim.lr=2e-3
       schedule.warmup=40 train.log_every=5 train.eval_every=25
-      train.checkpoint_every=10 train.keep_checkpoints=100000)
+      train.checkpoint_every=10 train.keep_checkpoints=100000
+      data.crop_padding=2 data.hflip=true data.randaug_ops=2
+      data.mixup_alpha=0.8 data.cutmix_alpha=1.0 data.augment_full_epochs=50
+      data.augment_ramp=1)
 digest() { "$ctrain" inspect "$1" | sed -n 's/.*"params_digest": "\([0-9a-f]*\)".*/\1/p'; }
 last_ckpt() { ls "$1"/ckpt-*.ct | tail -n 1; }
 
@@ -53,6 +61,10 @@ expect "the run ends at its planned step" \
 expect "the checkpoint records the plan" \
   "$ctrain inspect $final | grep -qx 'planned for a time budget: $N steps, warmup $W'"
 want=$(digest "$final")
+note=$(grep '^ctrain: augmentation: a run of' budget.err)
+epochs=$(awk -v n=$N 'BEGIN { printf "%.3g", n * 32 / 512 }')
+expect "the augmentation follows the planned length ($note)" \
+  "grep -q 'augmentation: a run of $epochs epochs gets .* of the configured RandAugment magnitude (9) and mix_prob (1) (all of it from 50 epochs, none up to 0), rising from 0 over the first 1 of the run' budget.err"
 
 # ---- rerunning config.ini: the same run, without measuring -----------------
 "$ctrain" train "$cfg" --set run.dir="$tmp/rerun" >rerun.out 2>rerun.err
@@ -61,6 +73,8 @@ expect "rerunning config.ini gives the same parameters" \
   "[ -n '$want' ] && [ '$(digest "$(last_ckpt rerun/budget)")' = '$want' ]"
 expect "rerunning config.ini gives the same metrics.jsonl" \
   "cmp -s runs/budget/metrics.jsonl rerun/budget/metrics.jsonl"
+expect "the rerun's augmentation has the same strength" \
+  "[ -n '$note' ] && grep -qxF '$note' rerun.err"
 
 # ---- resuming halfway on a "slower machine" (another budget) ---------------
 mid=$(( (N / 2) / 10 * 10 ))
@@ -96,7 +110,17 @@ for v in -1 nan 1e9; do
   fails_with "max_minutes = $v is refused" "max_minutes" \
     "$ctrain" train empty.ini --set run.dir="$tmp/bad" --set train.max_minutes=$v
 done
-expect "a refused budget leaves no run folder" "[ ! -e bad ]"
+for kv in augment_ramp=1.5 augment_full_epochs=-1 augment_off_epochs=3; do
+  fails_with "data.$kv is refused" "\[data\] ${kv%=*}" \
+    "$ctrain" train empty.ini --set run.dir="$tmp/bad" \
+    --set run.task=classification --set data.$kv
+done
+fails_with "augment_off_epochs not below augment_full_epochs is refused" \
+  "augment_off_epochs = 8: must be at least 0 and below augment_full_epochs" \
+  "$ctrain" train empty.ini --set run.dir="$tmp/bad" \
+  --set run.task=classification --set data.augment_full_epochs=8 \
+  --set data.augment_off_epochs=8
+expect "a refused budget or augmentation leaves no run folder" "[ ! -e bad ]"
 
 echo "budget: $fails failed"
 [ $fails -eq 0 ]

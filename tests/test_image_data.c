@@ -642,14 +642,19 @@ static size_t batch_bytes(const ct_image_batch *b, uint8_t *out) {
 
 // Runs `batches` batches from (epoch 0, 0) and returns their bytes
 // (images, labels, targets) concatenated.
-static size_t run_loader(const ct_image_dataset *d,
-                         const ct_image_loader_options *o, int64_t epoch,
-                         int64_t position, int batches, uint8_t *out) {
+// Reads `batches` batches from (epoch, position) of a run of `horizon`
+// batches (0: none set) into out; returns the bytes.
+static size_t run_loader_horizon(const ct_image_dataset *d,
+                                 const ct_image_loader_options *o,
+                                 int64_t horizon, int64_t epoch,
+                                 int64_t position, int batches, uint8_t *out) {
   ct_image_loader l;
   ct_status st = ct_image_loader_init(&l, d, o);
   CHECK(st == CT_OK, "init: %s", ct_last_error());
   if (st) return 0;
   if (epoch || position) ct_image_loader_seek(&l, epoch, position);
+  // After the seek, as the trainer does: what was prefetched is dropped.
+  if (horizon) ct_image_loader_set_horizon(&l, horizon);
   size_t n = 0;
   for (int k = 0; k < batches; k++) {
     const ct_image_batch *b;
@@ -658,6 +663,12 @@ static size_t run_loader(const ct_image_dataset *d,
   }
   ct_image_loader_free(&l);
   return n;
+}
+
+static size_t run_loader(const ct_image_dataset *d,
+                         const ct_image_loader_options *o, int64_t epoch,
+                         int64_t position, int batches, uint8_t *out) {
+  return run_loader_horizon(d, o, 0, epoch, position, batches, out);
 }
 
 // Data-parallel reading with a stride (ct_image_loader_set_stride), with
@@ -848,6 +859,147 @@ static void test_batches(void) {
   ct_image_dataset_free(&d);
 }
 
+// The augmentation strength over a run (ct_aug_strength): its values, the
+// augmentation it gives, and batches that are a function of (epoch,
+// position, horizon) only: at 1 and 2 threads, with prefetch (whose first
+// batch, built before the horizon was set, is rebuilt), after a seek.
+static void test_aug_schedule(void) {
+  const ct_aug_schedule both = {
+      .full_epochs = 100, .off_epochs = 10, .ramp = 0.2};
+  CHECK_CLOSE(ct_aug_strength(&both, 5, 0.9), 0.0, 0, "a short run: none");
+  CHECK_CLOSE(ct_aug_strength(&both, 10, 0.9), 0.0, 0, "off_epochs: none");
+  CHECK_CLOSE(ct_aug_strength(&both, 55, 0.9), 0.5, 1e-15, "half way: half");
+  CHECK_CLOSE(ct_aug_strength(&both, 55, 0.1), 0.25, 1e-15, "in the ramp");
+  CHECK_CLOSE(ct_aug_strength(&both, 55, 0.0), 0.0, 0, "the first batch");
+  CHECK_CLOSE(ct_aug_strength(&both, 100, 0.2), 1.0, 1e-15, "the ramp's end");
+  CHECK_CLOSE(ct_aug_strength(&both, 400, 0.5), 1.0, 0, "a long run: all");
+  const ct_aug_schedule ramp = {.ramp = 0.25}, full = {.full_epochs = 40};
+  CHECK_CLOSE(ct_aug_strength(&ramp, 1, 0.125), 0.5, 1e-15, "ramp only");
+  CHECK_CLOSE(ct_aug_strength(&ramp, 1, 0.75), 1.0, 0, "after the ramp");
+  CHECK_CLOSE(ct_aug_strength(&full, 10, 0.0), 0.25, 1e-15, "length only");
+  const ct_aug_schedule none = {0};
+  CHECK_CLOSE(ct_aug_strength(&none, 0.5, 0.0), 1.0, 0, "no schedule");
+  // Nondecreasing along a run.
+  double prev = 0.0;
+  bool monotone = true;
+  for (int i = 0; i <= 100; i++) {
+    double v = ct_aug_strength(&both, 70, i / 100.0);
+    monotone = monotone && v >= prev && v <= 1.0;
+    prev = v;
+  }
+  CHECK(monotone, "the strength never falls along a run");
+
+  const ct_image_aug a = {.crop_padding = 2,
+                          .hflip = true,
+                          .randaug_ops = 2,
+                          .randaug_magnitude = 9,
+                          .randaug_magnitude_std = 0.5f,
+                          .mixup_alpha = 0.8f,
+                          .cutmix_alpha = 1.0f,
+                          .mix_prob = 1.0f,
+                          .switch_prob = 0.5f,
+                          .label_smoothing = 0.1f};
+  ct_image_aug h = ct_image_aug_at_strength(&a, 0.5);
+  CHECK(h.randaug_ops == 2 && h.randaug_magnitude == 4.5f &&
+            h.randaug_magnitude_std == 0.25f && h.mix_prob == 0.5f &&
+            h.crop_padding == 2 && h.hflip && h.mixup_alpha == 0.8f,
+        "strength 0.5: ops %d, magnitude %g, std %g, mix_prob %g",
+        h.randaug_ops, h.randaug_magnitude, h.randaug_magnitude_std,
+        h.mix_prob);
+  ct_image_aug z = ct_image_aug_at_strength(&a, 0.0);
+  CHECK(z.randaug_ops == 0 && z.mix_prob == 0.0f && z.crop_padding == 2 &&
+            z.hflip && ct_image_aug_mixing(&z),
+        "strength 0: no RandAugment, no mixing, crops and flips kept");
+  ct_image_aug f = ct_image_aug_at_strength(&a, 1.0);
+  CHECK(f.randaug_ops == a.randaug_ops &&
+            f.randaug_magnitude == a.randaug_magnitude &&
+            f.randaug_magnitude_std == a.randaug_magnitude_std &&
+            f.mix_prob == a.mix_prob,
+        "strength 1: as configured");
+
+  ct_image_dataset d;
+  make_dataset(&d, 22, 5);
+  ct_image_loader_options o = {.batch_size = 4,
+                               .shuffle = true,
+                               .drop_last = true,
+                               .seed = 5,
+                               .mean = {0.5f, 0.5f, 0.5f},
+                               .std = {0.25f, 0.25f, 0.25f},
+                               .aug = a,
+                               .aug_schedule = {.ramp = 0.5},
+                               .threads = 1};
+  // 5 batches of 4 an epoch; a run of 14: the ramp ends at batch 7 = (1, 2).
+  enum { BATCHES = 14 };
+  size_t cap = BATCHES * 4 * (192 * 4 + 4 + 8 + 5 * 4);
+  uint8_t *ref = malloc(cap), *got = malloc(cap), *plain = malloc(cap);
+  ct_image_loader l;
+  CHECK(ct_image_loader_init(&l, &d, &o) == CT_OK, "init");
+  CHECK_CLOSE(ct_image_loader_strength(&l, 0, 3), 1.0, 0,
+              "no horizon yet: as configured");
+  ct_image_loader_set_horizon(&l, BATCHES);
+  CHECK_CLOSE(ct_image_loader_strength(&l, 0, 0), 0.0, 0, "batch 0");
+  CHECK_CLOSE(ct_image_loader_strength(&l, 0, 3), 3.0 / 7.0, 1e-15, "batch 3");
+  CHECK_CLOSE(ct_image_loader_strength(&l, 1, 1), 6.0 / 7.0, 1e-15, "batch 6");
+  CHECK_CLOSE(ct_image_loader_strength(&l, 1, 2), 1.0, 0, "batch 7");
+  ct_image_loader_free(&l);
+
+  size_t n_ref = run_loader_horizon(&d, &o, BATCHES, 0, 0, BATCHES, ref);
+  o.threads = 2;
+  size_t n = run_loader_horizon(&d, &o, BATCHES, 0, 0, BATCHES, got);
+  CHECK(n == n_ref && !memcmp(ref, got, n), "scheduled: 1 vs 2 threads");
+  o.prefetch = true;
+  n = run_loader_horizon(&d, &o, BATCHES, 0, 0, BATCHES, got);
+  CHECK(n == n_ref && !memcmp(ref, got, n),
+        "scheduled with prefetch: the first batch is rebuilt");
+  size_t per = n_ref / BATCHES;  // every batch has the same size here
+  n = run_loader_horizon(&d, &o, BATCHES, 1, 3, BATCHES - 8, got);
+  CHECK(n == n_ref - 8 * per && !memcmp(ref + 8 * per, got, n),
+        "scheduled: seek(1, 3) with prefetch gives the rest");
+  // Past the ramp the batches are the unscheduled loader's; before it not.
+  ct_image_loader_options unscheduled = o;
+  unscheduled.aug_schedule = (ct_aug_schedule){0};
+  size_t n_plain = run_loader(&d, &unscheduled, 0, 0, BATCHES, plain);
+  CHECK(n_plain == n_ref && !memcmp(ref + 7 * per, plain + 7 * per, 7 * per),
+        "after the ramp: the configured augmentation");
+  CHECK(memcmp(ref, plain, per), "batch 0: weaker than configured");
+  // Another run length: other batches early on.
+  n = run_loader_horizon(&d, &o, 3 * BATCHES, 0, 0, BATCHES, got);
+  CHECK(memcmp(ref + 3 * per, got + 3 * per, per),
+        "the strength follows the run's length");
+
+  // A run too short for any: crops and flips only, never mixed.
+  o.aug_schedule = (ct_aug_schedule){.full_epochs = 100, .off_epochs = 10};
+  ct_image_loader_options crop_flip = o;
+  crop_flip.aug_schedule = (ct_aug_schedule){0};
+  crop_flip.aug.randaug_ops = 0;
+  crop_flip.aug.mix_prob = 0;
+  n = run_loader_horizon(&d, &o, BATCHES, 0, 0, BATCHES, got);
+  n_plain = run_loader(&d, &crop_flip, 0, 0, BATCHES, plain);
+  CHECK(n == n_plain && !memcmp(got, plain, n),
+        "strength 0: the batches of crops and flips alone");
+  CHECK(ct_image_loader_init(&l, &d, &o) == CT_OK, "init");
+  ct_image_loader_set_horizon(&l, BATCHES);
+  int mixed = 0;
+  for (int k = 0; k < BATCHES; k++) {
+    const ct_image_batch *b;
+    ct_image_loader_next(&l, &b);
+    mixed += b->mix_lambda < 1.0f;
+  }
+  CHECK(mixed == 0, "strength 0: %d batches mixed", mixed);
+  ct_image_loader_free(&l);
+
+  o.aug_schedule = (ct_aug_schedule){.full_epochs = 10, .off_epochs = 10};
+  check_error(ct_image_loader_init(&l, &d, &o), CT_ERR_ARG, "off_epochs 10",
+              "off_epochs not below full_epochs");
+  o.aug_schedule = (ct_aug_schedule){.ramp = 1.5};
+  check_error(ct_image_loader_init(&l, &d, &o), CT_ERR_ARG, "ramp 1.5",
+              "ramp above 1");
+  free(ref);
+  free(got);
+  free(plain);
+  ct_image_dataset_free(&d);
+}
+
 // Real Fashion-MNIST, when installed.
 static void test_real_fashion_mnist(const char *dir) {
   char probe[1024];
@@ -889,6 +1041,7 @@ int main(int argc, char **argv) {
   test_crop_flip();
   test_batches();
   test_stride();
+  test_aug_schedule();
   test_real_fashion_mnist(argc > 1 ? argv[1]
                                    : "/usr/share/datasets/fashion-mnist");
   char cmd[600];

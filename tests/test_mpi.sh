@@ -5,9 +5,10 @@
 #
 # usage: test_mpi.sh CTRAIN SOURCE_ROOT digests|resume
 #   digests: tiny configs of every task (translation, ViT with dropout, drop
-#            path, crops, flips, mixup/cutmix and the prefetch thread, a
-#            ResNet, DeiT taught by that ResNet, DETR, the attention GRU on
-#            BPE tokens with teacher forcing 0.5), at -np 2 and -np 4
+#            path, crops, flips, RandAugment and mixup/cutmix ramped in
+#            (augment_ramp), the prefetch thread, a ResNet, DeiT taught by
+#            that ResNet, DETR, the attention GRU on BPE tokens with
+#            teacher forcing 0.5), at -np 2 and -np 4
 #            (oversubscribed), ZeRO-1 off and on, with small gradient
 #            buckets (the exchange overlaps backward) and with one bucket.
 #   resume:  a run stopped at 2 ranks x accum 2 continues on 4 x 1 and on
@@ -60,8 +61,12 @@ vision=(run.task=classification run.seed=7 data.source=toy data.toy_train=600
   data.batch_size=16 optim.lr=2e-3 schedule.warmup=5 train.steps=24
   train.epochs=0 train.log_every=6 train.eval_every=12
   train.checkpoint_every=1000)
+# The ViT's RandAugment and mixing rise over the first half of the run
+# (augment_ramp): the strength of a batch follows the run's batches over all
+# ranks and micro-batches.
 vit=("${vision[@]}" data.crop_padding=2 data.hflip=true data.mixup_alpha=0.8
-  data.cutmix_alpha=1.0 data.mix_prob=0.5 data.prefetch=true model.patch=4
+  data.cutmix_alpha=1.0 data.mix_prob=0.5 data.randaug_ops=1
+  data.augment_ramp=0.5 data.prefetch=true model.patch=4
   model.dim=32 model.depth=2 model.heads=2 model.mlp_dim=64 model.dropout=0.1
   model.drop_path=0.1)
 resnet=("${vision[@]}" run.seed=3 model.arch=resnet model.width=8

@@ -53,6 +53,7 @@ typedef struct classification_config {
   int64_t batch_size;
   bool prefetch;
   ct_image_aug aug;
+  ct_aug_schedule aug_schedule;  // strength over the run's length
   // the model; image size, channels and classes come from the data
   ct_model_arch arch;
   ct_nn_vit_config vit;
@@ -629,6 +630,33 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
       return ct_error(CT_ERR_ARG, "[%s] %s = %g: must not be negative",
                       non_negative_f[i][0], non_negative_f[i][1], v);
   }
+  const ct_aug_schedule aug_schedule = {
+      .full_epochs = ct_config_float(cfg, "data", "augment_full_epochs"),
+      .off_epochs = ct_config_float(cfg, "data", "augment_off_epochs"),
+      .ramp = ct_config_float(cfg, "data", "augment_ramp"),
+  };
+  if (!(aug_schedule.full_epochs >= 0.0 && aug_schedule.full_epochs <= 1e9))
+    return ct_error(CT_ERR_ARG,
+                    "[data] augment_full_epochs = %g: must be in [0, 1e9] "
+                    "(0: the configured strengths at every run length)",
+                    aug_schedule.full_epochs);
+  if (!(aug_schedule.off_epochs >= 0.0) ||
+      (aug_schedule.full_epochs > 0.0 &&
+       !(aug_schedule.off_epochs < aug_schedule.full_epochs)))
+    return ct_error(CT_ERR_ARG,
+                    "[data] augment_off_epochs = %g: must be at least 0 and "
+                    "below augment_full_epochs (%g)",
+                    aug_schedule.off_epochs, aug_schedule.full_epochs);
+  if (aug_schedule.full_epochs == 0.0 && aug_schedule.off_epochs != 0.0)
+    return ct_error(CT_ERR_ARG,
+                    "[data] augment_off_epochs = %g needs augment_full_epochs "
+                    "(the run length that gets the configured strengths)",
+                    aug_schedule.off_epochs);
+  if (!(aug_schedule.ramp >= 0.0 && aug_schedule.ramp <= 1.0))
+    return ct_error(CT_ERR_ARG,
+                    "[data] augment_ramp = %g: must be in [0, 1] (a share of "
+                    "the run)",
+                    aug_schedule.ramp);
   if (!(ct_config_float(cfg, "train", "distill_tau") > 0.0))
     return ct_error(CT_ERR_ARG, "[train] distill_tau = %g: must be positive",
                     ct_config_float(cfg, "train", "distill_tau"));
@@ -691,6 +719,7 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
               .switch_prob = (float)ct_config_float(cfg, "data", "switch_prob"),
               .label_smoothing = smoothing,
           },
+      .aug_schedule = aug_schedule,
       .arch = arch,
       .vit =
           {
@@ -785,7 +814,10 @@ static ct_image_loader_options loader_options(const classification *c,
     o.mean[i] = c->m.mean[i];
     o.std[i] = c->m.std[i];
   }
-  if (train) o.aug = c->cfg.aug;
+  if (train) {
+    o.aug = c->cfg.aug;
+    o.aug_schedule = c->cfg.aug_schedule;
+  }
   return o;
 }
 
@@ -956,6 +988,31 @@ static int64_t classification_epoch_batches(ct_task *t, int64_t epoch) {
   (void)epoch;
   classification *c = t->state;
   return ct_image_loader_epoch_batches(&c->loader);
+}
+
+static void classification_set_horizon(ct_task *t, int64_t total_batches,
+                                       FILE *note) {
+  classification *c = t->state;
+  if (!c->loader_ready) return;  // opened without its training batches
+  ct_image_loader_set_horizon(&c->loader, total_batches);
+  const ct_aug_schedule *as = &c->cfg.aug_schedule;
+  const ct_image_aug *aug = &c->cfg.aug;
+  if (!note || !ct_aug_schedule_on(as) ||
+      (aug->randaug_ops == 0 && !ct_image_aug_mixing(aug)))
+    return;
+  const double epochs =
+      (double)total_batches / (double)ct_image_loader_epoch_batches(&c->loader);
+  const double s = ct_aug_strength(as, epochs, 1.0);
+  fprintf(note,
+          "ctrain: augmentation: a run of %.3g epochs gets %.3g of the "
+          "configured RandAugment magnitude (%g) and mix_prob (%g)",
+          epochs, s, aug->randaug_magnitude, aug->mix_prob);
+  if (as->full_epochs > 0)
+    fprintf(note, " (all of it from %g epochs, none up to %g)", as->full_epochs,
+            as->off_epochs);
+  if (as->ramp > 0 && s > 0)
+    fprintf(note, ", rising from 0 over the first %g of the run", as->ramp);
+  fputc('\n', note);
 }
 
 // ---- evaluation ------------------------------------------------------------------
@@ -1312,6 +1369,7 @@ const ct_task_ops ct_task_classification = {
     .data_seek = classification_data_seek,
     .data_stride = classification_data_stride,
     .epoch_batches = classification_epoch_batches,
+    .set_horizon = classification_set_horizon,
     .evaluate = classification_evaluate,
     .figures = classification_figures,
     .forward = classification_forward,

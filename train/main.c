@@ -86,7 +86,8 @@ static const char *const usage =
     "                             write a built-in toy corpus as files\n"
     "  toy images --out DIR [--format png|cifar10|idx] [--size N] [--classes "
     "N]\n"
-    "      [--train N] [--test N] [--seed N] [--force]\n"
+    "      [--variant shapes|textured] [--train N] [--test N] [--seed N] "
+    "[--force]\n"
     "                             write the generated shape images as files\n"
     "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
     "      [--seed N] [--force]       write the generated detection set "
@@ -754,13 +755,22 @@ static ct_status toy_format_word(const char *text, void *format) {
   return ct_toy_image_format_parse(text, format);
 }
 
+static ct_status toy_variant_word(const char *text, void *variant) {
+  return ct_toy_image_variant_parse(text, variant);
+}
+
+// A word option: its name, its reader and where the value goes.
+typedef struct toy_word {
+  const char *name;
+  toy_word_fn read;
+  void *value;
+} toy_word;
+
 // Reads the options of `ctrain toy KIND` (from argv[3]): --force, --out DIR,
-// the word option `word_name` read by `read_word` into *word (NULL: none),
-// and the positive integers of `numbers` (ended by a NULL name). 0, or the
-// exit code after a usage error.
+// the word options of `words` and the positive integers of `numbers` (both
+// ended by a NULL name). 0, or the exit code after a usage error.
 static int toy_options(int argc, char **argv, const char **out, bool *force,
-                       const char *word_name, toy_word_fn read_word, void *word,
-                       const toy_number *numbers) {
+                       const toy_word *words, const toy_number *numbers) {
   for (int i = 3; i < argc; i++) {
     const char *opt = argv[i], *v;
     if (!strcmp(opt, "--force")) {
@@ -770,15 +780,17 @@ static int toy_options(int argc, char **argv, const char **out, bool *force,
     const toy_number *number = NULL;
     for (const toy_number *n = numbers; n->name; n++)
       if (!strcmp(opt, n->name)) number = n;
+    const toy_word *word = NULL;
+    for (const toy_word *w = words; w->name; w++)
+      if (!strcmp(opt, w->name)) word = w;
     bool is_out = !strcmp(opt, "--out");
-    bool is_word = word_name && !strcmp(opt, word_name);
-    if (!number && !is_out && !is_word)
+    if (!number && !is_out && !word)
       return usage_error("toy: unknown option '%s'", opt);
     if (!(v = option_value(argc, argv, &i))) return 2;
     if (is_out) {
       *out = v;
-    } else if (is_word) {
-      if (read_word(v, word) != CT_OK)
+    } else if (word) {
+      if (word->read(v, word->value) != CT_OK)
         return usage_error("%s", ct_last_error());
     } else if (positive(v) < 0) {
       return usage_error("option wants a positive integer, not '%s'", v);
@@ -789,35 +801,42 @@ static int toy_options(int argc, char **argv, const char **out, bool *force,
   return 0;
 }
 
-// ctrain toy images: the generated shape set as PNG folders, CIFAR-10 or
-// IDX files.
+// ctrain toy images: the generated shape set (gray shapes, or the
+// textured RGB variant) as PNG folders, CIFAR-10 or IDX files.
 static int cmd_toy_images(int argc, char **argv) {
   const char *out = NULL;
   ct_toy_image_format format = CT_TOY_IMAGES_PNG;
-  long seed = 1, size = 16, classes = 4, train = 2000, test = 400;
+  ct_toy_image_variant variant = CT_TOY_IMAGES_SHAPES;
+  long seed = 1, size = 16, classes = 0, train = 2000, test = 400;
   bool force = false;
   const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
                                 {"--classes", &classes}, {"--train", &train},
                                 {"--test", &test},       {NULL, NULL}};
-  int rc = toy_options(argc, argv, &out, &force, "--format", toy_format_word,
-                       &format, numbers);
+  const toy_word words[] = {{"--format", toy_format_word, &format},
+                            {"--variant", toy_variant_word, &variant},
+                            {NULL, NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, words, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy images needs --out DIR");
   if (format == CT_TOY_IMAGES_CIFAR10) size = 32;
+  const bool textured = variant == CT_TOY_IMAGES_TEXTURED;
+  if (classes == 0) classes = textured ? 10 : 4;
   ct_image_dataset tr = {0}, te = {0};
-  ct_status st = ct_toy_images_generate(&tr, train, (int)size, (int)classes,
-                                        (uint64_t)seed, 0);
+  ct_status (*generate)(ct_image_dataset *, int64_t, int, int, uint64_t, int) =
+      textured ? ct_toy_images_textured : ct_toy_images_generate;
+  ct_status st =
+      generate(&tr, train, (int)size, (int)classes, (uint64_t)seed, 0);
   if (st == CT_OK)
-    st = ct_toy_images_generate(&te, test, (int)size, (int)classes,
-                                (uint64_t)seed, 2);
+    st = generate(&te, test, (int)size, (int)classes, (uint64_t)seed, 2);
   if (st == CT_OK) st = ct_toy_images_write(out, format, &tr, &te, force);
   ct_image_dataset_free(&tr);
   ct_image_dataset_free(&te);
   if (st != CT_OK) return runtime_error();
   printf(
-      "wrote %ld training and %ld test images (%ldx%ld, %ld classes) to "
-      "%s\n",
-      train, test, size, size, classes, out);
+      "wrote %ld training and %ld test images (%s, %ldx%ld, %ld classes) "
+      "to %s\n",
+      train, test, textured ? "textured RGB" : "gray shapes", size, size,
+      classes, out);
   return 0;
 }
 
@@ -829,7 +848,8 @@ static int cmd_toy_detection(int argc, char **argv) {
   const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
                                 {"--classes", &classes}, {"--train", &train},
                                 {"--val", &val},         {NULL, NULL}};
-  int rc = toy_options(argc, argv, &out, &force, NULL, NULL, NULL, numbers);
+  const toy_word words[] = {{NULL, NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, words, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
   ct_detection_dataset tr = {0}, va = {0};
@@ -867,8 +887,9 @@ static int cmd_toy(int argc, char **argv) {
                                 {"--val", &val},
                                 {"--test", &test},
                                 {NULL, NULL}};
-  int rc = toy_options(argc, argv, &out, &force, "--task", toy_task_word, &task,
-                       numbers);
+  const toy_word words[] = {{"--task", toy_task_word, &task},
+                            {NULL, NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, words, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy translation needs --out DIR");
   ct_toy_options o = {.task = task,

@@ -124,6 +124,16 @@ static const ct_config_key schema[] = {
      "augmentation: probability that a batch is mixed"},
     {"data", "switch_prob", CT_CONFIG_FLOAT, "0.5", NULL,
      "augmentation: cutmix instead of mixup, when both are on"},
+    {"data", "augment_full_epochs", CT_CONFIG_FLOAT, "0", NULL,
+     "augmentation: a run this many epochs long gets the configured "
+     "RandAugment magnitude and mix_prob, a shorter one a share (0 = always "
+     "as configured)"},
+    {"data", "augment_off_epochs", CT_CONFIG_FLOAT, "0", NULL,
+     "augmentation: a run this many epochs long or shorter gets no "
+     "RandAugment or mixing (with augment_full_epochs)"},
+    {"data", "augment_ramp", CT_CONFIG_FLOAT, "0", NULL,
+     "augmentation: RandAugment magnitude and mix_prob rise from 0 over this "
+     "share of the run (0..1; 0 = from the first step)"},
     {"data", "prefetch", CT_CONFIG_BOOL, "true", NULL,
      "classification: build the next batch on a background thread"},
     // [model]

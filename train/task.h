@@ -86,6 +86,12 @@ typedef struct ct_task_ops {
   // A reads A batches of every step's N·A (take A, skip (N - 1) A).
   void (*data_stride)(ct_task *t, int64_t take, int64_t skip);
   int64_t (*epoch_batches)(ct_task *t, int64_t epoch);
+  // Optional (NULL: the task's batches do not depend on it): the run's
+  // length in training batches (steps · accum · ranks), once it is fixed
+  // (after a budget's plan); schedules of the data follow it
+  // (classification: the augmentation strength). A line saying what it
+  // does goes to `note` when not NULL.
+  void (*set_horizon)(ct_task *t, int64_t total_batches, FILE *note);
   // Evaluates on "val" or "test" (beam: decoding width where that applies;
   // limit: first N examples, 0 = all). Adds metrics to `out` (loss, and
   // per task: bleu and exact_match, accuracy, ...; best_metric among

@@ -165,6 +165,15 @@ static int64_t count_steps(trainer *t) {
   return batches / (t->run.accum * ct_dist_size());
 }
 
+// Tells the task the run's length in batches, once fixed (the augmentation
+// strength of classification follows it).
+static void set_horizon(trainer *t) {
+  if (t->task.ops->set_horizon)
+    t->task.ops->set_horizon(&t->task,
+                             t->total_steps * t->run.accum * ct_dist_size(),
+                             t->lead ? stderr : NULL);
+}
+
 // Makes `steps` (warmup `warmup`) the run's total, in the settings, the
 // state its checkpoints keep, and the config that config.ini and the
 // checkpoints hold: steps = N, epochs = 0, max_minutes = 0 (the plan is
@@ -588,6 +597,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
             "stops it, and its schedule stays over %lld steps\n",
             ct_ckpt_path(ckpt), t->run.max_minutes, (long long)t->total_steps);
   }
+  if (!t->plan_pending) set_horizon(t);
   if (open_data_parallel(t) != CT_OK) return fail(NULL);
   // A checkpoint written after the final evaluation: metrics.jsonl already
   // ends with it, so the end of the run must not log it again.
@@ -806,7 +816,10 @@ static int plan_budget(trainer *t) {
   const int64_t warmup_before = t->run.schedule.warmup_steps;
   if (apply_plan(t, mine[0], mine[1]) != CT_OK)
     return t->lead ? report(t->args->config_path, false) : 1;
-  if (!t->lead) return 0;
+  if (!t->lead) {
+    set_horizon(t);
+    return 0;
+  }
   char what[160];
   if (plan.fits < configured)
     snprintf(what, sizeof what, "%lld steps, what fits of the configured %lld",
@@ -827,6 +840,7 @@ static int plan_budget(trainer *t) {
           "ctrain: the plan is in %s (train.steps = %lld, max_minutes = 0) "
           "and in every checkpoint: a resumed run keeps it\n",
           t->path, (long long)mine[0]);
+  set_horizon(t);  // after the plan's lines: its note follows them
   return 0;
 }
 
