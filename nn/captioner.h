@@ -77,7 +77,35 @@ ct_tensor *ct_nn_captioner_forward(const ct_nn_captioner *m, ct_nn_ctx *ctx,
 ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
                                          float lambda);
 
+// ---- cached decoding (recording off) -----------------------------------
 // Decoding (greedy and beam search) is ct_decode_batch_captioner in
-// train/decode.h.
+// train/decode.h, on this cache.
+
+// Per row (N = images x beams): the decoder state and what attention reads,
+// plus the attention weights of every step so far. Lives in the step arena:
+// valid until the arena is rewound past its init.
+typedef struct ct_nn_captioner_cache {
+  int64_t N, L, max_len, len;  // rows, annotations, steps held, done
+  ct_tensor *keys;             // (N,L,A) encoder_att(a), once per image
+  ct_tensor *values;           // (N,L,D) the annotations
+  ct_tensor *h, *c;            // (N,H) the current state
+  float *alphas;               // (N,max_len,L)
+  float *swap;                 // reorder scratch
+} ct_nn_captioner_cache;
+
+// annotations (B,L,D) (ct_nn_captioner_encode's); each image gets `repeat`
+// consecutive rows.
+ct_status ct_nn_captioner_cache_init(ct_nn_captioner_cache *c,
+                                     const ct_nn_captioner *m,
+                                     ct_tensor *annotations, int64_t repeat,
+                                     int64_t max_len);
+// One step: tokens (N) -> logits (N,V) in the arena; the rows' states and
+// attention weights move on.
+ct_tensor *ct_nn_captioner_step(const ct_nn_captioner *m,
+                                ct_nn_captioner_cache *c,
+                                const int32_t *tokens);
+// Row i becomes old row parent[i] (beam search).
+void ct_nn_captioner_cache_reorder(ct_nn_captioner_cache *c,
+                                   const int64_t *parent);
 
 #endif
