@@ -4,6 +4,7 @@
 //                [--threads N] [--reset-optimizer]
 //   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
+//   ctrain caption CKPT IMAGE.png... [--beam N] [--attention OUT.png]
 //   ctrain inspect CKPT
 //   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
 //   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
@@ -32,6 +33,7 @@
 #include "train/trainer.h"
 #include "train/translation.h"
 #include "train/classification.h"
+#include "train/captioning.h"
 #include "train/detection.h"
 #include "data/detection.h"
 #include "data/idx.h"
@@ -64,6 +66,10 @@ static const char *const usage =
     "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads "
     "N]\n"
     "                             objects found in images, drawn on the first\n"
+    "  caption CKPT IMAGE.png... [--beam N] [--attention OUT.png] [--threads "
+    "N]\n"
+    "                             a caption per image; per-word attention of "
+    "the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT [OUT.safetensors] [--vocab DIR]\n"
     "                             the parameters for PyTorch; the\n"
@@ -489,6 +495,28 @@ static int cmd_detect(int argc, char **argv) {
     rc = runtime_error();
   ct_run_model_close(&m);
   free(a.rest);
+  ct_arena_release();
+  return rc;
+}
+
+// ctrain caption CKPT IMG.png... [--beam N] [--attention OUT.png]
+static int cmd_caption(int argc, char **argv) {
+  model_opts o = {0};
+  int rc = parse_model_opts(argc, argv, true, false, &o);
+  if (!rc && o.args.n_rest < 1)
+    rc = usage_error("%s", "caption takes a checkpoint and PNG files");
+  if (rc) {
+    free(o.args.rest);
+    return rc;
+  }
+  ct_run_model m;
+  rc = open_model_of(&m, o.args.ckpt, &ct_task_captioning, "caption");
+  if (!rc && ct_captioning_caption(&m.task, o.args.rest, o.args.n_rest,
+                                   o.beam ? o.beam : m.run.final_beam,
+                                   o.attention, stdout) != CT_OK)
+    rc = runtime_error();
+  ct_run_model_close(&m);
+  free(o.args.rest);
   ct_arena_release();
   return rc;
 }
@@ -928,6 +956,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
   if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
   if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
+  if (!strcmp(cmd, "caption")) return cmd_caption(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);
