@@ -740,6 +740,23 @@ static ct_status captioning_evaluate(ct_task *t, const char *split, int beam,
 
 // ---- caption ----------------------------------------------------------------------
 
+// The caption of n ids as text: the tokens detokenized (punctuation
+// attached), as data/text_tokenizer.h normalizes a sentence (malloc'd).
+static char *caption_text(const captioning *cp, const int32_t *ids, int64_t n) {
+  const char **tokens = malloc((size_t)(n ? n : 1) * sizeof *tokens);
+  if (!tokens) {
+    ct_error(CT_ERR_NOMEM, "caption: out of memory");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *w = ct_vocab_token(&cp->vocab, ids[i]);
+    tokens[i] = w ? w : "<unk>";
+  }
+  char *text = ct_text_tokenizer_detokenize(&cp->tok, tokens, n);
+  free(tokens);
+  return text;
+}
+
 ct_status ct_captioning_caption(ct_task *t, const char *const *paths, int n,
                                 int beam, const char *attention_png,
                                 FILE *out) {
@@ -765,7 +782,7 @@ ct_status ct_captioning_caption(ct_task *t, const char *const *paths, int n,
     st = x ? decode_images(cp, x, beam < 1 ? 1 : beam, ids, &len, &alphas, &gh,
                            &gw)
            : ct_last_status();
-    char *text = st == CT_OK ? ids_text(&cp->vocab, ids, len) : NULL;
+    char *text = st == CT_OK ? caption_text(cp, ids, len) : NULL;
     if (st == CT_OK && !text) st = ct_last_status();
     if (st == CT_OK) fprintf(out, "%s: %s\n", paths[i], text);
     free(text);
