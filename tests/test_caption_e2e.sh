@@ -61,6 +61,22 @@ a=$(digest runs/cap/ckpt-00000080.ct)
 b=$(digest runs/half/ckpt-00000080.ct)
 expect "resumed run is bit-identical ($a = $b)" "[ -n '$a' ] && [ '$a' = '$b' ]"
 
+# [model] encoder_init: a classification ResNet of the same shape (RGB
+# PNGs) initializes the encoder; another width is refused naming a tensor.
+"$ctrain" toy images --out png --size 32 --classes 2 --train 8 --test 4 >/dev/null
+"$ctrain" train empty.ini --set run.task=classification --set run.dir="$tmp/runs" \
+  --set run.name=cls --set data.source=files --set data.image_format=png \
+  --set data.png_train=png/train --set data.png_test=png/test --set data.channels=3 \
+  --set data.val_holdout=0 --set data.batch_size=4 --set model.arch=resnet \
+  --set model.width=8 --set model.stages=3 --set model.blocks=1 --set train.steps=2 \
+  --set schedule.warmup=0 >/dev/null 2>cls.log
+"$ctrain" train empty.ini "${args[@]}" --set run.name=init --set train.steps=1 \
+  --set schedule.warmup=0 --set model.encoder_init=runs/cls >/dev/null 2>init.log
+expect "encoder_init takes a classification run's ResNet" "grep -q 'encoder initialized from runs/cls' init.log"
+fails_with "encoder_init of another width names a tensor" "conv1.weight has another shape" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b6 --set model.width=16 \
+  --set model.encoder_init=runs/cls
+
 # bad input
 mkdir -p broken && cp -r cap/train broken/ && printf '{"images": [{"id": 1,}' >broken/train.json
 fails_with "malformed captions JSON names the file and place" "broken/train.json:1:" \
