@@ -296,13 +296,13 @@ ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
   if (alphas->ndim != 3 || mask->dtype != CT_I32 || mask->ndim != 2 ||
       mask->shape[0] != alphas->shape[0] ||
       mask->shape[1] != alphas->shape[1]) {
-    char s[64];
+    char sa[64], sm[64];
     ct_error(CT_ERR_SHAPE,
              "captioner attention_reg: need alphas (B,T,L) and an i32 mask "
              "(B,T), got alphas %s and mask %s %s",
-             ct_shape_str(alphas->ndim, alphas->shape, s, sizeof s),
+             ct_shape_str(alphas->ndim, alphas->shape, sa, sizeof sa),
              ct_dtype_name(mask->dtype),
-             ct_shape_str(mask->ndim, mask->shape, (char[64]){0}, 64));
+             ct_shape_str(mask->ndim, mask->shape, sm, sizeof sm));
     return NULL;
   }
   const int64_t B = alphas->shape[0], T = alphas->shape[1],
