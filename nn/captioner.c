@@ -358,11 +358,14 @@ ct_status ct_nn_captioner_cache_init(ct_nn_captioner_cache *c,
   c->values = repeat_rows(annotations, repeat);
   c->h = repeat_rows(h0, repeat);
   c->c = repeat_rows(c0, repeat);
+  c->w_emb = ct_slice(m->w_ih, 1, 0, m->cfg.embed_dim);
+  c->w_z = ct_slice(m->w_ih, 1, m->cfg.embed_dim, m->D);
   ct_grad_set_enabled(was);
   const int64_t row = max_len * L > H ? max_len * L : H;
   c->alphas = ct_arena_calloc((size_t)(N * max_len * L) * sizeof(float));
   c->swap = ct_arena_alloc((size_t)(N * row) * sizeof(float));
-  if (!c->keys || !c->values || !c->h || !c->c || !c->alphas || !c->swap)
+  if (!c->keys || !c->values || !c->h || !c->c || !c->w_emb || !c->w_z ||
+      !c->alphas || !c->swap)
     return ct_last_status() ? ct_last_status() : CT_ERR_NOMEM;
   return CT_OK;
 }
@@ -375,18 +378,17 @@ ct_tensor *ct_nn_captioner_step(const ct_nn_captioner *m,
              (long long)c->max_len);
     return NULL;
   }
-  const int64_t N = c->N, L = c->L, E = m->cfg.embed_dim;
+  const int64_t N = c->N, L = c->L;
   bool was = ct_grad_set_enabled(false);
   decoder_memory mem = {.keys = c->keys,
                         .v = ct_reshape(m->full_att, CT_SHAPE(m->cfg.attn_dim)),
                         .a = c->values,
-                        .w_z = ct_slice(m->w_ih, 1, E, m->D)};
+                        .w_z = c->w_z};
   ct_tensor *emb = ct_nn_embedding_forward(
       &m->embedding, ct_tensor_from(CT_I32, tokens, CT_SHAPE(N)));
   ct_tensor *z = NULL, *w = NULL;
   ct_tensor *gz = attend(m, &mem, c->h, &z, &w);
-  ct_tensor *gx =
-      ct_add(ct_linear(emb, ct_slice(m->w_ih, 1, 0, E), m->b_ih), gz);
+  ct_tensor *gx = ct_add(ct_linear(emb, c->w_emb, m->b_ih), gz);
   ct_tensor *c_new = NULL;
   ct_tensor *h = ct_lstm_cell(gx, c->h, c->c, m->w_hh, m->b_hh, &c_new);
   ct_tensor *logits = NULL;
