@@ -435,7 +435,7 @@ static const swin_config swin_cifar_b64 = {.model = {.image_h = 32,
                                            .B = 64,
                                            .label_smoothing = 0.1f};
 
-// ---- image captioning (nn/captioner) ------------------------------------------
+// ---- image captioning (nn/captioner) ----------------------------------------
 // Show, Attend and Tell, teacher-forced: cross-entropy over the real tokens
 // plus the doubly stochastic regularization (lambda 1), Adam. Captions are
 // <bos> then padded_batch's tokens (B,T+1): tokens_in its first T, the

@@ -175,7 +175,7 @@ ct_tensor *ct_nn_captioner_encode(const ct_nn_captioner *m, ct_nn_ctx *ctx,
   return ct_transpose(ct_reshape(f, CT_SHAPE(B, D, *grid_h * *grid_w)), 1, 2);
 }
 
-// ---- the decoder ---------------------------------------------------------------
+// ---- the decoder ------------------------------------------------------------
 
 static bool check_annotations(const ct_nn_captioner *m, const ct_tensor *a) {
   if (a->dtype == CT_F32 && a->ndim == 3 && a->shape[0] >= 1 &&
@@ -318,7 +318,7 @@ ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
   return ct_scale(ct_mse(s, ones), lambda * (float)L);
 }
 
-// ---- cached decoding -----------------------------------------------------------
+// ---- cached decoding --------------------------------------------------------
 
 // Each of the B rows (row blocks of the first dim) `repeat` times in a row.
 static ct_tensor *repeat_rows(const ct_tensor *t, int64_t repeat) {

@@ -5,8 +5,8 @@
 // regularization all in the checked output, with dropout in training mode
 // (keyed masks) and a padded caption; the regularization alone on random
 // weights with a mask; and the whole model from images (the ResNet encoder,
-// batch norm on running statistics) through every parameter. Tiny sizes: B=2, T=4,
-// V=7, E=4, H=3, A=4.
+// batch norm on running statistics) through every parameter; bad shapes
+// refused with messages. Tiny sizes: B=2, T=4, V=7, E=4, H=3, A=4.
 #include <string.h>
 
 #include "autograd/ops.h"
