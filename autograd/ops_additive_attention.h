@@ -18,9 +18,10 @@
 // through the softmax into q, keys and v as the context's do.
 //
 // Backward recomputes tanh(q + keys) instead of keeping the (B,S,A) tensor
-// of every step (saved: w, B*S floats, which is also *weights' data). Rows are split over threads; the
-// gradient of v, a sum over rows, is summed per row and the rows added in
-// order, so results are the same bits at any thread count.
+// of every step (saved: w, B*S floats, which is also *weights' data). Rows
+// are split over threads; the gradient of v, a sum over rows, is summed per
+// row and the rows added in order, so results are the same bits at any
+// thread count.
 #ifndef CT_AUTOGRAD_OPS_ADDITIVE_ATTENTION_H
 #define CT_AUTOGRAD_OPS_ADDITIVE_ATTENTION_H
 

@@ -175,7 +175,7 @@ ct_tensor *ct_nn_captioner_encode(const ct_nn_captioner *m, ct_nn_ctx *ctx,
   return ct_transpose(ct_reshape(f, CT_SHAPE(B, D, *grid_h * *grid_w)), 1, 2);
 }
 
-// ---- the decoder ---------------------------------------------------------------
+// ---- the decoder ------------------------------------------------------------
 
 static bool check_annotations(const ct_nn_captioner *m, const ct_tensor *a) {
   if (a->dtype == CT_F32 && a->ndim == 3 && a->shape[0] >= 1 &&
@@ -296,13 +296,13 @@ ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
   if (alphas->ndim != 3 || mask->dtype != CT_I32 || mask->ndim != 2 ||
       mask->shape[0] != alphas->shape[0] ||
       mask->shape[1] != alphas->shape[1]) {
-    char s[64];
+    char sa[64], sm[64];
     ct_error(CT_ERR_SHAPE,
              "captioner attention_reg: need alphas (B,T,L) and an i32 mask "
              "(B,T), got alphas %s and mask %s %s",
-             ct_shape_str(alphas->ndim, alphas->shape, s, sizeof s),
+             ct_shape_str(alphas->ndim, alphas->shape, sa, sizeof sa),
              ct_dtype_name(mask->dtype),
-             ct_shape_str(mask->ndim, mask->shape, (char[64]){0}, 64));
+             ct_shape_str(mask->ndim, mask->shape, sm, sizeof sm));
     return NULL;
   }
   const int64_t B = alphas->shape[0], T = alphas->shape[1],
@@ -318,7 +318,7 @@ ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
   return ct_scale(ct_mse(s, ones), lambda * (float)L);
 }
 
-// ---- cached decoding -----------------------------------------------------------
+// ---- cached decoding --------------------------------------------------------
 
 // Each of the B rows (row blocks of the first dim) `repeat` times in a row.
 static ct_tensor *repeat_rows(const ct_tensor *t, int64_t repeat) {
@@ -358,11 +358,14 @@ ct_status ct_nn_captioner_cache_init(ct_nn_captioner_cache *c,
   c->values = repeat_rows(annotations, repeat);
   c->h = repeat_rows(h0, repeat);
   c->c = repeat_rows(c0, repeat);
+  c->w_emb = ct_slice(m->w_ih, 1, 0, m->cfg.embed_dim);
+  c->w_z = ct_slice(m->w_ih, 1, m->cfg.embed_dim, m->D);
   ct_grad_set_enabled(was);
   const int64_t row = max_len * L > H ? max_len * L : H;
   c->alphas = ct_arena_calloc((size_t)(N * max_len * L) * sizeof(float));
   c->swap = ct_arena_alloc((size_t)(N * row) * sizeof(float));
-  if (!c->keys || !c->values || !c->h || !c->c || !c->alphas || !c->swap)
+  if (!c->keys || !c->values || !c->h || !c->c || !c->w_emb || !c->w_z ||
+      !c->alphas || !c->swap)
     return ct_last_status() ? ct_last_status() : CT_ERR_NOMEM;
   return CT_OK;
 }
@@ -375,18 +378,17 @@ ct_tensor *ct_nn_captioner_step(const ct_nn_captioner *m,
              (long long)c->max_len);
     return NULL;
   }
-  const int64_t N = c->N, L = c->L, E = m->cfg.embed_dim;
+  const int64_t N = c->N, L = c->L;
   bool was = ct_grad_set_enabled(false);
   decoder_memory mem = {.keys = c->keys,
                         .v = ct_reshape(m->full_att, CT_SHAPE(m->cfg.attn_dim)),
                         .a = c->values,
-                        .w_z = ct_slice(m->w_ih, 1, E, m->D)};
+                        .w_z = c->w_z};
   ct_tensor *emb = ct_nn_embedding_forward(
       &m->embedding, ct_tensor_from(CT_I32, tokens, CT_SHAPE(N)));
   ct_tensor *z = NULL, *w = NULL;
   ct_tensor *gz = attend(m, &mem, c->h, &z, &w);
-  ct_tensor *gx =
-      ct_add(ct_linear(emb, ct_slice(m->w_ih, 1, 0, E), m->b_ih), gz);
+  ct_tensor *gx = ct_add(ct_linear(emb, c->w_emb, m->b_ih), gz);
   ct_tensor *c_new = NULL;
   ct_tensor *h = ct_lstm_cell(gx, c->h, c->c, m->w_hh, m->b_hh, &c_new);
   ct_tensor *logits = NULL;

@@ -89,6 +89,7 @@ typedef struct ct_nn_captioner_cache {
   ct_tensor *keys;             // (N,L,A) encoder_att(a), once per image
   ct_tensor *values;           // (N,L,D) the annotations
   ct_tensor *h, *c;            // (N,H) the current state
+  ct_tensor *w_emb, *w_z;      // weight_ih's embedding and context columns
   float *alphas;               // (N,max_len,L)
   float *swap;                 // reorder scratch
 } ct_nn_captioner_cache;

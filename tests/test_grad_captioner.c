@@ -5,8 +5,8 @@
 // regularization all in the checked output, with dropout in training mode
 // (keyed masks) and a padded caption; the regularization alone on random
 // weights with a mask; and the whole model from images (the ResNet encoder,
-// batch norm on running statistics) through every parameter. Tiny sizes: B=2, T=4,
-// V=7, E=4, H=3, A=4.
+// batch norm on running statistics) through every parameter; bad shapes
+// refused with messages. Tiny sizes: B=2, T=4, V=7, E=4, H=3, A=4.
 #include <string.h>
 
 #include "autograd/ops.h"
@@ -157,7 +157,50 @@ static void check_model(void) {
   ct_params_free(&p);
 }
 
+// Bad shapes and dtypes: NULL with a message naming what is wrong.
+static void check_errors(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_nn_captioner *m = make_model(&p, 3, 1);  // D = 3
+  if (m) {
+    ct_tensor *tokens = ct_tensor_from(CT_I32, TOKENS, CT_SHAPE(B, T));
+    ct_tensor *a = ct_tensor_zeros(CT_F32, CT_SHAPE(B, 3, 3));
+    CHECK(!ct_nn_captioner_forward(m, NULL,
+                                   ct_tensor_zeros(CT_F32, CT_SHAPE(B, 3, 4)),
+                                   tokens, NULL) &&
+              strstr(ct_last_error(), "annotations"),
+          "annotations of the wrong width accepted: %s", ct_last_error());
+    CHECK(!ct_nn_captioner_forward(
+              m, NULL, a, ct_tensor_zeros(CT_F32, CT_SHAPE(B, T)), NULL) &&
+              strstr(ct_last_error(), "tokens_in"),
+          "f32 tokens accepted: %s", ct_last_error());
+    CHECK(!ct_nn_captioner_forward(
+              m, NULL, a, ct_tensor_from(CT_I32, TOKENS, CT_SHAPE(1, T)), NULL),
+          "tokens of another batch accepted");
+    CHECK(!ct_nn_captioner_attention_reg(
+              ct_tensor_zeros(CT_F32, CT_SHAPE(B, T, 3)),
+              ct_tensor_from(CT_I32, MASK, CT_SHAPE(B, T - 1)), 1.0f) &&
+              strstr(ct_last_error(), "mask"),
+          "a mask of another length accepted: %s", ct_last_error());
+    const ct_nn_captioner_config bad = {
+        .encoder = {.in_channels = 3, .width = 2, .stages = 1, .blocks = 1},
+        .vocab = V,
+        .embed_dim = 4,
+        .hidden = 0,
+        .attn_dim = 4};
+    ct_nn_captioner *none = NULL;
+    ct_rng rng = ct_rng_make(5, 0);
+    CHECK(ct_nn_captioner_init(&none, &p, "x", &bad, &rng) == CT_ERR_ARG &&
+              !none && strstr(ct_last_error(), "hidden"),
+          "hidden 0 accepted: %s", ct_last_error());
+  }
+  ct_arena_reset();
+  ct_nn_captioner_free(m);
+  ct_params_free(&p);
+}
+
 int main(void) {
+  check_errors();
   check_reg();
   check_decoder();
   check_model();
