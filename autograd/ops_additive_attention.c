@@ -17,6 +17,7 @@ typedef struct additive_saved {
   int64_t B, S, A, D;
   const uint8_t *mask;  // (B,S) 1 = padding, or NULL
   float *w;             // (B,S) the weights
+  const float *dw_out;  // (B,S) the gradient of the weights output, or NULL
 } additive_saved;
 
 // sum of a[i] * b[i] in 16 fixed lanes added in order: vectorizes, and the
@@ -88,11 +89,13 @@ static void row_backward(const additive_saved *s, const float *q,
   const int64_t S = s->S, A = s->A, D = s->D;
   const float *w = s->w + b * S;
   if (dv_row) memset(dv_row, 0, (size_t)A * sizeof(float));
-  // dw_j = dctx . values_j; softmax: de_j = w_j (dw_j - sum_i w_i dw_i).
+  // dw_j = dctx . values_j (+ the weights output's own gradient); softmax:
+  // de_j = w_j (dw_j - sum_i w_i dw_i).
+  const float *dw_out = s->dw_out ? s->dw_out + b * S : NULL;
   float wdw = 0.0f;
   for (int64_t j = 0; j < S; j++) {
     const float *val = values + (b * S + j) * D;
-    dw[j] = w[j] == 0.0f ? 0.0f : dot(dctx, val, D);
+    dw[j] = w[j] == 0.0f ? 0.0f : dot(dctx, val, D) + (dw_out ? dw_out[j] : 0);
     wdw += w[j] * dw[j];
     if (dvalues && w[j] != 0.0f)
       add_scaled(dvalues + (b * S + j) * D, w[j], dctx, D);
@@ -137,6 +140,17 @@ static void additive_backward(ct_node *n) {
   if (dv_rows)
     for (int64_t b = 0; b < B; b++)
       for (int64_t a = 0; a < A; a++) v->grad[a] += dv_rows[b * A + a];
+}
+
+// The weights as a side output: their gradient is handed to the attention's
+// backward, which runs after this (the attention was recorded first).
+static void weights_backward(ct_node *n) {
+  additive_saved *s = n->saved;
+  const int64_t size = s->B * s->S;
+  float *g = ct_arena_alloc((size_t)size * sizeof(float));
+  if (!g) return;
+  memcpy(g, n->out->grad, (size_t)size * sizeof(float));
+  s->dw_out = g;
 }
 
 ct_tensor *ct_additive_attention(ct_tensor *q, ct_tensor *keys, ct_tensor *v,
@@ -196,6 +210,10 @@ ct_tensor *ct_additive_attention(ct_tensor *q, ct_tensor *keys, ct_tensor *v,
                 scratch + b * A, ct_f32(ctx) + b * D);
   ct_arena_rewind(mark);
   if (CT_RECORD(op, additive_backward, ctx, s, q, keys, v, values) != CT_OK)
+    return NULL;
+  if (weights && ct_tape_wants(1, &ctx) &&
+      CT_RECORD("additive_attention_weights", weights_backward, w, s, ctx) !=
+          CT_OK)
     return NULL;
   if (weights) *weights = w;
   return ctx;

@@ -12,13 +12,16 @@
 // key_padding_mask i32 or f32 (B,S), nonzero at padding, or NULL: padded
 // keys get weight exactly 0 (and no gradient); a row whose keys are all
 // padding gets zero weights and a zero context. *weights (B,S), when
-// weights is not NULL, receives w for plotting (alignment matrices); no
-// gradient flows through it.
+// weights is not NULL, receives w (alignment matrices, or a penalty on the
+// weights as Show, Attend and Tell's doubly stochastic regularization): a
+// side output recorded on the tape, so gradients reaching it flow back
+// through the softmax into q, keys and v as the context's do.
 //
 // Backward recomputes tanh(q + keys) instead of keeping the (B,S,A) tensor
-// of every step (saved: w, B*S floats). Rows are split over threads; the
-// gradient of v, a sum over rows, is summed per row and the rows added in
-// order, so results are the same bits at any thread count.
+// of every step (saved: w, B*S floats, which is also *weights' data). Rows
+// are split over threads; the gradient of v, a sum over rows, is summed per
+// row and the rows added in order, so results are the same bits at any
+// thread count.
 #ifndef CT_AUTOGRAD_OPS_ADDITIVE_ATTENTION_H
 #define CT_AUTOGRAD_OPS_ADDITIVE_ATTENTION_H
 

@@ -61,6 +61,8 @@
 #include "core/profile.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "data/vocab.h"
+#include "nn/captioner.h"
 #include "nn/distill.h"
 #include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
@@ -458,6 +460,118 @@ static const swin_config swin_cifar_b64 = {.model = {.image_h = 32,
                                            .B = 64,
                                            .label_smoothing = 0.1f};
 
+// ---- image captioning (nn/captioner) ----------------------------------------
+// Show, Attend and Tell, teacher-forced: cross-entropy over the real tokens
+// plus the doubly stochastic regularization (lambda 1), Adam. Captions are
+// <bos> then padded_batch's tokens (B,T+1): tokens_in its first T, the
+// targets its last T.
+
+typedef struct caption_config {
+  ct_nn_captioner_config model;
+  int64_t B, image, T;  // batch, image side, caption steps
+  float lambda;
+} caption_config;
+
+typedef struct caption_state {
+  const caption_config *cfg;
+  ct_nn_captioner *model;
+  float *images;             // (B,C,S,S)
+  int32_t *tokens_in, *tgt;  // (B,T)
+  int32_t *mask;             // (B,T) the real steps (tgt != 0)
+} caption_state;
+
+static void caption_free(void *state) {
+  caption_state *s = state;
+  if (!s) return;
+  ct_nn_captioner_free(s->model);
+  free(s->images);
+  free(s->tokens_in);
+  free(s->tgt);
+  free(s->mask);
+  free(s);
+}
+
+static ct_status caption_build(void **state, ct_params *p, const void *cfg) {
+  const caption_config *c = cfg;
+  caption_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const int64_t B = c->B, T = c->T;
+  const int64_t pixels = B * c->model.encoder.in_channels * c->image * c->image;
+  s->images = malloc((size_t)pixels * sizeof(float));
+  int32_t *tokens = malloc((size_t)(B * (T + 1)) * sizeof(int32_t));
+  s->tokens_in = malloc((size_t)(B * T) * sizeof(int32_t));
+  s->tgt = malloc((size_t)(B * T) * sizeof(int32_t));
+  s->mask = malloc((size_t)(B * T) * sizeof(int32_t));
+  ct_status st = CT_OK;
+  if (!s->images || !tokens || !s->tokens_in || !s->tgt || !s->mask)
+    st = ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  if (st == CT_OK)
+    st = ct_nn_captioner_init(&s->model, p, "", &c->model, &init);
+  if (st == CT_OK) {
+    ct_rng_fill_normal(&data, s->images, pixels, 0.0f, 1.0f);
+    padded_batch(&data, tokens, B, T + 1, c->model.vocab);
+    for (int64_t b = 0; b < B; b++) {
+      tokens[b * (T + 1)] = CT_VOCAB_BOS;
+      for (int64_t t = 0; t < T; t++) {
+        s->tokens_in[b * T + t] = tokens[b * (T + 1) + t];
+        s->tgt[b * T + t] = tokens[b * (T + 1) + t + 1];
+        s->mask[b * T + t] = s->tgt[b * T + t] != 0;
+      }
+    }
+  }
+  free(tokens);
+  return st;
+}
+
+static ct_tensor *caption_loss(void *state, ct_nn_ctx *ctx) {
+  caption_state *s = state;
+  const caption_config *c = s->cfg;
+  const int64_t B = c->B, T = c->T, S = c->image;
+  ct_tensor *x = ct_tensor_from(
+      CT_F32, s->images, CT_SHAPE(B, c->model.encoder.in_channels, S, S));
+  ct_tensor *tokens_in = ct_tensor_from(CT_I32, s->tokens_in, CT_SHAPE(B, T));
+  ct_tensor *tgt = ct_tensor_from(CT_I32, s->tgt, CT_SHAPE(B * T));
+  ct_tensor *mask = ct_tensor_from(CT_I32, s->mask, CT_SHAPE(B, T));
+  if (!x || !tokens_in || !tgt || !mask) return NULL;
+  int64_t gh = 0, gw = 0;
+  ct_tensor *a = ct_nn_captioner_encode(s->model, ctx, x, &gh, &gw);
+  ct_tensor *alphas = NULL;
+  ct_tensor *logits =
+      ct_nn_captioner_forward(s->model, ctx, a, tokens_in, &alphas);
+  ct_ce_opts ce = ct_ce_defaults();
+  ce.ignore_index = 0;
+  return ct_add(
+      ct_cross_entropy(ct_reshape(logits, CT_SHAPE(B * T, c->model.vocab)), tgt,
+                       &ce),
+      ct_nn_captioner_attention_reg(alphas, mask, c->lambda));
+}
+
+static const workload caption_workload = {caption_build, caption_loss,
+                                          caption_free};
+
+// The sizes configs/captions_toy.ini trains: 64x64 RGB images, a ResNet of
+// width 32 with 3 stages of 1 block (a 16x16 map: L = 256 annotations of
+// D = 128), embeddings 128, LSTM 256, attention 128, vocabulary 60, 12
+// steps; dropout 0.5 before the output layer.
+static const caption_config captions_b64 = {
+    .model =
+        {.encoder = {.in_channels = 3, .width = 32, .stages = 3, .blocks = 1},
+         .vocab = 60,
+         .embed_dim = 128,
+         .hidden = 256,
+         .attn_dim = 128,
+         .dropout = 0.5f},
+    .B = 64,
+    .image = 64,
+    .T = 12,
+    .lambda = 1.0f};
+
+// Adam with the tutorial's learning rate (sgrvinod: 4e-4 for the decoder).
+static ct_optim_config caption_optimizer(void) { return ct_adam_defaults(); }
+
 // ---- the table ----------------------------------------------------------------
 
 static const bench_config configs[] = {
@@ -473,6 +587,8 @@ static const bench_config configs[] = {
      vit_optimizer, 5e-4f},
     {"swin_cifar_b64", "bench/ref/swin_step.py", &swin_workload,
      &swin_cifar_b64, vit_optimizer, 5e-4f},
+    {"captions_b64", "bench/ref/caption_step.py", &caption_workload,
+     &captions_b64, caption_optimizer, 4e-4f},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 

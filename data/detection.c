@@ -5,14 +5,13 @@
 #include <errno.h>
 #include <math.h>
 #include <png.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/rng.h"
-#include "data/json.h"
+#include "data/coco_json.h"
 #include "data/png_folder.h"
 
 // ---- the dataset -------------------------------------------------------------
@@ -127,7 +126,7 @@ static int below(ct_rng *r, int n) {
 
 // Draws shape k into the s x s cell with value v, where the shape covers a
 // pixel's centre (u, w are pixel centres relative to the cell's centre).
-static void draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
+void ct_toy_draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
   double half = s / 2.0;
   double stroke = fmax(2.0, s / 4.0);          // plus arms, bar thickness
   double ring_in = half - fmax(2.0, s / 6.0);  // the ring's inner radius
@@ -150,7 +149,7 @@ static void draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v) {
 
 // Scales a gray item to the s x s cell; its ink (pixels >= FMNIST_INK) is
 // lifted above the background's range, the rest left out.
-static void draw_item(uint8_t *cell, int s, const ct_image_dataset *items,
+void ct_toy_draw_item(uint8_t *cell, int s, const ct_image_dataset *items,
                       int64_t j) {
   ct_image_resize_bilinear(ct_image_dataset_image(items, j), items->H, items->W,
                            1, cell, s, s);
@@ -160,8 +159,8 @@ static void draw_item(uint8_t *cell, int s, const ct_image_dataset *items,
 
 // The tight box of the cell's nonzero pixels, placed at (x0, y0); false
 // when the cell is empty.
-static bool tight_box(const uint8_t *cell, int s, int x0, int y0,
-                      ct_detection_box *b) {
+bool ct_toy_cell_box(const uint8_t *cell, int s, int x0, int y0,
+                     ct_detection_box *b) {
   int lx = s, ly = s, hx = -1, hy = -1;
   for (int y = 0; y < s; y++)
     for (int x = 0; x < s; x++)
@@ -260,12 +259,13 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
         if (fmnist) {
           int64_t j = eligible[ct_rng_next_below(&r, (uint64_t)n_eligible)];
           b.label = fmnist->labels[j];
-          draw_item(cell, s, fmnist, j);
+          ct_toy_draw_item(cell, s, fmnist, j);
         } else {
           b.label = below(&r, classes);
-          draw_shape(cell, s, b.label, &r, (uint8_t)(150 + below(&r, 106)));
+          ct_toy_draw_shape(cell, s, b.label, &r,
+                            (uint8_t)(150 + below(&r, 106)));
         }
-        if (!tight_box(cell, s, x0, y0, &b) ||
+        if (!ct_toy_cell_box(cell, s, x0, y0, &b) ||
             overlaps_too_much(ct_detection_boxes(d, i),
                               ct_detection_box_count(d, i), &b))
           continue;
@@ -285,156 +285,9 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
 
 // ---- COCO: reading -------------------------------------------------------------
 
-// Where the annotation file is and which entry is being read, for messages.
-typedef struct coco_ctx {
-  const char *path;
-  const ct_json_doc *doc;
-  const char *list;  // "images", "annotations", "categories"
-  int64_t index;     // the entry
-} coco_ctx;
-
-static ct_status coco_fail(const coco_ctx *c, ct_status st,
-                           const ct_json_value *at, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static ct_status coco_fail(const coco_ctx *c, ct_status st,
-                           const ct_json_value *at, const char *fmt, ...) {
-  char what[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  return ct_error(st, "%s:%d:%d: %s[%lld]: %s", c->path, at->line, at->column,
-                  c->list, (long long)c->index, what);
-}
-
-// Member `key` of entry obj, which must be of `type`.
-static ct_status coco_member(const coco_ctx *c, const ct_json_value *obj,
-                             const char *key, ct_json_value_type type,
-                             const ct_json_value **out) {
-  static const char *const type_names[] = {
-      "null", "a boolean", "a number", "a string", "an array", "an object"};
-  *out = ct_json_member(c->doc, obj, key);
-  if (!*out) return coco_fail(c, CT_ERR_FORMAT, obj, "missing key \"%s\"", key);
-  if ((*out)->type != type)
-    return coco_fail(c, CT_ERR_FORMAT, *out, "\"%s\" must be %s", key,
-                     type_names[type]);
-  return CT_OK;
-}
-
-// An integer member (COCO ids and sizes); |v| < 2^53 so it is exact.
-static ct_status coco_int(const coco_ctx *c, const ct_json_value *obj,
-                          const char *key, int64_t *out) {
-  const ct_json_value *v;
-  ct_status st = coco_member(c, obj, key, CT_JVAL_NUMBER, &v);
-  if (st) return st;
-  if (v->number != floor(v->number) || fabs(v->number) >= 9007199254740992.0)
-    return coco_fail(c, CT_ERR_FORMAT, v,
-                     "\"%s\" must be an integer (got "
-                     "%.17g)",
-                     key, v->number);
-  *out = (int64_t)v->number;
-  return CT_OK;
-}
-
-// The top-level array `key` of the root object.
-static ct_status coco_list(const char *path, const ct_json_doc *doc,
-                           const char *key, const ct_json_value **out) {
-  const ct_json_value *root = ct_json_root(doc);
-  *out = ct_json_member(doc, root, key);
-  if (root->type != CT_JVAL_OBJECT)
-    return ct_error(CT_ERR_FORMAT,
-                    "%s:%d:%d: the top level must be an "
-                    "object with images, annotations and categories",
-                    path, root->line, root->column);
-  if (!*out)
-    return ct_error(CT_ERR_FORMAT, "%s: missing key \"%s\" at the top level",
-                    path, key);
-  if ((*out)->type != CT_JVAL_ARRAY)
-    return ct_error(CT_ERR_FORMAT, "%s:%d:%d: \"%s\" must be an array", path,
-                    (*out)->line, (*out)->column, key);
-  return CT_OK;
-}
-
-// An id and the position of its entry, sorted by id for lookups.
-typedef struct id_entry {
-  int64_t id, index;
-  const ct_json_value *at;
-} id_entry;
-
-static int compare_ids(const void *a, const void *b) {
-  const id_entry *x = a, *y = b;
-  return x->id < y->id   ? -1
-         : x->id > y->id ? 1
-                         : (x->index > y->index) - (x->index < y->index);
-}
-
-// Sorts the ids; a repeated one is an error naming its second entry.
-static ct_status sort_ids(const coco_ctx *c, id_entry *ids, int64_t n) {
-  qsort(ids, (size_t)n, sizeof *ids, compare_ids);
-  for (int64_t i = 1; i < n; i++)
-    if (ids[i].id == ids[i - 1].id) {
-      coco_ctx at = *c;
-      at.index = ids[i].index;
-      return coco_fail(&at, CT_ERR_FORMAT, ids[i].at,
-                       "duplicate id %lld "
-                       "(also %s[%lld])",
-                       (long long)ids[i].id, c->list,
-                       (long long)ids[i - 1].index);
-    }
-  return CT_OK;
-}
-
-// The position of id in sorted ids, or -1.
-static int64_t find_id(const id_entry *ids, int64_t n, int64_t id) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (ids[mid].id < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < n && ids[lo].id == id ? lo : -1;
-}
-
-// What the annotation file says about one image.
-typedef struct coco_image {
-  const char *file_name;
-  int64_t width, height;
-} coco_image;
-
-// Reads the PNG of image i into d, checking its declared size.
-static ct_status coco_read_png(ct_detection_dataset *d, int64_t i,
-                               const char *image_dir, const coco_image *im,
-                               const char *json_path) {
-  char path[4096];
-  if (snprintf(path, sizeof path, "%s/%s", image_dir, im->file_name) >=
-      (int)sizeof path)
-    return ct_error(CT_ERR_ARG, "%s: image path %s/%s too long", json_path,
-                    image_dir, im->file_name);
-  uint8_t *px;
-  int h, w;
-  ct_status st = ct_png_decode(path, d->C, &px, &h, &w);
-  if (st)
-    return ct_error(st, "%s (images[%lld] of %s)", ct_last_error(),
-                    (long long)i, json_path);
-  if (w != im->width || h != im->height)
-    st = ct_error(CT_ERR_FORMAT,
-                  "%s: image is %dx%d but %s declares "
-                  "%lldx%lld (images[%lld])",
-                  path, w, h, json_path, (long long)im->width,
-                  (long long)im->height, (long long)i);
-  else
-    ct_image_resize_bilinear(px, h, w, d->C, ct_detection_image(d, i), d->H,
-                             d->W);
-  free(px);
-  return st;
-}
-
 // Reads the categories: their ids sorted (label = rank) and names.
-static ct_status coco_categories(coco_ctx *c, const ct_json_value *list,
-                                 id_entry **ids, ct_string_list *names) {
+static ct_status coco_categories(ct_coco_ctx *c, const ct_json_value *list,
+                                 ct_coco_id **ids, ct_string_list *names) {
   *ids = malloc((size_t)(list->count ? list->count : 1) * sizeof **ids);
   if (!*ids) return ct_error(CT_ERR_NOMEM, "%s: out of memory", c->path);
   if (!list->count)
@@ -448,19 +301,19 @@ static ct_status coco_categories(coco_ctx *c, const ct_json_value *list,
        e = ct_json_next(c->doc, e), c->index++) {
     const ct_json_value *name;
     if (e->type != CT_JVAL_OBJECT)
-      return coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
-    ct_status st = coco_int(c, e, "id", &(*ids)[c->index].id);
-    if (!st) st = coco_member(c, e, "name", CT_JVAL_STRING, &name);
+      return ct_coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
+    ct_status st = ct_coco_int(c, e, "id", &(*ids)[c->index].id);
+    if (!st) st = ct_coco_member(c, e, "name", CT_JVAL_STRING, &name);
     if (!st) {
       const char *text = ct_json_str(c->doc, name);
       if (ct_image_check_class_name(text, strlen(text), "\"name\""))
-        return coco_fail(c, CT_ERR_FORMAT, name, "%s", ct_last_error());
+        return ct_coco_fail(c, CT_ERR_FORMAT, name, "%s", ct_last_error());
     }
     if (st) return st;
     (*ids)[c->index].index = c->index;
     (*ids)[c->index].at = e;
   }
-  ct_status st = sort_ids(c, *ids, list->count);
+  ct_status st = ct_coco_sort_ids(c, *ids, list->count);
   for (int64_t k = 0; k < list->count && !st; k++) {
     const ct_json_value *e = (*ids)[k].at;
     const char *name = ct_json_str(c->doc, ct_json_member(c->doc, e, "name"));
@@ -469,102 +322,39 @@ static ct_status coco_categories(coco_ctx *c, const ct_json_value *list,
   return st;
 }
 
-// Reads the images' entries into ims and their sorted ids.
-static ct_status coco_images(coco_ctx *c, const ct_json_value *list,
-                             coco_image *ims, id_entry *ids) {
-  c->list = "images";
-  c->index = 0;
-  for (const ct_json_value *e = ct_json_first(c->doc, list); e;
-       e = ct_json_next(c->doc, e), c->index++) {
-    coco_image *im = &ims[c->index];
-    const ct_json_value *name, *at;
-    if (e->type != CT_JVAL_OBJECT)
-      return coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
-    ct_status st = coco_int(c, e, "id", &ids[c->index].id);
-    if (!st) st = coco_member(c, e, "file_name", CT_JVAL_STRING, &name);
-    if (!st) st = coco_int(c, e, "width", &im->width);
-    if (!st) st = coco_int(c, e, "height", &im->height);
-    if (st) return st;
-    at = ct_json_member(c->doc, e, "width");
-    if (im->width < 1 || im->height < 1 || im->width > 65535 ||
-        im->height > 65535)
-      return coco_fail(c, CT_ERR_FORMAT, at,
-                       "size %lldx%lld: width and "
-                       "height must be in 1..65535",
-                       (long long)im->width, (long long)im->height);
-    im->file_name = ct_json_str(c->doc, name);
-    ids[c->index].index = c->index;
-    ids[c->index].at = e;
-  }
-  return sort_ids(c, ids, list->count);
-}
-
 // One annotation checked: its image (position in ims), label and box in the
 // image's declared pixels, clipped to it.
-static ct_status coco_annotation(const coco_ctx *c, const ct_json_value *e,
-                                 const id_entry *image_ids, int64_t n_images,
-                                 const coco_image *ims, const id_entry *cat_ids,
-                                 int64_t n_cats, int64_t *image,
-                                 ct_detection_box *box) {
+static ct_status coco_annotation(const ct_coco_ctx *c, const ct_json_value *e,
+                                 const ct_coco_id *image_ids, int64_t n_images,
+                                 const ct_coco_image *ims,
+                                 const ct_coco_id *cat_ids, int64_t n_cats,
+                                 int64_t *image, ct_detection_box *box) {
   const ct_json_value *bbox;
   int64_t image_id, category_id;
   if (e->type != CT_JVAL_OBJECT)
-    return coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
-  ct_status st = coco_int(c, e, "image_id", &image_id);
-  if (!st) st = coco_int(c, e, "category_id", &category_id);
-  if (!st) st = coco_member(c, e, "bbox", CT_JVAL_ARRAY, &bbox);
+    return ct_coco_fail(c, CT_ERR_FORMAT, e, "must be an object");
+  ct_status st = ct_coco_int(c, e, "image_id", &image_id);
+  if (!st) st = ct_coco_int(c, e, "category_id", &category_id);
+  if (!st) st = ct_coco_member(c, e, "bbox", CT_JVAL_ARRAY, &bbox);
   if (st) return st;
-  int64_t at = find_id(image_ids, n_images, image_id);
+  int64_t at = ct_coco_find_id(image_ids, n_images, image_id);
   if (at < 0)
-    return coco_fail(c, CT_ERR_INDEX, ct_json_member(c->doc, e, "image_id"),
-                     "unknown image_id %lld", (long long)image_id);
-  int64_t label = find_id(cat_ids, n_cats, category_id);
+    return ct_coco_fail(c, CT_ERR_INDEX, ct_json_member(c->doc, e, "image_id"),
+                        "unknown image_id %lld", (long long)image_id);
+  int64_t label = ct_coco_find_id(cat_ids, n_cats, category_id);
   if (label < 0)
-    return coco_fail(c, CT_ERR_INDEX, ct_json_member(c->doc, e, "category_id"),
-                     "unknown category_id %lld", (long long)category_id);
-  double v[4];
-  int n = 0;
-  for (const ct_json_value *x = ct_json_first(c->doc, bbox); x;
-       x = ct_json_next(c->doc, x)) {
-    if (x->type != CT_JVAL_NUMBER || n == 4) {
-      n = -1;
-      break;
-    }
-    v[n++] = x->number;
-  }
-  if (n != 4)
-    return coco_fail(c, CT_ERR_FORMAT, bbox,
-                     "\"bbox\" must be 4 numbers "
-                     "[x, y, width, height]");
-  if (!(v[2] > 0) || !(v[3] > 0))
-    return coco_fail(c, CT_ERR_ARG, bbox,
-                     "bbox [%g, %g, %g, %g]: width and "
-                     "height must be positive",
-                     v[0], v[1], v[2], v[3]);
+    return ct_coco_fail(c, CT_ERR_INDEX,
+                        ct_json_member(c->doc, e, "category_id"),
+                        "unknown category_id %lld", (long long)category_id);
   *image = image_ids[at].index;
-  const coco_image *im = &ims[*image];
-  // Up to 1 pixel past the border is tolerated, then clipped.
-  if (v[0] < -1 || v[1] < -1 || v[0] + v[2] > (double)im->width + 1 ||
-      v[1] + v[3] > (double)im->height + 1)
-    return coco_fail(c, CT_ERR_ARG, bbox,
-                     "bbox [%g, %g, %g, %g] lies outside "
-                     "its image (%s, %lldx%lld)",
-                     v[0], v[1], v[2], v[3], im->file_name,
-                     (long long)im->width, (long long)im->height);
-  double x0 = fmax(v[0], 0), y0 = fmax(v[1], 0);
-  double x1 = fmin(v[0] + v[2], (double)im->width);
-  double y1 = fmin(v[1] + v[3], (double)im->height);
-  if (!(x1 > x0) || !(y1 > y0))
-    return coco_fail(c, CT_ERR_ARG, bbox,
-                     "bbox [%g, %g, %g, %g] lies outside "
-                     "its image (%s, %lldx%lld)",
-                     v[0], v[1], v[2], v[3], im->file_name,
-                     (long long)im->width, (long long)im->height);
+  float xywh[4];
+  st = ct_coco_bbox(c, bbox, &ims[*image], xywh);
+  if (st) return st;
   *box = (ct_detection_box){.label = (int32_t)label,
-                            .x = (float)x0,
-                            .y = (float)y0,
-                            .w = (float)(x1 - x0),
-                            .h = (float)(y1 - y0)};
+                            .x = xywh[0],
+                            .y = xywh[1],
+                            .w = xywh[2],
+                            .h = xywh[3]};
   return CT_OK;
 }
 
@@ -584,26 +374,27 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
   ct_json_doc doc;
   ct_status st = ct_json_doc_read(&doc, json_path);
   if (st) return st;
-  coco_ctx c = {.path = json_path, .doc = &doc};
+  ct_coco_ctx c = {.path = json_path, .doc = &doc};
   const ct_json_value *images, *anns, *cats;
-  st = coco_list(json_path, &doc, "images", &images);
-  if (!st) st = coco_list(json_path, &doc, "annotations", &anns);
-  if (!st) st = coco_list(json_path, &doc, "categories", &cats);
+  const char *keys = "images, annotations and categories";
+  st = ct_coco_list(&c, "images", keys, &images);
+  if (!st) st = ct_coco_list(&c, "annotations", keys, &anns);
+  if (!st) st = ct_coco_list(&c, "categories", keys, &cats);
   if (st) {
     ct_json_doc_free(&doc);
     return st;
   }
   int64_t N = images->count, A = anns->count;
-  coco_image *ims = calloc((size_t)(N ? N : 1), sizeof *ims);
-  id_entry *image_ids = calloc((size_t)(N ? N : 1), sizeof *image_ids);
+  ct_coco_image *ims = calloc((size_t)(N ? N : 1), sizeof *ims);
+  ct_coco_id *image_ids = calloc((size_t)(N ? N : 1), sizeof *image_ids);
   int64_t *ann_image = malloc((size_t)(A ? A : 1) * sizeof *ann_image);
   ct_detection_box *ann_box = malloc((size_t)(A ? A : 1) * sizeof *ann_box);
-  id_entry *cat_ids = NULL;
+  ct_coco_id *cat_ids = NULL;
   ct_string_list names = {0};
   if (!ims || !image_ids || !ann_image || !ann_box)
     st = ct_error(CT_ERR_NOMEM, "%s: out of memory", json_path);
   if (!st) st = coco_categories(&c, cats, &cat_ids, &names);
-  if (!st) st = coco_images(&c, images, ims, image_ids);
+  if (!st) st = ct_coco_images(&c, images, ims, image_ids);
   c.list = "annotations";
   c.index = 0;
   for (const ct_json_value *e = ct_json_first(&doc, anns); e && !st;
@@ -612,20 +403,7 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
                          &ann_image[c.index], &ann_box[c.index]);
   // The stored size: the one asked for, or the images' own (all equal).
   int H = size, W = size;
-  for (int64_t i = 0; i < N && !st && !size; i++) {
-    if (i == 0) {
-      H = (int)ims[0].height;
-      W = (int)ims[0].width;
-    } else if (ims[i].height != H || ims[i].width != W) {
-      st = ct_error(CT_ERR_FORMAT,
-                    "%s: images[%lld] (%s) is %lldx%lld, "
-                    "images[0] (%s) %dx%d: mismatched sizes (give a size to "
-                    "resize to)",
-                    json_path, (long long)i, ims[i].file_name,
-                    (long long)ims[i].width, (long long)ims[i].height,
-                    ims[0].file_name, W, H);
-    }
-  }
+  if (!st) st = ct_coco_stored_size(json_path, ims, N, size, &H, &W);
   if (!st && N == 0)
     st = ct_error(CT_ERR_FORMAT, "%s: \"images\" is empty", json_path);
   if (!st) st = detection_alloc(d, N, channels, H, W, (int)cats->count);
@@ -644,7 +422,7 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
     for (int64_t i = 0; i < N; i++) d->box_start[i + 1] += d->box_start[i];
     for (int64_t i = 0; i < N; i++) next[i] = d->box_start[i];
     for (int64_t a = 0; a < A; a++) {
-      const coco_image *im = &ims[ann_image[a]];
+      const ct_coco_image *im = &ims[ann_image[a]];
       double sx = (double)W / (double)im->width;
       double sy = (double)H / (double)im->height;
       ct_detection_box b = ann_box[a];
@@ -656,7 +434,8 @@ ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
     }
   }
   for (int64_t i = 0; i < N && !st; i++)
-    st = coco_read_png(d, i, image_dir, &ims[i], json_path);
+    st = ct_coco_read_png(ct_detection_image(d, i), d->C, d->H, d->W, image_dir,
+                          &ims[i], i, json_path);
   free(next);
   free(ims);
   free(image_ids);

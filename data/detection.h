@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "data/image.h"
 #include "data/strings.h"
 
@@ -120,6 +121,19 @@ double ct_detection_iou(const float a[4], const float b[4]);
 ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
                                     int size, int classes, uint64_t seed,
                                     int split, const ct_image_dataset *fmnist);
+
+// The generated sets' objects (data/toy_captions.h paints them too), as
+// intensities in an s x s cell, 0 off the object:
+//   shape k (see above) with value v; a bar's orientation is drawn from r.
+//   item j of the gray set `items` scaled to the cell, its ink (pixels
+//   >= 16) lifted to 96..255.
+// ct_toy_cell_box: the tight box of the cell's nonzero pixels, placed at
+// (x0, y0); false when the cell is empty (b->label is left alone).
+void ct_toy_draw_shape(uint8_t *cell, int s, int k, ct_rng *r, uint8_t v);
+void ct_toy_draw_item(uint8_t *cell, int s, const ct_image_dataset *items,
+                      int64_t j);
+bool ct_toy_cell_box(const uint8_t *cell, int s, int x0, int y0,
+                     ct_detection_box *b);
 
 // ---- COCO files ----------------------------------------------------------------
 

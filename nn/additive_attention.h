@@ -43,7 +43,8 @@ ct_status ct_nn_additive_attention_prepare(const ct_nn_additive_attention *m,
                                            ct_nn_additive_memory *out);
 
 // query (B,Dq) -> context (B,Dv) over a prepared memory; *weights (B,S)
-// when weights is not NULL (no gradient flows through them).
+// when weights is not NULL (gradients flow through them, see
+// autograd/ops_additive_attention.h).
 ct_tensor *ct_nn_additive_attention_forward(const ct_nn_additive_memory *mem,
                                             ct_tensor *query,
                                             ct_tensor **weights);

@@ -67,14 +67,13 @@ static ct_tensor *basic_block_forward(const ct_nn_basic_block *b,
 ct_status ct_nn_resnet_init(ct_nn_resnet *m, ct_params *p, const char *prefix,
                             const ct_nn_resnet_config *cfg, ct_rng *init_rng) {
   *m = (ct_nn_resnet){.cfg = *cfg};
-  if (cfg->in_channels < 1 || cfg->num_classes < 1 || cfg->width < 1 ||
+  if (cfg->in_channels < 1 || cfg->num_classes < 0 || cfg->width < 1 ||
       cfg->stages < 1 || cfg->stages > 16 || cfg->blocks < 1)
     return ct_error(CT_ERR_ARG,
-                    "resnet '%s': in_channels %lld, num_classes %lld, width "
-                    "%lld, blocks %d must be >= 1 and stages %d in 1..16",
-                    prefix, (long long)cfg->in_channels,
-                    (long long)cfg->num_classes, (long long)cfg->width,
-                    cfg->blocks, cfg->stages);
+                    "resnet '%s': in_channels %lld, width %lld, blocks %d must "
+                    "be >= 1, num_classes %lld >= 0 and stages %d in 1..16",
+                    prefix, (long long)cfg->in_channels, (long long)cfg->width,
+                    cfg->blocks, (long long)cfg->num_classes, cfg->stages);
   m->num_blocks = cfg->stages * cfg->blocks;
   m->blocks = calloc((size_t)m->num_blocks, sizeof *m->blocks);
   if (!m->blocks)
@@ -96,8 +95,8 @@ ct_status ct_nn_resnet_init(ct_nn_resnet *m, ct_params *p, const char *prefix,
     }
   }
   m->feature_channels = channels;
-  if (st == CT_OK) st = ct_nn_name(name, prefix, "fc");
-  if (st == CT_OK)
+  if (st == CT_OK && cfg->num_classes > 0) st = ct_nn_name(name, prefix, "fc");
+  if (st == CT_OK && cfg->num_classes > 0)
     st = ct_nn_linear_init(&m->fc, p, name, channels, cfg->num_classes, true,
                            init_rng);
   // torchvision's ResNet.__init__ loop over self.modules(): every Conv2d
@@ -127,6 +126,11 @@ ct_tensor *ct_nn_resnet_features(const ct_nn_resnet *m, ct_nn_ctx *ctx,
 // x (N,Cin,H,W) -> (N,K)
 ct_tensor *ct_nn_resnet_forward(const ct_nn_resnet *m, ct_nn_ctx *ctx,
                                 ct_tensor *x) {
+  if (!m->fc.weight) {
+    ct_error(CT_ERR_STATE,
+             "resnet: built with num_classes 0 (no fc): use its features");
+    return NULL;
+  }
   return ct_nn_linear_forward(
       &m->fc, ct_global_avg_pool2d(ct_nn_resnet_features(m, ctx, x)));
 }

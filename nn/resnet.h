@@ -25,10 +25,10 @@
 
 typedef struct ct_nn_resnet_config {
   int64_t in_channels;  // 3 for RGB, 1 for grayscale
-  int64_t num_classes;
-  int64_t width;  // channels of layer1 (torchvision: 64)
-  int stages;     // layer1 .. layer<stages>
-  int blocks;     // BasicBlocks per stage
+  int64_t num_classes;  // 0: no fc (a feature extractor; no forward)
+  int64_t width;        // channels of layer1 (torchvision: 64)
+  int stages;           // layer1 .. layer<stages>
+  int blocks;           // BasicBlocks per stage
 } ct_nn_resnet_config;
 
 typedef struct ct_nn_basic_block {

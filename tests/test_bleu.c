@@ -148,6 +148,62 @@ static void test_clipping_and_refs(void) {
   CHECK(b.ref_len == 2, "tie -> shorter ref, got %lld", (long long)b.ref_len);
 }
 
+// Cumulative BLEU-1..4 over several references per segment: NLTK's
+// corpus_bleu documentation example (two segments, three references for the
+// first, one for the second), corpus_bleu = 0.5920778868801042. By hand:
+// clipped matches 28/29, 19/27, 13/25, 8/23; hyp_len 29; closest reference
+// lengths 18 (ref b, |18 - 18| = 0) + 11 = 29, so BP = 1.
+static void test_cumulative(void) {
+  const char *hyp[] = {
+      "It is a guide to action which ensures that the military always obeys "
+      "the commands of the party",
+      "he read the book because he was interested in world history"};
+  const char *refs[] = {
+      "It is a guide to action that ensures that the military will forever "
+      "heed Party commands",
+      "he was interested in world history because he read the book",
+      "It is the guiding principle which guarantees the military forces "
+      "always being under the command of the Party",
+      NULL,
+      "It is the practical guide for the army always to heed the directions "
+      "of the party",
+      NULL};
+  ct_bleu b;
+  CHECK(ct_bleu_corpus(hyp, refs, 2, 3, &b) == CT_OK, "%s", ct_last_error());
+  const int64_t correct[] = {28, 19, 13, 8}, total[] = {29, 27, 25, 23};
+  for (int k = 0; k < 4; k++)
+    CHECK(b.correct[k] == correct[k] && b.total[k] == total[k],
+          "order %d: %lld/%lld, want %lld/%lld", k + 1, (long long)b.correct[k],
+          (long long)b.total[k], (long long)correct[k], (long long)total[k]);
+  CHECK(b.sys_len == 29 && b.ref_len == 29 && b.bp == 1.0, "lengths %lld %lld",
+        (long long)b.sys_len, (long long)b.ref_len);
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 1), 100.0 * 28 / 29, 1e-12, "bleu1");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 2), 100.0 * sqrt(28.0 / 29 * 19 / 27),
+              1e-12, "bleu2");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 3),
+              100.0 * cbrt(28.0 / 29 * 19 / 27 * 13 / 25), 1e-12, "bleu3");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 4), 59.20778868801042, 1e-12,
+              "bleu4 (NLTK's documented value)");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 4), b.score, 1e-12, "bleu4 = score");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 2), 82.42803277698696, 1e-12,
+              "bleu2, independent count");
+  // A short hypothesis: BP < 1 scales every order. hyp "the cat" vs refs
+  // "the cat sat" / "a cat sat on it": closest length 3, BP = exp(1 - 3/2);
+  // BLEU-1 = BP * 2/2, BLEU-2 = BP * sqrt(1 * 1/1); no trigram: BLEU-3 = 0.
+  const char *hyp2[] = {"the cat"},
+             *refs2[] = {"the cat sat", "a cat sat on it"};
+  CHECK(ct_bleu_corpus(hyp2, refs2, 1, 2, &b) == CT_OK, "%s", ct_last_error());
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 1), 100.0 * exp(-0.5), 1e-12,
+              "short bleu1");
+  CHECK_CLOSE(ct_bleu_cumulative(&b, 2), 100.0 * exp(-0.5), 1e-12,
+              "short bleu2");
+  CHECK(ct_bleu_cumulative(&b, 3) == 0.0 && ct_bleu_cumulative(&b, 4) == 0.0,
+        "no trigram: bleu3 %g bleu4 %g", ct_bleu_cumulative(&b, 3),
+        ct_bleu_cumulative(&b, 4));
+  CHECK(ct_bleu_cumulative(&b, 0) == 0.0 && ct_bleu_cumulative(&b, 5) == 0.0,
+        "orders outside 1..4");
+}
+
 static void test_empty(void) {
   ct_bleu b;
   // An empty hypothesis: no n-grams, BP = 0, BLEU = 0.
@@ -182,5 +238,6 @@ int main(void) {
   test_known_precisions();
   test_clipping_and_refs();
   test_empty();
+  test_cumulative();
   return test_summary("bleu");
 }

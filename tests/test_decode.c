@@ -5,10 +5,15 @@
 // attention GRU, with padded sources and beams (cache rows repeated and
 // reordered). Beam search with beam 1 equals greedy argmax decoding done by
 // hand with the full model. The RNN's alignments are distributions over the
-// real source tokens.
+// real source tokens. The captioner (nn/captioner.h) the same way over its
+// annotations, its decoded attention weights those of the teacher-forced
+// pass on the decoded caption, and its results the same bits at 1, 2 and 3
+// threads.
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/threads.h"
 #include "data/vocab.h"
+#include "nn/captioner.h"
 #include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
 #include "tests/harness.h"
@@ -262,10 +267,175 @@ static void check_rnn(void) {
   ct_arena_reset();
 }
 
+// ---- the captioner -----------------------------------------------------------
+
+// Beam search over the captioner's annotations a (B,L,D).
+static ct_status caption(const ct_nn_captioner *m, ct_tensor *a, int beam,
+                         int32_t *out, int64_t *lens, float *alphas) {
+  ct_decode_opts o = {.beam = beam, .length_penalty = 0.6f, .max_len = T};
+  return ct_decode_batch_captioner(m, a, &o, CT_VOCAB_BOS, CT_VOCAB_EOS, out,
+                                   lens, alphas);
+}
+
+// Cached steps (2 rows per image, swapped halfway) against the
+// teacher-forced pass.
+static void check_captioner_cache(const ct_nn_captioner *m, ct_tensor *a) {
+  const int64_t L = a->shape[1];
+  int32_t tgt[B * T];
+  for (int i = 0; i < B * T; i++) tgt[i] = 4 + (i * 5) % (V - 4);
+  for (int b = 0; b < B; b++) tgt[b * T] = CT_VOCAB_BOS;
+  ct_tensor *alphas = NULL;
+  ct_tensor *full = ct_nn_captioner_forward(
+      m, NULL, a, ct_tensor_from(CT_I32, tgt, CT_SHAPE(B, T)), &alphas);
+  ct_nn_captioner_cache c;
+  CHECK(full && ct_nn_captioner_cache_init(&c, m, a, 2, T) == CT_OK,
+        "captioner cache: %s", ct_last_error());
+  if (!full) return;
+  double worst = 0.0;
+  for (int t = 0; t < T; t++) {
+    int32_t tok[2 * B];
+    for (int n = 0; n < 2 * B; n++) tok[n] = tgt[(n / 2) * T + t];
+    ct_tensor *logits = ct_nn_captioner_step(m, &c, tok);
+    CHECK(logits != NULL, "captioner step %d: %s", t, ct_last_error());
+    if (!logits) return;
+    for (int n = 0; n < 2 * B; n++)
+      for (int v = 0; v < V; v++)
+        worst = fmax(worst, fabs(ct_f32(logits)[n * V + v] -
+                                 ct_f32(full)[((n / 2) * T + t) * V + v]));
+    if (t == T / 2) {
+      int64_t parent[2 * B];
+      for (int n = 0; n < 2 * B; n++) parent[n] = n ^ 1;
+      ct_nn_captioner_cache_reorder(&c, parent);
+    }
+  }
+  for (int n = 0; n < 2 * B; n++)
+    for (int64_t i = 0; i < T * L; i++)
+      worst = fmax(worst, fabs(c.alphas[n * T * L + i] -
+                               ct_f32(alphas)[(n / 2) * T * L + i]));
+  printf("captioner: cached vs full logits and alphas max |diff| %.3g\n",
+         worst);
+  CHECK(worst < 1e-4, "captioner: cached decoding differs by %g", worst);
+}
+
+static void check_captioner(void) {
+  ct_params p;
+  ct_params_init(&p);
+  const ct_nn_captioner_config cfg = {
+      .encoder = {.in_channels = 3, .width = 4, .stages = 2, .blocks = 1},
+      .vocab = V,
+      .embed_dim = 8,
+      .hidden = 12,
+      .attn_dim = 10,
+      .dropout = 0.2f};
+  ct_rng rng = ct_rng_make(5, 6);
+  ct_nn_captioner *m = NULL;
+  CHECK(ct_nn_captioner_init(&m, &p, "", &cfg, &rng) == CT_OK, "init: %s",
+        ct_last_error());
+  if (!m) return;
+  // <eos> made less likely, so that captions run several steps (lengths 3,
+  // 7, 3 at beam 4: both ends of a caption are exercised).
+  ct_f32(ct_params_find(&p, "decoder.L_o.bias")->tensor)[CT_VOCAB_EOS] = -0.2f;
+  bool was = ct_grad_set_enabled(false);
+  ct_rng data = ct_rng_make(6, 0);
+  int64_t gh = 0, gw = 0;
+  ct_tensor *a = ct_nn_captioner_encode(
+      m, NULL, ct_tensor_randn(&data, 0.0f, 1.0f, CT_SHAPE(B, 3, 8, 8)), &gh,
+      &gw);
+  CHECK(a && gh == 4 && gw == 4, "encode: %s", ct_last_error());
+  if (!a) goto done;
+  const int64_t L = a->shape[1];
+  check_captioner_cache(m, a);
+
+  // Greedy by hand with the full model vs beam 1; the decoded attention
+  // weights are the teacher-forced pass's on the decoded caption.
+  int32_t out[B * T], out2[B * T];
+  int64_t lens[B], lens2[B];
+  float alphas[B * T * 16], alphas2[B * T * 16];
+  CHECK(L == 16 && caption(m, a, 1, out, lens, alphas) == CT_OK,
+        "captioner beam 1: %s", ct_last_error());
+  double worst = 0.0;
+  for (int b = 0; b < B; b++) {
+    int32_t prefix[T + 1] = {CT_VOCAB_BOS};
+    int64_t len = 0;
+    ct_tensor *ab = ct_tensor_slice0(a, b, 1);
+    ct_tensor *w = NULL;
+    while (len < T) {
+      ct_arena_mark mk = ct_arena_get_mark();
+      ct_tensor *lg = ct_nn_captioner_forward(
+          m, NULL, ab, ct_tensor_from(CT_I32, prefix, CT_SHAPE(1, len + 1)),
+          &w);
+      const float *row = ct_f32(lg) + len * V;
+      int32_t best = CT_VOCAB_EOS;
+      for (int v = 0; v < V; v++)
+        if (v != CT_VOCAB_PAD && v != CT_VOCAB_BOS && row[v] > row[best])
+          best = v;
+      for (int64_t i = 0; i < L; i++)
+        worst = fmax(worst, fabs(ct_f32(w)[len * L + i] -
+                                 alphas[(b * T + len) * L + i]));
+      ct_arena_rewind(mk);
+      if (best == CT_VOCAB_EOS) break;
+      prefix[++len] = best;
+    }
+    CHECK(len == lens[b] && !memcmp(out + b * T, prefix + 1, (size_t)len * 4),
+          "captioner image %d: beam-1 search differs from greedy (len %lld "
+          "vs %lld)",
+          b, (long long)lens[b], (long long)len);
+  }
+  CHECK(worst < 1e-5,
+        "captioner: decoded alphas differ from the full "
+        "model's by %g",
+        worst);
+
+  // Beam 4: well-formed captions; the alphas of each emitted token (<eos>
+  // included) a distribution, zeros after.
+  CHECK(caption(m, a, 4, out, lens, alphas) == CT_OK, "captioner beam 4: %s",
+        ct_last_error());
+  printf("captioner: beam 4 lengths %lld %lld %lld (max %d)\n",
+         (long long)lens[0], (long long)lens[1], (long long)lens[2], T);
+  for (int b = 0; b < B; b++) {
+    CHECK(lens[b] >= 0 && lens[b] <= T, "len %lld", (long long)lens[b]);
+    for (int64_t i = 0; i < lens[b]; i++)
+      CHECK(out[b * T + i] > CT_VOCAB_EOS && out[b * T + i] < V,
+            "image %d token %lld is %d", b, (long long)i, out[b * T + i]);
+    for (int64_t i = 0; i < T; i++) {
+      double sum = 0.0;
+      for (int64_t j = 0; j < L; j++) sum += alphas[(b * T + i) * L + j];
+      const bool emitted = i <= lens[b] && i < T;
+      CHECK(emitted ? fabs(sum - 1.0) < 1e-5 : sum == 0.0,
+            "image %d step %lld: alphas sum to %g", b, (long long)i, sum);
+    }
+  }
+  // The same bits at any thread count (out past each length is not written).
+  const int threads = ct_get_threads();
+  for (int b = 0; b < B; b++)
+    for (int64_t i = lens[b]; i < T; i++) out[b * T + i] = -1;
+  for (int n = 1; n <= 3; n++) {
+    ct_set_threads(n);
+    for (int i = 0; i < B * T; i++) out2[i] = -1;
+    CHECK(caption(m, a, 4, out2, lens2, alphas2) == CT_OK, "beam 4: %s",
+          ct_last_error());
+    CHECK(!memcmp(out, out2, sizeof out) && !memcmp(lens, lens2, sizeof lens) &&
+              !memcmp(alphas, alphas2, sizeof alphas),
+          "captioner: beam 4 at %d threads differs", n);
+  }
+  ct_set_threads(threads);
+  // Bad arguments: an error, not a crash.
+  CHECK(ct_decode_batch_captioner(
+            m, a, &(ct_decode_opts){.beam = 0, .max_len = T}, CT_VOCAB_BOS,
+            CT_VOCAB_EOS, out, lens, NULL) == CT_ERR_ARG,
+        "beam 0 accepted");
+done:
+  ct_grad_set_enabled(was);
+  ct_nn_captioner_free(m);
+  ct_params_free(&p);
+  ct_arena_reset();
+}
+
 int main(void) {
   check_transformer(false);
   check_transformer(true);
   check_rnn();
+  check_captioner();
   ct_arena_release();
   return test_summary("decode");
 }

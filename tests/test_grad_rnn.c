@@ -7,7 +7,8 @@
 // states. Also: padding positions of gx change nothing and
 // get zero gradient. And the additive attention of the RNN translator
 // (autograd/ops_additive_attention.h), with a key padding mask: padded keys
-// get weight 0, and a fully padded row a zero context.
+// get weight 0, and a fully padded row a zero context; with the weights as
+// an output of their own, their gradient included.
 #include "autograd/ops.h"
 #include "autograd/ops_additive_attention.h"
 #include "autograd/ops_rnn.h"
@@ -186,6 +187,18 @@ static ct_tensor *run_additive(ct_tensor *const *in, void *ctx) {
   return ct_additive_attention(in[0], in[1], in[2], in[3], mask, NULL);
 }
 
+// The same with the weights as a second output: their gradient flows back
+// through the softmax (Show, Attend and Tell's regularization needs it).
+static ct_tensor *run_additive_weights(ct_tensor *const *in, void *ctx) {
+  (void)ctx;
+  ct_tensor *mask = ct_tensor_from(CT_I32, KEY_PAD, CT_SHAPE(3, 4));
+  ct_tensor *w = NULL;
+  ct_tensor *c = ct_additive_attention(in[0], in[1], in[2], in[3], mask, &w);
+  ct_tensor *parts[2] = {ct_reshape(c, CT_SHAPE(-1)),
+                         ct_reshape(w, CT_SHAPE(-1))};
+  return c ? ct_concat(parts, 2, 0) : NULL;
+}
+
 static void check_additive(void) {
   const int64_t B = 3, S = 4, A = 5, D = 6;
   ct_tensor *in[4] = {grad_input(CT_SHAPE(B, A)), grad_input(CT_SHAPE(B, S, A)),
@@ -208,6 +221,11 @@ static void check_additive(void) {
   }
   grad_check("additive_attention, key padding", run_additive, NULL, in, 4,
              NULL);
+  ct_tensor *again[4] = {grad_input(CT_SHAPE(B, A)),
+                         grad_input(CT_SHAPE(B, S, A)), grad_input(CT_SHAPE(A)),
+                         grad_input(CT_SHAPE(B, S, D))};
+  grad_check("additive_attention, weights' gradient", run_additive_weights,
+             NULL, again, 4, NULL);
 }
 
 int main(void) {

@@ -354,6 +354,16 @@ ct_status ct_bleu_corpus(const char *const *hyps, const char *const *refs,
   return CT_OK;
 }
 
+double ct_bleu_cumulative(const ct_bleu *b, int n) {
+  if (n < 1 || n > CT_BLEU_ORDER) return 0.0;
+  double sum = 0.0;
+  for (int k = 0; k < n; k++) {
+    if (b->correct[k] == 0 || b->total[k] == 0) return 0.0;
+    sum += log((double)b->correct[k] / (double)b->total[k]);
+  }
+  return 100.0 * b->bp * exp(sum / n);
+}
+
 char *ct_bleu_format(const ct_bleu *b, char *buf, size_t size) {
   double ratio = b->ref_len ? (double)b->sys_len / (double)b->ref_len : 0.0;
   snprintf(

@@ -41,6 +41,17 @@ typedef struct ct_bleu {
 ct_status ct_bleu_corpus(const char *const *hyps, const char *const *refs,
                          int64_t n, int n_refs, ct_bleu *out);
 
+// Cumulative BLEU-n (n in 1..4) of a scored corpus, as captioning reports
+// BLEU-1..4 (NLTK's corpus_bleu with uniform weights 1/n, no smoothing; the
+// COCO caption evaluation's Bleu_n up to its 1e-9 guard):
+//   BLEU-n = 100 * BP * exp((1/n) sum_{k<=n} log(correct_k / total_k))
+// from the clipped counts and brevity penalty of ct_bleu_corpus (so with
+// several references per segment: counts clipped by the maximum over them,
+// the closest reference length). 0 when an order up to n has no match or
+// no n-gram; ct_bleu_cumulative(b, 4) equals b->score whenever every order
+// matches.
+double ct_bleu_cumulative(const ct_bleu *b, int n);
+
 // The 13a tokenization of one line (after the right-strip), tokens separated
 // by single spaces. malloc'd; NULL on allocation failure.
 char *ct_bleu_tokenize_13a(const char *line);

@@ -1,5 +1,5 @@
-// Beam search (beam 1 = greedy) on a cached decoder: the Transformer's or
-// the RNN translator's.
+// Beam search (beam 1 = greedy) on a cached decoder: the Transformer's, the
+// RNN translator's or the captioner's.
 #include "train/decode.h"
 
 #include <math.h>
@@ -269,6 +269,63 @@ ct_status ct_decode_batch_rnn(const ct_nn_rnn_seq2seq *m, const int32_t *src,
   for (int64_t b = 0; st == CT_OK && align && b < B; b++)
     memcpy(align + b * T * S, cache.align + rows[b] * T * S,
            (size_t)(T * S) * sizeof(float));
+  free(rows);
+  ct_arena_rewind(start);
+  ct_grad_set_enabled(was);
+  return st;
+}
+
+static ct_tensor *captioner_step(void *state, const int32_t *tokens) {
+  void **s = state;
+  return ct_nn_captioner_step(s[0], s[1], tokens);
+}
+
+static void captioner_reorder(void *state, const int64_t *parent) {
+  void **s = state;
+  ct_nn_captioner_cache_reorder(s[1], parent);
+}
+
+ct_status ct_decode_batch_captioner(const ct_nn_captioner *m,
+                                    ct_tensor *annotations,
+                                    const ct_decode_opts *opts, int32_t bos,
+                                    int32_t eos, int32_t *out, int64_t *lens,
+                                    float *alphas) {
+  if (!annotations) return ct_last_status();
+  if (annotations->ndim != 3)
+    return ct_error(CT_ERR_SHAPE, "decode: annotations must be (B,L,D)");
+  const int64_t B = annotations->shape[0], L = annotations->shape[1];
+  ct_status st = check_opts(opts, B, L);
+  if (st != CT_OK) return st;
+  if (bos != CT_VOCAB_BOS || eos != CT_VOCAB_EOS)
+    return ct_error(CT_ERR_ARG,
+                    "decode: <bos> %d and <eos> %d must be the vocabulary's "
+                    "(%d and %d, data/vocab.h)",
+                    bos, eos, CT_VOCAB_BOS, CT_VOCAB_EOS);
+  int64_t *rows = alphas ? malloc((size_t)B * sizeof *rows) : NULL;
+  if (alphas && !rows) return ct_error(CT_ERR_NOMEM, "decode: out of memory");
+  bool was = ct_grad_set_enabled(false);
+  ct_arena_mark start = ct_arena_get_mark();
+  ct_nn_captioner_cache cache;
+  st = ct_nn_captioner_cache_init(&cache, m, annotations, opts->beam,
+                                  opts->max_len);
+  if (st == CT_OK) {
+    void *state[2] = {(void *)m, &cache};
+    const ct_decoder d = {.vocab = ct_nn_captioner_cfg(m)->vocab,
+                          .state = state,
+                          .step = captioner_step,
+                          .reorder = captioner_reorder};
+    st = ct_decode_search(&d, B, opts, out, lens, rows);
+  }
+  // The attention of each image's chosen row: emitted token i over the
+  // annotations; the steps after its <eos> are zeroed.
+  const int64_t T = opts->max_len;
+  for (int64_t b = 0; st == CT_OK && alphas && b < B; b++) {
+    const int64_t used = lens[b] < T ? lens[b] + 1 : T;
+    memcpy(alphas + b * T * L, cache.alphas + rows[b] * T * L,
+           (size_t)(used * L) * sizeof(float));
+    memset(alphas + (b * T + used) * L, 0,
+           (size_t)((T - used) * L) * sizeof(float));
+  }
   free(rows);
   ct_arena_rewind(start);
   ct_grad_set_enabled(was);

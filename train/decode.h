@@ -1,5 +1,6 @@
 // Greedy and beam search over a translator, the Transformer (nn/seq2seq.h)
-// or the attention GRU (nn/rnn_seq2seq.h), with the decoder's state cached
+// or the attention GRU (nn/rnn_seq2seq.h), or the captioner
+// (nn/captioner.h), with the decoder's state cached
 // so each step costs one position.
 //
 // Beam search keeps `beam` rows per sentence. Each step extends every live
@@ -12,6 +13,7 @@
 #ifndef CT_TRAIN_DECODE_H
 #define CT_TRAIN_DECODE_H
 
+#include "nn/captioner.h"
 #include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
 
@@ -51,5 +53,16 @@ ct_status ct_decode_batch(const ct_nn_seq2seq *m, const int32_t *src, int64_t B,
 ct_status ct_decode_batch_rnn(const ct_nn_rnn_seq2seq *m, const int32_t *src,
                               int64_t B, int64_t S, const ct_decode_opts *opts,
                               int32_t *out, int64_t *lens, float *align);
+// The same for the captioner over annotations (B,L,D)
+// (ct_nn_captioner_encode's), starting from <bos> and stopping at <eos>
+// (the ids of data/vocab.h; bos and eos must be those, the search's own);
+// out (B*max_len) and lens as ct_decode_search; alphas (B,max_len,L), when
+// not NULL, receives for each emitted token (<eos> included; zeros past
+// it) the attention weights of the step that emitted it.
+ct_status ct_decode_batch_captioner(const ct_nn_captioner *m,
+                                    ct_tensor *annotations,
+                                    const ct_decode_opts *opts, int32_t bos,
+                                    int32_t eos, int32_t *out, int64_t *lens,
+                                    float *alphas);
 
 #endif

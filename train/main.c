@@ -4,6 +4,7 @@
 //                [--threads N] [--reset-optimizer]
 //   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
+//   ctrain caption CKPT IMAGE.png... [--beam N] [--attention OUT.png]
 //   ctrain inspect CKPT
 //   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
 //   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
@@ -33,8 +34,11 @@
 #include "train/translation.h"
 #include "train/classification.h"
 #include "train/analyze.h"
+#include "train/captioning.h"
 #include "train/detection.h"
 #include "data/detection.h"
+#include "data/idx.h"
+#include "data/toy_captions.h"
 #include "data/toy_images.h"
 #include "data/text.h"
 
@@ -68,6 +72,10 @@ static const char *const usage =
     "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads "
     "N]\n"
     "                             objects found in images, drawn on the first\n"
+    "  caption CKPT IMAGE.png... [--beam N] [--attention OUT.png] [--threads "
+    "N]\n"
+    "                             a caption per image; per-word attention of "
+    "the first\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT [OUT.safetensors] [--vocab DIR]\n"
     "                             the parameters for PyTorch; the\n"
@@ -92,6 +100,9 @@ static const char *const usage =
     "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
     "      [--seed N] [--force]       write the generated detection set "
     "(COCO)\n"
+    "  toy captions --out DIR [--items shapes|fmnist] [--size N] [--grid N]\n"
+    "      [--count N] [--val N] [--test N] [--seed N] [--force]\n"
+    "                             write the generated captioning set\n"
     "  info                       version, threads, gemm kernel\n"
     "  help                       this text\n";
 
@@ -534,6 +545,28 @@ static int cmd_detect(int argc, char **argv) {
   return rc;
 }
 
+// ctrain caption CKPT IMG.png... [--beam N] [--attention OUT.png]
+static int cmd_caption(int argc, char **argv) {
+  model_opts o = {0};
+  int rc = parse_model_opts(argc, argv, true, false, &o);
+  if (!rc && o.args.n_rest < 1)
+    rc = usage_error("%s", "caption takes a checkpoint and PNG files");
+  if (rc) {
+    free(o.args.rest);
+    return rc;
+  }
+  ct_run_model m;
+  rc = open_model_of(&m, o.args.ckpt, &ct_task_captioning, "caption");
+  if (!rc && ct_captioning_caption(&m.task, o.args.rest, o.args.n_rest,
+                                   o.beam ? o.beam : m.run.final_beam,
+                                   o.attention, stdout) != CT_OK)
+    rc = runtime_error();
+  ct_run_model_close(&m);
+  free(o.args.rest);
+  ct_arena_release();
+  return rc;
+}
+
 static int cmd_inspect(int argc, char **argv) {
   if (argc != 3) return usage_error("%s", "inspect takes one checkpoint path");
   ct_run_model m;
@@ -869,15 +902,73 @@ static int cmd_toy_detection(int argc, char **argv) {
   return 0;
 }
 
+// Where `ctrain toy captions --items fmnist` reads Fashion-MNIST.
+#define TOY_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+static ct_status toy_items_word(const char *text, void *fmnist) {
+  if (!strcmp(text, "shapes") || !strcmp(text, "fmnist")) {
+    *(bool *)fmnist = !strcmp(text, "fmnist");
+    return CT_OK;
+  }
+  return ct_error(CT_ERR_ARG,
+                  "toy captions: --items '%s': the kinds are "
+                  "'shapes' and 'fmnist'",
+                  text);
+}
+
+// ctrain toy captions: the generated captioning set, train/val/test as
+// COCO captions files with object boxes (data/toy_captions.h).
+static int cmd_toy_captions(int argc, char **argv) {
+  const char *out = NULL;
+  long seed = 1, size = 64, grid = 3, count = 4000, val = 300, test = 500;
+  bool force = false, fmnist = false;
+  const toy_number numbers[] = {{"--seed", &seed}, {"--size", &size},
+                                {"--grid", &grid}, {"--count", &count},
+                                {"--val", &val},   {"--test", &test},
+                                {NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, "--items", toy_items_word,
+                       &fmnist, numbers);
+  if (rc) return rc;
+  if (!out) return usage_error("%s", "toy captions needs --out DIR");
+  ct_image_dataset items[2] = {{0}, {0}};  // Fashion-MNIST train, test
+  ct_status st = CT_OK;
+  for (int k = 0; k < 2 && fmnist && !st; k++)
+    st = ct_idx_load_dir(&items[k], TOY_FMNIST_DIR, k == 0, 10);
+  const char *splits[3] = {"train", "val", "test"};
+  long sizes[3] = {count, val, test};
+  for (int s = 0; s < 3 && !st; s++) {
+    ct_toy_captions_options o = {.size = (int)size,
+                                 .grid = (int)grid,
+                                 .seed = (uint64_t)seed,
+                                 .items = fmnist ? &items[s > 0] : NULL};
+    ct_caption_dataset d = {0};
+    st = ct_toy_captions_generate(&d, sizes[s], &o, s);
+    if (!st) st = ct_captions_write(out, splits[s], &d, force);
+    ct_caption_dataset_free(&d);
+  }
+  ct_image_dataset_free(&items[0]);
+  ct_image_dataset_free(&items[1]);
+  if (st != CT_OK) return runtime_error();
+  printf(
+      "wrote %s/{train,val,test}.json and %s/{train,val,test}/*.png (%ld "
+      "+ %ld + %ld images, %ldx%ld, %s, seed %ld)\n",
+      out, out, count, val, test, size, size, fmnist ? "fmnist" : "shapes",
+      seed);
+  return 0;
+}
+
 static int cmd_toy(int argc, char **argv) {
+  if (argc >= 3 && !strcmp(argv[2], "captions"))
+    return cmd_toy_captions(argc, argv);
   if (argc >= 3 && !strcmp(argv[2], "images"))
     return cmd_toy_images(argc, argv);
   if (argc >= 3 && !strcmp(argv[2], "detection"))
     return cmd_toy_detection(argc, argv);
   if (argc < 3 || strcmp(argv[2], "translation"))
-    return usage_error("%s",
-                       "toy: the kinds are 'translation' (ctrain toy "
-                       "translation --out DIR), 'images' and 'detection'");
+    return usage_error(
+        "%s",
+        "toy: the kinds are 'translation' (ctrain toy "
+        "translation --out DIR), 'images', 'detection' and 'captions'");
   ct_toy_task task = CT_TOY_GRAMMAR;
   long seed = 1, train = 20000, val = 500, test = 500;
   const char *out = NULL;
@@ -932,6 +1023,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "analyze")) return cmd_analyze(argc, argv);
   if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
   if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
+  if (!strcmp(cmd, "caption")) return cmd_caption(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);

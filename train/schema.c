@@ -102,6 +102,22 @@ static const ct_config_key schema[] = {
      "detection files: COCO annotation JSON of the validation images"},
     {"data", "coco_val_images", CT_CONFIG_STRING, "", NULL,
      "detection files: the folder of the validation PNGs"},
+    {"data", "toy_grid", CT_CONFIG_INT, "3", "2..4",
+     "captioning toy: the grid of object positions is toy_grid x toy_grid "
+     "cells"},
+    {"data", "captions_train", CT_CONFIG_STRING, "", NULL,
+     "captioning files: captions JSON (COCO captions layout) of the training "
+     "images"},
+    {"data", "captions_train_images", CT_CONFIG_STRING, "", NULL,
+     "captioning files: the folder of the training PNGs"},
+    {"data", "captions_val", CT_CONFIG_STRING, "", NULL,
+     "captioning files: captions JSON of the validation images"},
+    {"data", "captions_val_images", CT_CONFIG_STRING, "", NULL,
+     "captioning files: the folder of the validation PNGs"},
+    {"data", "captions_test", CT_CONFIG_STRING, "", NULL,
+     "captioning files: captions JSON of the test images (optional)"},
+    {"data", "captions_test_images", CT_CONFIG_STRING, "", NULL,
+     "captioning files: the folder of the test PNGs"},
     {"data", "val_holdout", CT_CONFIG_FLOAT, "0.1", NULL,
      "classification: training images held out for validation: a fraction "
      "below 1 (at most 5000 images) or a count (0 = validate on the test "
@@ -171,6 +187,15 @@ static const ct_config_key schema[] = {
     {"model", "teacher", CT_CONFIG_STRING, "", NULL,
      "deit/swin: the teacher, a classification checkpoint or run folder (its "
      "newest checkpoint), for distillation"},
+    {"model", "embed_dim", CT_CONFIG_INT, "64", "1..65536",
+     "captioning: word embedding width"},
+    {"model", "hidden", CT_CONFIG_INT, "256", "1..65536",
+     "captioning: LSTM state width"},
+    {"model", "attn_dim", CT_CONFIG_INT, "128", "1..65536",
+     "captioning: additive attention width"},
+    {"model", "encoder_init", CT_CONFIG_STRING, "", NULL,
+     "captioning: a classification resnet checkpoint or run folder whose "
+     "weights initialize the encoder of a new run"},
     {"model", "d_model", CT_CONFIG_INT, "256", "1..65536",
      "model width (not rnn)"},
     {"model", "heads", CT_CONFIG_INT, "8", "1..1024",
@@ -267,6 +292,9 @@ static const ct_config_key schema[] = {
      "deit/swin: soft distillation's KL divided by B*K (element, DeiT's "
      "reference "
      "code) or by B (sample, the per-image KL of the paper)"},
+    {"train", "attention_reg", CT_CONFIG_FLOAT, "1", NULL,
+     "captioning: weight of the doubly stochastic attention term "
+     "sum_i (1 - sum_t alpha_ti)^2"},
     {"train", "teacher_forcing", CT_CONFIG_FLOAT, "1", NULL,
      "rnn: probability that a decoder step is fed the reference token rather "
      "than its own previous prediction (drawn per step for the whole batch)"},
@@ -306,7 +334,8 @@ const char *const ct_model_shape_keys[] = {
     "model.stages",       "model.blocks",         "model.queries",
     "model.emb_dim",      "model.enc_hidden",     "model.dec_hidden",
     "model.depths",       "model.stage_heads",    "model.window",
-    "model.mlp_ratio",
+    "model.mlp_ratio",    "model.embed_dim",      "model.hidden",
+    "model.attn_dim",
 };
 const int ct_model_shape_key_count =
     (int)(sizeof ct_model_shape_keys / sizeof ct_model_shape_keys[0]);

@@ -36,7 +36,8 @@ extern const int ct_model_shape_key_count;
 #define CT_RUN_TASKS(X)                       \
   X(CT_TASK_TRANSLATION, "translation")       \
   X(CT_TASK_CLASSIFICATION, "classification") \
-  X(CT_TASK_DETECTION, "detection")
+  X(CT_TASK_DETECTION, "detection")           \
+  X(CT_TASK_CAPTIONING, "captioning")
 #define CT_DATA_SOURCES(X) \
   X(CT_DATA_SOURCE_TOY, "toy") X(CT_DATA_SOURCE_FILES, "files")
 #define CT_TOY_TASKS(X)  \

@@ -1,8 +1,8 @@
 // A task is what the training program trains: its data, its model and its
 // evaluation. The loop (train/trainer.c), checkpoints and the commands are
 // shared; a task fills in this table: translation (train/translation.c),
-// image classification (train/classification.c) and object detection
-// (train/detection.c).
+// image classification (train/classification.c), object detection
+// (train/detection.c) and image captioning (train/captioning.c).
 #ifndef CT_TRAIN_TASK_H
 #define CT_TRAIN_TASK_H
 
@@ -120,6 +120,7 @@ struct ct_task {
 extern const ct_task_ops ct_task_translation;
 extern const ct_task_ops ct_task_classification;
 extern const ct_task_ops ct_task_detection;
+extern const ct_task_ops ct_task_captioning;
 
 // The ops of the task a config names ([run] task).
 const ct_task_ops *ct_task_for(const ct_config *cfg);

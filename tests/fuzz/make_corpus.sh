@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=$root/tests/fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for s in config text idx cifar png coco checkpoint safetensors metrics merges; do
+for s in config text idx cifar png coco captions checkpoint safetensors metrics merges; do
   mkdir -p "$corpus/$s"
   rm -f "$corpus/$s"/seed-*
 done
@@ -98,6 +98,13 @@ sed -e 's/"000000\.png"/"1.png"/; s/"000001\.png"/"2.png"/' det/train.json \
 printf '{"images": [{"id": 1, "file_name": "a.png", "width": 16, "height": 16}],\n "annotations": [{"id": 1, "image_id": 1, "category_id": 4, "bbox": [1.5, 2, 10, 12.25], "area": 1, "iscrowd": 0}],\n "categories": [{"id": 4, "name": "caf\\u00e9 \\ud83d\\ude00", "supercategory": "x"}], "info": {"a": [null, true, false, -1e-3]}}\n' \
   >"$corpus/coco/seed-hand.json"
 
+# ---- captions: a generated set, its file names pointed at the fuzz images --
+"$ctrain" toy captions --out cap --size 32 --grid 2 --count 2 --val 1 --test 2 >/dev/null
+sed -e 's/"000000\.png"/"1.png"/; s/"000001\.png"/"2.png"/; s/"width": 32, "height": 32/"width": 16, "height": 16/g' \
+  -e 's/\("bbox": \[\)[0-9., ]*\]/\11, 2, 8, 9]/' cap/test.json >"$corpus/captions/seed-toy.json"
+printf '{"images": [{"id": 7, "file_name": "a.png", "width": 16, "height": 16, "heldout": false, "license": 2}],\n "annotations": [{"id": 1, "image_id": 7, "caption": "A caf\\u00e9, \\ud83d\\ude00 two  Coats.\\n"}, {"image_id": 7, "caption": "x"}],\n "objects": [{"image_id": 7, "name": "coat", "bbox": [0.5, 0, 16, 16.5]}], "info": {"a": [null, true, -1e-3]}}\n' \
+  >"$corpus/captions/seed-hand.json"
+
 # ---- checkpoint and safetensors: tiny runs of each task ---------------------
 small=(--set run.dir="$tmp/runs" --set train.steps=2 --set train.log_every=1
        --set train.eval_every=0 --set train.checkpoint_every=2
@@ -161,6 +168,6 @@ gzip -c vocab/merges.txt >"$corpus/merges/seed-learned.txt.gz"
 cp "$root/tests/ref/bpe_corpus.merges.txt" "$corpus/merges/seed-ref.txt"
 printf 'a b\r\nab c</w>\r\n\r\n' >"$corpus/merges/seed-crlf.txt"
 printf '#version: 0.2\na b\na b\nb\n' >"$corpus/merges/seed-bad.txt"
-for s in config text idx cifar png coco checkpoint safetensors metrics merges; do
+for s in config text idx cifar png coco captions checkpoint safetensors metrics merges; do
   echo "$s: $(ls "$corpus/$s" | wc -l) files, $(du -sk "$corpus/$s" | cut -f1) kB"
 done
