@@ -926,8 +926,9 @@ static int cmd_toy_captions(int argc, char **argv) {
                                 {"--grid", &grid}, {"--count", &count},
                                 {"--val", &val},   {"--test", &test},
                                 {NULL, NULL}};
-  int rc = toy_options(argc, argv, &out, &force, "--items", toy_items_word,
-                       &fmnist, numbers);
+  const toy_word words[] = {{"--items", toy_items_word, &fmnist},
+                            {NULL, NULL, NULL}};
+  int rc = toy_options(argc, argv, &out, &force, words, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy captions needs --out DIR");
   ct_image_dataset items[2] = {{0}, {0}};  // Fashion-MNIST train, test
