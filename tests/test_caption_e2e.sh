@@ -8,11 +8,13 @@
 # bleu4_heldout and grounding; caption prints a caption per PNG and draws
 # the per-word attention panels; a run resumed from its middle checkpoint
 # (on 1 thread, the first run on 2) ends with bit-identical parameters;
-# encoder_init takes a classification ResNet; bad input gives clear errors.
+# encoder_init takes a classification ResNet; 2 MPI ranks give the bits of
+# one process accumulating 2; bad input gives clear errors.
 #
 # usage: test_caption_e2e.sh CTRAIN [SOURCE_ROOT]
 set -u
-. "$(dirname "$0")/e2e_lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/e2e_lib.sh"
 cd "$tmp" || exit 1
 
 "$ctrain" toy captions --out cap --size 32 --grid 2 --count 4 --val 2 --test 6 --seed 9 >/dev/null
@@ -78,6 +80,23 @@ expect "encoder_init takes a classification run's ResNet" "grep -q 'encoder init
 fails_with "encoder_init of another width names a tensor" "conv1.weight has another shape" \
   "$ctrain" train empty.ini "${args[@]}" --set run.name=b6 --set model.width=16 \
   --set model.encoder_init=runs/cls
+
+# Data-parallel: 2 ranks of one micro-batch each end with the bits of one
+# process accumulating 2 (dropout on, so its masks are keyed the same).
+if ! "$ctrain" info | grep -q '^MPI: none'; then
+  . "$here/mpi_env.sh"
+  if mpi_env >/dev/null; then
+    mpi=(--set train.steps=6 --set train.checkpoint_every=6 --set model.dropout=0.2
+         --set data.batch_size=4)
+    "$launcher" -np 2 --bind-to none "$ctrain" train empty.ini "${args[@]}" "${mpi[@]}" \
+      --set run.name=np2 --threads 1 >/dev/null 2>mpi.log
+    "$ctrain" train empty.ini "${args[@]}" "${mpi[@]}" --set run.name=one2 \
+      --set train.accum=2 --threads 1 >/dev/null 2>&1
+    want=$(digest runs/one2/ckpt-00000006.ct)
+    expect "mpirun -np 2 = one process with accum 2 (digest $want)" \
+      "[ -n '$want' ] && [ '$(digest runs/np2/ckpt-00000006.ct)' = '$want' ]"
+  fi
+fi
 
 # bad input
 mkdir -p broken && cp -r cap/train broken/ && printf '{"images": [{"id": 1,}' >broken/train.json
