@@ -2,6 +2,7 @@
 #include "train/classification.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "data/image.h"
 #include "data/png_folder.h"
 #include "data/toy_images.h"
+#include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/resnet.h"
 #include "nn/vit.h"
@@ -56,6 +58,7 @@ typedef struct classification_config {
   ct_model_arch arch;
   ct_nn_vit_config vit;
   ct_nn_resnet_config resnet;
+  ct_nn_cvt_config cvt;
   ct_nn_distill_opts distill;  // kind NONE unless arch = deit
   const char *teacher;
 } classification_config;
@@ -65,6 +68,7 @@ typedef struct model {
   ct_model_arch arch;
   ct_nn_vit vit;
   ct_nn_resnet resnet;
+  ct_nn_cvt cvt;
   bool ready;
   int C, H, W, K;
   float mean[CT_IMAGE_MAX_CHANNELS], std[CT_IMAGE_MAX_CHANNELS];
@@ -87,12 +91,25 @@ typedef struct classification {
 
 // ---- the model -------------------------------------------------------------
 
+// CvT: the config's stages with the data's image size, channels, classes.
+static ct_status cvt_build(model *m, const ct_nn_cvt_config *cfg, ct_params *p,
+                           ct_rng *init) {
+  ct_nn_cvt_config c = *cfg;
+  c.image_h = m->H;
+  c.image_w = m->W;
+  c.in_channels = m->C;
+  c.num_classes = m->K;
+  return ct_nn_cvt_init(&m->cvt, p, "", &c, init);
+}
+
 static ct_status model_build(model *m, const classification_config *c,
                              ct_params *p) {
   m->arch = c->arch;
   ct_rng init = ct_rng_make(c->seed, ct_rng_stream(RNG_INIT, 0));
   ct_status st;
-  if (m->arch == CT_ARCH_RESNET) {
+  if (m->arch == CT_ARCH_CVT) {
+    st = cvt_build(m, &c->cvt, p, &init);
+  } else if (m->arch == CT_ARCH_RESNET) {
     ct_nn_resnet_config rc = c->resnet;
     rc.in_channels = m->C;
     rc.num_classes = m->K;
@@ -114,6 +131,8 @@ static void model_free(model *m) {
   if (!m->ready) return;
   if (m->arch == CT_ARCH_RESNET)
     ct_nn_resnet_free(&m->resnet);
+  else if (m->arch == CT_ARCH_CVT)
+    ct_nn_cvt_free(&m->cvt);
   else
     ct_nn_vit_free(&m->vit);
   m->ready = false;
@@ -124,6 +143,7 @@ static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
                                 ct_tensor **dist) {
   if (m->arch == CT_ARCH_RESNET)
     return ct_nn_resnet_forward(&m->resnet, ctx, x);
+  if (m->arch == CT_ARCH_CVT) return ct_nn_cvt_forward(&m->cvt, ctx, x);
   return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
 }
 
@@ -131,6 +151,7 @@ static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
 static ct_tensor *model_predict(const model *m, ct_tensor *x) {
   if (m->arch == CT_ARCH_RESNET)
     return ct_nn_resnet_forward(&m->resnet, NULL, x);
+  if (m->arch == CT_ARCH_CVT) return ct_nn_cvt_forward(&m->cvt, NULL, x);
   return ct_nn_vit_predict(&m->vit, x);
 }
 
@@ -394,6 +415,86 @@ static void classification_close(ct_task *t) {
   t->state = NULL;
 }
 
+// A [model] key holding one integer per stage, "64,192,384", into
+// v[0..*n) (at most CT_NN_CVT_MAX_STAGES, each >= min).
+static ct_status read_stage_list(const ct_config *cfg, const char *key,
+                                 int64_t min, int64_t *v, int *n) {
+  const char *text = ct_config_str(cfg, "model", key), *s = text;
+  *n = 0;
+  for (;;) {
+    while (*s == ' ') s++;
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    bool ok = end != s && errno == 0 && x >= min && x <= 1000000;
+    s = end;
+    while (*s == ' ') s++;
+    if (!ok || (*s && *s != ',') || *n == CT_NN_CVT_MAX_STAGES)
+      return ct_error(CT_ERR_ARG,
+                      "[model] %s = %s: want 1 to %d comma-separated "
+                      "integers, each at least %lld and at most 1000000 (from "
+                      "%s)",
+                      key, text, (int)CT_NN_CVT_MAX_STAGES, (long long)min,
+                      ct_config_origin(cfg, "model", key));
+    v[(*n)++] = x;
+    if (!*s) return CT_OK;
+    s++;
+  }
+}
+
+// The cvt_* keys (and drop_path, dropout, attn_dropout) into *out; the
+// image, channels and classes come from the data.
+static ct_status read_cvt_config(const ct_config *cfg, ct_nn_cvt_config *out) {
+  static const char *const keys[6] = {"cvt_dims",         "cvt_depths",
+                                      "cvt_heads",        "cvt_embed_kernel",
+                                      "cvt_embed_stride", "cvt_embed_padding"};
+  ct_nn_cvt_config c = {0};
+  int64_t *lists[6] = {c.dims,         c.depths,       c.heads,
+                       c.embed_kernel, c.embed_stride, c.embed_padding};
+  int n[6];
+  for (int i = 0; i < 6; i++) {
+    ct_status st =
+        read_stage_list(cfg, keys[i], i == 5 ? 0 : 1, lists[i], &n[i]);
+    if (st != CT_OK) return st;
+    if (n[i] != n[0])
+      return ct_error(CT_ERR_ARG,
+                      "[model] %s = %s has %d stages, %s = %s has %d: every "
+                      "cvt_ list needs one value per stage",
+                      keys[i], ct_config_str(cfg, "model", keys[i]), n[i],
+                      keys[0], ct_config_str(cfg, "model", keys[0]), n[0]);
+  }
+  for (int i = 0; i < n[0]; i++)
+    if (c.dims[i] % c.heads[i])
+      return ct_error(CT_ERR_ARG,
+                      "[model] cvt_dims = %s, cvt_heads = %s: stage %d's width "
+                      "%lld is not a multiple of its %lld heads",
+                      ct_config_str(cfg, "model", "cvt_dims"),
+                      ct_config_str(cfg, "model", "cvt_heads"), i,
+                      (long long)c.dims[i], (long long)c.heads[i]);
+  const double ratio = ct_config_float(cfg, "model", "cvt_mlp_ratio");
+  if (!(ratio > 0.0 && ratio <= 64.0))
+    return ct_error(CT_ERR_ARG,
+                    "[model] cvt_mlp_ratio = %g: must be in (0, 64]", ratio);
+  c.stages = n[0];
+  c.mlp_ratio = (float)ratio;
+  // The reference's CvT-13 and -21: stochastic depth in the last stage only.
+  c.drop_path[c.stages - 1] = (float)ct_config_float(cfg, "model", "drop_path");
+  c.cls_token = ct_config_bool(cfg, "model", "cvt_cls_token");
+  c.projection = CT_SCHEMA_ENUM(cfg, "model", "cvt_projection",
+                                CT_CVT_PROJECTIONS, ct_nn_cvt_projection);
+  c.stride_q = 1;
+  c.stride_kv = 2;
+  c.qkv_bias = ct_config_bool(cfg, "model", "cvt_qkv_bias");
+  c.act = CT_SCHEMA_ENUM(cfg, "model", "cvt_activation", CT_CVT_ACTIVATIONS,
+                         ct_nn_activation);
+  c.scale =
+      CT_SCHEMA_ENUM(cfg, "model", "cvt_scale", CT_CVT_SCALES, ct_nn_cvt_scale);
+  c.dropout = (float)ct_config_float(cfg, "model", "dropout");
+  c.attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout");
+  *out = c;
+  return CT_OK;
+}
+
 // Reads the keys of this task into *out, with the checks whose messages
 // name the key that the schema's integer ranges do not already make.
 static ct_status read_config(const ct_config *cfg, classification_config *out) {
@@ -449,6 +550,11 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
       cfg, "classification", archs, (int)(sizeof archs / sizeof archs[0]),
       CT_SCHEMA_CHOICES(CT_CLASSIFICATION_ARCHS), &arch);
   if (known != CT_OK) return known;
+  ct_nn_cvt_config cvt = {0};
+  if (arch == CT_ARCH_CVT) {
+    ct_status st = read_cvt_config(cfg, &cvt);
+    if (st != CT_OK) return st;
+  }
   const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
       cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");
@@ -508,6 +614,7 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
                   (float)ct_config_float(cfg, "model", "attn_dropout"),
               .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
           },
+      .cvt = cvt,
       .resnet =
           {
               .width = ct_config_int(cfg, "model", "width"),
@@ -666,6 +773,7 @@ static int64_t classification_model_width(const ct_task *t) {
   const classification *c = t->state;
   if (c->m.arch == CT_ARCH_RESNET)
     return c->cfg.resnet.width << (c->cfg.resnet.stages - 1);
+  if (c->m.arch == CT_ARCH_CVT) return c->cfg.cvt.dims[c->cfg.cvt.stages - 1];
   return c->cfg.vit.dim;
 }
 
@@ -978,10 +1086,11 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
                                      FILE *out) {
   classification *c = t->state;
   const model *m = &c->m;
-  if (attention_png && m->arch == CT_ARCH_RESNET)
+  if (attention_png && (m->arch == CT_ARCH_RESNET || m->arch == CT_ARCH_CVT))
     return ct_error(CT_ERR_ARG,
-                    "classify --attention: the model is a ResNet; "
-                    "attention maps need a ViT or DeiT");
+                    "classify --attention: the model is a %s; "
+                    "attention maps need a ViT or DeiT",
+                    m->arch == CT_ARCH_CVT ? "CvT" : "ResNet");
   if (top < 1) top = 1;
   if (top > m->K) top = m->K;
   const int64_t pixels = (int64_t)m->C * m->H * m->W;
@@ -994,7 +1103,9 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     free(raw);
     return st;
   }
-  const int depth = m->arch == CT_ARCH_RESNET ? 0 : (int)m->vit.cfg.depth;
+  const int depth = m->arch == CT_ARCH_RESNET || m->arch == CT_ARCH_CVT
+                        ? 0
+                        : (int)m->vit.cfg.depth;
   float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
   char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
   int *ranks = malloc((size_t)top * sizeof *ranks);
