@@ -202,6 +202,11 @@ class CvT(nn.Module):
         self.head = nn.Linear(in_chans, num_classes)
         nn.init.trunc_normal_(self.head.weight, std=.02)
 
+    def no_weight_decay(self):
+        """As the reference: the class tokens (and 1-D parameters, by the
+        optimizer's grouping, bench/ref/vit_model.py's param_groups)."""
+        return {f"stage{i}.cls_token" for i in range(self.num_stages)}
+
     def forward(self, x):
         for i in range(self.num_stages):
             x, cls = getattr(self, f"stage{i}")(x)
