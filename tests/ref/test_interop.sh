@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Weights move between ctrain and PyTorch both ways and both compute the
-# same logits (max |diff| <= 1e-4) for a ViT, a DeiT and three translators
+# same logits (max |diff| <= 1e-4) for a ViT, a DeiT, a CvT and three translators
 # (two Transformers, the attention GRU):
 # tests/ref/interop.py does the work and prints every difference.
 # Skipped (exit 77) when /usr/bin/python3 cannot import torch (Debian's
