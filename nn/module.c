@@ -76,3 +76,19 @@ ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act) {
   ct_error(CT_ERR_ARG, "nn: unknown activation %d", (int)act);
   return NULL;
 }
+
+ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,
+                                              ct_tensor *weights,
+                                              int64_t groups) {
+  if (!ctx || !ctx->attention || !weights) return NULL;
+  ct_nn_attention_log *log = ctx->attention;
+  if (log->count >= CT_NN_ATTENTION_LOG_MAX) {
+    ct_error(CT_ERR_ARG,
+             "attention log: more than %d attention layers to record",
+             (int)CT_NN_ATTENTION_LOG_MAX);
+    return NULL;
+  }
+  ct_nn_attention_layer *l = &log->layers[log->count++];
+  *l = (ct_nn_attention_layer){.weights = weights, .groups = groups};
+  return l;
+}

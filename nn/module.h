@@ -49,6 +49,28 @@
 // Longest parameter name, terminator included.
 enum { CT_NN_NAME_MAX = 256 };
 
+// Attention weights recorded by a forward pass for analysis (`ctrain
+// analyze`, attention rollout): when ctx->attention is set, every attention
+// layer of a ViT, DeiT or Swin appends its per-head weights, in forward
+// order, with where its tokens lie in the input image. Recording computes
+// the weights beside the layer's own attention (composed or recomputed): it
+// is for evaluation passes, not for training.
+enum { CT_NN_ATTENTION_LOG_MAX = 128 };
+
+typedef struct ct_nn_attention_layer {
+  ct_tensor *weights;  // (B * groups, NH, Nq, Nk) after softmax, arena
+  int64_t groups;      // groups per image: Swin's windows, 1 for ViT
+  // The centres of the query and key tokens in input pixels, (y, x) pairs
+  // per group: (groups, Nq, 2) and (groups, Nk, 2) f32, arena; NAN for a
+  // token without a place (a class token). NULL until the model sets them.
+  ct_tensor *query_yx, *key_yx;
+} ct_nn_attention_layer;
+
+typedef struct ct_nn_attention_log {
+  ct_nn_attention_layer layers[CT_NN_ATTENTION_LOG_MAX];
+  int count;
+} ct_nn_attention_log;
+
 typedef struct ct_nn_ctx {
   bool training;  // false: dropout is the identity
   uint64_t seed;  // the run's dropout key
@@ -59,7 +81,16 @@ typedef struct ct_nn_ctx {
   // records the updates instead (autograd/ops_conv.h), for a data-parallel
   // step to apply in micro-batch order.
   struct ct_bn_update_log *bn_updates;
+  // NULL, or where attention layers record their weights (see above).
+  ct_nn_attention_log *attention;
 } ct_nn_ctx;
+
+// Appends a layer's weights to ctx's log (when ctx and its log are set):
+// the new entry, or NULL (nothing to record, or CT_ERR_ARG past
+// CT_NN_ATTENTION_LOG_MAX layers).
+ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,
+                                              ct_tensor *weights,
+                                              int64_t groups);
 
 // Contexts for a training pass at `step` and for evaluation.
 ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step);

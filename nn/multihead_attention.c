@@ -179,13 +179,16 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
     o.dropout_seed = ctx->seed;
     o.dropout_p = ctx->training ? m->dropout : 0.0f;
   }
-  const bool composed = weights || (mk->attn_mask && mk->attn_mask->ndim == 3);
+  const bool record = ctx && ctx->attention;
+  const bool composed =
+      weights || record || (mk->attn_mask && mk->attn_mask->ndim == 3);
   ct_tensor *heads;  // (B,Tq,NH,Dh)
   if (composed) {
     ct_tensor *w = NULL;
     heads = composed_attention(project(m, query, 0), project(m, key, 1),
                                project(m, value, 2), mk, o.dropout_p,
                                o.dropout_seed, o.dropout_stream, &w);
+    if (record && w) ct_nn_attention_record(ctx, w, 1);
     if (weights) {
       static const int heads_last[4] = {0, 2, 3, 1};  // (B,Tq,Tk,NH)
       *weights = ct_mean_last(ct_permute(w, heads_last), false);

@@ -58,7 +58,9 @@ ct_status ct_nn_mha_init(ct_nn_mha *m, ct_params *p, const char *prefix,
 // query (B,Tq,E), key (B,Tk,E), value (B,Tk,E) -> (B,Tq,E)
 // masks NULL = none. weights non-NULL asks for the head-averaged attention
 // weights (B,Tq,Tk) (after dropout, as PyTorch's need_weights=True,
-// average_attn_weights=True); *weights is set to them.
+// average_attn_weights=True); *weights is set to them. With ctx->attention
+// set (nn/module.h), the per-head weights (B,NH,Tq,Tk) are recorded there
+// (the composed path; token places left NULL for the caller).
 ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
                              ct_tensor *query, ct_tensor *key, ct_tensor *value,
                              const ct_nn_attn_masks *masks,

@@ -1,7 +1,9 @@
 // Swin block and patch merging (see swin.h).
 #include "nn/swin.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/ops.h"
 #include "autograd/ops_attention.h"
@@ -105,8 +107,48 @@ ct_status ct_nn_swin_block_init(ct_nn_swin_block *m, ct_params *p,
   return st;
 }
 
+// The per-head attention weights of windows for an attention log: qkv
+// (B*nW, N, 3, NH, Dh), bias (NH, N, N), mask (nW, N, N) or NULL ->
+// (B*nW, NH, N, N), softmax(q k^T / sqrt(Dh) + bias + mask) as the fused
+// kernel computes it (in double, no dropout: evaluation only).
+static ct_tensor *window_weights(const ct_tensor *qkv, const ct_tensor *bias,
+                                 const ct_tensor *mask, int64_t nW) {
+  const int64_t G = qkv->shape[0], N = qkv->shape[1], NH = qkv->shape[3],
+                Dh = qkv->shape[4];
+  ct_tensor *w = ct_tensor_empty(CT_F32, CT_SHAPE(G, NH, N, N));
+  if (!w) return NULL;
+  const double scale = 1.0 / sqrt((double)Dh);
+  const float *q = ct_f32(qkv), *b = ct_f32(bias);
+  const float *mk = mask ? ct_f32(mask) : NULL;
+  double *row = malloc((size_t)N * sizeof *row);
+  if (!row) {
+    ct_error(CT_ERR_NOMEM, "swin: out of memory");
+    return NULL;
+  }
+  for (int64_t g = 0; g < G; g++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t i = 0; i < N; i++) {
+        const float *qi = q + ((g * N + i) * 3 * NH + h) * Dh;
+        double max = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < N; j++) {
+          const float *kj = q + ((g * N + j) * 3 * NH + NH + h) * Dh;
+          double dot = 0.0;
+          for (int64_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+          row[j] = dot * scale + b[(h * N + i) * N + j] +
+                   (mk ? mk[((g % nW) * N + i) * N + j] : 0.0f);
+          if (row[j] > max) max = row[j];
+        }
+        for (int64_t j = 0; j < N; j++) sum += row[j] = exp(row[j] - max);
+        float *out = ct_f32(w) + ((g * NH + h) * N + i) * N;
+        for (int64_t j = 0; j < N; j++) out[j] = (float)(row[j] / sum);
+      }
+  free(row);
+  return w;
+}
+
 // Window attention on windows h (B*nW, N, C) -> (B*nW, N, C), before proj.
-// Takes the attention dropout's site.
+// Takes the attention dropout's site; records the weights in ctx's
+// attention log when it has one.
 static ct_tensor *window_attention(const ct_nn_swin_block *m, ct_nn_ctx *ctx,
                                    ct_tensor *h) {
   const int64_t ws = m->window, N = ws * ws, C = m->dim, NH = m->heads;
@@ -118,7 +160,12 @@ static ct_tensor *window_attention(const ct_nn_swin_block *m, ct_nn_ctx *ctx,
     o.window_mask = ct_swin_shift_mask(m->H, m->W, ws, m->shift);
     if (!o.window_mask) return NULL;
   }
-  if (!o.bias) return NULL;
+  if (!o.bias || !qkv) return NULL;
+  if (ctx && ctx->attention) {
+    const int64_t nW = (m->H / ws) * (m->W / ws);
+    ct_tensor *w = window_weights(qkv, o.bias, o.window_mask, nW);
+    if (!w || !ct_nn_attention_record(ctx, w, nW)) return NULL;
+  }
   const uint64_t stream = ctx ? ct_nn_next_dropout_stream(ctx) : 0;
   if (ct_nn_dropout_active(ctx, m->attn_dropout)) {
     o.dropout_p = m->attn_dropout;
@@ -313,6 +360,27 @@ void ct_nn_swin_free(ct_nn_swin *m) {
   }
 }
 
+// The places of a block's window tokens for an attention log: (nW, N, 2)
+// pixel centres (y, x) in the image, the roll undone (token (r, c) of the
+// rolled map is token ((r + shift) mod H, (c + shift) mod W) of the map),
+// for a map whose tokens are `scale` pixels wide.
+static ct_tensor *window_places(const ct_nn_swin_block *b, int64_t scale) {
+  const int64_t ws = b->window, N = ws * ws, nx = b->W / ws,
+                nW = (b->H / ws) * nx;
+  ct_tensor *yx = ct_tensor_empty(CT_F32, CT_SHAPE(nW, N, 2));
+  if (!yx) return NULL;
+  float *v = ct_f32(yx);
+  for (int64_t g = 0; g < nW; g++)
+    for (int64_t n = 0; n < N; n++) {
+      const int64_t r = (g / nx) * ws + n / ws, c = (g % nx) * ws + n % ws;
+      v[(g * N + n) * 2] =
+          ((float)((r + b->shift) % b->H) + 0.5f) * (float)scale;
+      v[(g * N + n) * 2 + 1] =
+          ((float)((c + b->shift) % b->W) + 0.5f) * (float)scale;
+    }
+  return yx;
+}
+
 ct_tensor *ct_nn_swin_forward(const ct_nn_swin *m, ct_nn_ctx *ctx,
                               ct_tensor *x) {
   if (!x) return NULL;
@@ -333,8 +401,16 @@ ct_tensor *ct_nn_swin_forward(const ct_nn_swin *m, ct_nn_ctx *ctx,
   for (int i = 0; i < c->stages; i++) {
     const ct_nn_swin_stage *s = &m->stages[i];
     if (s->has_downsample) h = ct_nn_patch_merging_forward(&s->downsample, h);
-    for (int64_t j = 0; j < s->depth; j++)
+    for (int64_t j = 0; j < s->depth; j++) {
       h = ct_nn_swin_block_forward(&s->blocks[j], ctx, h);
+      if (h && ctx && ctx->attention) {
+        ct_nn_attention_layer *l =
+            &ctx->attention->layers[ctx->attention->count - 1];
+        l->query_yx = l->key_yx =
+            window_places(&s->blocks[j], c->image_h / s->H);
+        if (!l->query_yx) return NULL;
+      }
+    }
   }
   // norm, then the average over the map: (B, H*W, F) -> (B, F, H*W) -> mean.
   const ct_nn_swin_stage *last = &m->stages[c->stages - 1];
@@ -343,4 +419,85 @@ ct_tensor *ct_nn_swin_forward(const ct_nn_swin *m, ct_nn_ctx *ctx,
   h = ct_mean_last(ct_transpose(h, 1, 2), false);
   h = ct_nn_dropout(ctx, h, c->dropout);
   return ct_nn_linear_forward(&m->head, h);
+}
+
+ct_status ct_nn_swin_rollout(const ct_nn_swin *m,
+                             const ct_nn_attention_log *log, int first,
+                             float *out) {
+  const ct_nn_swin_config *c = &m->cfg;
+  int64_t blocks = 0;
+  for (int i = 0; i < c->stages; i++) blocks += m->stages[i].depth;
+  if (first < 0 || log->count - first != blocks)
+    return ct_error(CT_ERR_SHAPE,
+                    "swin_rollout: the log holds %d layers from %d, the "
+                    "model has %lld blocks",
+                    log->count - first, first, (long long)blocks);
+  const int64_t B =
+      log->layers[first].weights->shape[0] / log->layers[first].groups;
+  const int64_t T0 = m->stages[0].H * m->stages[0].W;
+  double *row = malloc((size_t)T0 * sizeof *row);
+  double *next = malloc((size_t)T0 * sizeof *next);
+  if (!row || !next) {
+    free(row);
+    free(next);
+    return ct_error(CT_ERR_NOMEM, "swin_rollout: out of memory");
+  }
+  for (int64_t b = 0; b < B; b++) {
+    // The average pool's row: every token of the last map alike.
+    const ct_nn_swin_stage *last = &m->stages[c->stages - 1];
+    int64_t T = last->H * last->W;
+    for (int64_t t = 0; t < T; t++) row[t] = 1.0 / (double)T;
+    int layer = log->count;
+    for (int i = c->stages - 1; i >= 0; i--) {
+      const ct_nn_swin_stage *s = &m->stages[i];
+      for (int64_t j = s->depth - 1; j >= 0; j--) {
+        // row <- row A' with A' = (mean over heads + I) / 2 (each row of
+        // the weights sums to 1), A' on the map's tokens: window token n
+        // of window g is map token `place`.
+        const ct_nn_swin_block *k = &s->blocks[j];
+        const ct_tensor *w = log->layers[--layer].weights;
+        const int64_t ws = k->window, N = ws * ws, nx = k->W / ws,
+                      nW = (k->H / ws) * nx, NH = k->heads;
+        for (int64_t t = 0; t < T; t++) next[t] = 0.5 * row[t];
+        for (int64_t g = 0; g < nW; g++)
+          for (int64_t qi = 0; qi < N; qi++) {
+            const int64_t rq = (g / nx) * ws + qi / ws,
+                          cq = (g % nx) * ws + qi % ws;
+            const int64_t tq =
+                ((rq + k->shift) % k->H) * k->W + (cq + k->shift) % k->W;
+            if (row[tq] == 0.0) continue;
+            for (int64_t kj = 0; kj < N; kj++) {
+              const int64_t rk = (g / nx) * ws + kj / ws,
+                            ck = (g % nx) * ws + kj % ws;
+              const int64_t tk =
+                  ((rk + k->shift) % k->H) * k->W + (ck + k->shift) % k->W;
+              double a = 0.0;
+              for (int64_t h = 0; h < NH; h++)
+                a += ct_f32(w)[(((b * nW + g) * NH + h) * N + qi) * N + kj];
+              next[tk] += 0.5 * row[tq] * a / (double)NH;
+            }
+          }
+        memcpy(row, next, (size_t)T * sizeof *row);
+      }
+      if (s->has_downsample) {
+        // Patch merging: a merged token is made of its 2x2 neighbours of
+        // the map before, each a quarter of it.
+        const int64_t W2 = s->W * 2;
+        for (int64_t t = 0; t < 4 * T; t++) {
+          const int64_t y = t / W2, x = t % W2;
+          next[t] = row[(y / 2) * s->W + x / 2] / 4.0;
+        }
+        T *= 4;
+        memcpy(row, next, (size_t)T * sizeof *row);
+      }
+    }
+    double max = 0.0;
+    for (int64_t t = 0; t < T0; t++)
+      if (row[t] > max) max = row[t];
+    for (int64_t t = 0; t < T0; t++)
+      out[b * T0 + t] = max > 0.0 ? (float)(row[t] / max) : 0.0f;
+  }
+  free(row);
+  free(next);
+  return CT_OK;
 }

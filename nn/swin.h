@@ -40,8 +40,7 @@
 // and W must be multiples of the window (no padding here).
 //
 // Not here: padding maps to a multiple of the window (the image and the
-// patch must give a map every stage can cut), the attention maps for
-// rollout, non-square windows.
+// patch must give a map every stage can cut), non-square windows.
 #ifndef CT_NN_SWIN_H
 #define CT_NN_SWIN_H
 
@@ -133,8 +132,22 @@ typedef struct ct_nn_swin {
 ct_status ct_nn_swin_init(ct_nn_swin *m, ct_params *p, const char *prefix,
                           const ct_nn_swin_config *cfg, ct_rng *init_rng);
 void ct_nn_swin_free(ct_nn_swin *m);
-// x (B, C_in, H, W) -> logits (B, K). x itself gets no gradient.
+// x (B, C_in, H, W) -> logits (B, K). x itself gets no gradient. With
+// ctx->attention set (nn/module.h), each block records its per-head window
+// weights (B*nW, NH, N, N) with its tokens' places in image pixels (the
+// roll undone), computed beside the fused kernel.
 ct_tensor *ct_nn_swin_forward(const ct_nn_swin *m, ct_nn_ctx *ctx,
                               ct_tensor *x);
+
+// Attention rollout (Abnar & Zuidema 2020) for a model without a class
+// token: the average pool's row (every token of the last map alike) carried
+// back through each block's A' = (head-mean weights + I) / 2 on the map,
+// and through each patch merging (a merged token is a quarter from each of
+// its 2x2 neighbours), down to the patch grid. log->layers[first..] are the
+// blocks' records of one ct_nn_swin_forward; out (B, H/P * W/P), scaled so
+// each image's maximum is 1.
+ct_status ct_nn_swin_rollout(const ct_nn_swin *m,
+                             const ct_nn_attention_log *log, int first,
+                             float *out);
 
 #endif

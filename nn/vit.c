@@ -196,6 +196,23 @@ static ct_tensor *final_token(const ct_nn_vit *m, ct_tensor *x, int64_t i) {
   return ct_nn_layernorm_forward(&m->norm, t);
 }
 
+// The places of the tokens for an attention log (nn/module.h): (1, T, 2)
+// pixel centres (y, x) of the patches, NAN for the class (and
+// distillation) token.
+static ct_tensor *token_places(const ct_nn_vit *m) {
+  const int64_t T = m->tokens, first = T - m->patches, P = m->cfg.patch;
+  const int64_t gw = m->cfg.image_w / P;
+  ct_tensor *yx = ct_tensor_empty(CT_F32, CT_SHAPE(1, T, 2));
+  if (!yx) return NULL;
+  float *v = ct_f32(yx);
+  for (int64_t t = 0; t < T; t++) {
+    const int64_t p = t - first;
+    v[2 * t] = t < first ? NAN : ((float)(p / gw) + 0.5f) * (float)P;
+    v[2 * t + 1] = t < first ? NAN : ((float)(p % gw) + 0.5f) * (float)P;
+  }
+  return yx;
+}
+
 ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
                              ct_tensor **dist_logits, ct_tensor **attention) {
   if (!x) return NULL;
@@ -219,10 +236,18 @@ ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
   parts[n++] = tokens;
   ct_tensor *h = ct_add(ct_concat(parts, n, 1), m->pos_embed);
   h = ct_nn_dropout(ctx, h, c->dropout);
+  const int logged = ctx && ctx->attention ? ctx->attention->count : 0;
   for (int64_t i = 0; i < c->depth; i++)
     h = block_forward(&m->blocks[i], ctx, c->dropout, h,
                       attention ? &attention[i] : NULL);
   if (!h) return NULL;
+  if (ctx && ctx->attention && ctx->attention->count > logged) {
+    ct_tensor *yx = token_places(m);
+    if (!yx) return NULL;
+    for (int i = logged; i < ctx->attention->count; i++)
+      ctx->attention->layers[i].query_yx = ctx->attention->layers[i].key_yx =
+          yx;
+  }
   if (c->distilled && dist_logits)
     *dist_logits = ct_nn_linear_forward(&m->head_dist, final_token(m, h, 1));
   return ct_nn_linear_forward(&m->head, final_token(m, h, 0));

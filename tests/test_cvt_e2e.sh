@@ -61,7 +61,7 @@ expect "eval --split test: accuracy $acc >= 0.7" "ge '${acc:-0}' 0.7"
 out=$("$ctrain" classify "$ckpt" "$hbar" "$vbar" --top 2)
 expect "classify prints the top classes" \
   "[ \$(grep -c '^png/test/.*: [0-9] 0\.[0-9]*, [0-9] 0\.' <<<\"\$out\") -eq 2 ]"
-fails_with "classify --attention needs a ViT" "the model is a CvT" \
+fails_with "classify --attention needs a ViT, DeiT or Swin" "the model is a cvt" \
   "$ctrain" classify "$ckpt" "$hbar" --attention att.png
 
 # ---- export and forward ------------------------------------------------------------
@@ -124,17 +124,17 @@ refused() {  # refused DESC PATTERN KEY=VALUE...
   fails_with "$desc" "$pattern" "$ctrain" train empty.ini "${args[@]}"
   [ -e runs/bad ] && bad "$desc: a run folder was left" && rm -rf runs/bad
 }
-refused "a list with a word" "\[model\] cvt_dims = 16,x: want 1 to 4" \
+refused "a list with a word" "\[model\] cvt_dims = '16,x' (--set): want 1 to 4" \
   model.cvt_dims=16,x
-refused "five stages" "\[model\] cvt_depths = 1,1,1,1,1: want 1 to 4" \
+refused "five stages" "\[model\] cvt_depths = '1,1,1,1,1' (--set): want 1 to 4" \
   model.cvt_depths=1,1,1,1,1
 refused "lists of different lengths" "cvt_heads = 1 has 1 stages, cvt_dims = 16,32 has 2" \
   model.cvt_heads=1
 refused "a width the heads do not divide" "stage 1's width 32 is not a multiple of its 3 heads" \
   model.cvt_heads=1,3
-refused "a zero stride" "cvt_embed_stride = 2,0: want .* at least 1" \
+refused "a zero stride" "cvt_embed_stride = '2,0' (--set): want .* >= 1" \
   model.cvt_embed_stride=2,0
-refused "an embedding larger than the map" "stage 1's embedding (kernel 11, padding 1) does not fit its 8x8 input" \
+refused "an embedding larger than the map" "\[model\] cvt: stage 1's embedding (kernel 11, padding 1) does not fit its 8x8 input" \
   model.cvt_embed_kernel=3,11
 refused "an unknown projection" "cvt_projection" model.cvt_projection=avg
 

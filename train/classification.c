@@ -2,7 +2,6 @@
 #include "train/classification.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/resnet.h"
+#include "nn/swin.h"
 #include "nn/vit.h"
 #include "train/checkpoint_folder.h"
 #include "train/dist.h"
@@ -59,7 +59,9 @@ typedef struct classification_config {
   ct_nn_vit_config vit;
   ct_nn_resnet_config resnet;
   ct_nn_cvt_config cvt;
-  ct_nn_distill_opts distill;  // kind NONE unless arch = deit
+  ct_nn_swin_config swin;
+  // Kind NONE unless arch = deit, or swin with a teacher (distill_head).
+  ct_nn_distill_opts distill;
   const char *teacher;
 } classification_config;
 
@@ -69,6 +71,7 @@ typedef struct model {
   ct_nn_vit vit;
   ct_nn_resnet resnet;
   ct_nn_cvt cvt;
+  ct_nn_swin swin;
   bool ready;
   int C, H, W, K;
   float mean[CT_IMAGE_MAX_CHANNELS], std[CT_IMAGE_MAX_CHANNELS];
@@ -99,22 +102,76 @@ static ct_status cvt_build(model *m, const ct_nn_cvt_config *cfg, ct_params *p,
   c.image_w = m->W;
   c.in_channels = m->C;
   c.num_classes = m->K;
-  return ct_nn_cvt_init(&m->cvt, p, "", &c, init);
+  ct_status st = ct_nn_cvt_init(&m->cvt, p, "", &c, init);
+  return st == CT_OK ? st : ct_error(st, "[model] %s", ct_last_error());
 }
 
+// Swin's token maps, stage by stage, against the image: the patch divides
+// it, each stage but the last halves the map, and the window divides every
+// map larger than it (a map no larger is one window). Messages name the
+// keys to change.
+static ct_status check_swin_maps(const ct_nn_swin_config *c) {
+  if (c->image_h % c->patch || c->image_w % c->patch)
+    return ct_error(
+        CT_ERR_ARG, "patch = %lld does not divide the %lldx%lld images",
+        (long long)c->patch, (long long)c->image_h, (long long)c->image_w);
+  int64_t h = c->image_h / c->patch, w = c->image_w / c->patch;
+  for (int i = 0; i < c->stages; i++) {
+    if (i > 0 && (h % 2 || w % 2))
+      return ct_error(CT_ERR_ARG,
+                      "depths = %d stages: stage %d would halve the %lldx%lld "
+                      "token map (image %lldx%lld, patch %lld), which is odd: "
+                      "use fewer stages, or a patch giving an even map",
+                      c->stages, i, (long long)h, (long long)w,
+                      (long long)c->image_h, (long long)c->image_w,
+                      (long long)c->patch);
+    if (i > 0) {
+      h /= 2;
+      w /= 2;
+    }
+    const bool one_window = h <= c->window && w <= c->window;
+    if ((one_window && h != w) ||
+        (!one_window && (h % c->window || w % c->window)))
+      return ct_error(CT_ERR_ARG,
+                      "window = %lld does not divide stage %d's %lldx%lld "
+                      "token map (image %lldx%lld, patch %lld): choose a "
+                      "window that divides every stage's map, or one no "
+                      "smaller than it",
+                      (long long)c->window, i, (long long)h, (long long)w,
+                      (long long)c->image_h, (long long)c->image_w,
+                      (long long)c->patch);
+  }
+  return CT_OK;
+}
+
+// Each arch's model: build, free, training forward and prediction switch
+// on m->arch, one case per arch.
 static ct_status model_build(model *m, const classification_config *c,
                              ct_params *p) {
   m->arch = c->arch;
   ct_rng init = ct_rng_make(c->seed, ct_rng_stream(RNG_INIT, 0));
   ct_status st;
-  if (m->arch == CT_ARCH_CVT) {
-    st = cvt_build(m, &c->cvt, p, &init);
-  } else if (m->arch == CT_ARCH_RESNET) {
+  switch (m->arch) {
+  case CT_ARCH_RESNET: {
     ct_nn_resnet_config rc = c->resnet;
     rc.in_channels = m->C;
     rc.num_classes = m->K;
     st = ct_nn_resnet_init(&m->resnet, p, "", &rc, &init);
-  } else {
+    break;
+  }
+  case CT_ARCH_CVT: st = cvt_build(m, &c->cvt, p, &init); break;
+  case CT_ARCH_SWIN: {
+    ct_nn_swin_config sc = c->swin;
+    sc.image_h = m->H;
+    sc.image_w = m->W;
+    sc.in_channels = m->C;
+    sc.num_classes = m->K;
+    st = check_swin_maps(&sc);
+    if (st == CT_OK) st = ct_nn_swin_init(&m->swin, p, "", &sc, &init);
+    if (st != CT_OK) return ct_error(st, "[model] %s", ct_last_error());
+    break;
+  }
+  default: {
     ct_nn_vit_config vc = c->vit;
     vc.image_h = m->H;
     vc.image_w = m->W;
@@ -123,36 +180,101 @@ static ct_status model_build(model *m, const classification_config *c,
     vc.distilled = m->arch == CT_ARCH_DEIT;
     st = ct_nn_vit_init(&m->vit, p, "", &vc, &init);
   }
+  }
   m->ready = true;
   return st;
 }
 
 static void model_free(model *m) {
   if (!m->ready) return;
-  if (m->arch == CT_ARCH_RESNET)
-    ct_nn_resnet_free(&m->resnet);
-  else if (m->arch == CT_ARCH_CVT)
-    ct_nn_cvt_free(&m->cvt);
-  else
-    ct_nn_vit_free(&m->vit);
+  switch (m->arch) {
+  case CT_ARCH_RESNET: ct_nn_resnet_free(&m->resnet); break;
+  case CT_ARCH_SWIN: ct_nn_swin_free(&m->swin); break;
+  case CT_ARCH_CVT: ct_nn_cvt_free(&m->cvt); break;
+  default: ct_nn_vit_free(&m->vit);
+  }
   m->ready = false;
 }
 
 // Training forward: the class logits and, for DeiT, the distillation head's.
 static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
                                 ct_tensor **dist) {
-  if (m->arch == CT_ARCH_RESNET)
-    return ct_nn_resnet_forward(&m->resnet, ctx, x);
-  if (m->arch == CT_ARCH_CVT) return ct_nn_cvt_forward(&m->cvt, ctx, x);
-  return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
+  switch (m->arch) {
+  case CT_ARCH_RESNET: return ct_nn_resnet_forward(&m->resnet, ctx, x);
+  case CT_ARCH_SWIN: return ct_nn_swin_forward(&m->swin, ctx, x);
+  case CT_ARCH_CVT: return ct_nn_cvt_forward(&m->cvt, ctx, x);
+  default: return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
+  }
 }
 
 // Evaluation logits (DeiT: the mean of both heads), eval mode.
 static ct_tensor *model_predict(const model *m, ct_tensor *x) {
-  if (m->arch == CT_ARCH_RESNET)
-    return ct_nn_resnet_forward(&m->resnet, NULL, x);
-  if (m->arch == CT_ARCH_CVT) return ct_nn_cvt_forward(&m->cvt, NULL, x);
-  return ct_nn_vit_predict(&m->vit, x);
+  switch (m->arch) {
+  case CT_ARCH_RESNET: return ct_nn_resnet_forward(&m->resnet, NULL, x);
+  case CT_ARCH_SWIN: return ct_nn_swin_forward(&m->swin, NULL, x);
+  case CT_ARCH_CVT: return ct_nn_cvt_forward(&m->cvt, NULL, x);
+  default: return ct_nn_vit_predict(&m->vit, x);
+  }
+}
+
+// The side of the patch grid whose tokens attention maps cover (0: the
+// arch has no attention).
+static int64_t model_patch(const model *m) {
+  switch (m->arch) {
+  case CT_ARCH_VIT:
+  case CT_ARCH_DEIT: return m->vit.cfg.patch;
+  case CT_ARCH_SWIN: return m->swin.cfg.patch;
+  default: return 0;
+  }
+}
+
+// The evaluation logits of x (B, C, H, W) with, when rollout is not NULL,
+// each image's attention rollout (B, H/P * W/P), and when log is not NULL
+// every attention layer's per-head weights recorded there (nn/module.h).
+// Archs without attention: CT_ERR_ARG.
+static ct_tensor *model_attention(const model *m, ct_tensor *x,
+                                  ct_nn_attention_log *log, float *rollout) {
+  static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
+  ct_nn_attention_log own;
+  ct_nn_ctx ctx = ct_nn_eval_ctx();
+  ctx.attention = log;
+  ct_tensor *logits = NULL;
+  switch (m->arch) {
+  case CT_ARCH_VIT:
+  case CT_ARCH_DEIT: {
+    ct_tensor **att = calloc((size_t)m->vit.cfg.depth, sizeof *att);
+    if (!att) {
+      ct_error(CT_ERR_NOMEM, "attention: out of memory");
+      return NULL;
+    }
+    ct_tensor *dist = NULL;
+    logits = ct_nn_vit_forward(&m->vit, &ctx, x, &dist, att);
+    if (logits && m->arch == CT_ARCH_DEIT)
+      logits = ct_scale(ct_add(logits, dist), 0.5f);
+    if (logits && rollout && ct_nn_vit_rollout(&m->vit, att, rollout))
+      logits = NULL;
+    free(att);
+    return logits;
+  }
+  case CT_ARCH_SWIN: {
+    if (!log) {
+      own.count = 0;
+      ctx.attention = &own;
+    }
+    const int first = ctx.attention->count;
+    logits = ct_nn_swin_forward(&m->swin, &ctx, x);
+    if (logits && rollout &&
+        ct_nn_swin_rollout(&m->swin, ctx.attention, first, rollout))
+      logits = NULL;
+    return logits;
+  }
+  default:
+    ct_error(CT_ERR_ARG,
+             "the model is a %s, which has no attention maps (they need "
+             "a ViT, DeiT or Swin)",
+             arch_names[m->arch]);
+    return NULL;
+  }
 }
 
 // ---- data ------------------------------------------------------------------
@@ -415,33 +537,6 @@ static void classification_close(ct_task *t) {
   t->state = NULL;
 }
 
-// A [model] key holding one integer per stage, "64,192,384", into
-// v[0..*n) (at most CT_NN_CVT_MAX_STAGES, each >= min).
-static ct_status read_stage_list(const ct_config *cfg, const char *key,
-                                 int64_t min, int64_t *v, int *n) {
-  const char *text = ct_config_str(cfg, "model", key), *s = text;
-  *n = 0;
-  for (;;) {
-    while (*s == ' ') s++;
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    bool ok = end != s && errno == 0 && x >= min && x <= 1000000;
-    s = end;
-    while (*s == ' ') s++;
-    if (!ok || (*s && *s != ',') || *n == CT_NN_CVT_MAX_STAGES)
-      return ct_error(CT_ERR_ARG,
-                      "[model] %s = %s: want 1 to %d comma-separated "
-                      "integers, each at least %lld and at most 1000000 (from "
-                      "%s)",
-                      key, text, (int)CT_NN_CVT_MAX_STAGES, (long long)min,
-                      ct_config_origin(cfg, "model", key));
-    v[(*n)++] = x;
-    if (!*s) return CT_OK;
-    s++;
-  }
-}
-
 // The cvt_* keys (and drop_path, dropout, attn_dropout) into *out; the
 // image, channels and classes come from the data.
 static ct_status read_cvt_config(const ct_config *cfg, ct_nn_cvt_config *out) {
@@ -453,8 +548,10 @@ static ct_status read_cvt_config(const ct_config *cfg, ct_nn_cvt_config *out) {
                        c.embed_kernel, c.embed_stride, c.embed_padding};
   int n[6];
   for (int i = 0; i < 6; i++) {
+    // Every list >= 1 but the padding's, which may be 0.
     ct_status st =
-        read_stage_list(cfg, keys[i], i == 5 ? 0 : 1, lists[i], &n[i]);
+        ct_config_int_list_min(cfg, "model", keys[i], i == 5 ? 0 : 1, lists[i],
+                               CT_NN_CVT_MAX_STAGES, &n[i]);
     if (st != CT_OK) return st;
     if (n[i] != n[0])
       return ct_error(CT_ERR_ARG,
@@ -491,6 +588,72 @@ static ct_status read_cvt_config(const ct_config *cfg, ct_nn_cvt_config *out) {
       CT_SCHEMA_ENUM(cfg, "model", "cvt_scale", CT_CVT_SCALES, ct_nn_cvt_scale);
   c.dropout = (float)ct_config_float(cfg, "model", "dropout");
   c.attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout");
+  *out = c;
+  return CT_OK;
+}
+
+// Which head a teacher teaches: DeiT's distillation token's head_dist
+// (distillation = none trains both heads on the labels; any other kind
+// needs a teacher); Swin's class head, having no distillation token, when
+// [model] teacher is set (the DeiT losses with z_dist = z_cls: hard is
+// (1 - a) CE(z, y) + a CE(z, argmax z_t), soft Hinton's KD); none for the
+// others.
+typedef enum distill_head {
+  DISTILL_NEVER,
+  DISTILL_TOKEN,
+  DISTILL_CLASS
+} distill_head;
+
+static distill_head arch_distill_head(ct_model_arch arch) {
+  switch (arch) {
+  case CT_ARCH_DEIT: return DISTILL_TOKEN;
+  case CT_ARCH_SWIN: return DISTILL_CLASS;
+  default: return DISTILL_NEVER;
+  }
+}
+
+// [model] keys of a Swin: the stage lists (as many heads as depths, each
+// stage's width C * 2^i a multiple of its heads), window, mlp_ratio and the
+// shared patch, dim and dropout keys. The image is filled in later.
+static ct_status read_swin(const ct_config *cfg, ct_nn_swin_config *out) {
+  int n_depths = 0, n_heads = 0;
+  ct_nn_swin_config c = {0};
+  ct_status st = ct_config_int_list(cfg, "model", "depths", c.depths,
+                                    CT_NN_SWIN_MAX_STAGES, &n_depths);
+  if (st == CT_OK)
+    st = ct_config_int_list(cfg, "model", "stage_heads", c.heads,
+                            CT_NN_SWIN_MAX_STAGES, &n_heads);
+  if (st != CT_OK) return st;
+  if (n_heads != n_depths)
+    return ct_error(CT_ERR_ARG,
+                    "[model] stage_heads = '%s' gives %d stages, depths = "
+                    "'%s' %d: give one number of heads per stage",
+                    ct_config_text(cfg, "model", "stage_heads"), n_heads,
+                    ct_config_text(cfg, "model", "depths"), n_depths);
+  c.stages = n_depths;
+  c.patch = ct_config_int(cfg, "model", "patch");
+  c.embed_dim = ct_config_int(cfg, "model", "dim");
+  c.window = ct_config_int(cfg, "model", "window");
+  for (int i = 0; i < c.stages; i++)
+    if ((c.embed_dim << i) % c.heads[i])
+      return ct_error(CT_ERR_ARG,
+                      "[model] stage_heads = '%s': stage %d's width %lld "
+                      "(dim = %lld doubled %d times) is not a multiple of its "
+                      "%lld heads",
+                      ct_config_text(cfg, "model", "stage_heads"), i,
+                      (long long)(c.embed_dim << i), (long long)c.embed_dim, i,
+                      (long long)c.heads[i]);
+  const double ratio = ct_config_float(cfg, "model", "mlp_ratio");
+  if (!(ratio > 0.0 && ratio * (double)(c.embed_dim << (c.stages - 1)) >= 1.0 &&
+        ratio <= 64.0))
+    return ct_error(CT_ERR_ARG,
+                    "[model] mlp_ratio = %g: must be in (0, 64] and give an "
+                    "MLP at least 1 wide",
+                    ratio);
+  c.mlp_ratio = (float)ratio;
+  c.dropout = (float)ct_config_float(cfg, "model", "dropout");
+  c.attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout");
+  c.drop_path = (float)ct_config_float(cfg, "model", "drop_path");
   *out = c;
   return CT_OK;
 }
@@ -558,12 +721,18 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
   const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
       cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");
-  if (arch == CT_ARCH_DEIT && distill != CT_NN_DISTILL_NONE && !*teacher)
+  const distill_head head = arch_distill_head(arch);
+  if (head == DISTILL_TOKEN && distill != CT_NN_DISTILL_NONE && !*teacher)
     return ct_error(CT_ERR_ARG,
                     "[model] arch = deit with [train] distillation "
                     "= %s needs [model] teacher (a classification checkpoint), "
                     "or set distillation = none",
                     ct_config_text(cfg, "train", "distillation"));
+  ct_nn_swin_config swin = {0};
+  if (arch == CT_ARCH_SWIN) {
+    ct_status sst = read_swin(cfg, &swin);
+    if (sst != CT_OK) return sst;
+  }
   const float smoothing =
       (float)ct_config_float(cfg, "train", "label_smoothing");
   *out = (classification_config){
@@ -621,9 +790,13 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
               .stages = (int)ct_config_int(cfg, "model", "stages"),
               .blocks = (int)ct_config_int(cfg, "model", "blocks"),
           },
+      .swin = swin,
       .distill =
           {
-              .kind = arch == CT_ARCH_DEIT ? distill : CT_NN_DISTILL_NONE,
+              .kind =
+                  (head == DISTILL_TOKEN || (head == DISTILL_CLASS && *teacher))
+                      ? distill
+                      : CT_NN_DISTILL_NONE,
               .alpha = (float)ct_config_float(cfg, "train", "distill_alpha"),
               .tau = (float)ct_config_float(cfg, "train", "distill_tau"),
               .kl_per_sample =
@@ -768,13 +941,15 @@ static ct_status classification_open(ct_task *t, const ct_config *cfg,
   return st;
 }
 
-// A ViT's token width; a ResNet's is the channels of its last stage.
+// A ViT's token width; a ResNet's or Swin's is the width of its last stage.
 static int64_t classification_model_width(const ct_task *t) {
   const classification *c = t->state;
-  if (c->m.arch == CT_ARCH_RESNET)
-    return c->cfg.resnet.width << (c->cfg.resnet.stages - 1);
-  if (c->m.arch == CT_ARCH_CVT) return c->cfg.cvt.dims[c->cfg.cvt.stages - 1];
-  return c->cfg.vit.dim;
+  switch (c->m.arch) {
+  case CT_ARCH_RESNET: return c->cfg.resnet.width << (c->cfg.resnet.stages - 1);
+  case CT_ARCH_SWIN: return c->cfg.swin.embed_dim << (c->cfg.swin.stages - 1);
+  case CT_ARCH_CVT: return c->cfg.cvt.dims[c->cfg.cvt.stages - 1];
+  default: return c->cfg.vit.dim;
+  }
 }
 
 // ---- training ------------------------------------------------------------------
@@ -835,6 +1010,8 @@ static ct_tensor *classification_train_loss(ct_task *t, ct_nn_ctx *ctx,
         ct_nn_distill_loss(dist, NULL, NULL, labels, targets, &plain);
     return ct_scale(ct_add(a, d), 0.5f);
   }
+  // Without a distillation token the class head is taught (DISTILL_CLASS).
+  if (!dist) dist = logits;
   return ct_nn_distill_loss(logits, dist, teacher, labels, targets, distill);
 }
 
@@ -1081,16 +1258,31 @@ static ct_status classification_forward(ct_task *t, const ct_params *in,
 
 // ---- classify ----------------------------------------------------------------------
 
+// n images u8 (C, H, W) each -> the model's input (n, C, H, W), normalized
+// with its statistics. Arena.
+static ct_tensor *model_input(const model *m, const uint8_t *raw, int64_t n) {
+  ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(n, m->C, m->H, m->W));
+  if (!x) return NULL;
+  const int64_t plane = (int64_t)m->H * m->W, pixels = m->C * plane;
+  for (int64_t p = 0; p < n * pixels; p++) {
+    int ch = (int)(p % pixels / plane);
+    ct_f32(x)[p] = ((float)raw[p] / 255.0f - m->mean[ch]) / m->std[ch];
+  }
+  return x;
+}
+
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
                                      int n, int top, const char *attention_png,
                                      FILE *out) {
   classification *c = t->state;
   const model *m = &c->m;
-  if (attention_png && (m->arch == CT_ARCH_RESNET || m->arch == CT_ARCH_CVT))
+  static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
+  const int64_t P = model_patch(m);
+  if (attention_png && !P)
     return ct_error(CT_ERR_ARG,
-                    "classify --attention: the model is a %s; "
-                    "attention maps need a ViT or DeiT",
-                    m->arch == CT_ARCH_CVT ? "CvT" : "ResNet");
+                    "classify --attention: the model is a %s; attention "
+                    "maps need a ViT, DeiT or Swin",
+                    arch_names[m->arch]);
   if (top < 1) top = 1;
   if (top > m->K) top = m->K;
   const int64_t pixels = (int64_t)m->C * m->H * m->W;
@@ -1103,9 +1295,7 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     free(raw);
     return st;
   }
-  const int depth = m->arch == CT_ARCH_RESNET || m->arch == CT_ARCH_CVT
-                        ? 0
-                        : (int)m->vit.cfg.depth;
+  const int64_t cells = P ? (m->H / P) * (m->W / P) : 0;
   float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
   char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
   int *ranks = malloc((size_t)top * sizeof *ranks);
@@ -1114,27 +1304,22 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
   bool was = ct_grad_set_enabled(false);
   for (int i = 0; i < n && st == CT_OK; i++) {
     ct_arena_mark mark = ct_arena_get_mark();
-    ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(1, m->C, m->H, m->W));
+    ct_tensor *x = model_input(m, raw + i * pixels, 1);
     if (!x) {
       st = ct_last_status();
       break;
     }
-    const int64_t plane = (int64_t)m->H * m->W;
-    for (int64_t p = 0; p < pixels; p++) {
-      int ch = (int)(p / plane);
-      ct_f32(x)[p] =
-          ((float)raw[i * pixels + p] / 255.0f - m->mean[ch]) / m->std[ch];
+    if (attention_png) {
+      maps[i] = malloc((size_t)cells * sizeof **maps);
+      captions[i] = malloc(128);
+      if (!maps[i] || !captions[i]) {
+        st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
+        ct_arena_rewind(mark);
+        break;
+      }
     }
-    ct_tensor *logits;
-    ct_tensor *att[64] = {0};
-    if (attention_png && depth <= 64) {
-      ct_tensor *dist = NULL;
-      logits = ct_nn_vit_forward(&m->vit, NULL, x, &dist, att);
-      if (logits && m->arch == CT_ARCH_DEIT)
-        logits = ct_scale(ct_add(logits, dist), 0.5f);
-    } else {
-      logits = model_predict(m, x);
-    }
+    ct_tensor *logits = attention_png ? model_attention(m, x, NULL, maps[i])
+                                      : model_predict(m, x);
     ct_tensor *prob = ct_softmax(logits);
     if (!prob) {
       st = ct_last_status();
@@ -1148,18 +1333,10 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
               ct_string_list_get(&c->class_names, ranks[j]),
               (double)ct_f32(prob)[ranks[j]]);
     fprintf(out, "\n");
-    if (attention_png) {
-      maps[i] = malloc((size_t)m->vit.patches * sizeof **maps);
-      captions[i] = malloc(128);
-      if (!maps[i] || !captions[i])
-        st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
-      else
-        st = ct_nn_vit_rollout(&m->vit, att, maps[i]);
-      if (st == CT_OK)
-        snprintf(captions[i], 128, "%s %.1f%%",
-                 ct_string_list_get(&c->class_names, ranks[0]),
-                 100.0 * (double)ct_f32(prob)[ranks[0]]);
-    }
+    if (attention_png)
+      snprintf(captions[i], 128, "%s %.1f%%",
+               ct_string_list_get(&c->class_names, ranks[0]),
+               100.0 * (double)ct_f32(prob)[ranks[0]]);
     ct_arena_rewind(mark);
   }
   ct_grad_set_enabled(was);
@@ -1167,7 +1344,6 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     const uint8_t **images = malloc((size_t)n * sizeof *images);
     if (!images) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
     for (int i = 0; images && i < n; i++) images[i] = raw + i * pixels;
-    const int64_t P = m->vit.cfg.patch;
     if (st == CT_OK)
       st =
           ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
@@ -1222,3 +1398,47 @@ const ct_task_ops ct_task_classification = {
     .forward = classification_forward,
     .close = classification_close,
 };
+
+// ---- analysis ------------------------------------------------------------------
+
+void ct_classification_view_of(const ct_task *t, ct_classification_view *out) {
+  static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
+  const classification *c = t->state;
+  const model *m = &c->m;
+  const bool vit = m->arch == CT_ARCH_VIT || m->arch == CT_ARCH_DEIT;
+  *out = (ct_classification_view){
+      .arch = arch_names[m->arch],
+      .C = m->C,
+      .H = m->H,
+      .W = m->W,
+      .patch = model_patch(m),
+      .pos_embed = vit ? m->vit.pos_embed : NULL,
+      .prefix_tokens = vit ? m->vit.tokens - m->vit.patches : 0,
+  };
+}
+
+ct_status ct_classification_split_images(ct_task *t, const char *split,
+                                         int64_t n, const uint8_t **images,
+                                         int64_t *count) {
+  classification *c = t->state;
+  const bool test = !strcmp(split, "test");
+  const ct_image_dataset *d = test || c->val_is_test ? &c->test : &c->val;
+  if ((test && !c->have_test) || (!test && !c->have_val && !c->val_is_test) ||
+      d->N == 0)
+    return ct_error(CT_ERR_ARG, "classification: the %s split has no images",
+                    split);
+  *count = n < d->N ? n : d->N;
+  *images = d->pixels;
+  return CT_OK;
+}
+
+ct_status ct_classification_attention(ct_task *t, const uint8_t *images,
+                                      int64_t n, ct_nn_attention_log *log,
+                                      float *rollout) {
+  const model *m = &((classification *)t->state)->m;
+  bool was = ct_grad_set_enabled(false);
+  ct_tensor *logits =
+      model_attention(m, model_input(m, images, n), log, rollout);
+  ct_grad_set_enabled(was);
+  return logits ? CT_OK : ct_last_status();
+}

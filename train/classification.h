@@ -10,10 +10,11 @@
 // stored in checkpoints ("classes", "image"), so eval and classify never
 // need the training data.
 //
-// Model: [model] arch = vit | deit | resnet. DeiT distills from a teacher,
-// any classification checkpoint ([model] teacher), run without recording
-// and in eval mode on the same (augmented, mixed) batch; its input is
-// re-normalized when its statistics differ.
+// Model: [model] arch = vit | deit | resnet | swin. DeiT distills from a
+// teacher, any classification checkpoint ([model] teacher), run without
+// recording and in eval mode on the same (augmented, mixed) batch; its
+// input is re-normalized when its statistics differ. Swin, without a
+// distillation token, distills on its class head when a teacher is set.
 //
 // Evaluation: loss (cross-entropy without smoothing), accuracy, top5 and a
 // confusion matrix (summary text, and confusion_<split>.png in the run
@@ -28,16 +29,46 @@ enum { CT_VAL_HOLDOUT_FRACTION_MAX = 5000 };
 
 #include <stdio.h>
 
+#include "nn/module.h"
 #include "train/task.h"
 
 extern const ct_task_ops ct_task_classification;
 
 // Classifies PNG files (converted to the model's channels and resized to
 // its input size): prints each file's `top` classes with probabilities to
-// `out`. With attention_png (ViT/DeiT only), also writes the images with
-// the class token's attention rollout overlaid, side by side.
+// `out`. With attention_png (ViT, DeiT, Swin), also writes the images with
+// their attention rollout overlaid, side by side: the class token's
+// (ViT/DeiT), the average pool's (Swin, nn/swin.h).
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
                                      int n, int top, const char *attention_png,
                                      FILE *out);
+
+// What `ctrain analyze` (train/analyze.h) reads of an open model.
+typedef struct ct_classification_view {
+  const char *arch;  // the [model] arch name
+  int C, H, W;       // the input images
+  int64_t patch;     // side of the patch grid's cells; 0: no attention
+  // ViT/DeiT: pos_embed (1, T, D), its first prefix_tokens rows the class
+  // (and distillation) token's; NULL otherwise.
+  const ct_tensor *pos_embed;
+  int64_t prefix_tokens;
+} ct_classification_view;
+void ct_classification_view_of(const ct_task *t, ct_classification_view *out);
+
+// The first min(n, size) images of split "val" or "test" (u8 (C, H, W)
+// each, consecutive, owned by the task) and their count. CT_ERR_ARG when
+// the split has none.
+ct_status ct_classification_split_images(ct_task *t, const char *split,
+                                         int64_t n, const uint8_t **images,
+                                         int64_t *count);
+
+// The model in eval mode on n images (u8 (C, H, W) each, normalized as its
+// input): every attention layer's per-head weights appended to *log (arena
+// tensors: valid until the arena is rewound) and, when rollout is not
+// NULL, each image's attention rollout (n, H/P * W/P). CT_ERR_ARG for an
+// arch without attention.
+ct_status ct_classification_attention(ct_task *t, const uint8_t *images,
+                                      int64_t n, ct_nn_attention_log *log,
+                                      float *rollout);
 
 #endif

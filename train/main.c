@@ -32,6 +32,7 @@
 #include "train/trainer.h"
 #include "train/translation.h"
 #include "train/classification.h"
+#include "train/analyze.h"
 #include "train/detection.h"
 #include "data/detection.h"
 #include "data/toy_images.h"
@@ -57,8 +58,13 @@ static const char *const usage =
     "                             RNN alignment of one TEXT\n"
     "  classify CKPT IMAGE.png... [--top N] [--attention OUT.png] [--threads "
     "N]\n"
-    "                             top classes of images; ViT/DeiT attention "
-    "maps\n"
+    "                             top classes of images; ViT/DeiT/Swin "
+    "attention maps\n"
+    "  analyze CKPT --out DIR [--images N] [--split val|test] [--threads N]\n"
+    "                             attention distances, position embeddings "
+    "and\n"
+    "                             rollouts of a ViT/DeiT/Swin (PNG, CSV, "
+    "JSON)\n"
     "  detect CKPT IMAGE.png... [--out BOXES.png] [--threshold P] [--threads "
     "N]\n"
     "                             objects found in images, drawn on the first\n"
@@ -444,6 +450,45 @@ static int cmd_classify(int argc, char **argv) {
     rc = runtime_error();
   ct_run_model_close(&m);
   free(a.rest);
+  ct_arena_release();
+  return rc;
+}
+
+static int cmd_analyze(int argc, char **argv) {
+  const char *out_dir = NULL, *split = "val";
+  long images = 64;
+  model_args a = {0};
+  int rc = 0;
+  for (int i = 2; i < argc && !rc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--out")) {
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else
+        out_dir = v;
+    } else if (!strcmp(argv[i], "--images")) {
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else if ((images = positive(v)) < 1 || images > 100000)
+        rc = usage_error("--images wants an integer in 1..100000, not '%s'", v);
+    } else if (!strcmp(argv[i], "--split")) {
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else if (strcmp(v, "val") && strcmp(v, "test"))
+        rc = usage_error("--split is val or test, not '%s'", v);
+      else
+        split = v;
+    } else {
+      rc = model_arg(&a, argc, argv, &i);
+    }
+  }
+  if (!rc) rc = model_args_check(&a, "analyze", false);
+  if (!rc && !out_dir)
+    rc = usage_error("%s: --out DIR is needed (where the figures go)",
+                     "analyze");
+  if (rc) return rc;
+  if (ct_analyze_run(a.ckpt, images, split, out_dir, stdout) != CT_OK)
+    rc = runtime_error();
   ct_arena_release();
   return rc;
 }
@@ -863,6 +908,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
   if (!strcmp(cmd, "translate")) return cmd_translate(argc, argv);
   if (!strcmp(cmd, "classify")) return cmd_classify(argc, argv);
+  if (!strcmp(cmd, "analyze")) return cmd_analyze(argc, argv);
   if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
   if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);

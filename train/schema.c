@@ -128,19 +128,28 @@ static const ct_config_key schema[] = {
      "classification: build the next batch on a background thread"},
     // [model]
     {"model", "arch", CT_CONFIG_ENUM, "vit", CT_SCHEMA_CHOICES(CT_MODEL_ARCHS),
-     "the model: classification vit|deit|resnet|cvt (default vit), "
-     "translation "
-     "transformer|rnn (default transformer)"},
-    {"model", "patch", CT_CONFIG_INT, "4", "1..4096", "vit/deit: patch size"},
-    {"model", "dim", CT_CONFIG_INT, "192", "1..65536", "vit/deit: token width"},
+     "the model: classification vit|deit|resnet|swin|cvt (default vit), "
+     "translation transformer|rnn (default transformer)"},
+    {"model", "patch", CT_CONFIG_INT, "4", "1..4096",
+     "vit/deit/swin: patch size"},
+    {"model", "dim", CT_CONFIG_INT, "192", "1..65536",
+     "vit/deit: token width; swin: the first stage's (doubling per stage)"},
     {"model", "depth", CT_CONFIG_INT, "6", "1..1000", "vit/deit: blocks"},
     {"model", "mlp_dim", CT_CONFIG_INT, "768", "1..1048576",
      "vit/deit: hidden width of the blocks' MLPs"},
     {"model", "attn_dropout", CT_CONFIG_FLOAT, "0", NULL,
-     "vit/deit/cvt: dropout on the attention weights"},
+     "vit/deit/swin/cvt: dropout on the attention weights"},
     {"model", "drop_path", CT_CONFIG_FLOAT, "0.1", NULL,
-     "vit/deit: stochastic depth rate of the last block; cvt: of the last "
-     "stage's last block (the earlier stages have none, as CvT-13)"},
+     "vit/deit/swin: stochastic depth rate of the last block; cvt: of the "
+     "last stage's last block (the earlier stages have none, as CvT-13)"},
+    {"model", "depths", CT_CONFIG_STRING, "2,2,6,2", NULL,
+     "swin: blocks per stage, comma-separated (one number per stage)"},
+    {"model", "stage_heads", CT_CONFIG_STRING, "3,6,12,24", NULL,
+     "swin: attention heads per stage, comma-separated"},
+    {"model", "window", CT_CONFIG_INT, "7", "1..4096",
+     "swin: window side in tokens (a map no larger is one window)"},
+    {"model", "mlp_ratio", CT_CONFIG_FLOAT, "4", NULL,
+     "swin: MLP hidden width over the block width"},
     {"model", "width", CT_CONFIG_INT, "32", "1..65536",
      "resnet: channels of the first stage (doubling per stage)"},
     {"model", "stages", CT_CONFIG_INT, "3", "1..16", "resnet: stages"},
@@ -181,8 +190,8 @@ static const ct_config_key schema[] = {
     {"model", "aux_loss", CT_CONFIG_BOOL, "true", NULL,
      "detection: the loss of every decoder layer, not only the last"},
     {"model", "teacher", CT_CONFIG_STRING, "", NULL,
-     "deit: the teacher, a classification checkpoint or run folder (its newest "
-     "checkpoint), for distillation"},
+     "deit/swin: the teacher, a classification checkpoint or run folder (its "
+     "newest checkpoint), for distillation"},
     {"model", "d_model", CT_CONFIG_INT, "256", "1..65536",
      "model width (not rnn)"},
     {"model", "heads", CT_CONFIG_INT, "8", "1..1024",
@@ -268,14 +277,16 @@ static const ct_config_key schema[] = {
      "detection: cross-entropy weight of the no-object class"},
     {"train", "distillation", CT_CONFIG_ENUM, "hard",
      CT_SCHEMA_CHOICES(CT_DISTILLATIONS),
-     "deit: distillation loss (needs [model] teacher unless none)"},
+     "deit/swin: distillation loss (deit needs [model] teacher unless none; "
+     "swin distills on its class head when a teacher is set)"},
     {"train", "distill_alpha", CT_CONFIG_FLOAT, "0.5", NULL,
-     "deit: weight of the distillation term"},
+     "deit/swin: weight of the distillation term"},
     {"train", "distill_tau", CT_CONFIG_FLOAT, "1.0", NULL,
-     "deit: soft distillation temperature"},
+     "deit/swin: soft distillation temperature"},
     {"train", "distill_kl", CT_CONFIG_ENUM, "element",
      CT_SCHEMA_CHOICES(CT_DISTILL_KLS),
-     "deit: soft distillation's KL divided by B*K (element, DeiT's reference "
+     "deit/swin: soft distillation's KL divided by B*K (element, DeiT's "
+     "reference "
      "code) or by B (sample, the per-image KL of the paper)"},
     {"train", "teacher_forcing", CT_CONFIG_FLOAT, "1", NULL,
      "rnn: probability that a decoder step is fed the reference token rather "
@@ -337,6 +348,10 @@ const char *const ct_model_shape_keys[] = {
     "model.emb_dim",
     "model.enc_hidden",
     "model.dec_hidden",
+    "model.depths",
+    "model.stage_heads",
+    "model.window",
+    "model.mlp_ratio",
     "model.cvt_dims",
     "model.cvt_depths",
     "model.cvt_heads",

@@ -60,7 +60,8 @@ extern const int ct_model_shape_key_count;
 // classification list first, so that its vit stays the schema default).
 #define CT_CLASSIFICATION_ARCHS(X) \
   X(CT_ARCH_VIT, "vit")            \
-  X(CT_ARCH_DEIT, "deit") X(CT_ARCH_RESNET, "resnet") X(CT_ARCH_CVT, "cvt")
+  X(CT_ARCH_DEIT, "deit")          \
+  X(CT_ARCH_RESNET, "resnet") X(CT_ARCH_SWIN, "swin") X(CT_ARCH_CVT, "cvt")
 #define CT_TRANSLATION_ARCHS(X) \
   X(CT_ARCH_TRANSFORMER, "transformer") X(CT_ARCH_RNN, "rnn")
 #define CT_MODEL_ARCHS(X) CT_CLASSIFICATION_ARCHS(X) CT_TRANSLATION_ARCHS(X)

@@ -4,7 +4,7 @@ then compute the same logits (max |diff| <= 1e-4).
 
   interop.py CTRAIN WORKDIR
 
-For each model (a ViT, a DeiT, a CvT, and three translators: the paper's post-norm
+For each model (a ViT, a DeiT, a Swin, a CvT, and three translators: the paper's post-norm
 Transformer with a tied generator, a pre-norm GELU one with its own
 generator, and the attention GRU, [model] arch = rnn):
   1. ctrain -> PyTorch: `ctrain train` a tiny model for 2 steps, `ctrain
@@ -16,6 +16,7 @@ generator, and the attention GRU, [model] arch = rnn):
      the same inputs and compare again; then the same with unit-gain
      weights (unit_gain: O(1) logits, so small convention slips show).
 The twins are bench/ref/vit_model.py (timm's ViT/DeiT layout),
+bench/ref/swin_model.py (timm's SwinTransformer),
 bench/ref/cvt_model.py (microsoft/CvT's layout; BatchNorm's
 num_batches_tracked, which ctrain does not keep, is filled in by PyTorch's
 own loading of a state_dict without metadata, so strict=True holds),
@@ -44,6 +45,7 @@ from check_safetensors import load, save  # noqa: E402
 from cvt_model import CvT  # noqa: E402
 from mt_model import Translator  # noqa: E402
 from rnn_model import Seq2Seq  # noqa: E402
+from swin_model import SwinTransformer  # noqa: E402
 from vit_model import VisionTransformer  # noqa: E402
 
 TOL = 1e-4
@@ -80,6 +82,12 @@ MODELS = {
     "vit": ("classification", VISION + ["model.arch=vit"]),
     "deit": ("classification", VISION + ["model.arch=deit",
                                          "train.distillation=none"]),
+    # patch 2: an 8x8 map, windows of 4 (shifted blocks), then a 4x4 map
+    # that is one window.
+    "swin": ("classification", VISION + [
+        "model.arch=swin", "model.patch=2", "model.dim=16",
+        "model.depths=2,2", "model.stage_heads=2,4", "model.window=4",
+        "model.mlp_ratio=2"]),
     "cvt": ("classification", VISION + [
         "model.arch=cvt", "model.cvt_dims=16,32", "model.cvt_depths=1,2",
         "model.cvt_heads=1,2", "model.cvt_embed_kernel=3,3",
@@ -127,6 +135,16 @@ def build_twin(task, sets, shapes):
     """The PyTorch twin of the model `sets` describe; sizes the config does
     not fix (channels, classes, vocabularies) come from the export's
     shapes."""
+    if task == "classification" and setting(sets, "model.arch") == "swin":
+        D, C, P, _ = shapes["patch_embed.proj.weight"]
+        return SwinTransformer(
+            img_size=IMAGE, patch=P, in_chans=C,
+            num_classes=shapes["head.fc.weight"][0], embed_dim=D,
+            depths=[int(v) for v in setting(sets, "model.depths").split(",")],
+            heads=[int(v)
+                   for v in setting(sets, "model.stage_heads").split(",")],
+            window=int(setting(sets, "model.window")),
+            mlp_ratio=float(setting(sets, "model.mlp_ratio")))
     if setting(sets, "model.arch") == "cvt":
         lists = [[int(v) for v in setting(sets, "model.cvt_" + k).split(",")]
                  for k in ("embed_kernel", "embed_stride", "embed_padding",
