@@ -5,8 +5,9 @@ names of microsoft/CvT's cls_cvt.py, mirroring nn/cvt.c).
   cvt_cifar_b64  3x32x32; 3x3 stride-2 token embeddings (maps 16, 8, 4),
                  widths 64/128/256, depths 1/2/4, heads 1/2/4, mlp ratio 4,
                  dw_bn projections, class token in the last stage, B 64
+  cvt_gelu_cifar_b64  the same with the exact GELU
 
-10 classes; QuickGELU; dropout and drop path 0; BatchNorm in training mode;
+10 classes; QuickGELU (cvt_cifar_b64); dropout and drop path 0; BatchNorm in training mode;
 AdamW lr 5e-4, weight decay 0.05 (none on biases, norms and the class
 token), gradient clipping at norm 1. Loss: cross-entropy with label
 smoothing 0.1. The batch is standard-normal images and uniform labels,
@@ -26,11 +27,12 @@ from cvt_model import CvT
 from step_timer import add_args, autocast, report
 from vit_model import param_groups
 
+STAGES = ((3, 2, 1, 64, 1, 1), (3, 2, 1, 128, 2, 2), (3, 2, 1, 256, 4, 4))
 CONFIGS = {
     # name: (channels, side, stages as (kernel, stride, padding, dim, depth,
-    #        heads), mlp ratio, classes, batch)
-    "cvt_cifar_b64": (3, 32, ((3, 2, 1, 64, 1, 1), (3, 2, 1, 128, 2, 2),
-                              (3, 2, 1, 256, 4, 4)), 4.0, 10, 64),
+    #        heads), mlp ratio, activation, classes, batch)
+    "cvt_cifar_b64": (3, 32, STAGES, 4.0, "quick_gelu", 10, 64),
+    "cvt_gelu_cifar_b64": (3, 32, STAGES, 4.0, "gelu", 10, 64),
 }
 
 
@@ -42,8 +44,8 @@ def main():
         ap.error(f"unknown config {args.config}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    C, S, stages, ratio, K, B = CONFIGS[args.config]
-    model = CvT(C, K, stages, mlp_ratio=ratio)
+    C, S, stages, ratio, act, K, B = CONFIGS[args.config]
+    model = CvT(C, K, stages, mlp_ratio=ratio, act=act)
     model.train()
     opt = torch.optim.AdamW(param_groups(model, 0.05), lr=5e-4)
     g = torch.Generator().manual_seed(1)
