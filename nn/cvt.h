@@ -48,8 +48,9 @@
 // then norm.{weight, bias} and head.{weight (K, D), bias (K)}. Linear
 // weights trunc_normal(.02) with zero biases (head: PyTorch's bias init, as
 // the reference), norms ones and zeros, LayerNorm eps 1e-5. BatchNorm's
-// num_batches_tracked is left out (nn/conv.h): load the twin with it
-// filtered, or strict=False for those keys alone.
+// num_batches_tracked is left out (nn/conv.h); PyTorch fills it in when it
+// loads a state_dict without version metadata (one read from safetensors),
+// so an export still loads with strict=True (tests/ref/interop.py).
 //
 // Dropout as the reference: `dropout` after the class token is joined
 // (pos_drop), in proj_drop and in the MLP; `attn_dropout` on the attention
