@@ -268,6 +268,7 @@ typedef enum {
   UN_RELU,
   UN_GELU_ERF,
   UN_GELU_TANH,
+  UN_GELU_QUICK,
   UN_SIGMOID,
   UN_TANH
 } un_kind;
@@ -279,6 +280,7 @@ typedef struct un_saved {
 
 static const float SQRT_2_OVER_PI = 0.79788456080286536f;
 static const float GELU_TANH_C = 0.044715f;
+static const float GELU_QUICK_C = 1.702f;
 
 static inline float unary_fwd(un_kind k, float x, float s) {
   switch (k) {
@@ -289,6 +291,7 @@ static inline float unary_fwd(un_kind k, float x, float s) {
     float u = SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
   }
+  case UN_GELU_QUICK: return x / (1.0f + expf(-GELU_QUICK_C * x));
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case UN_TANH: return tanhf(x);
   }
@@ -326,6 +329,10 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
     float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_C * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
   }
+  case UN_GELU_QUICK: {  // sig + c x sig (1 - sig), sig = sigmoid(c x)
+    float sig = 1.0f / (1.0f + expf(-GELU_QUICK_C * x));
+    return sig + GELU_QUICK_C * x * sig * (1.0f - sig);
+  }
   case UN_SIGMOID: return y * (1.0f - y);
   case UN_TANH: return 1.0f - y * y;
   }
@@ -346,12 +353,13 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
 // The exact GELU is not among them: libm's erff does not vectorize, so it
 // runs through core/vmath.h in fixed blocks (any thread count splits the
 // same way; vmath's results do not depend on the split anyway).
-#define UNARY_KINDS(n, STMT_OF)                      \
-  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))         \
-  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))           \
-  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH)) \
-  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))     \
-  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))           \
+#define UNARY_KINDS(n, STMT_OF)                        \
+  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))           \
+  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))             \
+  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH))   \
+  UNARY_LOOP(n, UN_GELU_QUICK, STMT_OF(UN_GELU_QUICK)) \
+  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))       \
+  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))             \
   case UN_GELU_ERF: break;
 
 static void unary_backward(ct_node *node) {
@@ -408,8 +416,10 @@ ct_tensor *ct_scale(ct_tensor *x, float s) {
 }
 ct_tensor *ct_relu(ct_tensor *x) { return unary("relu", UN_RELU, x, 0.0f); }
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind) {
-  return unary("gelu", kind == CT_GELU_TANH ? UN_GELU_TANH : UN_GELU_ERF, x,
-               0.0f);
+  const un_kind k = kind == CT_GELU_TANH    ? UN_GELU_TANH
+                    : kind == CT_GELU_QUICK ? UN_GELU_QUICK
+                                            : UN_GELU_ERF;
+  return unary("gelu", k, x, 0.0f);
 }
 ct_tensor *ct_sigmoid(ct_tensor *x) {
   return unary("sigmoid", UN_SIGMOID, x, 0.0f);

@@ -263,11 +263,16 @@ static ct_status check_config(const ct_nn_cvt_config *c) {
     h = nh;
     w = nw;
   }
-  if (c->num_classes < 1 || !(c->mlp_ratio > 0.0f) ||
-      (int64_t)((float)c->dims[0] * c->mlp_ratio) < 1)
+  if (c->num_classes < 1 || !(c->mlp_ratio > 0.0f))
     return ct_error(CT_ERR_ARG,
                     "cvt: classes %lld and mlp_ratio %g must be positive",
                     (long long)c->num_classes, (double)c->mlp_ratio);
+  for (int i = 0; i < c->stages; i++)
+    if ((int64_t)((float)c->dims[i] * c->mlp_ratio) < 1)
+      return ct_error(CT_ERR_ARG,
+                      "cvt: mlp_ratio %g gives stage %d (dim %lld) an MLP "
+                      "narrower than 1",
+                      (double)c->mlp_ratio, i, (long long)c->dims[i]);
   return CT_OK;
 }
 

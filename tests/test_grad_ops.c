@@ -121,6 +121,8 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(129)));
   GRAD("gelu tanh", ((op_case){.op = OP_GELU, .gelu = CT_GELU_TANH}),
        grad_input(CT_SHAPE(129)));
+  GRAD("gelu quick", ((op_case){.op = OP_GELU, .gelu = CT_GELU_QUICK}),
+       grad_input(CT_SHAPE(129)));
   GRAD("sigmoid", ((op_case){.op = OP_SIGMOID}), grad_input(CT_SHAPE(7, 7)));
   GRAD("tanh", ((op_case){.op = OP_TANH}), grad_input(CT_SHAPE(1, 129)));
   GRAD("dropout p=0.3", ((op_case){.op = OP_DROPOUT, .p = 0.3f}),
