@@ -123,6 +123,10 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(129)));
   GRAD("gelu quick", ((op_case){.op = OP_GELU, .gelu = CT_GELU_QUICK}),
        grad_input(CT_SHAPE(129)));
+  // Across its blocks of 1024 (ops_elementwise.c's quick_gelu_blocks).
+  GRAD("gelu quick, 3 blocks",
+       ((op_case){.op = OP_GELU, .gelu = CT_GELU_QUICK}),
+       grad_input(CT_SHAPE(2, 1100)));
   GRAD("sigmoid", ((op_case){.op = OP_SIGMOID}), grad_input(CT_SHAPE(7, 7)));
   GRAD("tanh", ((op_case){.op = OP_TANH}), grad_input(CT_SHAPE(1, 129)));
   GRAD("dropout p=0.3", ((op_case){.op = OP_DROPOUT, .p = 0.3f}),
