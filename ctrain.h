@@ -59,6 +59,7 @@
 //   nn/timm.h               timm's Linear init, drop path, patch embedding
 //   nn/vit.h                ViT and DeiT (timm names), attention rollout
 //   nn/swin.h               Swin: shifted-window blocks, patch merging
+//   nn/cvt.h                CvT: convolutional token embedding and projections
 //   nn/distill.h            soft-target CE and DeiT's distillation losses
 //   nn/hungarian.h          linear sum assignment, DETR's Hungarian matcher
 //   nn/detr.h               DETR: backbone, transformer, heads, the set loss
@@ -110,6 +111,7 @@
 #include "nn/timm.h"
 #include "nn/vit.h"
 #include "nn/swin.h"
+#include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/hungarian.h"
 #include "nn/detr.h"

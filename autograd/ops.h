@@ -26,8 +26,9 @@ ct_tensor *ct_mul(ct_tensor *a, ct_tensor *b);
 ct_tensor *ct_scale(ct_tensor *x, float s);
 ct_tensor *ct_relu(ct_tensor *x);
 typedef enum ct_gelu_kind {
-  CT_GELU_ERF,   // x * Phi(x), PyTorch's default
-  CT_GELU_TANH,  // the tanh approximation (approximate='tanh')
+  CT_GELU_ERF,    // x * Phi(x), PyTorch's default
+  CT_GELU_TANH,   // the tanh approximation (approximate='tanh')
+  CT_GELU_QUICK,  // x * sigmoid(1.702 x): CLIP's and CvT's QuickGELU
 } ct_gelu_kind;
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind);
 ct_tensor *ct_sigmoid(ct_tensor *x);

@@ -410,6 +410,179 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *bias, int stride,
   return y;
 }
 
+// ---- depthwise conv2d -----------------------------------------------------------
+// Plane (n, c) of x (H,W) and of y (Ho,Wo), with channel c's kernel w_c (k,k):
+//   y[oh][ow]     = sum over (ki,kj) of w_c[ki][kj] x[oh*s-pad+ki][ow*s-pad+kj]
+//   dx[ih][iw]   += w_c[ki][kj] dy[oh][ow] for every output that reads it
+//   dw_c[ki][kj] += sum over n, oh, ow of dy[oh][ow] x[oh*s-pad+ki][ow*s-pad+kj]
+// The forward pass and dx give each plane to one thread, which walks the
+// output rows and adds the kernel offsets in (ki, kj) order; dw gives each
+// channel to one thread, which adds the images in order, every offset's sum
+// in LANES double partial sums. The inner loops run along a row (unit stride
+// in y and dy; stride s in x), so they vectorize; no result depends on the
+// thread count.
+
+typedef struct dw_geom {
+  int64_t N, C, H, W, k, Ho, Wo, stride, pad;
+} dw_geom;
+
+// One plane: x (H,W), kernel wc (k,k) -> y (Ho,Wo).
+static void dw_plane_forward(const dw_geom *g, const float *restrict x,
+                             const float *restrict wc, float *restrict y) {
+  const int64_t k = g->k, s = g->stride, pad = g->pad, W = g->W, Wo = g->Wo;
+  for (int64_t oh = 0; oh < g->Ho; oh++) {
+    float *restrict yr = y + oh * Wo;
+    for (int64_t ow = 0; ow < Wo; ow++) yr[ow] = 0.0f;
+    for (int64_t ki = 0; ki < k; ki++) {
+      const int64_t ih = oh * s - pad + ki;
+      if (ih < 0 || ih >= g->H) continue;
+      for (int64_t kj = 0; kj < k; kj++) {
+        int64_t ow0, ow1;
+        valid_outputs(W, Wo, s, pad, kj, &ow0, &ow1);
+        const float wv = wc[ki * k + kj];
+        const float *restrict xr = x + ih * W + ow0 * s - pad + kj;
+        float *restrict d = yr + ow0;
+        const int64_t n = ow1 - ow0;
+        if (s == 1) {
+          for (int64_t j = 0; j < n; j++) d[j] += wv * xr[j];
+        } else {
+          for (int64_t j = 0; j < n; j++) d[j] += wv * xr[j * s];
+        }
+      }
+    }
+  }
+}
+
+// One plane: dx (H,W) += the adjoint of dw_plane_forward applied to dy.
+static void dw_plane_backward_input(const dw_geom *g, const float *restrict dy,
+                                    const float *restrict wc,
+                                    float *restrict dx) {
+  const int64_t k = g->k, s = g->stride, pad = g->pad, W = g->W, Wo = g->Wo;
+  for (int64_t oh = 0; oh < g->Ho; oh++) {
+    const float *restrict dyr = dy + oh * Wo;
+    for (int64_t ki = 0; ki < k; ki++) {
+      const int64_t ih = oh * s - pad + ki;
+      if (ih < 0 || ih >= g->H) continue;
+      for (int64_t kj = 0; kj < k; kj++) {
+        int64_t ow0, ow1;
+        valid_outputs(W, Wo, s, pad, kj, &ow0, &ow1);
+        const float wv = wc[ki * k + kj];
+        float *restrict d = dx + ih * W + ow0 * s - pad + kj;
+        const float *restrict src = dyr + ow0;
+        const int64_t n = ow1 - ow0;
+        if (s == 1) {
+          for (int64_t j = 0; j < n; j++) d[j] += wv * src[j];
+        } else {
+          for (int64_t j = 0; j < n; j++) d[j * s] += wv * src[j];
+        }
+      }
+    }
+  }
+}
+
+// acc += a[j] * b[j * s] for j < n, element j in lane j % LANES.
+static inline void lanes_add_dot_strided(double acc[LANES],
+                                         const float *restrict a,
+                                         const float *restrict b, int64_t n,
+                                         int64_t s) {
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += (double)a[i + j] * b[(i + j) * s];
+  for (int j = 0; i + j < n; j++) acc[j] += (double)a[i + j] * b[(i + j) * s];
+}
+
+// x (N,C,H,W), w (C,1,k,k) -> y (N,C,Ho,Wo); see above.
+static void conv2d_depthwise_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1];
+  const dw_geom *g = node->saved;
+  const float *dy = node->out->grad, *wd = ct_f32(w), *xd = ct_f32(x);
+  const int64_t C = g->C, HW = g->H * g->W, P = g->Ho * g->Wo, kk = g->k * g->k;
+  const int64_t work = g->N * C * P * kk;
+  if (x->requires_grad) {
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
+    for (int64_t pl = 0; pl < g->N * C; pl++)
+      dw_plane_backward_input(g, dy + pl * P, wd + (pl % C) * kk,
+                              x->grad + pl * HW);
+  }
+  if (!w->requires_grad) return;
+  const int64_t k = g->k, s = g->stride, pad = g->pad, W = g->W, Wo = g->Wo;
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < C; c++) {
+    for (int64_t kij = 0; kij < kk; kij++) {
+      const int64_t ki = kij / k, kj = kij % k;
+      int64_t oh0, oh1, ow0, ow1;
+      valid_outputs(g->H, g->Ho, s, pad, ki, &oh0, &oh1);
+      valid_outputs(W, Wo, s, pad, kj, &ow0, &ow1);
+      double acc[LANES] = {0};
+      for (int64_t n = 0; n < g->N; n++) {
+        const float *xp = xd + (n * C + c) * HW, *dyp = dy + (n * C + c) * P;
+        for (int64_t oh = oh0; oh < oh1; oh++)
+          lanes_add_dot_strided(
+              acc, dyp + oh * Wo + ow0,
+              xp + (oh * s - pad + ki) * W + ow0 * s - pad + kj, ow1 - ow0, s);
+      }
+      w->grad[c * kk + kij] += (float)lanes_total(acc);
+    }
+  }
+}
+
+ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
+                               int padding) {
+  const char *op = "conv2d_depthwise";
+  if (!x || !w) return NULL;
+  if (!check_nchw(op, x) || !ct_check_f32(op, w, "weight")) return NULL;
+  const int64_t C = x->shape[1];
+  if (w->ndim != 4 || w->shape[0] != C || w->shape[1] != 1 ||
+      w->shape[2] != w->shape[3] || w->shape[2] < 1) {
+    ct_error(CT_ERR_SHAPE,
+             "conv2d_depthwise: weight %s does not fit input %s (want "
+             "[%lld, 1, k, k], k >= 1)",
+             ct_shape_of(w), ct_shape_of(x), (long long)C);
+    return NULL;
+  }
+  if (stride < 1 || padding < 0) {
+    ct_error(CT_ERR_ARG,
+             "conv2d_depthwise: stride %d must be >= 1 and padding %d >= 0",
+             stride, padding);
+    return NULL;
+  }
+  dw_geom g = {.N = x->shape[0],
+               .C = C,
+               .H = x->shape[2],
+               .W = x->shape[3],
+               .k = w->shape[2],
+               .stride = stride,
+               .pad = padding};
+  const int64_t hp = g.H + 2 * g.pad - g.k, wp = g.W + 2 * g.pad - g.k;
+  if (hp < 0 || wp < 0) {
+    ct_error(CT_ERR_SHAPE,
+             "conv2d_depthwise: kernel %lldx%lld is larger than input %s "
+             "padded by %d",
+             (long long)g.k, (long long)g.k, ct_shape_of(x), padding);
+    return NULL;
+  }
+  g.Ho = hp / g.stride + 1;
+  g.Wo = wp / g.stride + 1;
+  ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(g.N, C, g.Ho, g.Wo));
+  if (!y) return NULL;
+  ct_tensor *in[2] = {x, w};
+  dw_geom *saved = NULL;
+  if (ct_tape_wants(2, in)) {
+    saved = ct_arena_alloc(sizeof *saved);
+    if (!saved) return NULL;
+    *saved = g;
+  }
+  const float *xd = ct_f32(x), *wd = ct_f32(w);
+  float *yd = ct_f32(y);
+  const int64_t HW = g.H * g.W, P = g.Ho * g.Wo, kk = g.k * g.k;
+#pragma omp parallel for schedule(static) if (g.N * C * P * kk >= PAR_MIN_WORK)
+  for (int64_t pl = 0; pl < g.N * C; pl++)
+    dw_plane_forward(&g, xd + pl * HW, wd + (pl % C) * kk, yd + pl * P);
+  if (ct_tape_record(op, conv2d_depthwise_backward, y, 2, in, saved) != CT_OK)
+    return NULL;
+  return y;
+}
+
 // ---- batch norm -----------------------------------------------------------------
 // x (N,C,H,W) seen as C channels of M = N*S values (S = H*W), channel c being
 // rows x[(n*C + c)*S ..] for n < N:

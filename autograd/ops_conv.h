@@ -9,8 +9,9 @@
 // through, bad arguments return NULL with an error naming the op and the
 // shapes, and no result depends on the thread count.
 //
-// Not here: dilation, groups, asymmetric padding, ceil_mode, non-square
-// pooling windows, count_include_pad for padded average pooling.
+// Not here: dilation, groups other than 1 and C (depthwise), asymmetric
+// padding, ceil_mode, non-square pooling windows, count_include_pad for
+// padded average pooling.
 #ifndef CT_AUTOGRAD_OPS_CONV_H
 #define CT_AUTOGRAD_OPS_CONV_H
 
@@ -26,6 +27,15 @@
 // time; a 1x1 stride-1 unpadded conv reads x directly.
 ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *bias, int stride,
                      int padding);
+
+// Depthwise convolution (Conv2d with groups = C, no bias): each channel
+// convolved with its own k x k kernel.
+// x (N,C,H,W), w (C,1,k,k) (PyTorch's weight layout) -> (N,C,Ho,Wo), zero
+// padding `padding` on every side, Ho = (H + 2 padding - k) / stride + 1.
+// Computed directly per (image, channel) plane (no im2col: a gemm with an
+// inner dim of k*k would not pay), each plane on one thread.
+ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
+                               int padding);
 
 // BatchNorm2d over the channel dim of x (N,C,H,W) -> (N,C,H,W):
 //   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c

@@ -3,6 +3,7 @@
 #include "autograd/ops.h"
 #include "autograd/op_util.h"
 #include "core/rng.h"
+#include "core/vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -268,6 +269,7 @@ typedef enum {
   UN_RELU,
   UN_GELU_ERF,
   UN_GELU_TANH,
+  UN_GELU_QUICK,
   UN_SIGMOID,
   UN_TANH
 } un_kind;
@@ -279,6 +281,7 @@ typedef struct un_saved {
 
 static const float SQRT_2_OVER_PI = 0.79788456080286536f;
 static const float GELU_TANH_C = 0.044715f;
+static const float GELU_QUICK_C = 1.702f;
 
 static inline float unary_fwd(un_kind k, float x, float s) {
   switch (k) {
@@ -289,6 +292,7 @@ static inline float unary_fwd(un_kind k, float x, float s) {
     float u = SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
   }
+  case UN_GELU_QUICK: break;  // whole arrays at once: quick_gelu_blocks
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case UN_TANH: return tanhf(x);
   }
@@ -326,6 +330,7 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
     float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_C * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
   }
+  case UN_GELU_QUICK: break;  // whole arrays at once: quick_gelu_blocks
   case UN_SIGMOID: return y * (1.0f - y);
   case UN_TANH: return 1.0f - y * y;
   }
@@ -343,16 +348,47 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
         STMT;                                                                  \
     break;                                                                     \
   }
-// The exact GELU is not among them: libm's erff does not vectorize, so it
-// runs through core/vmath.h in fixed blocks (any thread count splits the
-// same way; vmath's results do not depend on the split anyway).
+// The exact and the quick GELU are not among them: libm's erff and expf do
+// not vectorize, so they run through core/vmath.h in fixed blocks (any
+// thread count splits the same way; vmath's results do not depend on the
+// split anyway).
 #define UNARY_KINDS(n, STMT_OF)                      \
   UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))         \
   UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))           \
   UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH)) \
   UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))     \
   UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))           \
-  case UN_GELU_ERF: break;
+  case UN_GELU_ERF:                                  \
+  case UN_GELU_QUICK: break;
+
+// QuickGELU y = x sig(c x), sig the sigmoid, c = 1.702, and its backward
+// gx (+)= g (sig + c x sig (1 - sig)): the sigmoid from core/vmath.h (libm's
+// expf does not vectorize) in fixed blocks, each on one thread; an element's
+// result depends on its value only.
+enum { QUICK_BLOCK = 1024 };
+static void quick_gelu_blocks(const float *restrict x, float *restrict y,
+                              const float *restrict g, float *restrict gx,
+                              int64_t n, bool accumulate) {
+  const int64_t blocks = (n + QUICK_BLOCK - 1) / QUICK_BLOCK;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t b = 0; b < blocks; b++) {
+    const int64_t lo = b * QUICK_BLOCK;
+    const int64_t len = n - lo < QUICK_BLOCK ? n - lo : QUICK_BLOCK;
+    float sig[QUICK_BLOCK];
+    for (int64_t i = 0; i < len; i++) sig[i] = GELU_QUICK_C * x[lo + i];
+    ct_vmath_sigmoid(sig, sig, len);
+    if (!gx) {
+      for (int64_t i = 0; i < len; i++) y[lo + i] = x[lo + i] * sig[i];
+      continue;
+    }
+    for (int64_t i = 0; i < len; i++) {
+      const float s = sig[i];
+      const float d =
+          g[lo + i] * (s + GELU_QUICK_C * x[lo + i] * s * (1.0f - s));
+      gx[lo + i] = accumulate ? gx[lo + i] + d : d;
+    }
+  }
+}
 
 static void unary_backward(ct_node *node) {
   const un_saved *s = node->saved;
@@ -365,6 +401,10 @@ static void unary_backward(ct_node *node) {
   const int64_t n = y->numel;
   if (s->kind == UN_GELU_ERF) {
     ct_gelu_erf_blocks(px, NULL, g, gx, n, !(node->fresh & 1u));
+    return;
+  }
+  if (s->kind == UN_GELU_QUICK) {
+    quick_gelu_blocks(px, NULL, g, gx, n, !(node->fresh & 1u));
     return;
   }
   if (node->fresh & 1u) {
@@ -389,6 +429,8 @@ static ct_tensor *unary(const char *op, un_kind kind, ct_tensor *x, float s) {
 #define FORWARD_STMT(K) py[i] = unary_fwd(K, px[i], s)
   if (kind == UN_GELU_ERF)
     ct_gelu_erf_blocks(px, py, NULL, NULL, n, false);
+  else if (kind == UN_GELU_QUICK)
+    quick_gelu_blocks(px, py, NULL, NULL, n, false);
   else
     switch (kind) { UNARY_KINDS(n, FORWARD_STMT) }
 #undef FORWARD_STMT
@@ -408,8 +450,10 @@ ct_tensor *ct_scale(ct_tensor *x, float s) {
 }
 ct_tensor *ct_relu(ct_tensor *x) { return unary("relu", UN_RELU, x, 0.0f); }
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind) {
-  return unary("gelu", kind == CT_GELU_TANH ? UN_GELU_TANH : UN_GELU_ERF, x,
-               0.0f);
+  const un_kind k = kind == CT_GELU_TANH    ? UN_GELU_TANH
+                    : kind == CT_GELU_QUICK ? UN_GELU_QUICK
+                                            : UN_GELU_ERF;
+  return unary("gelu", k, x, 0.0f);
 }
 ct_tensor *ct_sigmoid(ct_tensor *x) {
   return unary("sigmoid", UN_SIGMOID, x, 0.0f);

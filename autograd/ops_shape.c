@@ -86,9 +86,52 @@ static inline int64_t permuted_offset(const ct_tensor *x, const int *perm,
   return off;
 }
 
+// Whether perm swaps the last two dims and keeps the others: a batch of
+// matrix transposes, (..., R, C) -> (..., C, R).
+static bool swaps_last_two(const int *perm, int ndim) {
+  if (ndim < 2 || perm[ndim - 2] != ndim - 1 || perm[ndim - 1] != ndim - 2)
+    return false;
+  for (int d = 0; d < ndim - 2; d++)
+    if (perm[d] != d) return false;
+  return true;
+}
+
+// y (B, C, R) (+)= x (B, R, C) transposed, in 32 x 32 tiles so that both
+// sides stay in cache. Each task owns a band of y's columns r: every output
+// element is written by one task, whatever the thread count.
+static void transpose_last_two(const float *restrict x, float *restrict y,
+                               int64_t B, int64_t R, int64_t C,
+                               bool accumulate) {
+  enum { TILE = 32 };
+  const int64_t bands = (R + TILE - 1) / TILE;
+#pragma omp parallel for schedule(static) if (B * R * C >= 32768)
+  for (int64_t t = 0; t < B * bands; t++) {
+    const int64_t b = t / bands, r0 = t % bands * TILE;
+    const int64_t r1 = r0 + TILE < R ? r0 + TILE : R;
+    const float *xb = x + b * R * C;
+    float *yb = y + b * R * C;
+    for (int64_t c0 = 0; c0 < C; c0 += TILE) {
+      const int64_t c1 = c0 + TILE < C ? c0 + TILE : C;
+      for (int64_t c = c0; c < c1; c++) {
+        if (accumulate) {
+          for (int64_t r = r0; r < r1; r++) yb[c * R + r] += xb[r * C + c];
+        } else {
+          for (int64_t r = r0; r < r1; r++) yb[c * R + r] = xb[r * C + c];
+        }
+      }
+    }
+  }
+}
+
 static void permute_backward(ct_node *node) {
   const permute_saved *s = node->saved;
   ct_tensor *x = node->in[0], *y = node->out;
+  const int nd = x->ndim;
+  if (x->dtype == CT_F32 && swaps_last_two(s->perm, nd) && x->numel > 0) {
+    const int64_t R = x->shape[nd - 2], C = x->shape[nd - 1];
+    transpose_last_two(y->grad, x->grad, x->numel / (R * C), C, R, true);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < y->numel; i++)
     x->grad[permuted_offset(x, s->perm, y->shape, y->ndim, i)] += y->grad[i];
@@ -114,10 +157,16 @@ ct_tensor *ct_permute(ct_tensor *x, const int *perm) {
   const size_t es = ct_dtype_size(x->dtype);
   const char *src = x->data;
   char *dst = y->data;
+  if (x->dtype == CT_F32 && swaps_last_two(perm, x->ndim) && x->numel > 0) {
+    const int64_t R = x->shape[x->ndim - 2], C = x->shape[x->ndim - 1];
+    transpose_last_two(ct_f32(x), ct_f32(y), x->numel / (R * C), R, C, false);
+  } else {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < y->numel; i++)
-    memcpy(dst + (size_t)i * es,
-           src + (size_t)permuted_offset(x, perm, shape, x->ndim, i) * es, es);
+    for (int64_t i = 0; i < y->numel; i++)
+      memcpy(dst + (size_t)i * es,
+             src + (size_t)permuted_offset(x, perm, shape, x->ndim, i) * es,
+             es);
+  }
   permute_saved *s = NULL;
   if (ct_tape_wants(1, &x)) {
     s = ct_arena_alloc(sizeof *s);

@@ -71,6 +71,7 @@ ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act) {
   case CT_NN_RELU: return ct_relu(x);
   case CT_NN_GELU: return ct_gelu(x, CT_GELU_ERF);
   case CT_NN_GELU_TANH: return ct_gelu(x, CT_GELU_TANH);
+  case CT_NN_QUICK_GELU: return ct_gelu(x, CT_GELU_QUICK);
   }
   ct_error(CT_ERR_ARG, "nn: unknown activation %d", (int)act);
   return NULL;

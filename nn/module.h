@@ -128,8 +128,9 @@ ct_tensor *ct_nn_param(ct_params *p, const char *prefix, const char *leaf,
 // Activations used between linear layers.
 typedef enum ct_nn_activation {
   CT_NN_RELU,
-  CT_NN_GELU,       // exact (erf) GELU, PyTorch's F.gelu default
-  CT_NN_GELU_TANH,  // the tanh approximation
+  CT_NN_GELU,        // exact (erf) GELU, PyTorch's F.gelu default
+  CT_NN_GELU_TANH,   // the tanh approximation
+  CT_NN_QUICK_GELU,  // x * sigmoid(1.702 x) (CLIP's and CvT's QuickGELU)
 } ct_nn_activation;
 
 ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act);

@@ -1,6 +1,7 @@
 // The CNN ops and modules: conv2d forward and backward against a direct
 // double-precision loop (strides, padding, the 1x1 path, a batch large enough
-// to be split into chunks), bit-identical results at 1 and 2 threads, batch
+// to be split into chunks), the depthwise conv against conv2d with a
+// block-diagonal weight, bit-identical results at 1 and 2 threads, batch
 // norm's running statistics and eval mode against hand computation, pooling
 // values, argument errors, and the ResNet: shapes, torchvision parameter
 // names and flags, init scale, and a loss that falls when fitting a batch.
@@ -152,6 +153,71 @@ static void test_conv_direct(void) {
                     (conv_shape){3, 32, 64, 64, 8, 3, 3, 1, 1, true});
 }
 
+// ---- depthwise conv against the dense one ---------------------------------------
+
+// max |a - b| / max |b|
+static double rel_diff(const float *a, const float *b, int64_t n) {
+  double d = 0.0, m = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    d = fmax(d, fabs((double)a[i] - b[i]));
+    m = fmax(m, fabs((double)b[i]));
+  }
+  return d / fmax(m, 1e-30);
+}
+
+// ct_conv2d_depthwise(x, w) and ct_conv2d(x, W) with W (C, C, k, k) zero
+// but W[c][c] = w[c]: the same output and input gradient, and dw the
+// diagonal of dW (up to the summation order).
+static void check_depthwise(const char *what, int64_t N, int64_t C, int64_t H,
+                            int64_t W, int64_t k, int stride, int padding) {
+  ct_rng r = ct_rng_make(11, (uint64_t)(H * 100 + W));
+  ct_tensor *x = ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(N, C, H, W));
+  ct_tensor *w = ct_tensor_randn(&r, 0.0f, 0.5f, CT_SHAPE(C, 1, k, k));
+  ct_tensor *dense = ct_tensor_zeros(CT_F32, CT_SHAPE(C, C, k, k));
+  for (int64_t c = 0; c < C; c++)
+    memcpy(ct_f32(dense) + (c * C + c) * k * k, ct_f32(w) + c * k * k,
+           (size_t)(k * k) * sizeof(float));
+  ct_tensor *xd = ct_requires_grad(ct_tensor_copy(x));
+  ct_requires_grad(x);
+  ct_requires_grad(w);
+  ct_requires_grad(dense);
+  ct_tensor *y = ct_conv2d_depthwise(x, w, stride, padding);
+  ct_tensor *yd = ct_conv2d(xd, dense, NULL, stride, padding);
+  CHECK(y && yd, "%s: %s", what, ct_last_error());
+  if (!y || !yd) return;
+  CHECK(y->ndim == 4 && y->shape[2] == yd->shape[2] &&
+            y->shape[3] == yd->shape[3],
+        "%s: output shape", what);
+  // The same upstream gradient for both: L = sum(y * r) + sum(yd * r), one
+  // backward pass.
+  ct_tensor *rr = ct_tensor_randn(&r, 0.0f, 1.0f, y->ndim, y->shape);
+  ct_tensor *loss = ct_add(ct_sum(ct_mul(y, rr)), ct_sum(ct_mul(yd, rr)));
+  ct_status st = loss ? ct_backward(loss) : ct_last_status();
+  CHECK(st == CT_OK, "%s backward: %s", what, ct_last_error());
+  if (st != CT_OK) return;
+  float *diag = malloc((size_t)(C * k * k) * sizeof(float));
+  for (int64_t c = 0; c < C; c++)
+    memcpy(diag + c * k * k, dense->grad + (c * C + c) * k * k,
+           (size_t)(k * k) * sizeof(float));
+  const double ey = rel_diff(ct_f32(y), ct_f32(yd), y->numel);
+  const double ex = rel_diff(x->grad, xd->grad, x->numel);
+  const double ew = rel_diff(w->grad, diag, w->numel);
+  printf("  %-36s y %.1e  dx %.1e  dw %.1e\n", what, ey, ex, ew);
+  CHECK(ey <= 1e-6 && ex <= 1e-6 && ew <= 1e-5, "%s: y %.2e dx %.2e dw %.2e",
+        what, ey, ex, ew);
+  free(diag);
+  ct_arena_reset();
+}
+
+static void test_depthwise(void) {
+  printf("depthwise conv against conv2d\n");
+  check_depthwise("3x3 s1 p1, 7x9", 3, 5, 7, 9, 3, 1, 1);
+  check_depthwise("3x3 s2 p1, 7x9", 3, 5, 7, 9, 3, 2, 1);
+  check_depthwise("3x3 s2 p1, 16x16 (parallel)", 8, 32, 16, 16, 3, 2, 1);
+  check_depthwise("5x5 s2 p2, 6x11", 2, 4, 6, 11, 5, 2, 2);
+  check_depthwise("3x3 s1 p0, 5x5", 2, 3, 5, 5, 3, 1, 0);
+}
+
 // ---- determinism across thread counts -------------------------------------------
 
 typedef struct snapshot {
@@ -202,6 +268,29 @@ static void run_ops(snapshot *out) {
   for (int i = 0; i < 6; i++) snap(out, leaves[i]->grad, leaves[i]->numel);
   snap(out, ct_f32(rm), 12);
   snap(out, ct_f32(rv), 12);
+  ct_arena_reset();
+}
+
+// The depthwise conv, large enough for its parallel paths, strides 1 and 2:
+// outputs and all gradients.
+static void run_depthwise(snapshot *out) {
+  ct_rng r = ct_rng_make(6, 1);
+  ct_tensor *x = ct_requires_grad(
+      ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(8, 32, 15, 17)));
+  ct_tensor *w1 =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 0.3f, CT_SHAPE(32, 1, 3, 3)));
+  ct_tensor *w2 =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 0.3f, CT_SHAPE(32, 1, 3, 3)));
+  ct_tensor *a = ct_conv2d_depthwise(x, w1, 1, 1);
+  ct_tensor *b = ct_conv2d_depthwise(a, w2, 2, 1);
+  ct_tensor *loss = ct_mean(ct_mul(b, b));
+  CHECK(loss && ct_backward(loss) == CT_OK, "depthwise: %s", ct_last_error());
+  if (!loss) return;
+  snap(out, ct_f32(a), a->numel);
+  snap(out, ct_f32(b), b->numel);
+  snap(out, x->grad, x->numel);
+  snap(out, w1->grad, w1->numel);
+  snap(out, w2->grad, w2->numel);
   ct_arena_reset();
 }
 
@@ -634,8 +723,10 @@ static void test_resnet_learns(void) {
 int main(void) {
   ct_threads_from_env();
   test_conv_direct();
+  test_depthwise();
   printf("1 vs 2 threads\n");
   check_threads("ops (conv, bn, pools)", run_ops);
+  check_threads("depthwise conv", run_depthwise);
   check_threads("resnet training step", run_resnet);
   test_batchnorm_stats();
   test_batchnorm_log();

@@ -3,7 +3,10 @@
 // odd sizes, batches > 1, the 1x1 fast path), batch norm in training and
 // eval mode (w.r.t. input, weight and bias, with and without the affine
 // parameters), max/avg/global-average pooling, and a conv -> bn -> pool
-// chain.
+// chain; depthwise convolution (kernels 3 and 1, strides 1 and 2,
+// padding 0..2, odd and tiny maps) and the token-map path of CvT's
+// convolutional projection (tokens -> map -> depthwise conv -> batch norm in
+// training and eval mode -> tokens).
 //
 // conv2d and the pools are linear in each input, so central differences are
 // exact up to float rounding whatever the step: they use a large step and
@@ -17,20 +20,40 @@
 #include "autograd/ops.h"
 #include "tests/grad_util.h"
 
-typedef enum { OP_CONV, OP_BN, OP_MAX, OP_AVG, OP_GAP, OP_CHAIN } op_kind;
+typedef enum {
+  OP_CONV,
+  OP_BN,
+  OP_MAX,
+  OP_AVG,
+  OP_GAP,
+  OP_CHAIN,
+  OP_DW,
+  OP_DW_TOKENS
+} op_kind;
 
 typedef struct op_case {
   op_kind op;
   int stride, padding, kernel;
+  int64_t h, w;  // the token map (OP_DW_TOKENS)
   bool training;
   ct_tensor *running_mean, *running_var;  // batch norm (not checked)
 } op_case;
 
 // in: conv (x, w, bias), bn (x, weight, bias), pools (x),
-// chain (x, w, weight, bias).
+// chain (x, w, weight, bias), depthwise (x, w), tokens (x, w, weight, bias).
 static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   const op_case *c = ctx;
   switch (c->op) {
+  case OP_DW: return ct_conv2d_depthwise(in[0], in[1], c->stride, c->padding);
+  case OP_DW_TOKENS: {  // x (B, h*w, C) -> (B, h'*w', C)
+    const int64_t B = in[0]->shape[0], C = in[0]->shape[2];
+    ct_tensor *map =
+        ct_reshape(ct_transpose(in[0], 1, 2), CT_SHAPE(B, C, c->h, c->w));
+    ct_tensor *y = ct_batchnorm2d(
+        ct_conv2d_depthwise(map, in[1], c->stride, c->padding), in[2], in[3],
+        c->running_mean, c->running_var, c->training, 0.1f, 1e-5f);
+    return y ? ct_transpose(ct_reshape(y, CT_SHAPE(B, C, -1)), 1, 2) : NULL;
+  }
   case OP_CONV: return ct_conv2d(in[0], in[1], in[2], c->stride, c->padding);
   case OP_BN:
     return ct_batchnorm2d(in[0], in[1], in[2], c->running_mean, c->running_var,
@@ -91,6 +114,61 @@ static void test_conv(void) {
   check_conv("conv 1x1 s1 p1", 2, 2, 3, 3, 2, 1, 1, true, 1, 1);
   check_conv("conv 2x3 s1 p1", 2, 2, 5, 6, 3, 2, 3, true, 1, 1);
   check_conv("conv 3x3 on 3x3 input s2 p1", 2, 3, 3, 3, 2, 3, 3, true, 2, 1);
+}
+
+// ---- depthwise conv2d ------------------------------------------------------------
+
+static void check_depthwise(const char *what, int64_t N, int64_t C, int64_t H,
+                            int64_t W, int64_t k, int stride, int padding) {
+  op_case c = {.op = OP_DW, .stride = stride, .padding = padding};
+  ct_tensor *in[2] = {grad_input(CT_SHAPE(N, C, H, W)),
+                      grad_input(CT_SHAPE(C, 1, k, k))};
+  ct_gradcheck_opts o = linear_opts();
+  grad_check(what, run, &c, in, 2, &o);
+}
+
+static void test_depthwise(void) {
+  check_depthwise("depthwise 3x3 s1 p1", 2, 3, 5, 5, 3, 1, 1);
+  check_depthwise("depthwise 3x3 s2 p1, 7x6", 2, 3, 7, 6, 3, 2, 1);
+  check_depthwise("depthwise 3x3 s2 p1, 4x4 (even)", 3, 2, 4, 4, 3, 2, 1);
+  check_depthwise("depthwise 3x3 s1 p0, 6x5", 2, 2, 6, 5, 3, 1, 0);
+  check_depthwise("depthwise 3x3 s1 p2 (grows), 3x4", 1, 2, 3, 4, 3, 1, 2);
+  check_depthwise("depthwise 3x3 s2 p1 on 1x1", 2, 3, 1, 1, 3, 2, 1);
+  check_depthwise("depthwise 3x3 s2 p1 on 2x3", 2, 2, 2, 3, 3, 2, 1);
+  check_depthwise("depthwise 1x1 s1 p0", 2, 4, 3, 5, 1, 1, 0);
+  check_depthwise("depthwise 5x5 s3 p2, 9x8", 2, 2, 9, 8, 5, 3, 2);
+  // Rows long enough for the vector loops and the 8 lanes (20 = 2*8 + 4).
+  check_depthwise("depthwise 3x3 s1 p1, 3x20", 2, 2, 3, 20, 3, 1, 1);
+  check_depthwise("depthwise 3x3 s2 p1, 5x37", 2, 2, 5, 37, 3, 2, 1);
+}
+
+// tokens (B, h*w, C) -> map -> depthwise conv -> batch norm -> tokens, as
+// CvT's convolutional projection (nn/cvt.c).
+static void check_tokens(const char *what, int64_t h, int64_t w, int stride,
+                         bool training) {
+  const int64_t B = 2, C = 3;
+  op_case c = {.op = OP_DW_TOKENS,
+               .stride = stride,
+               .padding = 1,
+               .h = h,
+               .w = w,
+               .training = training};
+  c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
+  c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
+  ct_tensor *in[4] = {
+      ct_requires_grad(
+          ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f, CT_SHAPE(B, h * w, C))),
+      grad_input(CT_SHAPE(C, 1, 3, 3)),
+      ct_requires_grad(ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(C))),
+      grad_input(CT_SHAPE(C))};
+  ct_gradcheck_opts o = bn_opts();
+  grad_check(what, run, &c, in, 4, &o);
+}
+
+static void test_tokens(void) {
+  check_tokens("tokens 4x5 -> depthwise s1 -> batchnorm train", 4, 5, 1, true);
+  check_tokens("tokens 4x5 -> depthwise s2 -> batchnorm train", 4, 5, 2, true);
+  check_tokens("tokens 3x3 -> depthwise s2 -> batchnorm eval", 3, 3, 2, false);
 }
 
 // ---- batch norm -----------------------------------------------------------------
@@ -184,6 +262,8 @@ static void check_chain(const char *what, bool training) {
 
 int main(void) {
   test_conv();
+  test_depthwise();
+  test_tokens();
   test_batchnorm();
   test_pools();
   check_chain("conv s2 -> batchnorm train -> global pool", true);

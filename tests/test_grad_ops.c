@@ -40,6 +40,7 @@ enum {
   OP_RESHAPE,
   OP_PERMUTE,
   OP_TRANSPOSE,
+  OP_TRANSPOSE_LAST,
   OP_CONCAT,
   OP_SLICE,
   OP_EMBEDDING,
@@ -67,6 +68,7 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_RESHAPE: return ct_reshape(in[0], CT_SHAPE(-1, 3));
   case OP_PERMUTE: return ct_permute(in[0], (const int[]){2, 0, 3, 1});
   case OP_TRANSPOSE: return ct_transpose(in[0], 0, -1);
+  case OP_TRANSPOSE_LAST: return ct_transpose(in[0], -2, -1);
   case OP_CONCAT: return ct_concat(in, c->n ? c->n : 3, c->dim);
   case OP_SLICE: return ct_slice(in[0], c->dim, c->start, c->len);
   case OP_EMBEDDING: return ct_embedding(in[0], in[1], c->padding);
@@ -121,6 +123,12 @@ static void elementwise(void) {
        grad_input(CT_SHAPE(129)));
   GRAD("gelu tanh", ((op_case){.op = OP_GELU, .gelu = CT_GELU_TANH}),
        grad_input(CT_SHAPE(129)));
+  GRAD("gelu quick", ((op_case){.op = OP_GELU, .gelu = CT_GELU_QUICK}),
+       grad_input(CT_SHAPE(129)));
+  // Across its blocks of 1024 (ops_elementwise.c's quick_gelu_blocks).
+  GRAD("gelu quick, 3 blocks",
+       ((op_case){.op = OP_GELU, .gelu = CT_GELU_QUICK}),
+       grad_input(CT_SHAPE(2, 1100)));
   GRAD("sigmoid", ((op_case){.op = OP_SIGMOID}), grad_input(CT_SHAPE(7, 7)));
   GRAD("tanh", ((op_case){.op = OP_TANH}), grad_input(CT_SHAPE(1, 129)));
   GRAD("dropout p=0.3", ((op_case){.op = OP_DROPOUT, .p = 0.3f}),
@@ -263,6 +271,9 @@ static void shapes(void) {
        grad_input(CT_SHAPE(2, 3, 4, 5)));
   GRAD("transpose", ((op_case){.op = OP_TRANSPOSE}),
        grad_input(CT_SHAPE(3, 1, 7)));
+  // The last two dims: the tiled path, tiles of 32 cut at 37 and 35.
+  GRAD("transpose last two, 2x37x35", ((op_case){.op = OP_TRANSPOSE_LAST}),
+       grad_input(CT_SHAPE(2, 37, 35)));
   GRAD("concat dim 1", ((op_case){.op = OP_CONCAT, .dim = 1}),
        grad_input(CT_SHAPE(2, 3, 4)), grad_input(CT_SHAPE(2, 1, 4)),
        grad_input(CT_SHAPE(2, 5, 4)));

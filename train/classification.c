@@ -16,6 +16,7 @@
 #include "data/image.h"
 #include "data/png_folder.h"
 #include "data/toy_images.h"
+#include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/resnet.h"
 #include "nn/swin.h"
@@ -58,6 +59,7 @@ typedef struct classification_config {
   ct_model_arch arch;
   ct_nn_vit_config vit;
   ct_nn_resnet_config resnet;
+  ct_nn_cvt_config cvt;
   ct_nn_swin_config swin;
   // Kind NONE unless arch = deit, or swin with a teacher (distill_head).
   ct_nn_distill_opts distill;
@@ -69,6 +71,7 @@ typedef struct model {
   ct_model_arch arch;
   ct_nn_vit vit;
   ct_nn_resnet resnet;
+  ct_nn_cvt cvt;
   ct_nn_swin swin;
   bool ready;
   int C, H, W, K;
@@ -91,6 +94,18 @@ typedef struct classification {
 } classification;
 
 // ---- the model -------------------------------------------------------------
+
+// CvT: the config's stages with the data's image size, channels, classes.
+static ct_status cvt_build(model *m, const ct_nn_cvt_config *cfg, ct_params *p,
+                           ct_rng *init) {
+  ct_nn_cvt_config c = *cfg;
+  c.image_h = m->H;
+  c.image_w = m->W;
+  c.in_channels = m->C;
+  c.num_classes = m->K;
+  ct_status st = ct_nn_cvt_init(&m->cvt, p, "", &c, init);
+  return st == CT_OK ? st : ct_error(st, "[model] %s", ct_last_error());
+}
 
 // Swin's token maps, stage by stage, against the image: the patch divides
 // it, each stage but the last halves the map, and the window divides every
@@ -145,6 +160,7 @@ static ct_status model_build(model *m, const classification_config *c,
     st = ct_nn_resnet_init(&m->resnet, p, "", &rc, &init);
     break;
   }
+  case CT_ARCH_CVT: st = cvt_build(m, &c->cvt, p, &init); break;
   case CT_ARCH_SWIN: {
     ct_nn_swin_config sc = c->swin;
     sc.image_h = m->H;
@@ -175,6 +191,7 @@ static void model_free(model *m) {
   switch (m->arch) {
   case CT_ARCH_RESNET: ct_nn_resnet_free(&m->resnet); break;
   case CT_ARCH_SWIN: ct_nn_swin_free(&m->swin); break;
+  case CT_ARCH_CVT: ct_nn_cvt_free(&m->cvt); break;
   default: ct_nn_vit_free(&m->vit);
   }
   m->ready = false;
@@ -186,6 +203,7 @@ static ct_tensor *model_forward(const model *m, ct_nn_ctx *ctx, ct_tensor *x,
   switch (m->arch) {
   case CT_ARCH_RESNET: return ct_nn_resnet_forward(&m->resnet, ctx, x);
   case CT_ARCH_SWIN: return ct_nn_swin_forward(&m->swin, ctx, x);
+  case CT_ARCH_CVT: return ct_nn_cvt_forward(&m->cvt, ctx, x);
   default: return ct_nn_vit_forward(&m->vit, ctx, x, dist, NULL);
   }
 }
@@ -195,6 +213,7 @@ static ct_tensor *model_predict(const model *m, ct_tensor *x) {
   switch (m->arch) {
   case CT_ARCH_RESNET: return ct_nn_resnet_forward(&m->resnet, NULL, x);
   case CT_ARCH_SWIN: return ct_nn_swin_forward(&m->swin, NULL, x);
+  case CT_ARCH_CVT: return ct_nn_cvt_forward(&m->cvt, NULL, x);
   default: return ct_nn_vit_predict(&m->vit, x);
   }
 }
@@ -519,6 +538,61 @@ static void classification_close(ct_task *t) {
   t->state = NULL;
 }
 
+// The cvt_* keys (and drop_path, dropout, attn_dropout) into *out; the
+// image, channels and classes come from the data.
+static ct_status read_cvt_config(const ct_config *cfg, ct_nn_cvt_config *out) {
+  static const char *const keys[6] = {"cvt_dims",         "cvt_depths",
+                                      "cvt_heads",        "cvt_embed_kernel",
+                                      "cvt_embed_stride", "cvt_embed_padding"};
+  ct_nn_cvt_config c = {0};
+  int64_t *lists[6] = {c.dims,         c.depths,       c.heads,
+                       c.embed_kernel, c.embed_stride, c.embed_padding};
+  int n[6];
+  for (int i = 0; i < 6; i++) {
+    // Every list >= 1 but the padding's, which may be 0.
+    ct_status st =
+        ct_config_int_list_min(cfg, "model", keys[i], i == 5 ? 0 : 1, lists[i],
+                               CT_NN_CVT_MAX_STAGES, &n[i]);
+    if (st != CT_OK) return st;
+    if (n[i] != n[0])
+      return ct_error(CT_ERR_ARG,
+                      "[model] %s = %s has %d stages, %s = %s has %d: every "
+                      "cvt_ list needs one value per stage",
+                      keys[i], ct_config_str(cfg, "model", keys[i]), n[i],
+                      keys[0], ct_config_str(cfg, "model", keys[0]), n[0]);
+  }
+  for (int i = 0; i < n[0]; i++)
+    if (c.dims[i] % c.heads[i])
+      return ct_error(CT_ERR_ARG,
+                      "[model] cvt_dims = %s, cvt_heads = %s: stage %d's width "
+                      "%lld is not a multiple of its %lld heads",
+                      ct_config_str(cfg, "model", "cvt_dims"),
+                      ct_config_str(cfg, "model", "cvt_heads"), i,
+                      (long long)c.dims[i], (long long)c.heads[i]);
+  const double ratio = ct_config_float(cfg, "model", "cvt_mlp_ratio");
+  if (!(ratio > 0.0 && ratio <= 64.0))
+    return ct_error(CT_ERR_ARG,
+                    "[model] cvt_mlp_ratio = %g: must be in (0, 64]", ratio);
+  c.stages = n[0];
+  c.mlp_ratio = (float)ratio;
+  // The reference's CvT-13 and -21: stochastic depth in the last stage only.
+  c.drop_path[c.stages - 1] = (float)ct_config_float(cfg, "model", "drop_path");
+  c.cls_token = ct_config_bool(cfg, "model", "cvt_cls_token");
+  c.projection = CT_SCHEMA_ENUM(cfg, "model", "cvt_projection",
+                                CT_CVT_PROJECTIONS, ct_nn_cvt_projection);
+  c.stride_q = 1;
+  c.stride_kv = 2;
+  c.qkv_bias = ct_config_bool(cfg, "model", "cvt_qkv_bias");
+  c.act = CT_SCHEMA_ENUM(cfg, "model", "cvt_activation", CT_CVT_ACTIVATIONS,
+                         ct_nn_activation);
+  c.scale =
+      CT_SCHEMA_ENUM(cfg, "model", "cvt_scale", CT_CVT_SCALES, ct_nn_cvt_scale);
+  c.dropout = (float)ct_config_float(cfg, "model", "dropout");
+  c.attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout");
+  *out = c;
+  return CT_OK;
+}
+
 // Which head a teacher teaches: DeiT's distillation token's head_dist
 // (distillation = none trains both heads on the labels; any other kind
 // needs a teacher); Swin's class head, having no distillation token, when
@@ -667,6 +741,11 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
       cfg, "classification", archs, (int)(sizeof archs / sizeof archs[0]),
       CT_SCHEMA_CHOICES(CT_CLASSIFICATION_ARCHS), &arch);
   if (known != CT_OK) return known;
+  ct_nn_cvt_config cvt = {0};
+  if (arch == CT_ARCH_CVT) {
+    ct_status st = read_cvt_config(cfg, &cvt);
+    if (st != CT_OK) return st;
+  }
   const ct_nn_distill_kind distill = CT_SCHEMA_ENUM(
       cfg, "train", "distillation", CT_DISTILLATIONS, ct_nn_distill_kind);
   const char *teacher = ct_config_str(cfg, "model", "teacher");
@@ -733,6 +812,7 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
                   (float)ct_config_float(cfg, "model", "attn_dropout"),
               .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
           },
+      .cvt = cvt,
       .resnet =
           {
               .width = ct_config_int(cfg, "model", "width"),
@@ -899,6 +979,7 @@ static int64_t classification_model_width(const ct_task *t) {
   switch (c->m.arch) {
   case CT_ARCH_RESNET: return c->cfg.resnet.width << (c->cfg.resnet.stages - 1);
   case CT_ARCH_SWIN: return c->cfg.swin.embed_dim << (c->cfg.swin.stages - 1);
+  case CT_ARCH_CVT: return c->cfg.cvt.dims[c->cfg.cvt.stages - 1];
   default: return c->cfg.vit.dim;
   }
 }

@@ -556,6 +556,12 @@ ct_status ct_config_check_min(const ct_config *cfg,
 
 ct_status ct_config_int_list(const ct_config *cfg, const char *section,
                              const char *key, int64_t *out, int max, int *n) {
+  return ct_config_int_list_min(cfg, section, key, 1, out, max, n);
+}
+
+ct_status ct_config_int_list_min(const ct_config *cfg, const char *section,
+                                 const char *key, int64_t min, int64_t *out,
+                                 int max, int *n) {
   const char *text = ct_config_str(cfg, section, key);
   if (!text) return ct_last_status();
   *n = 0;
@@ -566,12 +572,12 @@ ct_status ct_config_int_list(const ct_config *cfg, const char *section,
     errno = 0;
     long long v = strtoll(s, &end, 10);
     bool digits = end != s && (*s == '+' || isdigit((unsigned char)*s));
-    if (!digits || errno || v < 1 || v > INT32_MAX || *n >= max)
+    if (!digits || errno || v < min || v > INT32_MAX || *n >= max)
       return ct_error(CT_ERR_ARG,
-                      "[%s] %s = '%s' (%s): want 1 to %d whole numbers >= 1 "
+                      "[%s] %s = '%s' (%s): want 1 to %d whole numbers >= %lld "
                       "separated by commas, e.g. 2,2,6",
                       section, key, text, ct_config_origin(cfg, section, key),
-                      max);
+                      max, (long long)min);
     out[(*n)++] = v;
     for (s = end; *s == ' ' || *s == '\t';) s++;
     if (!*s) return CT_OK;

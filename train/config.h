@@ -98,6 +98,10 @@ ct_status ct_config_check_min(const ct_config *cfg,
 // CT_ERR_ARG naming the key, its value and where it came from.
 ct_status ct_config_int_list(const ct_config *cfg, const char *section,
                              const char *key, int64_t *out, int max, int *n);
+// The same with each number at least `min` (0 for a list of paddings).
+ct_status ct_config_int_list_min(const ct_config *cfg, const char *section,
+                                 const char *key, int64_t min, int64_t *out,
+                                 int max, int *n);
 
 // Typed getters. Asking for a key that is not in the schema, or with the wrong
 // type, is a bug in the caller: it records a CT_ERR_ARG error and returns

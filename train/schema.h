@@ -7,6 +7,7 @@
 #include "core/gemm.h"
 #include "data/text_tokenizer.h"
 #include "data/toy_translation.h"
+#include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/module.h"
 #include "optim/optim.h"
@@ -60,11 +61,18 @@ extern const int ct_model_shape_key_count;
 // classification list first, so that its vit stays the schema default).
 #define CT_CLASSIFICATION_ARCHS(X) \
   X(CT_ARCH_VIT, "vit")            \
-  X(CT_ARCH_DEIT, "deit") X(CT_ARCH_RESNET, "resnet") X(CT_ARCH_SWIN, "swin")
+  X(CT_ARCH_DEIT, "deit")          \
+  X(CT_ARCH_RESNET, "resnet") X(CT_ARCH_SWIN, "swin") X(CT_ARCH_CVT, "cvt")
 #define CT_TRANSLATION_ARCHS(X) \
   X(CT_ARCH_TRANSFORMER, "transformer") X(CT_ARCH_RNN, "rnn")
 #define CT_MODEL_ARCHS(X) CT_CLASSIFICATION_ARCHS(X) CT_TRANSLATION_ARCHS(X)
 #define CT_ACTIVATIONS(X) X(CT_NN_RELU, "relu") X(CT_NN_GELU, "gelu")
+#define CT_CVT_PROJECTIONS(X) \
+  X(CT_NN_CVT_DW_BN, "dw_bn") X(CT_NN_CVT_LINEAR, "linear")
+#define CT_CVT_SCALES(X) \
+  X(CT_NN_CVT_SCALE_DIM, "dim") X(CT_NN_CVT_SCALE_HEAD, "head")
+#define CT_CVT_ACTIVATIONS(X) \
+  X(CT_NN_QUICK_GELU, "quick_gelu") X(CT_NN_GELU, "gelu")
 #define CT_OPTIMIZERS(X) \
   X(CT_OPTIM_ADAM, "adam") X(CT_OPTIM_ADAMW, "adamw") X(CT_OPTIM_SGD, "sgd")
 #define CT_SCHEDULE_KINDS(X)          \

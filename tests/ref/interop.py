@@ -4,7 +4,7 @@ then compute the same logits (max |diff| <= 1e-4).
 
   interop.py CTRAIN WORKDIR
 
-For each model (a ViT, a DeiT, a Swin, and three translators: the paper's post-norm
+For each model (a ViT, a DeiT, a Swin, a CvT, and three translators: the paper's post-norm
 Transformer with a tied generator, a pre-norm GELU one with its own
 generator, and the attention GRU, [model] arch = rnn):
   1. ctrain -> PyTorch: `ctrain train` a tiny model for 2 steps, `ctrain
@@ -17,6 +17,9 @@ generator, and the attention GRU, [model] arch = rnn):
      weights (unit_gain: O(1) logits, so small convention slips show).
 The twins are bench/ref/vit_model.py (timm's ViT/DeiT layout),
 bench/ref/swin_model.py (timm's SwinTransformer),
+bench/ref/cvt_model.py (microsoft/CvT's layout; BatchNorm's
+num_batches_tracked, which ctrain does not keep, is filled in by PyTorch's
+own loading of a state_dict without metadata, so strict=True holds),
 bench/ref/mt_model.py (nn/seq2seq.c's layout) and bench/ref/rnn_model.py
 (nn/rnn_seq2seq.c's, the PyTorch tutorial's names). Inputs are random: images
 N(0,1) (already normalized model input), token ids in [1, V) with padding
@@ -39,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "ref"))
 
 from check_safetensors import load, save  # noqa: E402
+from cvt_model import CvT  # noqa: E402
 from mt_model import Translator  # noqa: E402
 from rnn_model import Seq2Seq  # noqa: E402
 from swin_model import SwinTransformer  # noqa: E402
@@ -84,6 +88,11 @@ MODELS = {
         "model.arch=swin", "model.patch=2", "model.dim=16",
         "model.depths=2,2", "model.stage_heads=2,4", "model.window=4",
         "model.mlp_ratio=2"]),
+    "cvt": ("classification", VISION + [
+        "model.arch=cvt", "model.cvt_dims=16,32", "model.cvt_depths=1,2",
+        "model.cvt_heads=1,2", "model.cvt_embed_kernel=3,3",
+        "model.cvt_embed_stride=2,2", "model.cvt_embed_padding=1,1",
+        "model.cvt_mlp_ratio=2"]),
     "mt_postnorm_tied": ("translation", TRANSLATION),
     "mt_prenorm_gelu_untied": ("translation", TRANSLATION + [
         "model.norm_first=true", "model.activation=gelu",
@@ -136,6 +145,13 @@ def build_twin(task, sets, shapes):
                    for v in setting(sets, "model.stage_heads").split(",")],
             window=int(setting(sets, "model.window")),
             mlp_ratio=float(setting(sets, "model.mlp_ratio")))
+    if setting(sets, "model.arch") == "cvt":
+        lists = [[int(v) for v in setting(sets, "model.cvt_" + k).split(",")]
+                 for k in ("embed_kernel", "embed_stride", "embed_padding",
+                           "dims", "depths", "heads")]
+        return CvT(shapes["stage0.patch_embed.proj.weight"][1],
+                   shapes["head.weight"][0], list(zip(*lists)),
+                   mlp_ratio=float(setting(sets, "model.cvt_mlp_ratio")))
     if task == "classification":
         D, C, P, _ = shapes["patch_embed.proj.weight"]
         return VisionTransformer(
@@ -164,9 +180,17 @@ def build_twin(task, sets, shapes):
         tie_output=setting(sets, "model.tie_output", "true") == "true")
 
 
+def kept(state_dict):
+    """A twin's state_dict without BatchNorm's num_batches_tracked, which
+    ctrain does not keep (nn/conv.h)."""
+    return {k: v for k, v in state_dict.items()
+            if not k.endswith("num_batches_tracked")}
+
+
 def check_names(name, twin_sd, exported):
     """Fails with every name or shape that differs between the twin's
     state_dict and ctrain's export."""
+    twin_sd = kept(twin_sd)
     problems = [f"only in PyTorch: {k} {list(v.shape)}"
                 for k, v in twin_sd.items() if k not in exported]
     problems += [f"only in ctrain: {k} {list(v.shape)}"
@@ -181,6 +205,9 @@ def check_names(name, twin_sd, exported):
 
 def make_inputs(task, twin, g):
     """Random inputs (float32, as `ctrain forward` reads them)."""
+    if isinstance(twin, CvT):
+        C = twin.stage0.patch_embed.proj.in_channels
+        return {"images": torch.randn(4, C, IMAGE, IMAGE, generator=g)}
     if task == "classification":
         C = twin.patch_embed.proj.in_channels
         return {"images": torch.randn(4, C, IMAGE, IMAGE, generator=g)}
@@ -254,7 +281,8 @@ def unit_gain(twin, g):
     for name, p in twin.named_parameters():
         noise = torch.randn(p.shape, generator=g)
         if p.ndim == 1:
-            base = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            norm = "norm" in name or ".bn." in name
+            base = 1.0 if norm and name.endswith("weight") else 0.0
             p.copy_(base + 0.1 * noise)
         elif p.shape[0] == 1:
             p.copy_(noise)
@@ -265,7 +293,8 @@ def unit_gain(twin, g):
 def forward_with(twin, ckpt, inputs, stem):
     """`ctrain forward --weights` with the twin's state_dict."""
     weights = os.path.join(WORK, stem + ".weights.safetensors")
-    save({k: v.contiguous() for k, v in twin.state_dict().items()}, weights,
+    save({k: v.contiguous() for k, v in kept(twin.state_dict()).items()},
+         weights,
          {"format": "pt"})
     return forward(ckpt, inputs, stem, weights)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Weights move between ctrain and PyTorch both ways and both compute the
-# same logits (max |diff| <= 1e-4) for a ViT, a DeiT, a Swin and three translators
-# (two Transformers, the attention GRU):
+# same logits (max |diff| <= 1e-4) for a ViT, a DeiT, a Swin, a CvT and three
+# translators (two Transformers, the attention GRU):
 # tests/ref/interop.py does the work and prints every difference.
 # Skipped (exit 77) when /usr/bin/python3 cannot import torch (Debian's
 # python3-torch is enough; the `safetensors` package is optional).

@@ -1,0 +1,413 @@
+// CvT blocks and classifier (see cvt.h).
+#include "nn/cvt.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "autograd/ops.h"
+#include "autograd/ops_attention.h"
+#include "autograd/ops_conv.h"
+#include "nn/init.h"
+#include "nn/timm.h"
+
+static const float LN_EPS = 1e-5f;
+
+// The depthwise convolutions of the dw_bn projection: 3x3, padding 1, as
+// the reference's kernel_size, padding_q and padding_kv.
+enum { QKV_KERNEL = 3, QKV_PADDING = 1 };
+
+static bool is_rate(float r) { return r >= 0.0f && r < 1.0f; }
+
+static ct_status check_block_config(const ct_nn_cvt_block_config *c) {
+  if (c->dim < 1 || c->heads < 1 || c->dim % c->heads)
+    return ct_error(CT_ERR_ARG,
+                    "cvt block: dim %lld must be a positive multiple of "
+                    "heads %lld",
+                    (long long)c->dim, (long long)c->heads);
+  if (c->h < 1 || c->w < 1 || c->mlp_dim < 1)
+    return ct_error(CT_ERR_ARG,
+                    "cvt block: need a map and mlp_dim >= 1 (got %lldx%lld, "
+                    "mlp_dim %lld)",
+                    (long long)c->h, (long long)c->w, (long long)c->mlp_dim);
+  if (c->projection != CT_NN_CVT_DW_BN && c->projection != CT_NN_CVT_LINEAR)
+    return ct_error(CT_ERR_ARG, "cvt block: unknown projection %d",
+                    (int)c->projection);
+  if (c->projection == CT_NN_CVT_DW_BN && (c->stride_q < 1 || c->stride_kv < 1))
+    return ct_error(CT_ERR_ARG,
+                    "cvt block: stride_q %d and stride_kv %d must be >= 1",
+                    c->stride_q, c->stride_kv);
+  if (!is_rate(c->dropout) || !is_rate(c->attn_dropout) ||
+      !is_rate(c->drop_path))
+    return ct_error(CT_ERR_ARG,
+                    "cvt block: dropout rates must lie in [0, 1) (got %g, "
+                    "%g, %g)",
+                    (double)c->dropout, (double)c->attn_dropout,
+                    (double)c->drop_path);
+  return CT_OK;
+}
+
+// "prefix.conv_proj_X": a depthwise conv (D, 1, 3, 3) and its BatchNorm.
+static ct_status conv_proj_init(ct_nn_cvt_conv_proj *m, ct_params *p,
+                                const char *prefix, const char *leaf,
+                                int64_t dim, int stride, ct_rng *rng) {
+  char name[CT_NN_NAME_MAX];
+  ct_status st = ct_nn_name(name, prefix, "%s.conv", leaf);
+  // in_channels 1: the weight (D, 1, 3, 3) and fan_in 9 of a Conv2d with
+  // groups = D.
+  if (st == CT_OK)
+    st = ct_nn_conv2d_init(&m->conv, p, name, 1, dim, QKV_KERNEL, stride,
+                           QKV_PADDING, false, rng);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "%s.bn", leaf);
+  if (st == CT_OK) st = ct_nn_batchnorm2d_init(&m->bn, p, name, dim);
+  return st;
+}
+
+ct_status ct_nn_cvt_block_init(ct_nn_cvt_block *m, ct_params *p,
+                               const char *prefix,
+                               const ct_nn_cvt_block_config *cfg,
+                               ct_rng *init_rng) {
+  *m = (ct_nn_cvt_block){0};
+  ct_status st = check_block_config(cfg);
+  if (st != CT_OK) return st;
+  m->cfg = *cfg;
+  const int64_t D = cfg->dim;
+  const double width =
+      cfg->scale == CT_NN_CVT_SCALE_HEAD ? (double)(D / cfg->heads) : (double)D;
+  m->scale = (float)(1.0 / sqrt(width));
+  char name[CT_NN_NAME_MAX];
+  st = ct_nn_name(name, prefix, "norm1");
+  if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm1, p, name, D, LN_EPS);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "attn");
+  if (st == CT_OK && cfg->projection == CT_NN_CVT_DW_BN) {
+    st = conv_proj_init(&m->conv_q, p, name, "conv_proj_q", D, cfg->stride_q,
+                        init_rng);
+    if (st == CT_OK)
+      st = conv_proj_init(&m->conv_k, p, name, "conv_proj_k", D, cfg->stride_kv,
+                          init_rng);
+    if (st == CT_OK)
+      st = conv_proj_init(&m->conv_v, p, name, "conv_proj_v", D, cfg->stride_kv,
+                          init_rng);
+  }
+  ct_nn_linear *projs[3] = {&m->proj_q, &m->proj_k, &m->proj_v};
+  const char *leaves[3] = {"proj_q", "proj_k", "proj_v"};
+  for (int i = 0; i < 3 && st == CT_OK; i++)
+    st = ct_nn_timm_linear_init(projs[i], p, name, leaves[i], D, D,
+                                cfg->qkv_bias, init_rng);
+  if (st == CT_OK)
+    st =
+        ct_nn_timm_linear_init(&m->proj, p, name, "proj", D, D, true, init_rng);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "norm2");
+  if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm2, p, name, D, LN_EPS);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "mlp");
+  m->mlp.act = cfg->act;
+  m->mlp.dropout = cfg->dropout;
+  if (st == CT_OK)
+    st = ct_nn_timm_linear_init(&m->mlp.fc1, p, name, "fc1", D, cfg->mlp_dim,
+                                true, init_rng);
+  if (st == CT_OK)
+    st = ct_nn_timm_linear_init(&m->mlp.fc2, p, name, "fc2", cfg->mlp_dim, D,
+                                true, init_rng);
+  return st;
+}
+
+// tokens (B, h*w, D) -> map (B, D, h, w)
+static ct_tensor *tokens_to_map(ct_tensor *t, int64_t h, int64_t w) {
+  if (!t) return NULL;
+  return ct_reshape(ct_transpose(t, 1, 2),
+                    CT_SHAPE(t->shape[0], t->shape[2], h, w));
+}
+
+// map (B, D, h, w) -> tokens (B, h*w, D), row-major over the map
+static ct_tensor *map_to_tokens(ct_tensor *x) {
+  if (!x) return NULL;
+  return ct_transpose(ct_reshape(x, CT_SHAPE(x->shape[0], x->shape[1], -1)), 1,
+                      2);
+}
+
+// map (B, D, h, w) -> tokens (B, h'*w', D): conv, bn, flatten.
+static ct_tensor *conv_proj_forward(const ct_nn_cvt_conv_proj *m,
+                                    ct_nn_ctx *ctx, ct_tensor *map) {
+  ct_tensor *y =
+      ct_conv2d_depthwise(map, m->conv.weight, m->conv.stride, m->conv.padding);
+  return map_to_tokens(ct_nn_batchnorm2d_forward(&m->bn, ctx, y));
+}
+
+// [cls; t] along the tokens, or t alone.
+static ct_tensor *join_cls(ct_tensor *cls, ct_tensor *t) {
+  if (!cls) return t;
+  ct_tensor *parts[2] = {cls, t};
+  return ct_concat(parts, 2, 1);
+}
+
+// The multi-head attention of normed tokens x (B, T, D), before proj.
+// Takes the attention dropout's site.
+static ct_tensor *attention(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
+                            ct_tensor *x) {
+  if (!x) return NULL;
+  const ct_nn_cvt_block_config *c = &m->cfg;
+  const int64_t B = x->shape[0], D = c->dim, NH = c->heads;
+  ct_tensor *q = x, *k = x, *v = x;
+  if (c->projection == CT_NN_CVT_DW_BN) {
+    ct_tensor *cls = NULL, *t = x;
+    if (c->cls_token) {
+      cls = ct_slice(x, 1, 0, 1);
+      t = ct_slice(x, 1, 1, c->h * c->w);
+    }
+    ct_tensor *map = tokens_to_map(t, c->h, c->w);
+    q = join_cls(cls, conv_proj_forward(&m->conv_q, ctx, map));
+    k = join_cls(cls, conv_proj_forward(&m->conv_k, ctx, map));
+    v = join_cls(cls, conv_proj_forward(&m->conv_v, ctx, map));
+  }
+  const int64_t Dh = D / NH;
+  q = ct_reshape(ct_nn_linear_forward(&m->proj_q, q), CT_SHAPE(B, -1, NH, Dh));
+  k = ct_reshape(ct_nn_linear_forward(&m->proj_k, k), CT_SHAPE(B, -1, NH, Dh));
+  v = ct_reshape(ct_nn_linear_forward(&m->proj_v, v), CT_SHAPE(B, -1, NH, Dh));
+  ct_attention_opts o = ct_attention_defaults();
+  o.scale = m->scale;
+  const uint64_t stream = ctx ? ct_nn_next_dropout_stream(ctx) : 0;
+  if (ct_nn_dropout_active(ctx, c->attn_dropout)) {
+    o.dropout_p = c->attn_dropout;
+    o.dropout_seed = ctx->seed;
+    o.dropout_stream = stream;
+  }
+  return ct_reshape(ct_attention(q, k, v, &o), CT_SHAPE(B, -1, D));
+}
+
+ct_tensor *ct_nn_cvt_block_forward(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
+                                   ct_tensor *x) {
+  if (!x) return NULL;
+  const ct_nn_cvt_block_config *c = &m->cfg;
+  const int64_t T = c->h * c->w + (c->cls_token ? 1 : 0);
+  if (x->ndim != 3 || x->shape[1] != T || x->shape[2] != c->dim) {
+    char got[96];
+    ct_error(CT_ERR_SHAPE, "cvt block: x must be (B, %lld, %lld), got %s",
+             (long long)T, (long long)c->dim,
+             ct_shape_str(x->ndim, x->shape, got, sizeof got));
+    return NULL;
+  }
+  const bool no_drop_path = !ct_nn_drop_path_active(ctx, c->drop_path);
+  ct_tensor *a = attention(m, ctx, ct_nn_layernorm_forward(&m->norm1, x));
+  if (no_drop_path && !ct_nn_dropout_active(ctx, c->dropout)) {
+    // proj and the residual add in one op
+    x = a ? ct_linear_fused(a, m->proj.weight, m->proj.bias,
+                            &(ct_linear_fusion){.residual = x})
+          : NULL;
+    if (ctx) {  // the sites of the proj dropout and the drop path
+      ct_nn_next_dropout_stream(ctx);
+      ct_nn_next_dropout_stream(ctx);
+    }
+  } else {
+    ct_tensor *h =
+        ct_nn_dropout(ctx, ct_nn_linear_forward(&m->proj, a), c->dropout);
+    x = ct_nn_drop_path_add(ctx, x, h, c->drop_path, 1);
+  }
+  ct_tensor *h = ct_nn_layernorm_forward(&m->norm2, x);
+  if (no_drop_path) {
+    x = ct_nn_mlp_forward_residual(&m->mlp, ctx, h, x);
+    if (ctx) ct_nn_next_dropout_stream(ctx);  // the drop path's site
+  } else {
+    x = ct_nn_drop_path_add(ctx, x, ct_nn_mlp_forward(&m->mlp, ctx, h),
+                            c->drop_path, 1);
+  }
+  return x;
+}
+
+// ---- the classifier ------------------------------------------------------------
+
+// The side of a stage's map: a conv (k, s, p) over `in`; 0 if it does not fit.
+static int64_t embed_side(int64_t in, int64_t k, int64_t s, int64_t p) {
+  const int64_t span = in + 2 * p - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+static ct_status check_config(const ct_nn_cvt_config *c) {
+  if (c->image_h < 1 || c->image_w < 1 || c->in_channels < 1)
+    return ct_error(CT_ERR_ARG, "cvt: images %lldx%lldx%lld must not be empty",
+                    (long long)c->in_channels, (long long)c->image_h,
+                    (long long)c->image_w);
+  if (c->stages < 1 || c->stages > CT_NN_CVT_MAX_STAGES)
+    return ct_error(CT_ERR_ARG, "cvt: %d stages, want 1 to %d", c->stages,
+                    (int)CT_NN_CVT_MAX_STAGES);
+  int64_t h = c->image_h, w = c->image_w;
+  for (int i = 0; i < c->stages; i++) {
+    if (c->embed_kernel[i] < 1 || c->embed_stride[i] < 1 ||
+        c->embed_padding[i] < 0)
+      return ct_error(CT_ERR_ARG,
+                      "cvt: stage %d's embedding kernel %lld and stride %lld "
+                      "must be >= 1, padding %lld >= 0",
+                      i, (long long)c->embed_kernel[i],
+                      (long long)c->embed_stride[i],
+                      (long long)c->embed_padding[i]);
+    if (c->dims[i] < 1 || c->depths[i] < 1 || c->heads[i] < 1 ||
+        c->dims[i] % c->heads[i])
+      return ct_error(CT_ERR_ARG,
+                      "cvt: stage %d has dim %lld, depth %lld and %lld heads "
+                      "(all >= 1, the dim a multiple of the heads)",
+                      i, (long long)c->dims[i], (long long)c->depths[i],
+                      (long long)c->heads[i]);
+    if (!is_rate(c->drop_path[i]))
+      return ct_error(CT_ERR_ARG,
+                      "cvt: stage %d's drop path %g must lie in [0, 1)", i,
+                      (double)c->drop_path[i]);
+    const int64_t nh = embed_side(h, c->embed_kernel[i], c->embed_stride[i],
+                                  c->embed_padding[i]);
+    const int64_t nw = embed_side(w, c->embed_kernel[i], c->embed_stride[i],
+                                  c->embed_padding[i]);
+    if (nh < 1 || nw < 1)
+      return ct_error(CT_ERR_ARG,
+                      "cvt: stage %d's embedding (kernel %lld, padding %lld) "
+                      "does not fit its %lldx%lld input",
+                      i, (long long)c->embed_kernel[i],
+                      (long long)c->embed_padding[i], (long long)h,
+                      (long long)w);
+    h = nh;
+    w = nw;
+  }
+  if (c->num_classes < 1 || !(c->mlp_ratio > 0.0f))
+    return ct_error(CT_ERR_ARG,
+                    "cvt: classes %lld and mlp_ratio %g must be positive",
+                    (long long)c->num_classes, (double)c->mlp_ratio);
+  for (int i = 0; i < c->stages; i++)
+    if ((int64_t)((float)c->dims[i] * c->mlp_ratio) < 1)
+      return ct_error(CT_ERR_ARG,
+                      "cvt: mlp_ratio %g gives stage %d (dim %lld) an MLP "
+                      "narrower than 1",
+                      (double)c->mlp_ratio, i, (long long)c->dims[i]);
+  return CT_OK;
+}
+
+static ct_status stage_init(ct_nn_cvt_stage *s, ct_params *p,
+                            const char *prefix, const ct_nn_cvt_config *c,
+                            int i, int64_t in_channels, int64_t in_h,
+                            int64_t in_w, ct_rng *rng) {
+  const int64_t D = c->dims[i];
+  const int k = (int)c->embed_kernel[i], st_ = (int)c->embed_stride[i],
+            pad = (int)c->embed_padding[i];
+  s->dim = D;
+  s->depth = c->depths[i];
+  s->h = embed_side(in_h, k, st_, pad);
+  s->w = embed_side(in_w, k, st_, pad);
+  const bool cls = c->cls_token && i == c->stages - 1;
+  char name[CT_NN_NAME_MAX];
+  ct_status st = CT_OK;
+  if (cls) {
+    s->cls_token = ct_nn_param(p, prefix, "cls_token", CT_SHAPE(1, 1, D),
+                               CT_PARAM_NO_DECAY);
+    st = s->cls_token ? ct_nn_init_trunc_normal(s->cls_token, rng, 0.0f, 0.02f,
+                                                -2.0f, 2.0f)
+                      : ct_last_status();
+  }
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "patch_embed.proj");
+  if (st == CT_OK)
+    st = ct_nn_conv2d_init(&s->embed, p, name, in_channels, D, k, st_, pad,
+                           true, rng);
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "patch_embed.norm");
+  if (st == CT_OK)
+    st = ct_nn_layernorm_init(&s->embed_norm, p, name, D, LN_EPS);
+  s->blocks = calloc((size_t)s->depth, sizeof *s->blocks);
+  if (!s->blocks) return ct_error(CT_ERR_NOMEM, "cvt: out of memory");
+  for (int64_t j = 0; j < s->depth && st == CT_OK; j++) {
+    ct_nn_cvt_block_config bc = {
+        .dim = D,
+        .heads = c->heads[i],
+        .h = s->h,
+        .w = s->w,
+        .cls_token = cls,
+        .projection = c->projection,
+        .stride_q = c->stride_q,
+        .stride_kv = c->stride_kv,
+        .qkv_bias = c->qkv_bias,
+        .mlp_dim = (int64_t)((float)D * c->mlp_ratio),
+        .act = c->act,
+        .scale = c->scale,
+        .dropout = c->dropout,
+        .attn_dropout = c->attn_dropout,
+        // torch.linspace(0, rate, depth)[j]
+        .drop_path = s->depth > 1
+                         ? c->drop_path[i] * (float)j / (float)(s->depth - 1)
+                         : 0.0f};
+    st = ct_nn_name(name, prefix, "blocks.%lld", (long long)j);
+    if (st == CT_OK)
+      st = ct_nn_cvt_block_init(&s->blocks[j], p, name, &bc, rng);
+  }
+  return st;
+}
+
+ct_status ct_nn_cvt_init(ct_nn_cvt *m, ct_params *p, const char *prefix,
+                         const ct_nn_cvt_config *cfg, ct_rng *init_rng) {
+  *m = (ct_nn_cvt){0};
+  ct_status st = check_config(cfg);
+  if (st != CT_OK) return st;
+  m->cfg = *cfg;
+  char name[CT_NN_NAME_MAX];
+  int64_t C = cfg->in_channels, h = cfg->image_h, w = cfg->image_w;
+  for (int i = 0; i < cfg->stages && st == CT_OK; i++) {
+    st = ct_nn_name(name, prefix, "stage%d", i);
+    if (st == CT_OK)
+      st = stage_init(&m->stages[i], p, name, cfg, i, C, h, w, init_rng);
+    C = m->stages[i].dim;
+    h = m->stages[i].h;
+    w = m->stages[i].w;
+  }
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "norm");
+  if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm, p, name, C, LN_EPS);
+  // The reference: nn.Linear's init, then trunc_normal(.02) on the weight.
+  if (st == CT_OK) st = ct_nn_name(name, prefix, "head");
+  if (st == CT_OK)
+    st = ct_nn_linear_init(&m->head, p, name, C, cfg->num_classes, true,
+                           init_rng);
+  if (st == CT_OK)
+    st = ct_nn_init_trunc_normal(m->head.weight, init_rng, 0.0f, 0.02f, -2.0f,
+                                 2.0f);
+  return st;
+}
+
+void ct_nn_cvt_free(ct_nn_cvt *m) {
+  for (int i = 0; i < CT_NN_CVT_MAX_STAGES; i++) {
+    free(m->stages[i].blocks);
+    m->stages[i].blocks = NULL;
+  }
+}
+
+// token (1, 1, D) -> (B, 1, D)
+static ct_tensor *repeat_token(ct_tensor *token, int64_t B) {
+  ct_tensor *zeros = ct_tensor_zeros(CT_F32, CT_SHAPE(B, 1, token->shape[2]));
+  return ct_add(zeros, token);
+}
+
+ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x) {
+  if (!x) return NULL;
+  const ct_nn_cvt_config *c = &m->cfg;
+  if (x->dtype != CT_F32 || x->ndim != 4 || x->shape[1] != c->in_channels ||
+      x->shape[2] != c->image_h || x->shape[3] != c->image_w) {
+    char got[96];
+    ct_error(
+        CT_ERR_SHAPE, "cvt: expected images (B, %lld, %lld, %lld) f32, got %s",
+        (long long)c->in_channels, (long long)c->image_h, (long long)c->image_w,
+        ct_shape_str(x->ndim, x->shape, got, sizeof got));
+    return NULL;
+  }
+  const int64_t B = x->shape[0];
+  ct_tensor *t = NULL;
+  for (int i = 0; i < c->stages; i++) {
+    const ct_nn_cvt_stage *s = &m->stages[i];
+    if (i > 0) x = tokens_to_map(t, m->stages[i - 1].h, m->stages[i - 1].w);
+    t = ct_nn_layernorm_forward(
+        &s->embed_norm, map_to_tokens(ct_nn_conv2d_forward(&s->embed, x)));
+    if (s->cls_token) t = join_cls(repeat_token(s->cls_token, B), t);
+    t = ct_nn_dropout(ctx, t, c->dropout);  // the reference's pos_drop
+    for (int64_t j = 0; j < s->depth; j++)
+      t = ct_nn_cvt_block_forward(&s->blocks[j], ctx, t);
+  }
+  if (!t) return NULL;
+  const int64_t D = m->stages[c->stages - 1].dim;
+  ct_tensor *f;
+  if (m->stages[c->stages - 1].cls_token) {
+    f = ct_nn_layernorm_forward(
+        &m->norm, ct_reshape(ct_slice(t, 1, 0, 1), CT_SHAPE(B, D)));
+  } else {  // norm, then the mean over the tokens
+    f = ct_mean_last(ct_transpose(ct_nn_layernorm_forward(&m->norm, t), 1, 2),
+                     false);
+  }
+  return ct_nn_linear_forward(&m->head, f);
+}
