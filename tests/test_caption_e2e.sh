@@ -86,7 +86,7 @@ fails_with "encoder_init of another width names a tensor" "conv1.weight has anot
 if ! "$ctrain" info | grep -q '^MPI: none'; then
   . "$here/mpi_env.sh"
   if mpi_env >/dev/null; then
-    mpi=(--set train.steps=6 --set train.checkpoint_every=6 --set model.dropout=0.2
+    mpi=(--set train.steps=6 --set schedule.warmup=2 --set train.checkpoint_every=6 --set model.dropout=0.2
          --set data.batch_size=4)
     "$launcher" -np 2 --bind-to none "$ctrain" train empty.ini "${args[@]}" "${mpi[@]}" \
       --set run.name=np2 --threads 1 >/dev/null 2>mpi.log
