@@ -554,7 +554,8 @@ static ct_tensor *caption_loss(void *state, ct_nn_ctx *ctx) {
 static const workload caption_workload = {caption_build, caption_loss,
                                           caption_free};
 
-// The sizes configs/captions_toy.ini trains: 64x64 RGB images, a ResNet of
+// Larger than configs/captions_toy.ini's model (48x48, width 16, 4 stages):
+// 64x64 RGB images, a ResNet of
 // width 32 with 3 stages of 1 block (a 16x16 map: L = 256 annotations of
 // D = 128), embeddings 128, LSTM 256, attention 128, vocabulary 60, 12
 // steps; dropout 0.5 before the output layer.
