@@ -275,8 +275,7 @@ static void vit_free(void *state) {
 
 // A batch of standard normal images and labels uniform over the K classes,
 // from `data` in that order; bench/ref/vit_step.py, swin_step.py and
-// cvt_step.py draw by
-// the same rule.
+// cvt_step.py draw by the same rule.
 static void image_batch(ct_rng *data, float *images, int64_t pixels,
                         int32_t *labels, int64_t B, int64_t K) {
   ct_rng_fill_normal(data, images, pixels, 0.0f, 1.0f);
@@ -383,9 +382,71 @@ static const vit_config deit_cifar_b64 = {.model = {.image_h = 32,
                                           .B = 64,
                                           .label_smoothing = 0.1f};
 
-// ---- Swin (nn/swin) ------------------------------------------------------------
+// ---- Swin and CvT (nn/swin, nn/cvt) ------------------------------------------
 // Cross-entropy with label smoothing on a fixed batch (image_batch), AdamW
-// as the ViT's (no decay on the bias tables either).
+// as the ViT's (no decay on Swin's bias tables either). CvT's BatchNorm
+// trains (batch statistics, running statistics updated) on both sides.
+// One workload serves both: the model behind a forward and a free.
+
+typedef struct classifier_state {
+  void *model;  // a ct_nn_swin or ct_nn_cvt, malloc'd
+  ct_tensor *(*forward)(void *model, ct_nn_ctx *ctx, ct_tensor *x);
+  void (*free_model)(void *model);
+  float *images;    // (B,C,H,W)
+  int32_t *labels;  // (B)
+  int64_t B, C, H, W;
+  float label_smoothing;
+} classifier_state;
+
+static void classifier_free(void *state) {
+  classifier_state *s = state;
+  if (!s) return;
+  if (s->model) s->free_model(s->model);
+  free(s->images);
+  free(s->labels);
+  free(s);
+}
+
+// The state with its batch drawn (image_batch from stream 1) and room for
+// a model of `model_size` bytes (zeroed) that `forward` and `free_model`
+// serve; *state owns it from the start.
+static ct_status classifier_new(void **state, int64_t B, int64_t C, int64_t H,
+                                int64_t W, int64_t K, float label_smoothing,
+                                size_t model_size,
+                                ct_tensor *(*forward)(void *, ct_nn_ctx *,
+                                                      ct_tensor *),
+                                void (*free_model)(void *)) {
+  classifier_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  *s = (classifier_state){.forward = forward,
+                          .free_model = free_model,
+                          .B = B,
+                          .C = C,
+                          .H = H,
+                          .W = W,
+                          .label_smoothing = label_smoothing};
+  const int64_t pixels = B * C * H * W;
+  s->model = calloc(1, model_size);
+  s->images = malloc((size_t)pixels * sizeof(float));
+  s->labels = malloc((size_t)B * sizeof(int32_t));
+  if (!s->model || !s->images || !s->labels)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng data = ct_rng_make(1, 0);
+  image_batch(&data, s->images, pixels, s->labels, B, K);
+  return CT_OK;
+}
+
+static ct_tensor *classifier_loss(void *state, ct_nn_ctx *ctx) {
+  classifier_state *s = state;
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, s->images, CT_SHAPE(s->B, s->C, s->H, s->W));
+  ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(s->B));
+  if (!x || !y) return NULL;
+  ct_ce_opts o = ct_ce_defaults();
+  o.label_smoothing = s->label_smoothing;
+  return ct_cross_entropy(s->forward(s->model, ctx, x), y, &o);
+}
 
 typedef struct swin_config {
   ct_nn_swin_config model;
@@ -393,56 +454,28 @@ typedef struct swin_config {
   float label_smoothing;
 } swin_config;
 
-typedef struct swin_state {
-  const swin_config *cfg;
-  ct_nn_swin model;
-  float *images;    // (B,C,H,W)
-  int32_t *labels;  // (B)
-} swin_state;
+static ct_tensor *swin_forward(void *model, ct_nn_ctx *ctx, ct_tensor *x) {
+  return ct_nn_swin_forward(model, ctx, x);
+}
 
-static void swin_free(void *state) {
-  swin_state *s = state;
-  if (!s) return;
-  ct_nn_swin_free(&s->model);
-  free(s->images);
-  free(s->labels);
-  free(s);
+static void swin_model_free(void *model) {
+  ct_nn_swin_free(model);
+  free(model);
 }
 
 static ct_status swin_build(void **state, ct_params *p, const void *cfg) {
   const swin_config *c = cfg;
   const ct_nn_swin_config *m = &c->model;
-  swin_state *s = calloc(1, sizeof *s);
-  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
-  *state = s;
-  s->cfg = c;
-  const int64_t pixels = c->B * m->in_channels * m->image_h * m->image_w;
-  s->images = malloc((size_t)pixels * sizeof(float));
-  s->labels = malloc((size_t)c->B * sizeof(int32_t));
-  if (!s->images || !s->labels)
-    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
-  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
-  ct_status st = ct_nn_swin_init(&s->model, p, "", m, &init);
+  ct_status st = classifier_new(
+      state, c->B, m->in_channels, m->image_h, m->image_w, m->num_classes,
+      c->label_smoothing, sizeof(ct_nn_swin), swin_forward, swin_model_free);
   if (st != CT_OK) return st;
-  image_batch(&data, s->images, pixels, s->labels, c->B, m->num_classes);
-  return CT_OK;
+  ct_rng init = ct_rng_make(0, 0);
+  return ct_nn_swin_init(((classifier_state *)*state)->model, p, "", m, &init);
 }
 
-static ct_tensor *swin_loss(void *state, ct_nn_ctx *ctx) {
-  swin_state *s = state;
-  const swin_config *c = s->cfg;
-  const ct_nn_swin_config *m = &c->model;
-  ct_tensor *x =
-      ct_tensor_from(CT_F32, s->images,
-                     CT_SHAPE(c->B, m->in_channels, m->image_h, m->image_w));
-  ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(c->B));
-  if (!x || !y) return NULL;
-  ct_ce_opts o = ct_ce_defaults();
-  o.label_smoothing = c->label_smoothing;
-  return ct_cross_entropy(ct_nn_swin_forward(&s->model, ctx, x), y, &o);
-}
-
-static const workload swin_workload = {swin_build, swin_loss, swin_free};
+static const workload swin_workload = {swin_build, classifier_loss,
+                                       classifier_free};
 
 // A small Swin for 32x32 images (provisional, for issue 24's comparison
 // with the PyTorch twin): patch 2 gives a 16x16 map; stages of width 64,
@@ -575,10 +608,7 @@ static const caption_config captions_b64 = {
 // Adam with the tutorial's learning rate (sgrvinod: 4e-4 for the decoder).
 static ct_optim_config caption_optimizer(void) { return ct_adam_defaults(); }
 
-// ---- CvT (nn/cvt) --------------------------------------------------------------
-// As Swin's: cross-entropy with label smoothing on a fixed batch
-// (image_batch), AdamW as the ViT's. BatchNorm trains (batch statistics,
-// running statistics updated) on both sides.
+// ---- CvT (nn/cvt): the classifier workload of Swin's section ---------------------
 
 typedef struct cvt_config {
   ct_nn_cvt_config model;
@@ -586,56 +616,28 @@ typedef struct cvt_config {
   float label_smoothing;
 } cvt_config;
 
-typedef struct cvt_state {
-  const cvt_config *cfg;
-  ct_nn_cvt model;
-  float *images;    // (B,C,H,W)
-  int32_t *labels;  // (B)
-} cvt_state;
+static ct_tensor *cvt_forward(void *model, ct_nn_ctx *ctx, ct_tensor *x) {
+  return ct_nn_cvt_forward(model, ctx, x);
+}
 
-static void cvt_free(void *state) {
-  cvt_state *s = state;
-  if (!s) return;
-  ct_nn_cvt_free(&s->model);
-  free(s->images);
-  free(s->labels);
-  free(s);
+static void cvt_model_free(void *model) {
+  ct_nn_cvt_free(model);
+  free(model);
 }
 
 static ct_status cvt_build(void **state, ct_params *p, const void *cfg) {
   const cvt_config *c = cfg;
   const ct_nn_cvt_config *m = &c->model;
-  cvt_state *s = calloc(1, sizeof *s);
-  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
-  *state = s;
-  s->cfg = c;
-  const int64_t pixels = c->B * m->in_channels * m->image_h * m->image_w;
-  s->images = malloc((size_t)pixels * sizeof(float));
-  s->labels = malloc((size_t)c->B * sizeof(int32_t));
-  if (!s->images || !s->labels)
-    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
-  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
-  ct_status st = ct_nn_cvt_init(&s->model, p, "", m, &init);
+  ct_status st = classifier_new(state, c->B, m->in_channels, m->image_h,
+                                m->image_w, m->num_classes, c->label_smoothing,
+                                sizeof(ct_nn_cvt), cvt_forward, cvt_model_free);
   if (st != CT_OK) return st;
-  image_batch(&data, s->images, pixels, s->labels, c->B, m->num_classes);
-  return CT_OK;
+  ct_rng init = ct_rng_make(0, 0);
+  return ct_nn_cvt_init(((classifier_state *)*state)->model, p, "", m, &init);
 }
 
-static ct_tensor *cvt_loss(void *state, ct_nn_ctx *ctx) {
-  cvt_state *s = state;
-  const cvt_config *c = s->cfg;
-  const ct_nn_cvt_config *m = &c->model;
-  ct_tensor *x =
-      ct_tensor_from(CT_F32, s->images,
-                     CT_SHAPE(c->B, m->in_channels, m->image_h, m->image_w));
-  ct_tensor *y = ct_tensor_from(CT_I32, s->labels, CT_SHAPE(c->B));
-  if (!x || !y) return NULL;
-  ct_ce_opts o = ct_ce_defaults();
-  o.label_smoothing = c->label_smoothing;
-  return ct_cross_entropy(ct_nn_cvt_forward(&s->model, ctx, x), y, &o);
-}
-
-static const workload cvt_workload = {cvt_build, cvt_loss, cvt_free};
+static const workload cvt_workload = {cvt_build, classifier_loss,
+                                      classifier_free};
 
 // configs/cvt_cifar10.ini's model: 3x3 stride-2 token embeddings (maps 16,
 // 8, 4), widths 64/128/256, depths 1/2/4, heads 1/2/4, dw_bn projections (k
