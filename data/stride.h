@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 typedef struct ct_batch_stride {
   int64_t take;   // batches read per group (0: every batch, no skipping)
   int64_t skip;   // batches passed over after each group
@@ -39,6 +41,26 @@ static inline void ct_batch_stride_advance(
     *position -= count;
     ++*epoch;
   }
+}
+
+// Seeks a loader whose epochs hold `batches` batches each to (epoch,
+// position), the batch its next read returns, and starts a new group of
+// the stride. A place outside the epochs is an error naming `who` (the
+// task).
+static inline ct_status ct_batch_seek(const char *who, int64_t batches,
+                                      int64_t epoch, int64_t position,
+                                      int64_t *at_epoch, int64_t *at_position,
+                                      ct_batch_stride *s) {
+  if (epoch < 0 || position < 0 || position > batches)
+    return ct_error(CT_ERR_ARG,
+                    "%s: cannot seek to epoch %lld batch %lld (%lld batches "
+                    "per epoch)",
+                    who, (long long)epoch, (long long)position,
+                    (long long)batches);
+  *at_epoch = epoch;
+  *at_position = position;
+  s->taken = 0;
+  return CT_OK;
 }
 
 #endif

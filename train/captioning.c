@@ -475,16 +475,8 @@ static void captioning_data_position(const ct_task *t, int64_t *epoch,
 static ct_status captioning_data_seek(ct_task *t, int64_t epoch,
                                       int64_t position) {
   captioning *cp = t->state;
-  if (epoch < 0 || position < 0 || position > cp->batches)
-    return ct_error(CT_ERR_ARG,
-                    "captioning: cannot seek to epoch %lld batch %lld (%lld "
-                    "batches per epoch)",
-                    (long long)epoch, (long long)position,
-                    (long long)cp->batches);
-  cp->epoch = epoch;
-  cp->position = position;
-  cp->stride.taken = 0;
-  return CT_OK;
+  return ct_batch_seek("captioning", cp->batches, epoch, position, &cp->epoch,
+                       &cp->position, &cp->stride);
 }
 
 static void captioning_data_stride(ct_task *t, int64_t take, int64_t skip) {

@@ -338,16 +338,8 @@ static void detection_data_position(const ct_task *t, int64_t *epoch,
 static ct_status detection_data_seek(ct_task *t, int64_t epoch,
                                      int64_t position) {
   detection *d = t->state;
-  if (epoch < 0 || position < 0 || position > d->batches)
-    return ct_error(CT_ERR_ARG,
-                    "detection: cannot seek to epoch %lld batch %lld "
-                    "(%lld batches per epoch)",
-                    (long long)epoch, (long long)position,
-                    (long long)d->batches);
-  d->epoch = epoch;
-  d->position = position;
-  d->stride.taken = 0;
-  return CT_OK;
+  return ct_batch_seek("detection", d->batches, epoch, position, &d->epoch,
+                       &d->position, &d->stride);
 }
 
 static void detection_data_stride(ct_task *t, int64_t take, int64_t skip) {
