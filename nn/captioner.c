@@ -400,29 +400,16 @@ ct_tensor *ct_nn_captioner_step(const ct_nn_captioner *m,
   if (!logits) return NULL;
   memcpy(ct_f32(c->h), ct_f32(h), ct_tensor_bytes(h));
   memcpy(ct_f32(c->c), ct_f32(c_new), ct_tensor_bytes(c_new));
-  for (int64_t n = 0; n < N; n++)
-    memcpy(c->alphas + (n * c->max_len + c->len) * L, ct_f32(w) + n * L,
-           (size_t)L * sizeof(float));
+  ct_nn_rows_append(c->alphas, c->max_len * L, c->len, ct_f32(w), N, L);
   c->len++;
   return logits;
-}
-
-// N rows of buf at a stride of `stride` floats: row i takes the first
-// `used` floats of old row parent[i].
-static void reorder_rows(float *buf, float *swap, int64_t N, int64_t stride,
-                         int64_t used, const int64_t *parent) {
-  for (int64_t n = 0; n < N; n++)
-    memcpy(swap + n * stride, buf + parent[n] * stride,
-           (size_t)used * sizeof(float));
-  for (int64_t n = 0; n < N; n++)
-    memcpy(buf + n * stride, swap + n * stride, (size_t)used * sizeof(float));
 }
 
 void ct_nn_captioner_cache_reorder(ct_nn_captioner_cache *c,
                                    const int64_t *parent) {
   const int64_t H = c->h->shape[1];
-  reorder_rows(ct_f32(c->h), c->swap, c->N, H, H, parent);
-  reorder_rows(ct_f32(c->c), c->swap, c->N, H, H, parent);
-  reorder_rows(c->alphas, c->swap, c->N, c->max_len * c->L, c->len * c->L,
-               parent);
+  ct_nn_rows_reorder(ct_f32(c->h), c->swap, c->N, H, H, parent);
+  ct_nn_rows_reorder(ct_f32(c->c), c->swap, c->N, H, H, parent);
+  ct_nn_rows_reorder(c->alphas, c->swap, c->N, c->max_len * c->L, c->len * c->L,
+                     parent);
 }

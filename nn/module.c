@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -91,4 +92,20 @@ ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,
   ct_nn_attention_layer *l = &log->layers[log->count++];
   *l = (ct_nn_attention_layer){.weights = weights, .groups = groups};
   return l;
+}
+
+void ct_nn_rows_append(float *dst, int64_t stride, int64_t step,
+                       const float *src, int64_t N, int64_t width) {
+  for (int64_t n = 0; n < N; n++)
+    memcpy(dst + n * stride + step * width, src + n * width,
+           (size_t)width * sizeof(float));
+}
+
+void ct_nn_rows_reorder(float *buf, float *swap, int64_t N, int64_t stride,
+                        int64_t used, const int64_t *parent) {
+  for (int64_t n = 0; n < N; n++)
+    memcpy(swap + n * stride, buf + parent[n] * stride,
+           (size_t)used * sizeof(float));
+  for (int64_t n = 0; n < N; n++)
+    memcpy(buf + n * stride, swap + n * stride, (size_t)used * sizeof(float));
 }

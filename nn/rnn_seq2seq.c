@@ -244,28 +244,15 @@ ct_tensor *ct_nn_rnn_seq2seq_step(const ct_nn_rnn_seq2seq *m,
   ct_grad_set_enabled(was);
   if (!logits) return NULL;
   memcpy(ct_f32(c->h), ct_f32(s), ct_tensor_bytes(s));
-  for (int64_t n = 0; n < N; n++)
-    memcpy(c->align + (n * c->max_len + c->len) * S, ct_f32(w) + n * S,
-           (size_t)S * sizeof(float));
+  ct_nn_rows_append(c->align, c->max_len * S, c->len, ct_f32(w), N, S);
   c->len++;
   return logits;
-}
-
-// N rows of buf at a stride of `stride` floats: row i takes the first
-// `used` floats of old row parent[i].
-static void reorder_rows(float *buf, float *swap, int64_t N, int64_t stride,
-                         int64_t used, const int64_t *parent) {
-  for (int64_t n = 0; n < N; n++)
-    memcpy(swap + n * stride, buf + parent[n] * stride,
-           (size_t)used * sizeof(float));
-  for (int64_t n = 0; n < N; n++)
-    memcpy(buf + n * stride, swap + n * stride, (size_t)used * sizeof(float));
 }
 
 void ct_nn_rnn_seq2seq_cache_reorder(ct_nn_rnn_seq2seq_cache *c,
                                      const int64_t *parent) {
   const int64_t Hd = c->h->shape[1];
-  reorder_rows(ct_f32(c->h), c->swap, c->N, Hd, Hd, parent);
-  reorder_rows(c->align, c->swap, c->N, c->max_len * c->S, c->len * c->S,
-               parent);
+  ct_nn_rows_reorder(ct_f32(c->h), c->swap, c->N, Hd, Hd, parent);
+  ct_nn_rows_reorder(c->align, c->swap, c->N, c->max_len * c->S, c->len * c->S,
+                     parent);
 }
