@@ -8,6 +8,24 @@
 
 #include "data/png_folder.h"
 
+ct_status ct_coco_open(ct_coco_ctx *c, ct_json_doc *doc, const char *json_path,
+                       int channels, int size) {
+  if (channels != 1 && channels != 3)
+    return ct_error(CT_ERR_ARG,
+                    "%s: channels %d: images load as 1 (gray) or 3 (RGB) "
+                    "channels",
+                    json_path, channels);
+  if (size < 0 || size > 65535)
+    return ct_error(CT_ERR_ARG,
+                    "%s: image size %d: must be in 1..65535 (0: the "
+                    "images' own)",
+                    json_path, size);
+  ct_status st = ct_json_doc_read(doc, json_path);
+  if (st) return st;
+  *c = (ct_coco_ctx){.path = json_path, .doc = doc};
+  return CT_OK;
+}
+
 ct_status ct_coco_fail(const ct_coco_ctx *c, ct_status st,
                        const ct_json_value *at, const char *fmt, ...) {
   char what[512];

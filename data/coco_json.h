@@ -30,6 +30,12 @@ typedef struct ct_coco_ctx {
   int64_t index;     // the entry
 } ct_coco_ctx;
 
+// Checks a loader's image options (channels 1 or 3, size 0..65535, 0 the
+// images' own) and reads json_path into *doc (free with ct_json_doc_free);
+// *c then reads it. Errors name json_path.
+ct_status ct_coco_open(ct_coco_ctx *c, ct_json_doc *doc, const char *json_path,
+                       int channels, int size);
+
 // Records "path:line:column: list[index]: <fmt...>" (line and column those of
 // `at`) with status st, and returns st.
 ct_status ct_coco_fail(const ct_coco_ctx *c, ct_status st,

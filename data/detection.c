@@ -361,20 +361,10 @@ static ct_status coco_annotation(const ct_coco_ctx *c, const ct_json_value *e,
 ct_status ct_coco_load(ct_detection_dataset *d, const char *json_path,
                        const char *image_dir, int channels, int size) {
   *d = (ct_detection_dataset){0};
-  if (channels != 1 && channels != 3)
-    return ct_error(CT_ERR_ARG,
-                    "%s: channels %d: images load as 1 (gray) "
-                    "or 3 (RGB) channels",
-                    json_path, channels);
-  if (size < 0 || size > 65535)
-    return ct_error(CT_ERR_ARG,
-                    "%s: image size %d: must be in 1..65535 (0: "
-                    "the images' own)",
-                    json_path, size);
   ct_json_doc doc;
-  ct_status st = ct_json_doc_read(&doc, json_path);
+  ct_coco_ctx c;
+  ct_status st = ct_coco_open(&c, &doc, json_path, channels, size);
   if (st) return st;
-  ct_coco_ctx c = {.path = json_path, .doc = &doc};
   const ct_json_value *images, *anns, *cats;
   const char *keys = "images, annotations and categories";
   st = ct_coco_list(&c, "images", keys, &images);
