@@ -10,35 +10,47 @@ set -u
 root=${1:?usage: test_layout.sh SOURCE_ROOT}
 cd "$root" || exit 1
 bad=0
-for h in core/*.h autograd/*.h nn/*.h optim/*.h data/*.h train/*.h bench/*.h \
-         tests/*.h tests/ref/*.h; do
-  [ -f "$h" ] || continue
-  want="CT_$(echo "${h%.h}" | tr 'a-z/.' 'A-Z__')_H"
-  guard=$(grep -m1 '^#ifndef' "$h" | awk '{print $2}')
-  define=$(grep -m1 '^#define' "$h" | awk '{print $2}')
-  if [ "$guard" != "$want" ] || [ "$define" != "$want" ]; then
-    echo "FAIL: $h: include guard '$guard' / '$define', want $want"
-    bad=1
-  fi
-done
+# One awk pass over all headers and one over all includes: spawning tools
+# per file made this test slow on a loaded machine.
+shopt -s nullglob
+headers=(core/*.h autograd/*.h nn/*.h optim/*.h data/*.h train/*.h bench/*.h
+         tests/*.h tests/ref/*.h)
+guards=$(awk '
+  FNR == 1 { files[++n] = FILENAME }
+  /^#ifndef/ && !(FILENAME in g) { g[FILENAME] = $2 }
+  /^#define/ && !(FILENAME in d) { d[FILENAME] = $2 }
+  END {
+    for (i = 1; i <= n; i++) {
+      f = files[i]; want = f; sub(/\.h$/, "", want)
+      gsub(/[\/.]/, "_", want); want = "CT_" toupper(want) "_H"
+      if (g[f] != want || d[f] != want)
+        printf "FAIL: %s: include guard '\''%s'\'' / '\''%s'\'', want %s\n", f, g[f], d[f], want
+    }
+  }' "${headers[@]}")
+if [ -n "$guards" ]; then
+  echo "$guards"
+  bad=1
+fi
 # Layers each layer may include (besides itself).
-declare -A allowed=(
-  [core]="core" [autograd]="core autograd" [nn]="core autograd nn"
-  [optim]="core autograd nn optim" [data]="core data"
-  [train]="core autograd nn optim data train")
-for layer in "${!allowed[@]}"; do
-  for f in "$layer"/*.c "$layer"/*.h; do
-    [ -f "$f" ] || continue
-    while IFS= read -r inc; do
-      dir=${inc%%/*}
-      case " ${allowed[$layer]} " in
-        *" $dir "*) ;;
-        *) echo "FAIL: $f includes $inc ($layer may use: ${allowed[$layer]})"
-           bad=1 ;;
-      esac
-    done < <(sed -n 's/^#include "\([a-z_]*\/[^"]*\)".*/\1/p' "$f")
-  done
-done
+includes=$(grep -H '^#include "[a-z_]*/' core/*.[ch] autograd/*.[ch] nn/*.[ch] \
+             optim/*.[ch] data/*.[ch] train/*.[ch] | awk '
+  BEGIN {
+    allowed["core"] = " core "; allowed["autograd"] = " core autograd "
+    allowed["nn"] = " core autograd nn "; allowed["optim"] = " core autograd nn optim "
+    allowed["data"] = " core data "
+    allowed["train"] = " core autograd nn optim data train "
+  }
+  {
+    f = $0; sub(/:.*/, "", f); layer = f; sub(/\/.*/, "", layer)
+    inc = $0; sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
+    dir = inc; sub(/\/.*/, "", dir)
+    if (index(allowed[layer], " " dir " ") == 0)
+      printf "FAIL: %s includes %s (%s may use:%s)\n", f, inc, layer, allowed[layer]
+  }')
+if [ -n "$includes" ]; then
+  echo "$includes"
+  bad=1
+fi
 if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
   unformatted=$(git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^tests/ref/' |
                 xargs -r clang-format --dry-run 2>&1 | grep -c 'warning:')
