@@ -25,6 +25,10 @@
 #             merges) >= 0.9. About 10 minutes on 2 cores.
 #   multi30k_bpe: configs/multi30k_de_en.ini with data.tokenizer = bpe (8000
 #             joint merges) reaches corpus BLEU >= 35 on test_2016_flickr.
+#   captions: configs/captions_toy.ini (at most 30 minutes of training)
+#             reaches BLEU-4 >= 50 on the generated test split, and
+#             grounding >= 40% (measured 46.4%: a guard against regressions;
+#             the issue's 75% is not met yet).
 set -u
 ctrain=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 which=$1
@@ -122,6 +126,14 @@ case "$which" in
     bleu=$(field bleu "$test_out")
     echo "multi30k bpe: $test_out"
     at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
+    ;;
+  captions)
+    test_out=$(test_eval configs/captions_toy.ini) || exit 1
+    bleu4=$(field bleu4 "$test_out")
+    grounding=$(field grounding "$test_out")
+    echo "captions: $test_out"
+    at_least "$bleu4" 50 || { echo "FAIL: test BLEU-4 $bleu4 < 50"; exit 1; }
+    at_least "$grounding" 40 || { echo "FAIL: grounding $grounding < 40"; exit 1; }
     ;;
   detr)
     out=$("$ctrain" train configs/detr_toy.ini --set run.dir="$tmp" | tail -n 1)
