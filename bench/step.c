@@ -641,56 +641,39 @@ static const workload cvt_workload = {cvt_build, classifier_loss,
 
 // configs/cvt_cifar10.ini's model: 3x3 stride-2 token embeddings (maps 16,
 // 8, 4), widths 64/128/256, depths 1/2/4, heads 1/2/4, dw_bn projections (k
-// and v at stride 2), the class token in the last stage, QuickGELU, the
-// reference's scale. Dropout and drop path 0.
-static const cvt_config cvt_cifar_b64 = {
-    .model = {.image_h = 32,
-              .image_w = 32,
-              .in_channels = 3,
-              .stages = 3,
-              .embed_kernel = {3, 3, 3},
-              .embed_stride = {2, 2, 2},
-              .embed_padding = {1, 1, 1},
-              .dims = {64, 128, 256},
-              .depths = {1, 2, 4},
-              .heads = {1, 2, 4},
-              .mlp_ratio = 4.0f,
-              .cls_token = true,
-              .projection = CT_NN_CVT_DW_BN,
-              .stride_q = 1,
-              .stride_kv = 2,
-              .qkv_bias = true,
-              .act = CT_NN_QUICK_GELU,
-              .scale = CT_NN_CVT_SCALE_DIM,
-              .num_classes = 10},
-    .B = 64,
-    .label_smoothing = 0.1f};
+// and v at stride 2), the class token in the last stage, the reference's
+// scale; the activation `act_kind`. Dropout and drop path 0.
+#define CVT_CIFAR_B64(act_kind)              \
+  {                                          \
+    .model = {.image_h = 32,                 \
+              .image_w = 32,                 \
+              .in_channels = 3,              \
+              .stages = 3,                   \
+              .embed_kernel = {3, 3, 3},     \
+              .embed_stride = {2, 2, 2},     \
+              .embed_padding = {1, 1, 1},    \
+              .dims = {64, 128, 256},        \
+              .depths = {1, 2, 4},           \
+              .heads = {1, 2, 4},            \
+              .mlp_ratio = 4.0f,             \
+              .cls_token = true,             \
+              .projection = CT_NN_CVT_DW_BN, \
+              .stride_q = 1,                 \
+              .stride_kv = 2,                \
+              .qkv_bias = true,              \
+              .act = act_kind,               \
+              .scale = CT_NN_CVT_SCALE_DIM,  \
+              .num_classes = 10},            \
+    .B = 64, .label_smoothing = 0.1f         \
+  }
+
+// The recipe's QuickGELU.
+static const cvt_config cvt_cifar_b64 = CVT_CIFAR_B64(CT_NN_QUICK_GELU);
 
 // The same model with the exact GELU (cvt_activation = gelu): PyTorch 1.13
 // on the CPU spends about half of the QuickGELU twin's step in that
 // activation's elementwise ops, which flatters the ratio above.
-static const cvt_config cvt_gelu_cifar_b64 = {
-    .model = {.image_h = 32,
-              .image_w = 32,
-              .in_channels = 3,
-              .stages = 3,
-              .embed_kernel = {3, 3, 3},
-              .embed_stride = {2, 2, 2},
-              .embed_padding = {1, 1, 1},
-              .dims = {64, 128, 256},
-              .depths = {1, 2, 4},
-              .heads = {1, 2, 4},
-              .mlp_ratio = 4.0f,
-              .cls_token = true,
-              .projection = CT_NN_CVT_DW_BN,
-              .stride_q = 1,
-              .stride_kv = 2,
-              .qkv_bias = true,
-              .act = CT_NN_GELU,
-              .scale = CT_NN_CVT_SCALE_DIM,
-              .num_classes = 10},
-    .B = 64,
-    .label_smoothing = 0.1f};
+static const cvt_config cvt_gelu_cifar_b64 = CVT_CIFAR_B64(CT_NN_GELU);
 
 // ---- the table ----------------------------------------------------------------
 

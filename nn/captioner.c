@@ -320,22 +320,6 @@ ct_tensor *ct_nn_captioner_attention_reg(ct_tensor *alphas, ct_tensor *mask,
 
 // ---- cached decoding --------------------------------------------------------
 
-// Each of the B rows (row blocks of the first dim) `repeat` times in a row.
-static ct_tensor *repeat_rows(const ct_tensor *t, int64_t repeat) {
-  if (!t) return NULL;
-  int64_t shape[CT_MAX_DIMS];
-  memcpy(shape, t->shape, sizeof shape);
-  shape[0] *= repeat;
-  ct_tensor *out = ct_tensor_empty(t->dtype, t->ndim, shape);
-  if (!out) return NULL;
-  const size_t block = ct_tensor_bytes(t) / (size_t)t->shape[0];
-  for (int64_t b = 0; b < t->shape[0]; b++)
-    for (int64_t r = 0; r < repeat; r++)
-      memcpy((char *)out->data + (size_t)(b * repeat + r) * block,
-             (const char *)t->data + (size_t)b * block, block);
-  return out;
-}
-
 ct_status ct_nn_captioner_cache_init(ct_nn_captioner_cache *c,
                                      const ct_nn_captioner *m,
                                      ct_tensor *annotations, int64_t repeat,
@@ -354,10 +338,10 @@ ct_status ct_nn_captioner_cache_init(ct_nn_captioner_cache *c,
   ct_tensor *h0 = initial_state(m, annotations, &c0);
   ct_tensor *keys = ct_nn_linear_forward(&m->encoder_att, annotations);
   *c = (ct_nn_captioner_cache){.N = N, .L = L, .max_len = max_len};
-  c->keys = repeat_rows(keys, repeat);
-  c->values = repeat_rows(annotations, repeat);
-  c->h = repeat_rows(h0, repeat);
-  c->c = repeat_rows(c0, repeat);
+  c->keys = ct_nn_repeat_rows(keys, repeat);
+  c->values = ct_nn_repeat_rows(annotations, repeat);
+  c->h = ct_nn_repeat_rows(h0, repeat);
+  c->c = ct_nn_repeat_rows(c0, repeat);
   c->w_emb = ct_slice(m->w_ih, 1, 0, m->cfg.embed_dim);
   c->w_z = ct_slice(m->w_ih, 1, m->cfg.embed_dim, m->D);
   ct_grad_set_enabled(was);

@@ -109,3 +109,18 @@ void ct_nn_rows_reorder(float *buf, float *swap, int64_t N, int64_t stride,
   for (int64_t n = 0; n < N; n++)
     memcpy(buf + n * stride, swap + n * stride, (size_t)used * sizeof(float));
 }
+
+ct_tensor *ct_nn_repeat_rows(const ct_tensor *t, int64_t repeat) {
+  if (!t) return NULL;
+  int64_t shape[CT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[0] *= repeat;
+  ct_tensor *out = ct_tensor_empty(t->dtype, t->ndim, shape);
+  if (!out) return NULL;
+  const size_t block = ct_tensor_bytes(t) / (size_t)t->shape[0];
+  for (int64_t b = 0; b < t->shape[0]; b++)
+    for (int64_t r = 0; r < repeat; r++)
+      memcpy((char *)out->data + (size_t)(b * repeat + r) * block,
+             (const char *)t->data + (size_t)b * block, block);
+  return out;
+}

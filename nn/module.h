@@ -135,7 +135,11 @@ typedef enum ct_nn_activation {
 
 ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act);
 
-// Beam-search caches (nn/rnn_seq2seq, nn/captioner) keep per-row
+// Beam-search caches (nn/rnn_seq2seq, nn/captioner) start from t with each
+// of its first dim's B row blocks `repeat` times in a row (a new tensor in
+// the arena; NULL when t is NULL or out of memory).
+ct_tensor *ct_nn_repeat_rows(const ct_tensor *t, int64_t repeat);
+// The caches keep per-row
 // attention weights of every step, rows of `stride` floats:
 // ct_nn_rows_append copies row n of src (N rows of `width`) to row n of dst
 // at offset step * width; ct_nn_rows_reorder makes row i the first `used`

@@ -173,22 +173,6 @@ ct_tensor *ct_nn_rnn_seq2seq_forward(const ct_nn_rnn_seq2seq *m, ct_nn_ctx *ctx,
 
 // ---- cached decoding ---------------------------------------------------------
 
-// Each of the B rows (row blocks of the first dim) `repeat` times in a row.
-static ct_tensor *repeat_rows(const ct_tensor *t, int64_t repeat) {
-  if (!t) return NULL;
-  int64_t shape[CT_MAX_DIMS];
-  memcpy(shape, t->shape, sizeof shape);
-  shape[0] *= repeat;
-  ct_tensor *out = ct_tensor_empty(t->dtype, t->ndim, shape);
-  if (!out) return NULL;
-  const size_t block = ct_tensor_bytes(t) / (size_t)t->shape[0];
-  for (int64_t b = 0; b < t->shape[0]; b++)
-    for (int64_t r = 0; r < repeat; r++)
-      memcpy((char *)out->data + (size_t)(b * repeat + r) * block,
-             (const char *)t->data + (size_t)b * block, block);
-  return out;
-}
-
 ct_status ct_nn_rnn_seq2seq_cache_init(ct_nn_rnn_seq2seq_cache *c,
                                        const ct_nn_rnn_seq2seq *m,
                                        const int32_t *src, int64_t B, int64_t S,
@@ -213,10 +197,10 @@ ct_status ct_nn_rnn_seq2seq_cache_init(ct_nn_rnn_seq2seq_cache *c,
   if (st != CT_OK) return st;
   *c = (ct_nn_rnn_seq2seq_cache){.N = N, .S = S, .max_len = max_len};
   c->mem = mem;
-  c->mem.keys = repeat_rows(mem.keys, repeat);
-  c->mem.values = repeat_rows(mem.values, repeat);
-  c->mem.mask = repeat_rows(mem.mask, repeat);
-  c->h = repeat_rows(s0, repeat);
+  c->mem.keys = ct_nn_repeat_rows(mem.keys, repeat);
+  c->mem.values = ct_nn_repeat_rows(mem.values, repeat);
+  c->mem.mask = ct_nn_repeat_rows(mem.mask, repeat);
+  c->h = ct_nn_repeat_rows(s0, repeat);
   const int64_t row = max_len * S > Hd ? max_len * S : Hd;
   c->align = ct_arena_calloc((size_t)(N * max_len * S) * sizeof(float));
   c->swap = ct_arena_alloc((size_t)(N * row) * sizeof(float));
