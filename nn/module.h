@@ -140,9 +140,10 @@ ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act);
 // the arena; NULL when t is NULL or out of memory).
 ct_tensor *ct_nn_repeat_rows(const ct_tensor *t, int64_t repeat);
 // The caches keep per-row attention weights of every step, rows of
-// `stride` floats: ct_nn_rows_append copies row n of src (N rows of `width`) to row n of dst
-// at offset step * width; ct_nn_rows_reorder makes row i the first `used`
-// floats of old row parent[i] (swap: room for N rows of `stride`).
+// `stride` floats: ct_nn_rows_append copies row n of src (N rows of
+// `width`) to row n of dst at offset step * width; ct_nn_rows_reorder makes
+// row i the first `used` floats of old row parent[i] (swap: room for N rows
+// of `stride`).
 void ct_nn_rows_append(float *dst, int64_t stride, int64_t step,
                        const float *src, int64_t N, int64_t width);
 void ct_nn_rows_reorder(float *buf, float *swap, int64_t N, int64_t stride,
