@@ -38,6 +38,10 @@ const char *ct_toy_captions_colour_name(int colour) {
   return COLOUR_WORDS[colour];
 }
 
+void ct_toy_captions_colour_rgb(int colour, uint8_t rgb[3]) {
+  memcpy(rgb, COLOUR_RGB[colour], 3);
+}
+
 bool ct_toy_captions_heldout(uint64_t seed, bool items, int kind, int colour) {
   (void)items;
   ct_rng r = ct_rng_make(seed, ct_rng_stream(CT_TOY_CAPTIONS_RNG_HELDOUT, 0));
@@ -210,9 +214,10 @@ static ct_status index_items(item_index *ix, const ct_image_dataset *items) {
 }
 
 // Draws the objects of one image: count, kinds, colours, cells.
-static int draw_objects(ct_rng *r, int kinds, int grid, bool train,
-                        uint64_t seed, bool items, toy_object *obj) {
-  int n = 1 + below(r, CT_TOY_CAPTIONS_MAX_OBJECTS);
+static int draw_objects(ct_rng *r, int kinds, int grid, int max_objects,
+                        bool train, uint64_t seed, bool items,
+                        toy_object *obj) {
+  int n = 1 + below(r, max_objects);
   int cells[16];
   for (int c = 0; c < grid * grid; c++) cells[c] = c;
   for (int i = 0; i < n; i++) {  // the first n of a partial shuffle
@@ -277,6 +282,13 @@ ct_status ct_toy_captions_generate(ct_caption_dataset *d, int64_t n,
     return ct_error(CT_ERR_ARG,
                     "toy captions: grid %d: must be in [2, 4] cells per side",
                     o->grid);
+  if (o->max_objects < 0 || o->max_objects > CT_TOY_CAPTIONS_MAX_OBJECTS)
+    return ct_error(CT_ERR_ARG,
+                    "toy captions: max_objects %d: must be in [1, %d] (0: %d)",
+                    o->max_objects, CT_TOY_CAPTIONS_MAX_OBJECTS,
+                    CT_TOY_CAPTIONS_MAX_OBJECTS);
+  const int max_objects =
+      o->max_objects ? o->max_objects : CT_TOY_CAPTIONS_MAX_OBJECTS;
   bool items = o->items != NULL;
   int kinds = ct_toy_captions_kinds(items), cs = o->size / o->grid;
   item_index ix = {0};
@@ -313,8 +325,8 @@ ct_status ct_toy_captions_generate(ct_caption_dataset *d, int64_t n,
     }
     d->ids[i] = i + 1;
     toy_object obj[CT_TOY_CAPTIONS_MAX_OBJECTS];
-    int count =
-        draw_objects(&r, kinds, o->grid, split == 0, o->seed, items, obj);
+    int count = draw_objects(&r, kinds, o->grid, max_objects, split == 0,
+                             o->seed, items, obj);
     d->object_start[i + 1] = d->object_start[i] + count;
     for (int k = 0; k < count && !st; k++) {
       int s = cs * 3 / 5 + below(&r, cs / 4 + 1);

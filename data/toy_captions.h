@@ -66,11 +66,18 @@ typedef struct ct_toy_captions_options {
   // (ct_idx_load_dir), e.g. its training images for the training split and
   // its test images for the others.
   const ct_image_dataset *items;
+  // The most objects an image holds, 1..4 (0: 4, the default); each image
+  // draws its count uniformly from 1..max_objects. Fewer objects make
+  // canvases that look more like single items (contrastive zero-shot).
+  int max_objects;
 } ct_toy_captions_options;
 
 // The kinds' and colours' words.
 const char *ct_toy_captions_kind_name(bool items, int kind);
 const char *ct_toy_captions_colour_name(int colour);
+// The RGB a colour tints an object with (an item's gray value v becomes
+// rgb * v / 255).
+void ct_toy_captions_colour_rgb(int colour, uint8_t rgb[3]);
 // The number of kinds: 6 shapes or 10 items.
 int ct_toy_captions_kinds(bool items);
 
@@ -78,7 +85,7 @@ int ct_toy_captions_kinds(bool items);
 bool ct_toy_captions_heldout(uint64_t seed, bool items, int kind, int colour);
 
 // Fills *d with n images (ids 1..n). CT_ERR_ARG for bad options (naming
-// the option and its range), an item set that is not gray or lacks one of
+// the option and its range: max_objects outside 0..4 too), an item set that is not gray or lacks one of
 // the 10 labels.
 ct_status ct_toy_captions_generate(ct_caption_dataset *d, int64_t n,
                                    const ct_toy_captions_options *o, int split);
