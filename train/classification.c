@@ -659,6 +659,27 @@ static ct_status read_swin(const ct_config *cfg, ct_nn_swin_config *out) {
   return CT_OK;
 }
 
+ct_nn_vit_config ct_classification_vit_config(const ct_config *cfg) {
+  return (ct_nn_vit_config){
+      .patch = ct_config_int(cfg, "model", "patch"),
+      .dim = ct_config_int(cfg, "model", "dim"),
+      .depth = ct_config_int(cfg, "model", "depth"),
+      .heads = ct_config_int(cfg, "model", "heads"),
+      .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
+      .dropout = (float)ct_config_float(cfg, "model", "dropout"),
+      .attn_dropout = (float)ct_config_float(cfg, "model", "attn_dropout"),
+      .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
+  };
+}
+
+ct_nn_resnet_config ct_classification_resnet_config(const ct_config *cfg) {
+  return (ct_nn_resnet_config){
+      .width = ct_config_int(cfg, "model", "width"),
+      .stages = (int)ct_config_int(cfg, "model", "stages"),
+      .blocks = (int)ct_config_int(cfg, "model", "blocks"),
+  };
+}
+
 // Reads the keys of this task into *out, with the checks whose messages
 // name the key that the schema's integer ranges do not already make.
 static ct_status read_config(const ct_config *cfg, classification_config *out) {
@@ -800,25 +821,9 @@ static ct_status read_config(const ct_config *cfg, classification_config *out) {
           },
       .aug_schedule = aug_schedule,
       .arch = arch,
-      .vit =
-          {
-              .patch = ct_config_int(cfg, "model", "patch"),
-              .dim = ct_config_int(cfg, "model", "dim"),
-              .depth = ct_config_int(cfg, "model", "depth"),
-              .heads = ct_config_int(cfg, "model", "heads"),
-              .mlp_dim = ct_config_int(cfg, "model", "mlp_dim"),
-              .dropout = (float)ct_config_float(cfg, "model", "dropout"),
-              .attn_dropout =
-                  (float)ct_config_float(cfg, "model", "attn_dropout"),
-              .drop_path = (float)ct_config_float(cfg, "model", "drop_path"),
-          },
+      .vit = ct_classification_vit_config(cfg),
       .cvt = cvt,
-      .resnet =
-          {
-              .width = ct_config_int(cfg, "model", "width"),
-              .stages = (int)ct_config_int(cfg, "model", "stages"),
-              .blocks = (int)ct_config_int(cfg, "model", "blocks"),
-          },
+      .resnet = ct_classification_resnet_config(cfg),
       .swin = swin,
       .distill =
           {

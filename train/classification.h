@@ -30,9 +30,18 @@ enum { CT_VAL_HOLDOUT_FRACTION_MAX = 5000 };
 #include <stdio.h>
 
 #include "nn/module.h"
+#include "nn/resnet.h"
+#include "nn/vit.h"
 #include "train/task.h"
 
 extern const ct_task_ops ct_task_classification;
+
+// The [model] keys of a ViT (patch, dim, depth, heads, mlp_dim, dropout,
+// attn_dropout, drop_path) and of a ResNet (width, stages, blocks) as this
+// task reads them; the contrastive task's image towers take the same.
+// Image size, channels and classes are left for the caller.
+ct_nn_vit_config ct_classification_vit_config(const ct_config *cfg);
+ct_nn_resnet_config ct_classification_resnet_config(const ct_config *cfg);
 
 // Classifies PNG files (converted to the model's channels and resized to
 // its input size): prints each file's `top` classes with probabilities to
