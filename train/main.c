@@ -5,6 +5,8 @@
 //   ctrain eval CKPT [--split val|test] [--beam N] [--threads N]
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
 //   ctrain caption CKPT IMAGE.png... [--beam N] [--attention OUT.png]
+//   ctrain zeroshot CKPT --labels "a,b,..." [--template T]... IMAGE.png...
+//                   [--top N]
 //   ctrain inspect CKPT
 //   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
 //   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
@@ -35,6 +37,7 @@
 #include "train/classification.h"
 #include "train/analyze.h"
 #include "train/captioning.h"
+#include "train/contrastive.h"
 #include "train/detection.h"
 #include "data/detection.h"
 #include "data/idx.h"
@@ -57,6 +60,9 @@ static const char *const usage =
     "  eval CKPT [--split val|test] [--beam N] [--threads N]\n"
     "                             evaluate a checkpoint (last line: JSON "
     "metrics)\n"
+    "  eval CKPT --zeroshot DIR [--labels \"a,b,...\"] [--template T]...\n"
+    "                             contrastive: zero-shot accuracy on a "
+    "labelled set\n"
     "  translate CKPT [--beam N] [--attention OUT.png] [TEXT]...\n"
     "                             translate TEXT, or stdin lines when none;\n"
     "                             RNN alignment of one TEXT\n"
@@ -76,6 +82,10 @@ static const char *const usage =
     "N]\n"
     "                             a caption per image; per-word attention of "
     "the first\n"
+    "  zeroshot CKPT --labels \"a,b,...\" [--template T]... IMAGE.png... "
+    "[--top N]\n"
+    "                             contrastive: classes of images from their "
+    "names\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
     "  export CKPT [OUT.safetensors] [--vocab DIR]\n"
     "                             the parameters for PyTorch; the\n"
@@ -232,6 +242,66 @@ static int model_args_check(const model_args *a, const char *cmd, bool images) {
   return 0;
 }
 
+// --labels "a,b,..." and --template T... of zeroshot and eval --zeroshot;
+// labels and templates point into argv and `buf`.
+typedef struct zeroshot_opts {
+  char *buf;            // the --labels value, cut at its commas
+  const char **labels;  // argc slots
+  int n_labels;
+  const char **templates;  // argc slots
+  int n_templates;
+} zeroshot_opts;
+
+static void zeroshot_opts_free(zeroshot_opts *z) {
+  free(z->buf);
+  free(z->labels);
+  free(z->templates);
+}
+
+// Whether argv[i] is --labels or --template.
+static bool is_zeroshot_arg(const char *arg) {
+  return !strcmp(arg, "--labels") || !strcmp(arg, "--template");
+}
+
+// Takes argv[*i], --labels or --template, with its value: 0, 2 after a
+// usage error, 1 when memory runs out.
+static int zeroshot_arg(zeroshot_opts *z, int argc, char **argv, int *i) {
+  const char *v;
+  bool labels = !strcmp(argv[*i], "--labels");
+  if (!(v = option_value(argc, argv, i))) return 2;
+  if (!z->templates &&
+      !(z->templates = calloc((size_t)argc + 1, sizeof *z->templates)))
+    return 1;
+  if (!labels) {
+    if (!*v) return usage_error("%s", "--template is empty");
+    z->templates[z->n_templates++] = v;
+    return 0;
+  }
+  if (z->buf) return usage_error("%s", "--labels is given twice");
+  // At most one label per byte, plus one.
+  if (!(z->buf = strdup(v)) ||
+      !(z->labels = calloc(strlen(v) + 2, sizeof *z->labels)))
+    return 1;
+  for (char *p = z->buf, *next; p; p = next) {
+    next = strchr(p, ',');
+    if (next) *next++ = '\0';
+    while (*p == ' ') p++;
+    for (char *e = p + strlen(p); e > p && e[-1] == ' ';) *--e = '\0';
+    if (!*p) return usage_error("--labels has an empty name: '%s'", v);
+    z->labels[z->n_labels++] = p;
+  }
+  return 0;
+}
+
+// The prompts of the options (default templates when none given).
+static ct_zeroshot_prompts zeroshot_prompts(const zeroshot_opts *z) {
+  return (ct_zeroshot_prompts){
+      .labels = z->n_labels ? z->labels : NULL,
+      .n_labels = z->n_labels,
+      .templates = z->n_templates ? z->templates : NULL,
+      .n_templates = z->n_templates};
+}
+
 // Shared by eval and translate: --beam N, --split S (eval), texts
 // (translate).
 typedef struct model_opts {
@@ -239,6 +309,9 @@ typedef struct model_opts {
   int beam;  // 0: the config's final_beam
   const char *split;
   const char *attention;  // translate: the alignment PNG, or NULL
+  // eval --zeroshot DIR [--labels L] [--template T]...
+  const char *zeroshot;
+  zeroshot_opts zs;
 } model_opts;
 
 static int parse_model_opts(int argc, char **argv, bool texts, bool split,
@@ -259,6 +332,11 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
       o->split = v;
     } else if (texts && !strcmp(argv[i], "--attention")) {
       if (!(o->attention = option_value(argc, argv, &i))) return 2;
+    } else if (split && !strcmp(argv[i], "--zeroshot")) {
+      if (!(o->zeroshot = option_value(argc, argv, &i))) return 2;
+    } else if (split && is_zeroshot_arg(argv[i])) {
+      int rc = zeroshot_arg(&o->zs, argc, argv, &i);
+      if (rc) return rc;
     } else {
       int rc = model_arg(&o->args, argc, argv, &i);
       if (rc) return rc;
@@ -267,10 +345,45 @@ static int parse_model_opts(int argc, char **argv, bool texts, bool split,
   return model_args_check(&o->args, argv[1], false);
 }
 
+static int open_model_of(ct_run_model *m, const char *ckpt,
+                         const ct_task_ops *want, const char *cmd);
+
+// ctrain eval CKPT --zeroshot DIR [--labels L] [--template T]...
+static int eval_zeroshot(const model_opts *o) {
+  const char *ckpt = o->args.ckpt;
+  ct_run_model m;
+  int rc = open_model_of(&m, ckpt, &ct_task_contrastive, "eval --zeroshot");
+  ct_eval_metrics metrics = {0};
+  if (!rc) printf("checkpoint %s (step %lld)\n", ckpt, (long long)m.state.step);
+  ct_zeroshot_prompts p = zeroshot_prompts(&o->zs);
+  if (!rc && ct_contrastive_zeroshot_eval(&m.task, o->zeroshot, &p, &metrics,
+                                          stdout) != CT_OK)
+    rc = runtime_error();
+  if (!rc) {
+    ct_json_obj line;
+    ct_json_obj_init(&line);
+    ct_json_obj_str(&line, "checkpoint", ckpt);
+    ct_json_obj_str(&line, "zeroshot", o->zeroshot);
+    ct_json_obj_int(&line, "step", m.state.step);
+    ct_eval_metrics_to_json(&metrics, &line);
+    printf("%s\n", ct_json_obj_text(&line));
+    ct_json_obj_free(&line);
+  }
+  ct_run_model_close(&m);
+  ct_arena_release();
+  return rc;
+}
+
 static int cmd_eval(int argc, char **argv) {
   model_opts o = {.split = "val"};
   int rc = parse_model_opts(argc, argv, false, true, &o);
-  if (rc) return rc;
+  if (!rc && !o.zeroshot && (o.zs.n_labels || o.zs.n_templates))
+    rc = usage_error("%s", "--labels and --template go with --zeroshot");
+  if (!rc && o.zeroshot) rc = eval_zeroshot(&o);
+  if (rc || o.zeroshot) {
+    zeroshot_opts_free(&o.zs);
+    return rc;
+  }
   const char *ckpt = o.args.ckpt;
   ct_run_model m;
   if (ct_run_model_open(&m, ckpt, CT_TASK_EVAL_DATA) != CT_OK) {
@@ -563,6 +676,48 @@ static int cmd_caption(int argc, char **argv) {
     rc = runtime_error();
   ct_run_model_close(&m);
   free(o.args.rest);
+  ct_arena_release();
+  return rc;
+}
+
+// ctrain zeroshot CKPT --labels "a,b,..." [--template T]... IMG.png...
+// [--top N]
+static int cmd_zeroshot(int argc, char **argv) {
+  zeroshot_opts z = {0};
+  int top = 5;
+  model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
+  int rc = a.rest ? 0 : 1;
+  for (int i = 2; i < argc && !rc; i++) {
+    const char *v;
+    if (!strcmp(argv[i], "--top")) {
+      if (!(v = option_value(argc, argv, &i)))
+        rc = 2;
+      else if (positive(v) < 1 || positive(v) > 1000)
+        rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
+      else
+        top = (int)positive(v);
+    } else if (is_zeroshot_arg(argv[i])) {
+      rc = zeroshot_arg(&z, argc, argv, &i);
+    } else {
+      rc = model_arg(&a, argc, argv, &i);
+    }
+  }
+  if (!rc) rc = model_args_check(&a, "zeroshot", true);
+  if (!rc && !z.n_labels)
+    rc = usage_error("%s", "zeroshot needs --labels \"name,name,...\"");
+  ct_run_model m;
+  bool opened = false;
+  if (!rc) {
+    rc = open_model_of(&m, a.ckpt, &ct_task_contrastive, "zeroshot");
+    opened = true;
+  }
+  ct_zeroshot_prompts p = zeroshot_prompts(&z);
+  if (!rc && ct_contrastive_zeroshot(&m.task, &p, a.rest, a.n_rest, top,
+                                     stdout) != CT_OK)
+    rc = runtime_error();
+  if (opened) ct_run_model_close(&m);
+  zeroshot_opts_free(&z);
+  free(a.rest);
   ct_arena_release();
   return rc;
 }
@@ -1025,6 +1180,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "forward")) return cmd_forward(argc, argv);
   if (!strcmp(cmd, "detect")) return cmd_detect(argc, argv);
   if (!strcmp(cmd, "caption")) return cmd_caption(argc, argv);
+  if (!strcmp(cmd, "zeroshot")) return cmd_zeroshot(argc, argv);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
   if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
   if (!strcmp(cmd, "plot")) return cmd_plot(argc, argv);

@@ -105,6 +105,9 @@ static const ct_config_key schema[] = {
     {"data", "toy_grid", CT_CONFIG_INT, "3", "2..4",
      "captioning toy: the grid of object positions is toy_grid x toy_grid "
      "cells"},
+    {"data", "toy_max_objects", CT_CONFIG_INT, "4", "1..4",
+     "captioning/contrastive toy: the most objects a canvas holds (each "
+     "draws 1..this many)"},
     {"data", "captions_train", CT_CONFIG_STRING, "", NULL,
      "captioning files: captions JSON (COCO captions layout) of the training "
      "images"},
@@ -219,7 +222,19 @@ static const ct_config_key schema[] = {
      "deit/swin: the teacher, a classification checkpoint or run folder (its "
      "newest checkpoint), for distillation"},
     {"model", "embed_dim", CT_CONFIG_INT, "64", "1..65536",
-     "captioning: word embedding width"},
+     "captioning: word embedding width; contrastive: the joint width of the "
+     "image and text features"},
+    {"model", "text_width", CT_CONFIG_INT, "128", "1..65536",
+     "contrastive: the text Transformer's width"},
+    {"model", "text_layers", CT_CONFIG_INT, "3", "1..1000",
+     "contrastive: the text Transformer's blocks"},
+    {"model", "text_heads", CT_CONFIG_INT, "4", "1..1024",
+     "contrastive: the text Transformer's attention heads"},
+    {"model", "text_mlp", CT_CONFIG_INT, "512", "1..1048576",
+     "contrastive: the text Transformer's MLP width"},
+    {"model", "context_length", CT_CONFIG_INT, "0", "0..100000",
+     "contrastive: the longest token row, <bos> and <eos> included (0 = the "
+     "longest training caption's)"},
     {"model", "hidden", CT_CONFIG_INT, "256", "1..65536",
      "captioning: LSTM state width"},
     {"model", "attn_dim", CT_CONFIG_INT, "128", "1..65536",
@@ -403,6 +418,11 @@ const char *const ct_model_shape_keys[] = {
     "model.embed_dim",
     "model.hidden",
     "model.attn_dim",
+    "model.text_width",
+    "model.text_layers",
+    "model.text_heads",
+    "model.text_mlp",
+    "model.context_length",
 };
 const int ct_model_shape_key_count =
     (int)(sizeof ct_model_shape_keys / sizeof ct_model_shape_keys[0]);

@@ -38,7 +38,8 @@ extern const int ct_model_shape_key_count;
   X(CT_TASK_TRANSLATION, "translation")       \
   X(CT_TASK_CLASSIFICATION, "classification") \
   X(CT_TASK_DETECTION, "detection")           \
-  X(CT_TASK_CAPTIONING, "captioning")
+  X(CT_TASK_CAPTIONING, "captioning")         \
+  X(CT_TASK_CONTRASTIVE, "contrastive")
 #define CT_DATA_SOURCES(X) \
   X(CT_DATA_SOURCE_TOY, "toy") X(CT_DATA_SOURCE_FILES, "files")
 #define CT_TOY_TASKS(X)  \

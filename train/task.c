@@ -10,6 +10,7 @@ const ct_task_ops *ct_task_for(const ct_config *cfg) {
       [CT_TASK_CLASSIFICATION] = &ct_task_classification,
       [CT_TASK_DETECTION] = &ct_task_detection,
       [CT_TASK_CAPTIONING] = &ct_task_captioning,
+      [CT_TASK_CONTRASTIVE] = &ct_task_contrastive,
   };
   return tasks[CT_SCHEMA_ENUM(cfg, "run", "task", CT_RUN_TASKS, ct_task_kind)];
 }

@@ -2,7 +2,8 @@
 // evaluation. The loop (train/trainer.c), checkpoints and the commands are
 // shared; a task fills in this table: translation (train/translation.c),
 // image classification (train/classification.c), object detection
-// (train/detection.c) and image captioning (train/captioning.c).
+// (train/detection.c), image captioning (train/captioning.c) and
+// contrastive image-text training (train/contrastive.c).
 #ifndef CT_TRAIN_TASK_H
 #define CT_TRAIN_TASK_H
 
@@ -109,6 +110,9 @@ typedef struct ct_task_ops {
   // vocabularies and merges into the folder `dir` (created if needed), one
   // line per file written on `out` (`ctrain export --vocab`).
   ct_status (*export_vocab)(ct_task *t, const char *dir, FILE *out);
+  // Optional (NULL: nothing): called on every rank after each optimizer
+  // step, with the parameters updated (contrastive: clamps the temperature).
+  void (*after_step)(ct_task *t);
   void (*close)(ct_task *t);
 } ct_task_ops;
 
@@ -121,6 +125,7 @@ extern const ct_task_ops ct_task_translation;
 extern const ct_task_ops ct_task_classification;
 extern const ct_task_ops ct_task_detection;
 extern const ct_task_ops ct_task_captioning;
+extern const ct_task_ops ct_task_contrastive;
 
 // The ops of the task a config names ([run] task).
 const ct_task_ops *ct_task_for(const ct_config *cfg);

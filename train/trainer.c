@@ -357,6 +357,8 @@ static ct_status train_step(trainer *t, float lr, double *loss, double *items,
     if (st == CT_OK) st = CT_ERR_NUMERIC;
   } else if (st == CT_OK) {
     st = ct_dp_optim_step(t->dp, &t->opt, lr);
+    if (st == CT_OK && t->task.ops->after_step)
+      t->task.ops->after_step(&t->task);
   }
   if (st != CT_OK && !t->error_shared && own == CT_OK && ct_dist_size() > 1) {
     fail(NULL);
