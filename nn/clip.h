@@ -27,10 +27,14 @@
 // positional_embedding N(0, .01); per block attn_std = W^-.5, proj_std =
 // W^-.5 (2 layers)^-.5, fc_std = (2W)^-.5: in_proj_weight N(0, attn_std),
 // out_proj.weight N(0, proj_std), c_fc.weight N(0, fc_std), c_proj.weight
-// N(0, proj_std), biases 0; text_projection N(0, W^-.5); visual.proj
+// N(0, proj_std); attention biases 0 (nn.MultiheadAttention's), MLP biases
+// nn.Linear's default; text_projection N(0, W^-.5); visual.proj
 // N(0, width^-.5) (open_clip's VisionTransformer scale); LayerNorm 1/0.
 // LayerNorm eps: the text tower uses 1e-5 (PyTorch's nn.LayerNorm); the
-// ViT keeps timm's 1e-6.
+// ViT keeps timm's 1e-6. logit_scale is 0-dim (open_clip's torch.ones([])).
+// Weight decay (CT_PARAM_NO_DECAY, nn/module.h's rule): never on
+// logit_scale, biases, norms, token_embedding and positional_embedding;
+// visual.proj, text_projection and the blocks' matrices decay.
 //
 // Loss, with img (Bi, E), txt (Bt, E) normalized, exp(s) the temperature:
 //   L = ( CE(exp(s) img txt_all^T, offset + i)          (image -> text)
