@@ -1047,27 +1047,35 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
   bool idx = false;
   ct_status st = load_labelled(cp, path, &d, &idx);
   if (st != CT_OK) return st;
+  // IDX files hold 10 classes; a set that uses fewer has as many as its
+  // largest label says.
+  int K = d.K;
+  if (idx) {
+    K = 1;
+    for (int64_t i = 0; i < d.N; i++)
+      if (d.labels[i] + 1 > K) K = d.labels[i] + 1;
+  }
   ct_zeroshot_prompts p = *given;
   const char **names = NULL;
   if (!p.labels) {
     // Fashion-MNIST's labels in the generator's words for a model trained
     // on its items; otherwise the set's own names.
-    names = malloc((size_t)d.K * sizeof *names);
+    names = malloc((size_t)K * sizeof *names);
     if (!names) st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-    bool items = idx && d.K == 10 && cp->cfg.source == CT_DATA_SOURCE_TOY &&
+    bool items = idx && K == 10 && cp->cfg.source == CT_DATA_SOURCE_TOY &&
                  cp->cfg.toy_items == CT_TOY_ITEMS_FMNIST;
-    for (int k = 0; names && k < d.K; k++)
+    for (int k = 0; names && k < K; k++)
       names[k] = items ? ct_toy_captions_kind_name(true, k)
                        : ct_string_list_get(&d.class_names, k);
     p.labels = names;
-    p.n_labels = d.K;
-  } else if (p.n_labels != d.K) {
+    p.n_labels = K;
+  } else if (p.n_labels != K) {
     st = ct_error(CT_ERR_ARG,
                   "eval --zeroshot: %d labels given, %s has %d classes",
-                  p.n_labels, path, d.K);
+                  p.n_labels, path, K);
   }
   if (st == CT_OK) st = check_prompts(&p);
-  const int64_t K = d.K, E = ct_nn_clip_cfg(cp->model)->embed_dim;
+  const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
   float *cls = NULL, *f = NULL;
   if (st == CT_OK) st = class_embeddings(cp, &p, &cls);
   if (st == CT_OK) st = image_features(cp, d.pixels, d.N, d.C, d.H, d.W, &f);
