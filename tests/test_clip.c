@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/ops.h"
+#include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/threads.h"
 #include "nn/clip.h"
@@ -256,6 +257,73 @@ static void test_scale_and_decay(void) {
   ct_params_free(&p);
 }
 
+// Loss and every gradient of a training step, in floats, into out (the loss
+// then the grad buffer); sizes pass the kernels' thresholds for threads.
+static void step_bits(int threads, float *out, size_t n) {
+  ct_set_threads(threads);
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng rng = ct_rng_make(6, 0), data = ct_rng_make(7, 0);
+  ct_nn_clip_config c = tiny(CT_NN_CLIP_VIT);
+  c.vit.image_h = c.vit.image_w = 16;
+  c.vit.dim = 64;
+  c.vit.heads = 4;
+  c.vit.mlp_dim = 128;
+  c.text_width = 64;
+  c.text_heads = 4;
+  c.text_mlp = 256;
+  c.context_length = 16;
+  c.embed_dim = 32;
+  ct_nn_clip *m = NULL;
+  CHECK(ct_nn_clip_init(&m, &p, "", &c, &rng) == CT_OK, "init: %s",
+        ct_last_error());
+  if (!m) return;
+  enum { B = 48, T = 16 };
+  ct_tensor *tokens = ct_tensor_zeros(CT_I32, CT_SHAPE(B, T));
+  int64_t eot[B];
+  for (int b = 0; b < B; b++) {
+    eot[b] = T - 1 - b % 6;
+    for (int t = 0; t <= eot[b]; t++)
+      ct_i32(tokens)[b * T + t] =
+          t == eot[b] ? 10 : 1 + (int32_t)ct_rng_next_below(&data, 9);
+  }
+  ct_tensor *images =
+      ct_tensor_randn(&data, 0.0f, 1.0f, CT_SHAPE(B, 3, 16, 16));
+  ct_nn_ctx ctx = ct_nn_train_ctx(8, 0);
+  ct_tensor *img = ct_nn_clip_encode_image(m, &ctx, images);
+  ct_tensor *txt = ct_nn_clip_encode_text(m, &ctx, tokens, eot);
+  ct_tensor *loss =
+      ct_nn_clip_loss(img, txt, img, txt, 0, ct_nn_clip_logit_scale(m));
+  CHECK(loss && ct_backward(loss) == CT_OK, "step: %s", ct_last_error());
+  size_t used = 1;
+  if (loss) out[0] = ct_f32(loss)[0];
+  for (int i = 0; loss && i < p.n; i++) {
+    const ct_tensor *t = p.items[i].tensor;
+    CHECK(used + (size_t)t->numel <= n, "room for %zu floats", n);
+    if (used + (size_t)t->numel > n || !t->grad) break;
+    memcpy(out + used, t->grad, (size_t)t->numel * sizeof(float));
+    used += (size_t)t->numel;
+  }
+  ct_arena_reset();
+  ct_nn_clip_free(m);
+  ct_params_free(&p);
+}
+
+// The same bits at 1, 2 and 3 threads (DESIGN.md's determinism rule).
+static void test_threads(void) {
+  enum { N = 1 << 20 };
+  static float a[N], b[N];
+  const int was = ct_get_threads();
+  step_bits(1, a, N);
+  for (int t = 2; t <= 3; t++) {
+    memset(b, 0, sizeof b);
+    step_bits(t, b, N);
+    CHECK(!memcmp(a, b, sizeof a), "loss or gradients differ at %d threads", t);
+  }
+  printf("  loss %.9g, the same bits at 1, 2 and 3 threads\n", (double)a[0]);
+  ct_set_threads(was);
+}
+
 static void test_bad_config(void) {
   ct_params p;
   ct_params_init(&p);
@@ -285,6 +353,7 @@ int main(void) {
   test_forward(CT_NN_CLIP_VIT);
   test_forward(CT_NN_CLIP_RESNET);
   test_scale_and_decay();
+  test_threads();
   test_bad_config();
   ct_arena_release();
   return test_summary("clip");
