@@ -115,6 +115,10 @@ expect "--labels without --zeroshot is a usage error (exit $rc)" "[ $rc = 2 ] &&
   --set data.captions_val=cap/val.json --set data.captions_val_images=cap/val \
   --set data.batch_size=8 --set train.steps=2 --set schedule.warmup=0 >files.out 2>files.log
 expect "source = files trains and evaluates" "tail -n 1 files.out | grep -q '\"r1_i2t\"'"
+# A model trained on files converts and resizes any image (no canvases).
+out=$("$ctrain" zeroshot runs/files/ckpt-00000002.ct --labels "$labels" png/test/square/*.png cap/test/000001.png 2>&1)
+expect "zeroshot of a files model resizes 16x16 gray PNGs" \
+  "[ \$(grep -c '\\.png: [a-z]* [01]\\.[0-9]*,' <<<\"\$out\") = 3 ]"
 
 # bad configs
 fails_with "a classification-only arch is refused" "not a contrastive model" \
