@@ -86,6 +86,9 @@ labels="square,disk,triangle,plus,ring,bar"
 out=$("$ctrain" zeroshot "$ckpt" --labels "$labels" cap/test/000001.png png/test/square/*.png --top 3)
 expect "zeroshot prints the top 3 classes of each image" \
   "[ \$(grep -c '^[^:]*\\.png: [a-z]* [01]\\.[0-9]*, [a-z]* [01]\\.[0-9]*, [a-z]* [01]\\.[0-9]*\$' <<<\"\$out\") = 3 ]"
+"$ctrain" zeroshot "$ckpt" --labels "$labels" cap/test/000001.png png/test/square/000003.png \
+  --out panels.png >/dev/null
+expect "zeroshot --out draws the panels" "[ -s panels.png ] && head -c 8 panels.png | grep -q PNG"
 out=$("$ctrain" zeroshot "$ckpt" --labels "disk,ring" --template "a red {}" --template "there is a blue {}" cap/test/000002.png)
 expect "zeroshot takes templates" "grep -q '^cap/test/000002.png: [a-z]* [01]\\.[0-9]*, [a-z]* [01]\\.[0-9]*\$' <<<\"\$out\""
 fails_with "a word outside the vocabulary is named" "the word 'sneaker'" \

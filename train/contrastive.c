@@ -22,6 +22,7 @@
 #include "train/dist.h"
 #include "train/dist_gather.h"
 #include "train/image_meta.h"
+#include "train/plot.h"
 #include "train/schema.h"
 
 enum {
@@ -869,9 +870,11 @@ static void make_canvas(const contrastive *cp, const canvas_plan *p,
 }
 
 // Image features of n images (C0, h, w) u8, consecutive: (n, E) rows, the
-// normalized mean over each image's canvases.
+// normalized mean over each image's canvases; the first image's first
+// canvas (the model's input) copied to `first` when not NULL.
 static ct_status image_features(const contrastive *cp, const uint8_t *src,
-                                int64_t n, int C0, int h, int w, float **out) {
+                                int64_t n, int C0, int h, int w, float **out,
+                                uint8_t *first) {
   const ct_image_meta *m = &cp->meta;
   const canvas_plan p = plan_canvas(cp, h, w);
   const int64_t pixels = (int64_t)m->C * m->H * m->W;
@@ -890,6 +893,7 @@ static ct_status image_features(const contrastive *cp, const uint8_t *src,
       make_canvas(cp, &p, src + i * in_pixels, C0, h, w, v, dst, gray, cell);
       images[i * p.views + v] = dst;
     }
+  if (st == CT_OK && first && n > 0) memcpy(first, canvases, (size_t)pixels);
   embed_units ev = {.cp = cp, .images = images, .n_img = views};
   if (st == CT_OK) st = embed_all(&ev, &feat);
   const int64_t E = ev.E;
@@ -954,10 +958,19 @@ static ct_status check_prompts(const ct_zeroshot_prompts *p) {
 
 ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
                                   const char *const *paths, int n, int top,
-                                  FILE *out) {
+                                  const char *panels_png, FILE *out) {
   contrastive *cp = t->state;
-  const int64_t K = p->n_labels;
+  const ct_image_meta *m = &cp->meta;
+  const int64_t K = p->n_labels, pixels = (int64_t)m->C * m->H * m->W;
   ct_status st = check_prompts(p);
+  // --out: the first images' model inputs, captioned with their best class.
+  const int panels =
+      panels_png ? (n < CT_PLOT_MAX_PANELS ? n : CT_PLOT_MAX_PANELS) : 0;
+  uint8_t *inputs = panels ? malloc((size_t)(panels * pixels)) : NULL;
+  char(*captions)[64] =
+      panels ? calloc((size_t)panels, sizeof *captions) : NULL;
+  if (st == CT_OK && panels && (!inputs || !captions))
+    st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
   float *cls = NULL;
   if (st == CT_OK) st = class_embeddings(cp, p, &cls);
   const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
@@ -978,7 +991,9 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
       for (int c = 0; c < cp->meta.C; c++)
         planar[(int64_t)c * h * w + q] = px[q * cp->meta.C + c];
     float *f = NULL;
-    if (st == CT_OK) st = image_features(cp, planar, 1, cp->meta.C, h, w, &f);
+    if (st == CT_OK)
+      st = image_features(cp, planar, 1, cp->meta.C, h, w, &f,
+                          i < panels ? inputs + i * pixels : NULL);
     if (st == CT_OK) {
       class_probs(cp, f, cls, K, E, prob);
       fprintf(out, "%s:", paths[i]);
@@ -987,11 +1002,33 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
         fprintf(out, "%s %s %.4f", r ? "," : "", p->labels[k], prob[k]);
       }
       fprintf(out, "\n");
+      if (i < panels) {
+        int64_t k = ranked(prob, K, 0, tmp);
+        snprintf(captions[i], sizeof captions[i], "%s %.1f%%", p->labels[k],
+                 100.0 * prob[k]);
+      }
     }
     free(f);
     free(px);
     free(planar);
   }
+  if (st == CT_OK && panels) {
+    // Plain panels: a 1x1 map of zeros draws the image as it is.
+    static const float zero = 0.0f;
+    const uint8_t *imgs[CT_PLOT_MAX_PANELS];
+    const float *maps[CT_PLOT_MAX_PANELS];
+    const char *texts[CT_PLOT_MAX_PANELS];
+    for (int i = 0; i < panels; i++) {
+      imgs[i] = inputs + i * pixels;
+      maps[i] = &zero;
+      texts[i] = captions[i];
+    }
+    st = ct_plot_attention_png(panels_png, panels, imgs, m->C, m->H, m->W, maps,
+                               1, 1, texts);
+    if (st == CT_OK) fprintf(out, "drawn: %s\n", panels_png);
+  }
+  free(inputs);
+  free(captions);
   free(cls);
   free(prob);
   free(tmp);
@@ -1078,7 +1115,8 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
   const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
   float *cls = NULL, *f = NULL;
   if (st == CT_OK) st = class_embeddings(cp, &p, &cls);
-  if (st == CT_OK) st = image_features(cp, d.pixels, d.N, d.C, d.H, d.W, &f);
+  if (st == CT_OK)
+    st = image_features(cp, d.pixels, d.N, d.C, d.H, d.W, &f, NULL);
   double *prob = malloc((size_t)K * sizeof *prob);
   int64_t *tmp = malloc((size_t)K * sizeof *tmp);
   int64_t *right = calloc((size_t)K, sizeof *right);

@@ -60,10 +60,12 @@ typedef struct ct_zeroshot_prompts {
 
 // `ctrain zeroshot`: prints each PNG's `top` classes with probabilities
 // (softmax of exp(logit_scale) times the cosine similarities). A word of a
-// prompt that the vocabulary lacks is CT_ERR_ARG naming it.
+// prompt that the vocabulary lacks is CT_ERR_ARG naming it. With
+// panels_png, draws the first images as the model sees them (the first
+// canvas), each captioned with its best class and probability.
 ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
                                   const char *const *paths, int n, int top,
-                                  FILE *out);
+                                  const char *panels_png, FILE *out);
 
 // `ctrain eval --zeroshot PATH`: the accuracy of zero-shot classification
 // of a labelled set read as the classification task reads it: a folder of

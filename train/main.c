@@ -6,7 +6,7 @@
 //   ctrain translate CKPT [--beam N] [TEXT]...   (stdin lines when no TEXT)
 //   ctrain caption CKPT IMAGE.png... [--beam N] [--attention OUT.png]
 //   ctrain zeroshot CKPT --labels "a,b,..." [--template T]... IMAGE.png...
-//                   [--top N]
+//                   [--top N] [--out PANELS.png]
 //   ctrain inspect CKPT
 //   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
 //   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
@@ -84,6 +84,7 @@ static const char *const usage =
     "the first\n"
     "  zeroshot CKPT --labels \"a,b,...\" [--template T]... IMAGE.png... "
     "[--top N]\n"
+    "      [--out PANELS.png]\n"
     "                             contrastive: classes of images from their "
     "names\n"
     "  inspect CKPT               config, step, parameters, optimizer state\n"
@@ -684,6 +685,7 @@ static int cmd_caption(int argc, char **argv) {
 // [--top N]
 static int cmd_zeroshot(int argc, char **argv) {
   zeroshot_opts z = {0};
+  const char *panels = NULL;
   int top = 5;
   model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
   int rc = a.rest ? 0 : 1;
@@ -698,6 +700,8 @@ static int cmd_zeroshot(int argc, char **argv) {
         top = (int)positive(v);
     } else if (is_zeroshot_arg(argv[i])) {
       rc = zeroshot_arg(&z, argc, argv, &i);
+    } else if (!strcmp(argv[i], "--out")) {
+      if (!(panels = option_value(argc, argv, &i))) rc = 2;
     } else {
       rc = model_arg(&a, argc, argv, &i);
     }
@@ -712,7 +716,7 @@ static int cmd_zeroshot(int argc, char **argv) {
     opened = true;
   }
   ct_zeroshot_prompts p = zeroshot_prompts(&z);
-  if (!rc && ct_contrastive_zeroshot(&m.task, &p, a.rest, a.n_rest, top,
+  if (!rc && ct_contrastive_zeroshot(&m.task, &p, a.rest, a.n_rest, top, panels,
                                      stdout) != CT_OK)
     rc = runtime_error();
   if (opened) ct_run_model_close(&m);
