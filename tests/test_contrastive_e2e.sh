@@ -103,6 +103,13 @@ out=$("$ctrain" eval "$ckpt" --zeroshot idx --labels "square,bar,bar" --template
 expect "eval --zeroshot on IDX files" "[ \"\$(jnum '$out' images)\" = 6 ] && [ -n \"\$(jnum '$out' top5)\" ]"
 fails_with "eval --zeroshot wants as many labels as classes" "2 labels given" \
   "$ctrain" eval "$ckpt" --zeroshot idx --labels "square,bar"
+fails_with "eval --zeroshot of a missing folder" "nowhere is not a folder" \
+  "$ctrain" eval "$ckpt" --zeroshot nowhere
+"$ctrain" zeroshot "$ckpt" --labels "disk,,ring" x.png >/dev/null 2>err.txt
+rc=$?
+expect "an empty label is a usage error (exit $rc)" "[ $rc = 2 ] && grep -q 'empty name' err.txt"
+fails_with "one label is not a classifier" "at least two classes" \
+  "$ctrain" zeroshot "$ckpt" --labels "disk" cap/test/000001.png
 fails_with "zeroshot of a missing image" "nothing.png" \
   "$ctrain" zeroshot "$ckpt" --labels "disk,ring" nothing.png
 "$ctrain" zeroshot "$ckpt" x.png >/dev/null 2>err.txt
