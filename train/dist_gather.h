@@ -14,7 +14,10 @@
 // One process: `all` is x itself (no node, no copy).
 //
 // Every rank must call it (and run its backward) at the same point, with
-// the same B and E: it is a collective.
+// the same B and E: it is a collective. A rank whose micro-batch fails
+// before the gather (out of memory) leaves the others waiting in it, where
+// the trainer's failure exchange comes too late: such a job has to be
+// ended from outside (Ctrl-C, the launcher's timeout).
 //
 // What this file does not do: rows of different counts per rank.
 #ifndef CT_TRAIN_DIST_GATHER_H
