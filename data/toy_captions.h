@@ -85,8 +85,8 @@ int ct_toy_captions_kinds(bool items);
 bool ct_toy_captions_heldout(uint64_t seed, bool items, int kind, int colour);
 
 // Fills *d with n images (ids 1..n). CT_ERR_ARG for bad options (naming
-// the option and its range: max_objects outside 0..4 too), an item set that is not gray or lacks one of
-// the 10 labels.
+// the option and its range; max_objects outside 0..4 too), an item set
+// that is not gray or lacks one of the 10 labels.
 ct_status ct_toy_captions_generate(ct_caption_dataset *d, int64_t n,
                                    const ct_toy_captions_options *o, int split);
 
