@@ -86,7 +86,7 @@ typedef struct contrastive {
   ct_batch_stride stride;
 } contrastive;
 
-// ---- data --------------------------------------------------------------------
+// ---- data -------------------------------------------------------------------
 
 static ct_status load_data(contrastive *cp, ct_task_need need) {
   const contrastive_config *c = &cp->cfg;
@@ -428,7 +428,7 @@ static int64_t contrastive_model_width(const ct_task *t) {
   return cp->cfg.model.text_width;
 }
 
-// ---- training ------------------------------------------------------------------
+// ---- training ---------------------------------------------------------------
 
 static int64_t batches_per_epoch(void *arg, int64_t epoch) {
   (void)epoch;
@@ -509,7 +509,7 @@ static int64_t contrastive_epoch_batches(ct_task *t, int64_t epoch) {
   return cp->batches;
 }
 
-// ---- embedding many images and texts, over ranks -------------------------------
+// ---- embedding many images and texts, over ranks ----------------------------
 
 // Rows [0, n_img) of `feat` are image features, the next n_txt text ones;
 // unit u of the first ceil(n_img / EVAL_BATCH) is an image batch, the
@@ -594,7 +594,7 @@ static float dot(const float *a, const float *b, int64_t E) {
   return s;
 }
 
-// ---- evaluation: retrieval recall ------------------------------------------------
+// ---- evaluation: retrieval recall -------------------------------------------
 
 // Recall hits of one direction: hits[k] counts the queries whose rank is
 // below recall_at[k]; heldout queries counted again in held[k].
@@ -719,7 +719,7 @@ static ct_status contrastive_evaluate(ct_task *t, const char *split, int beam,
   return st;
 }
 
-// ---- zero-shot -------------------------------------------------------------------
+// ---- zero-shot --------------------------------------------------------------
 
 // The class embeddings (K, E): for each label, the normalized mean of the
 // normalized text features of its prompts (CLIP's prompt ensembling).
