@@ -43,6 +43,7 @@
 //   autograd/ops_conv.h     conv2d, batch norm, pooling (NCHW)
 //   autograd/ops_box.h      box conversions, GIoU, row gather (detection)
 //   autograd/ops_window.h   roll, windows, patch merging, bias gather (Swin)
+//   autograd/ops_deform_attn.h  multi-scale deformable attention (Deformable DETR)
 //   autograd/gradcheck.h    finite-difference gradient checks
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
@@ -97,6 +98,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_box.h"
 #include "autograd/ops_window.h"
+#include "autograd/ops_deform_attn.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
