@@ -64,6 +64,7 @@
 //   nn/distill.h            soft-target CE and DeiT's distillation losses
 //   nn/hungarian.h          linear sum assignment, DETR's Hungarian matcher
 //   nn/detr.h               DETR: backbone, transformer, heads, the set loss
+//   nn/deform_attn.h        MSDeformAttn, Deformable DETR's attention module
 //   data/text.h             parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h        UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h            vocabularies with <pad> <unk> <bos> <eos>
@@ -117,6 +118,7 @@
 #include "nn/distill.h"
 #include "nn/hungarian.h"
 #include "nn/detr.h"
+#include "nn/deform_attn.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
