@@ -265,12 +265,13 @@ ct_tensor *ct_ms_deform_attn(ct_tensor *value, const int64_t *shapes,
   if (!(w5 || w4) || ws[0] != N || ws[2] != M || P < 1 ||
       locations->ndim != 5 || ls[0] != N || ls[1] != Lq || ls[2] != M ||
       ls[3] != L * P || ls[4] != 2) {
+    char sw[96];  // ct_shape_of keeps two shapes at a time
     ct_error(CT_ERR_SHAPE,
              "%s: need value (N, S, M, D), locations (N, Lq, M, L*P, 2) and "
              "weights (N, Lq, M, L, P) with L = %lld levels; got value %s, "
              "locations %s, weights %s",
              op, (long long)L, ct_shape_of(value), ct_shape_of(locations),
-             ct_shape_of(weights));
+             ct_shape_str(weights->ndim, weights->shape, sw, sizeof sw));
     return NULL;
   }
   deform_saved *s = ct_arena_alloc(sizeof *s);
