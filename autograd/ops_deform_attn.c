@@ -26,7 +26,8 @@ typedef struct deform_saved {
 
 // The four bilinear neighbours of a point, in grid_sample's order: (y0, x0),
 // (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1). off[c] is the neighbour's
-// row within its level, or -1 outside the map (weight 0, no gradient).
+// row within its level, or -1 outside the map: zero padding, so it adds
+// nothing and gets no gradient whatever its bilinear weight.
 typedef struct corners {
   int64_t off[4];
   float cw[4];   // bilinear weights
