@@ -33,6 +33,8 @@ typedef enum ct_gelu_kind {
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind);
 ct_tensor *ct_sigmoid(ct_tensor *x);
 ct_tensor *ct_tanh(ct_tensor *x);
+// e^x (libm's expf); backward g * e^x from the output (CLIP's temperature).
+ct_tensor *ct_exp(ct_tensor *x);
 // Inverted dropout: zero each element with probability p, scale the rest by
 // 1/(1-p). Element i's mask is drawn from Philox at (seed, stream, i), so the
 // mask is the same at any thread count and backward recomputes it instead of
@@ -100,6 +102,9 @@ ct_tensor *ct_embedding(ct_tensor *table, ct_tensor *ids, int64_t padding_idx);
 // ---- softmax and normalization (ops_norm.c) ---------------------------------
 ct_tensor *ct_softmax(ct_tensor *x);
 ct_tensor *ct_log_softmax(ct_tensor *x);
+// x / max(|x|, eps) per row of the last dim: PyTorch's F.normalize(x, dim=-1)
+// (its eps is 1e-12). eps must be positive.
+ct_tensor *ct_l2_normalize(ct_tensor *x, float eps);
 // Layer norm over the last dim C: (x - mean) / sqrt(var + eps) * weight + bias,
 // biased variance as PyTorch. weight and bias are (C) or NULL.
 ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,

@@ -271,7 +271,8 @@ typedef enum {
   UN_GELU_TANH,
   UN_GELU_QUICK,
   UN_SIGMOID,
-  UN_TANH
+  UN_TANH,
+  UN_EXP
 } un_kind;
 
 typedef struct un_saved {
@@ -295,6 +296,7 @@ static inline float unary_fwd(un_kind k, float x, float s) {
   case UN_GELU_QUICK: break;  // whole arrays at once: quick_gelu_blocks
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case UN_TANH: return tanhf(x);
+  case UN_EXP: return expf(x);
   }
   return 0.0f;
 }
@@ -333,6 +335,7 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
   case UN_GELU_QUICK: break;  // whole arrays at once: quick_gelu_blocks
   case UN_SIGMOID: return y * (1.0f - y);
   case UN_TANH: return 1.0f - y * y;
+  case UN_EXP: return y;
   }
   return 0.0f;
 }
@@ -358,6 +361,7 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
   UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH)) \
   UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))     \
   UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))           \
+  UNARY_LOOP(n, UN_EXP, STMT_OF(UN_EXP))             \
   case UN_GELU_ERF:                                  \
   case UN_GELU_QUICK: break;
 
@@ -459,6 +463,7 @@ ct_tensor *ct_sigmoid(ct_tensor *x) {
   return unary("sigmoid", UN_SIGMOID, x, 0.0f);
 }
 ct_tensor *ct_tanh(ct_tensor *x) { return unary("tanh", UN_TANH, x, 0.0f); }
+ct_tensor *ct_exp(ct_tensor *x) { return unary("exp", UN_EXP, x, 0.0f); }
 
 // ---- dropout --------------------------------------------------------------------
 //

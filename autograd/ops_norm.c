@@ -1,4 +1,4 @@
-// Softmax, log-softmax and layer norm over the last dim, forward and backward.
+// Softmax, log-softmax, L2 normalization and layer norm over the last dim, forward and backward.
 //
 // Every op sees its input as rows: x (N, C) where C is the last dim and N the
 // product of the others. Rows are independent, so each kernel runs rows in
@@ -106,6 +106,70 @@ ct_tensor *ct_log_softmax(ct_tensor *x) {
   if (!y) return NULL;
   log_softmax_rows(ct_f32(x), ct_f32(y), ct_rows(x), ct_last_dim(x));
   if (CT_RECORD("log_softmax", log_softmax_backward, y, NULL, x) != CT_OK)
+    return NULL;
+  return y;
+}
+
+// ---- L2 row normalization ------------------------------------------------------
+// x (N, C) -> y (N, C), y = x / max(|x|, eps)  (PyTorch's F.normalize, p = 2)
+// Backward, n = max(|x|, eps): where |x| > eps, dx = (dy - y (dy . y)) / n;
+// where the clamp holds n constant, dx = dy / eps.
+
+typedef struct l2n_saved {
+  float *norm;  // (N) max(|x|, eps)
+  float eps;
+} l2n_saved;
+
+static void l2_normalize_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *y = node->out;
+  if (!x->requires_grad) return;
+  const l2n_saved *sv = node->saved;
+  int64_t C = ct_last_dim(y), N = ct_rows(y);
+  const float *yd = ct_f32(y), *dy = y->grad;
+  float *dx = x->grad;
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
+  for (int64_t n = 0; n < N; n++) {
+    const float *yr = yd + n * C, *gr = dy + n * C;
+    const double inv = 1.0 / sv->norm[n];
+    double dot = 0.0;
+    if (sv->norm[n] > sv->eps)
+      for (int64_t c = 0; c < C; c++) dot += (double)gr[c] * yr[c];
+    for (int64_t c = 0; c < C; c++)
+      dx[n * C + c] += (float)((gr[c] - yr[c] * dot) * inv);
+  }
+}
+
+ct_tensor *ct_l2_normalize(ct_tensor *x, float eps) {
+  if (!x || !ct_check_f32("l2_normalize", x, "input")) return NULL;
+  if (!(eps > 0.0f)) {
+    ct_error(CT_ERR_ARG, "l2_normalize: eps must be positive (got %g)",
+             (double)eps);
+    return NULL;
+  }
+  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
+  if (!y) return NULL;
+  const int64_t C = ct_last_dim(x), N = ct_rows(x);
+  const bool record = ct_tape_wants(1, &x);
+  l2n_saved *sv = NULL;
+  float *norm = NULL;
+  if (record) {
+    sv = ct_arena_alloc(sizeof *sv);
+    norm = ct_arena_alloc((size_t)(N > 0 ? N : 1) * sizeof *norm);
+    if (!sv || !norm) return NULL;
+    *sv = (l2n_saved){.norm = norm, .eps = eps};
+  }
+  const float *xd = ct_f32(x);
+  float *yd = ct_f32(y);
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
+  for (int64_t n = 0; n < N; n++) {
+    const float *xr = xd + n * C;
+    double ss = 0.0;
+    for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
+    const float nr = fmaxf((float)sqrt(ss), eps);
+    if (norm) norm[n] = nr;
+    for (int64_t c = 0; c < C; c++) yd[n * C + c] = xr[c] / nr;
+  }
+  if (CT_RECORD("l2_normalize", l2_normalize_backward, y, sv, x) != CT_OK)
     return NULL;
   return y;
 }

@@ -63,6 +63,7 @@
 #include "core/threads.h"
 #include "data/vocab.h"
 #include "nn/captioner.h"
+#include "nn/clip.h"
 #include "nn/cvt.h"
 #include "nn/distill.h"
 #include "nn/rnn_seq2seq.h"
@@ -608,6 +609,122 @@ static const caption_config captions_b64 = {
 // Adam with the tutorial's learning rate (sgrvinod: 4e-4 for the decoder).
 static ct_optim_config caption_optimizer(void) { return ct_adam_defaults(); }
 
+// ---- CLIP (nn/clip) -------------------------------------------------------------
+// Contrastive image-text training: both towers, L2-normalized features and
+// the symmetric cross-entropy over the batch's B x B logits (nn/clip.h),
+// AdamW with logit_scale, biases, norms and embeddings undecayed. The
+// clamp of logit_scale after the step (a scalar) is left out on both sides
+// (bench_step's step is the same for every workload).
+
+typedef struct clip_config {
+  ct_nn_clip_config model;
+  int64_t B, T;  // batch, caption tokens (T <= context_length)
+} clip_config;
+
+typedef struct clip_state {
+  const clip_config *cfg;
+  ct_nn_clip *model;
+  float *images;    // (B,C,H,W)
+  int32_t *tokens;  // (B,T)
+  int64_t *eot;     // (B)
+} clip_state;
+
+static void clip_free(void *state) {
+  clip_state *s = state;
+  if (!s) return;
+  ct_nn_clip_free(s->model);
+  free(s->images);
+  free(s->tokens);
+  free(s->eot);
+  free(s);
+}
+
+// Caption b has T - b % 5 tokens: <bos>, random words in [4, V), <eos> at
+// eot[b], then padding. bench/ref/clip_step.py uses the same rule.
+static void clip_captions(ct_rng *r, int32_t *x, int64_t *eot, int64_t B,
+                          int64_t T, int64_t V) {
+  for (int64_t b = 0; b < B; b++) {
+    const int64_t len = T - b % 5;
+    int32_t *row = x + b * T;
+    row[0] = CT_VOCAB_BOS;
+    for (int64_t t = 1; t < T; t++)
+      row[t] = t < len - 1
+                   ? 4 + (int32_t)ct_rng_next_below(r, (uint64_t)(V - 4))
+               : t == len - 1 ? CT_VOCAB_EOS
+                              : CT_VOCAB_PAD;
+    eot[b] = len - 1;
+  }
+}
+
+static ct_status clip_build(void **state, ct_params *p, const void *cfg) {
+  const clip_config *c = cfg;
+  clip_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const ct_nn_vit_config *v = &c->model.vit;
+  const int64_t pixels = c->B * v->in_channels * v->image_h * v->image_w;
+  s->images = malloc((size_t)pixels * sizeof(float));
+  s->tokens = malloc((size_t)(c->B * c->T) * sizeof(int32_t));
+  s->eot = malloc((size_t)c->B * sizeof(int64_t));
+  if (!s->images || !s->tokens || !s->eot)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  ct_status st = ct_nn_clip_init(&s->model, p, "", &c->model, &init);
+  if (st != CT_OK) return st;
+  ct_rng_fill_normal(&data, s->images, pixels, 0.0f, 1.0f);
+  clip_captions(&data, s->tokens, s->eot, c->B, c->T, c->model.vocab);
+  return CT_OK;
+}
+
+static ct_tensor *clip_loss(void *state, ct_nn_ctx *ctx) {
+  clip_state *s = state;
+  const clip_config *c = s->cfg;
+  const ct_nn_vit_config *v = &c->model.vit;
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, s->images,
+                     CT_SHAPE(c->B, v->in_channels, v->image_h, v->image_w));
+  ct_tensor *tokens = ct_tensor_from(CT_I32, s->tokens, CT_SHAPE(c->B, c->T));
+  ct_tensor *img = ct_nn_clip_encode_image(s->model, ctx, x);
+  ct_tensor *txt = ct_nn_clip_encode_text(s->model, ctx, tokens, s->eot);
+  return ct_nn_clip_loss(img, txt, img, txt, 0,
+                         ct_nn_clip_logit_scale(s->model));
+}
+
+static const workload clip_workload = {clip_build, clip_loss, clip_free};
+
+// 32x32 RGB images through a small ViT (patch 4: 64 patches, dim 128, 4
+// blocks of 4 heads, MLP 256) and 16-token captions through a text tower of
+// width 128 (4 blocks of 4 heads, MLP 512, vocabulary 64), joint width 128;
+// batch 128.
+static const clip_config clip_b128 = {.model = {.image_arch = CT_NN_CLIP_VIT,
+                                                .vit = {.image_h = 32,
+                                                        .image_w = 32,
+                                                        .in_channels = 3,
+                                                        .patch = 4,
+                                                        .dim = 128,
+                                                        .depth = 4,
+                                                        .heads = 4,
+                                                        .mlp_dim = 256},
+                                                .embed_dim = 128,
+                                                .vocab = 64,
+                                                .context_length = 16,
+                                                .text_width = 128,
+                                                .text_layers = 4,
+                                                .text_heads = 4,
+                                                .text_mlp = 512},
+                                      .B = 128,
+                                      .T = 16};
+
+// open_clip's AdamW for ViTs: betas (0.9, 0.98), eps 1e-6, weight decay 0.2.
+static ct_optim_config clip_optimizer(void) {
+  ct_optim_config oc = ct_adamw_defaults();
+  oc.beta2 = 0.98;
+  oc.eps = 1e-6;
+  oc.weight_decay = 0.2;
+  return oc;
+}
+
 // ---- CvT (nn/cvt): the classifier workload of Swin's section ---------------------
 
 typedef struct cvt_config {
@@ -692,6 +809,8 @@ static const bench_config configs[] = {
      &swin_cifar_b64, vit_optimizer, 5e-4f},
     {"captions_b64", "bench/ref/caption_step.py", &caption_workload,
      &captions_b64, caption_optimizer, 4e-4f},
+    {"clip_b128", "bench/ref/clip_step.py", &clip_workload, &clip_b128,
+     clip_optimizer, 5e-4f},
 
     {"cvt_cifar_b64", "bench/ref/cvt_step.py", &cvt_workload, &cvt_cifar_b64,
      vit_optimizer, 5e-4f},

@@ -29,10 +29,12 @@ static ct_status check_config(const ct_nn_vit_config *c) {
                     "vit: dim %lld is not a positive multiple of "
                     "heads %lld",
                     (long long)c->dim, (long long)c->heads);
-  if (c->depth < 1 || c->mlp_dim < 1 || c->num_classes < 1)
+  if (c->depth < 1 || c->mlp_dim < 1 || c->num_classes < 0 ||
+      (c->num_classes == 0 && c->distilled))
     return ct_error(CT_ERR_ARG,
                     "vit: depth %lld, mlp_dim %lld and classes "
-                    "%lld must all be at least 1",
+                    "%lld must all be at least 1 (classes 0, no head, "
+                    "only without distillation)",
                     (long long)c->depth, (long long)c->mlp_dim,
                     (long long)c->num_classes);
   float rates[3] = {c->dropout, c->attn_dropout, c->drop_path};
@@ -134,7 +136,7 @@ ct_status ct_nn_vit_init(ct_nn_vit *m, ct_params *p, const char *prefix,
   }
   if (st == CT_OK) st = ct_nn_name(name, prefix, "norm");
   if (st == CT_OK) st = ct_nn_layernorm_init(&m->norm, p, name, D, LN_EPS);
-  if (st == CT_OK)
+  if (st == CT_OK && cfg->num_classes > 0)
     st =
         timm_linear(&m->head, p, prefix, "head", D, cfg->num_classes, init_rng);
   if (st == CT_OK && cfg->distilled)
@@ -213,8 +215,9 @@ static ct_tensor *token_places(const ct_nn_vit *m) {
   return yx;
 }
 
-ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
-                             ct_tensor **dist_logits, ct_tensor **attention) {
+// x (B, C, H, W) -> the tokens after the last block (B, T, D).
+static ct_tensor *encode(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
+                         ct_tensor **attention) {
   if (!x) return NULL;
   const ct_nn_vit_config *c = &m->cfg;
   if (x->dtype != CT_F32 || x->ndim != 4 || x->shape[1] != c->in_channels ||
@@ -248,6 +251,26 @@ ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
       ctx->attention->layers[i].query_yx = ctx->attention->layers[i].key_yx =
           yx;
   }
+  return h;
+}
+
+ct_tensor *ct_nn_vit_features(const ct_nn_vit *m, ct_nn_ctx *ctx,
+                              ct_tensor *x) {
+  ct_tensor *h = encode(m, ctx, x, NULL);
+  return h ? final_token(m, h, 0) : NULL;
+}
+
+ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
+                             ct_tensor **dist_logits, ct_tensor **attention) {
+  if (m->cfg.num_classes < 1) {
+    ct_error(CT_ERR_STATE,
+             "vit: a model built with classes 0 has no head: use "
+             "ct_nn_vit_features");
+    return NULL;
+  }
+  const ct_nn_vit_config *c = &m->cfg;
+  ct_tensor *h = encode(m, ctx, x, attention);
+  if (!h) return NULL;
   if (c->distilled && dist_logits)
     *dist_logits = ct_nn_linear_forward(&m->head_dist, final_token(m, h, 1));
   return ct_nn_linear_forward(&m->head, final_token(m, h, 0));

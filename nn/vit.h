@@ -37,16 +37,16 @@
 
 typedef struct ct_nn_vit_config {
   int64_t image_h, image_w, in_channels;
-  int64_t patch;    // P: image_h and image_w must be multiples of it
-  int64_t dim;      // D
-  int64_t depth;    // blocks
-  int64_t heads;    // D must be a multiple of it
-  int64_t mlp_dim;  // hidden width of the blocks' MLPs
-  int64_t num_classes;
-  bool distilled;      // DeiT: a distillation token and head_dist
-  float dropout;       // after pos_embed, attention proj and MLP layers
-  float attn_dropout;  // on the attention weights
-  float drop_path;     // stochastic depth rate of the last block
+  int64_t patch;        // P: image_h and image_w must be multiples of it
+  int64_t dim;          // D
+  int64_t depth;        // blocks
+  int64_t heads;        // D must be a multiple of it
+  int64_t mlp_dim;      // hidden width of the blocks' MLPs
+  int64_t num_classes;  // 0: no head (a feature extractor, not distilled)
+  bool distilled;       // DeiT: a distillation token and head_dist
+  float dropout;        // after pos_embed, attention proj and MLP layers
+  float attn_dropout;   // on the attention weights
+  float drop_path;      // stochastic depth rate of the last block
 } ct_nn_vit_config;
 
 typedef struct ct_nn_vit_block {
@@ -79,6 +79,10 @@ void ct_nn_vit_free(ct_nn_vit *m);
 // x itself gets no gradient.
 ct_tensor *ct_nn_vit_forward(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x,
                              ct_tensor **dist_logits, ct_tensor **attention);
+
+// x (B, C, H, W) -> the class token after the final norm (B, D): what feeds
+// the head (timm's forward_head(pre_logits=True)); for any num_classes.
+ct_tensor *ct_nn_vit_features(const ct_nn_vit *m, ct_nn_ctx *ctx, ct_tensor *x);
 
 // The prediction used for evaluation: the class head's logits, or for a
 // distilled model the mean of the two heads' logits (DeiT's inference).
