@@ -11,12 +11,11 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "data/captions.h"
-#include "data/idx.h"
 #include "data/png_folder.h"
 #include "data/stride.h"
-#include "data/toy_captions.h"
 #include "nn/captioner.h"
 #include "train/bleu.h"
+#include "train/caption_data.h"
 #include "train/checkpoint_folder.h"
 #include "train/decode.h"
 #include "train/dist.h"
@@ -32,26 +31,10 @@ enum {
   SPLITS = 3,  // train, val, test
 };
 
-static const char *const split_names[SPLITS] = {"train", "val", "test"};
-// [data] keys of the captions files and their image folders, per split.
-static const char *const file_keys[SPLITS][2] = {
-    {"captions_train", "captions_train_images"},
-    {"captions_val", "captions_val_images"},
-    {"captions_test", "captions_test_images"}};
-
 // The keys this task reads, typed: read_config fills and checks them when
 // the task is opened. Strings point into the config.
 typedef struct captioning_config {
-  uint64_t seed;
-  ct_data_source source;
-  // source = toy
-  ct_toy_items toy_items;
-  const char *image_dir;  // toy_items = fmnist: the Fashion-MNIST files
-  int toy_image_size, toy_grid;
-  int64_t toy_n[SPLITS];
-  // source = files
-  const char *files[SPLITS], *file_images[SPLITS];
-  int channels, image_size;
+  ct_caption_data_config data;  // seed, source, toy_*, files, image size
   ct_tokenizer_kind tokenizer;
   bool lowercase;
   int64_t min_freq, max_vocab;
@@ -82,38 +65,8 @@ typedef struct captioning {
 // ---- data ------------------------------------------------------------------
 
 static ct_status load_data(captioning *cp, ct_task_need need) {
-  const captioning_config *c = &cp->cfg;
-  ct_status st = CT_OK;
-  int first = need == CT_TASK_ALL_DATA ? 0 : 1;
-  if (c->source == CT_DATA_SOURCE_TOY) {
-    bool fmnist = c->toy_items == CT_TOY_ITEMS_FMNIST;
-    ct_image_dataset items[2] = {{0}, {0}};  // training and test items
-    for (int k = 0; k < 2 && fmnist && st == CT_OK; k++)
-      st = ct_idx_load_dir(&items[k], c->image_dir, k == 0, 10);
-    for (int s = first; s < SPLITS && st == CT_OK; s++) {
-      ct_toy_captions_options o = {.size = c->toy_image_size,
-                                   .grid = c->toy_grid,
-                                   .seed = c->seed,
-                                   .items = fmnist ? &items[s > 0] : NULL};
-      st = ct_toy_captions_generate(&cp->sets[s], c->toy_n[s], &o, s);
-      cp->have[s] = st == CT_OK;
-    }
-    ct_image_dataset_free(&items[0]);
-    ct_image_dataset_free(&items[1]);
-    return st;
-  }
-  for (int s = first; s < SPLITS && st == CT_OK; s++) {
-    if (!*c->files[s] || !*c->file_images[s]) {
-      if (s == 2) continue;  // the test split is optional
-      return ct_error(CT_ERR_ARG,
-                      "[data] %s and %s must be set (source = files)",
-                      file_keys[s][0], file_keys[s][1]);
-    }
-    st = ct_captions_load(&cp->sets[s], c->files[s], c->file_images[s],
-                          c->channels, c->image_size);
-    cp->have[s] = st == CT_OK;
-  }
-  return st;
+  return ct_caption_data_load(&cp->cfg.data, need == CT_TASK_ALL_DATA ? 0 : 1,
+                              cp->sets, cp->have);
 }
 
 // Normalized images (B, C, H, W) of rows idx[0..B) of ds.
@@ -173,19 +126,6 @@ static ct_status read_config(const ct_config *cfg, captioning_config *out) {
   const double reg = ct_config_float(cfg, "train", "attention_reg");
   const double smoothing = ct_config_float(cfg, "train", "label_smoothing");
   *out = (captioning_config){
-      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
-      .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
-                               ct_data_source),
-      .toy_items =
-          CT_SCHEMA_ENUM(cfg, "data", "toy_items", CT_TOY_ITEMS, ct_toy_items),
-      .image_dir = ct_config_str(cfg, "data", "image_dir"),
-      .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
-      .toy_grid = (int)ct_config_int(cfg, "data", "toy_grid"),
-      .toy_n = {ct_config_int(cfg, "data", "toy_train"),
-                ct_config_int(cfg, "data", "toy_val"),
-                ct_config_int(cfg, "data", "toy_test")},
-      .channels = (int)ct_config_int(cfg, "data", "channels"),
-      .image_size = (int)ct_config_int(cfg, "data", "image_size"),
       .tokenizer = CT_SCHEMA_ENUM(cfg, "data", "tokenizer", CT_TOKENIZERS,
                                   ct_tokenizer_kind),
       .lowercase = ct_config_bool(cfg, "data", "lowercase"),
@@ -211,20 +151,17 @@ static ct_status read_config(const ct_config *cfg, captioning_config *out) {
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
   };
-  for (int s = 0; s < SPLITS; s++) {
-    out->files[s] = ct_config_str(cfg, "data", file_keys[s][0]);
-    out->file_images[s] = ct_config_str(cfg, "data", file_keys[s][1]);
-  }
+  ct_caption_data_read_config(cfg, &out->data);
   if (out->tokenizer == CT_TOKENIZER_BPE)
     return ct_error(CT_ERR_ARG,
                     "[data] tokenizer = bpe: captioning tokenizes words or "
                     "characters (word|char)");
-  if (out->source == CT_DATA_SOURCE_TOY &&
-      (out->toy_image_size < 32 || out->toy_image_size > 512))
+  if (out->data.source == CT_DATA_SOURCE_TOY &&
+      (out->data.toy_image_size < 32 || out->data.toy_image_size > 512))
     return ct_error(CT_ERR_ARG,
                     "[data] toy_image_size = %d: generated captioning images "
                     "are 32..512 pixels",
-                    out->toy_image_size);
+                    out->data.toy_image_size);
   if (!(dropout >= 0.0 && dropout < 1.0))
     return ct_error(CT_ERR_ARG, "[model] dropout = %g: must be in [0, 1)",
                     dropout);
@@ -292,40 +229,13 @@ static ct_status init_encoder(const char *path, ct_params *p) {
 
 // The vocabulary of the training captions, or the checkpoint's.
 static ct_status open_vocab(captioning *cp, const ct_ckpt *ckpt) {
-  if (ckpt) {
-    const void *data;
-    size_t len;
-    ct_status st = ct_ckpt_section(ckpt, "vocab.captions", &data, &len);
-    return st == CT_OK ? ct_vocab_load(&cp->vocab, data, len) : st;
-  }
-  ct_vocab_counter counter = {0};
-  ct_status st = ct_captions_count_tokens(&cp->sets[0], &cp->tok, &counter);
-  if (st == CT_OK)
-    st = ct_vocab_build(&cp->vocab, &counter, cp->cfg.min_freq,
-                        cp->cfg.max_vocab);
-  ct_vocab_counter_free(&counter);
-  return st;
+  return ct_caption_data_vocab(&cp->vocab, &cp->sets[0], &cp->tok,
+                               cp->cfg.min_freq, cp->cfg.max_vocab, ckpt);
 }
 
 // The image side of the checkpoint: size, normalization, object names.
 static ct_status open_meta(captioning *cp, const ct_ckpt *ckpt) {
-  if (ckpt) return ct_image_meta_load(&cp->meta, ckpt);
-  const ct_caption_dataset *s = &cp->sets[0];
-  ct_image_meta *m = &cp->meta;
-  m->C = s->C;
-  m->H = s->H;
-  m->W = s->W;
-  ct_status st = CT_OK;
-  for (int64_t k = 0; k < s->object_names.count && st == CT_OK; k++) {
-    const char *name = ct_string_list_get(&s->object_names, k);
-    st = ct_string_list_push(&m->class_names, name, strlen(name));
-  }
-  // The classes section holds at least one name.
-  if (st == CT_OK && !m->class_names.count)
-    st = ct_string_list_push(&m->class_names, "object", 6);
-  m->K = (int)m->class_names.count;
-  ct_image_meta_stats(m, s->pixels, s->N, s->C, (int64_t)s->H * s->W);
-  return st;
+  return ct_caption_data_meta(&cp->meta, &cp->sets[0], ckpt);
 }
 
 // The training pairs and their batches.
@@ -374,14 +284,14 @@ static ct_status captioning_open(ct_task *t, const ct_config *cfg, ct_params *p,
       return ct_error(CT_ERR_ARG,
                       "captioning: the %s images are %dx%dx%d, the model "
                       "takes %dx%dx%d",
-                      split_names[s], d->C, d->H, d->W, cp->meta.C, cp->meta.H,
-                      cp->meta.W);
+                      ct_caption_split_names[s], d->C, d->H, d->W, cp->meta.C,
+                      cp->meta.H, cp->meta.W);
   }
   ct_nn_captioner_config mc = c.model;
   mc.encoder.in_channels = cp->meta.C;
   mc.encoder.num_classes = 0;
   mc.vocab = ct_vocab_size(&cp->vocab);
-  ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
+  ct_rng init = ct_rng_make(c.data.seed, ct_rng_stream(RNG_INIT, 0));
   st = ct_nn_captioner_init(&cp->model, p, "", &mc, &init);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
   if (!ckpt && *c.encoder_init) st = init_encoder(c.encoder_init, p);
@@ -410,7 +320,7 @@ static ct_tensor *captioning_train_loss(ct_task *t, ct_nn_ctx *ctx,
     cp->position = 0;
   }
   if (cp->order_epoch != cp->epoch) {
-    ct_rng r = ct_rng_make(cp->cfg.seed,
+    ct_rng r = ct_rng_make(cp->cfg.data.seed,
                            ct_rng_stream(RNG_ORDER, (uint64_t)cp->epoch));
     ct_rng_permutation(&r, cp->order, ids->n);
     cp->order_epoch = cp->epoch;
@@ -678,7 +588,8 @@ static ct_status captioning_evaluate(ct_task *t, const char *split, int beam,
     return ct_error(CT_ERR_ARG,
                     "captioning: no %s split (source = files: set [data] %s "
                     "and %s)",
-                    split, file_keys[s][0], file_keys[s][1]);
+                    split, ct_caption_file_keys[s][0],
+                    ct_caption_file_keys[s][1]);
   eval_units ev = {.cp = cp, .ds = &cp->sets[s], .beam = beam < 1 ? 1 : beam};
   ev.n = limit > 0 && limit < ev.ds->N ? limit : ev.ds->N;
   ev.hyps = calloc((size_t)ev.n, sizeof *ev.hyps);

@@ -18,6 +18,7 @@
 #include "data/stride.h"
 #include "data/toy_captions.h"
 #include "nn/clip.h"
+#include "train/caption_data.h"
 #include "train/classification.h"
 #include "train/dist.h"
 #include "train/dist_gather.h"
@@ -35,11 +36,6 @@ enum {
 };
 
 static const int recall_at[TOP_K] = {1, 5, 10};
-static const char *const split_names[SPLITS] = {"train", "val", "test"};
-static const char *const file_keys[SPLITS][2] = {
-    {"captions_train", "captions_train_images"},
-    {"captions_val", "captions_val_images"},
-    {"captions_test", "captions_test_images"}};
 
 // Converted items are painted white (data/toy_captions.h's colour 5) on the
 // generator's mean background: its base gray is uniform in [0, 40) plus
@@ -54,14 +50,7 @@ const int ct_contrastive_default_template_count =
           sizeof ct_contrastive_default_templates[0]);
 
 typedef struct contrastive_config {
-  uint64_t seed;
-  ct_data_source source;
-  ct_toy_items toy_items;
-  const char *image_dir;  // toy_items = fmnist: the Fashion-MNIST files
-  int toy_image_size, toy_grid, toy_max_objects;
-  int64_t toy_n[SPLITS];
-  const char *files[SPLITS], *file_images[SPLITS];
-  int channels, image_size;
+  ct_caption_data_config data;  // seed, source, toy_*, files, image size
   ct_tokenizer_kind tokenizer;
   bool lowercase;
   int64_t min_freq, max_vocab;
@@ -87,42 +76,6 @@ typedef struct contrastive {
 } contrastive;
 
 // ---- data -------------------------------------------------------------------
-
-static ct_status load_data(contrastive *cp, ct_task_need need) {
-  const contrastive_config *c = &cp->cfg;
-  ct_status st = CT_OK;
-  int first = need == CT_TASK_ALL_DATA ? 0 : 1;
-  if (c->source == CT_DATA_SOURCE_TOY) {
-    bool fmnist = c->toy_items == CT_TOY_ITEMS_FMNIST;
-    ct_image_dataset items[2] = {{0}, {0}};  // training and test items
-    for (int k = 0; k < 2 && fmnist && st == CT_OK; k++)
-      st = ct_idx_load_dir(&items[k], c->image_dir, k == 0, 10);
-    for (int s = first; s < SPLITS && st == CT_OK; s++) {
-      ct_toy_captions_options o = {.size = c->toy_image_size,
-                                   .grid = c->toy_grid,
-                                   .seed = c->seed,
-                                   .items = fmnist ? &items[s > 0] : NULL,
-                                   .max_objects = c->toy_max_objects};
-      st = ct_toy_captions_generate(&cp->sets[s], c->toy_n[s], &o, s);
-      cp->have[s] = st == CT_OK;
-    }
-    ct_image_dataset_free(&items[0]);
-    ct_image_dataset_free(&items[1]);
-    return st;
-  }
-  for (int s = first; s < SPLITS && st == CT_OK; s++) {
-    if (!*c->files[s] || !*c->file_images[s]) {
-      if (s == 2) continue;  // the test split is optional
-      return ct_error(CT_ERR_ARG,
-                      "[data] %s and %s must be set (source = files)",
-                      file_keys[s][0], file_keys[s][1]);
-    }
-    st = ct_captions_load(&cp->sets[s], c->files[s], c->file_images[s],
-                          c->channels, c->image_size);
-    cp->have[s] = st == CT_OK;
-  }
-  return st;
-}
 
 // Normalized images (B, C, H, W) from u8 (C, H, W) images src[b].
 static ct_tensor *normalize_images(const ct_image_meta *m,
@@ -259,20 +212,6 @@ static ct_status read_config(const ct_config *cfg, contrastive_config *out) {
     return ct_error(CT_ERR_ARG, "[data] channels = %lld: must be 1 or 3",
                     (long long)ch);
   *out = (contrastive_config){
-      .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
-      .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
-                               ct_data_source),
-      .toy_items =
-          CT_SCHEMA_ENUM(cfg, "data", "toy_items", CT_TOY_ITEMS, ct_toy_items),
-      .image_dir = ct_config_str(cfg, "data", "image_dir"),
-      .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
-      .toy_grid = (int)ct_config_int(cfg, "data", "toy_grid"),
-      .toy_max_objects = (int)ct_config_int(cfg, "data", "toy_max_objects"),
-      .toy_n = {ct_config_int(cfg, "data", "toy_train"),
-                ct_config_int(cfg, "data", "toy_val"),
-                ct_config_int(cfg, "data", "toy_test")},
-      .channels = (int)ch,
-      .image_size = (int)ct_config_int(cfg, "data", "image_size"),
       .tokenizer = CT_SCHEMA_ENUM(cfg, "data", "tokenizer", CT_TOKENIZERS,
                                   ct_tokenizer_kind),
       .lowercase = ct_config_bool(cfg, "data", "lowercase"),
@@ -293,20 +232,17 @@ static ct_status read_config(const ct_config *cfg, contrastive_config *out) {
           },
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
   };
-  for (int s = 0; s < SPLITS; s++) {
-    out->files[s] = ct_config_str(cfg, "data", file_keys[s][0]);
-    out->file_images[s] = ct_config_str(cfg, "data", file_keys[s][1]);
-  }
+  ct_caption_data_read_config(cfg, &out->data);
   if (out->tokenizer == CT_TOKENIZER_BPE)
     return ct_error(CT_ERR_ARG,
                     "[data] tokenizer = bpe: contrastive tokenizes words or "
                     "characters (word|char)");
-  if (out->source == CT_DATA_SOURCE_TOY &&
-      (out->toy_image_size < 32 || out->toy_image_size > 512))
+  if (out->data.source == CT_DATA_SOURCE_TOY &&
+      (out->data.toy_image_size < 32 || out->data.toy_image_size > 512))
     return ct_error(CT_ERR_ARG,
                     "[data] toy_image_size = %d: generated captioned images "
                     "are 32..512 pixels",
-                    out->toy_image_size);
+                    out->data.toy_image_size);
   if (out->model.context_length == 1 || out->model.context_length == 2)
     return ct_error(CT_ERR_ARG,
                     "[model] context_length = %lld: a row holds <bos>, at "
@@ -328,43 +264,6 @@ static ct_status read_config(const ct_config *cfg, contrastive_config *out) {
   return CT_OK;
 }
 
-// The vocabulary of the training captions, or the checkpoint's.
-static ct_status open_vocab(contrastive *cp, const ct_ckpt *ckpt) {
-  if (ckpt) {
-    const void *data;
-    size_t len;
-    ct_status st = ct_ckpt_section(ckpt, "vocab.captions", &data, &len);
-    return st == CT_OK ? ct_vocab_load(&cp->vocab, data, len) : st;
-  }
-  ct_vocab_counter counter = {0};
-  ct_status st = ct_captions_count_tokens(&cp->sets[0], &cp->tok, &counter);
-  if (st == CT_OK)
-    st = ct_vocab_build(&cp->vocab, &counter, cp->cfg.min_freq,
-                        cp->cfg.max_vocab);
-  ct_vocab_counter_free(&counter);
-  return st;
-}
-
-// The image side of the checkpoint: size, normalization, object names.
-static ct_status open_meta(contrastive *cp, const ct_ckpt *ckpt) {
-  if (ckpt) return ct_image_meta_load(&cp->meta, ckpt);
-  const ct_caption_dataset *s = &cp->sets[0];
-  ct_image_meta *m = &cp->meta;
-  m->C = s->C;
-  m->H = s->H;
-  m->W = s->W;
-  ct_status st = CT_OK;
-  for (int64_t k = 0; k < s->object_names.count && st == CT_OK; k++) {
-    const char *name = ct_string_list_get(&s->object_names, k);
-    st = ct_string_list_push(&m->class_names, name, strlen(name));
-  }
-  if (st == CT_OK && !m->class_names.count)
-    st = ct_string_list_push(&m->class_names, "object", 6);
-  m->K = (int)m->class_names.count;
-  ct_image_meta_stats(m, s->pixels, s->N, s->C, (int64_t)s->H * s->W);
-  return st;
-}
-
 static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
                                   ct_params *p, const ct_ckpt *ckpt,
                                   ct_task_need need) {
@@ -377,11 +276,15 @@ static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
   cp->cfg = c;
   cp->order_epoch = -1;
   ct_text_tokenizer_init(&cp->tok, c.tokenizer, c.lowercase);
-  if (need != CT_TASK_MODEL_ONLY) st = load_data(cp, need);
+  if (need != CT_TASK_MODEL_ONLY)
+    st = ct_caption_data_load(&c.data, need == CT_TASK_ALL_DATA ? 0 : 1,
+                              cp->sets, cp->have);
   if (st == CT_OK && !ckpt && !cp->have[0])
     st = ct_error(CT_ERR_STATE, "contrastive: no training data");
-  if (st == CT_OK) st = open_meta(cp, ckpt);
-  if (st == CT_OK) st = open_vocab(cp, ckpt);
+  if (st == CT_OK) st = ct_caption_data_meta(&cp->meta, &cp->sets[0], ckpt);
+  if (st == CT_OK)
+    st = ct_caption_data_vocab(&cp->vocab, &cp->sets[0], &cp->tok, c.min_freq,
+                               c.max_vocab, ckpt);
   for (int s = 0; s < SPLITS && st == CT_OK; s++) {
     const ct_caption_dataset *d = &cp->sets[s];
     if (!cp->have[s]) continue;
@@ -389,8 +292,8 @@ static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
       return ct_error(CT_ERR_ARG,
                       "contrastive: the %s images are %dx%dx%d, the model "
                       "takes %dx%dx%d",
-                      split_names[s], d->C, d->H, d->W, cp->meta.C, cp->meta.H,
-                      cp->meta.W);
+                      ct_caption_split_names[s], d->C, d->H, d->W, cp->meta.C,
+                      cp->meta.H, cp->meta.W);
     st = ct_captions_encode(d, &cp->tok, &cp->vocab, &cp->ids[s]);
   }
   if (st != CT_OK) return st;
@@ -408,7 +311,7 @@ static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
   mc.vit.num_classes = mc.resnet.num_classes = 0;
   mc.vocab = ct_vocab_size(&cp->vocab);
   mc.context_length = cp->context_length;
-  ct_rng init = ct_rng_make(c.seed, ct_rng_stream(RNG_INIT, 0));
+  ct_rng init = ct_rng_make(c.data.seed, ct_rng_stream(RNG_INIT, 0));
   st = ct_nn_clip_init(&cp->model, p, "", &mc, &init);
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
   const int64_t n = cp->sets[0].N;
@@ -444,7 +347,7 @@ static ct_tensor *contrastive_train_loss(ct_task *t, ct_nn_ctx *ctx,
     cp->position = 0;
   }
   if (cp->order_epoch != cp->epoch) {
-    ct_rng r = ct_rng_make(cp->cfg.seed,
+    ct_rng r = ct_rng_make(cp->cfg.data.seed,
                            ct_rng_stream(RNG_ORDER, (uint64_t)cp->epoch));
     ct_rng_permutation(&r, cp->order, ds->N);
     cp->order_epoch = cp->epoch;
@@ -460,7 +363,7 @@ static ct_tensor *contrastive_train_loss(ct_task *t, ct_nn_ctx *ctx,
   for (int64_t b = 0; b < B; b++) {
     const int64_t i = images[b];
     cap[b] = ds->caption_start[i] +
-             (int64_t)(ct_rng_u32_at(cp->cfg.seed, stream, (uint64_t)i) %
+             (int64_t)(ct_rng_u32_at(cp->cfg.data.seed, stream, (uint64_t)i) %
                        (uint64_t)ct_caption_count(ds, i));
   }
   *items = (double)B;
@@ -621,7 +524,8 @@ static ct_status contrastive_evaluate(ct_task *t, const char *split, int beam,
     return ct_error(CT_ERR_ARG,
                     "contrastive: no %s split (source = files: set [data] %s "
                     "and %s)",
-                    split, file_keys[s][0], file_keys[s][1]);
+                    split, ct_caption_file_keys[s][0],
+                    ct_caption_file_keys[s][1]);
   const ct_caption_dataset *ds = &cp->sets[s];
   const ct_caption_ids *ids = &cp->ids[s];
   const int64_t n = limit > 0 && limit < ds->N ? limit : ds->N;
@@ -813,9 +717,9 @@ typedef struct canvas_plan {
 static canvas_plan plan_canvas(const contrastive *cp, int h, int w) {
   const ct_image_meta *m = &cp->meta;
   canvas_plan p = {.views = 1};
-  if (cp->cfg.source != CT_DATA_SOURCE_TOY || (h == m->H && w == m->W))
+  if (cp->cfg.data.source != CT_DATA_SOURCE_TOY || (h == m->H && w == m->W))
     return p;
-  p.grid = cp->cfg.toy_grid;
+  p.grid = cp->cfg.data.toy_grid;
   p.views = p.grid * p.grid;
   p.cell = m->H / p.grid;
   p.item = p.cell * 3 / 5 + p.cell / 8;
@@ -1099,8 +1003,8 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
     // on its items; otherwise the set's own names.
     names = malloc((size_t)K * sizeof *names);
     if (!names) st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-    bool items = idx && K == 10 && cp->cfg.source == CT_DATA_SOURCE_TOY &&
-                 cp->cfg.toy_items == CT_TOY_ITEMS_FMNIST;
+    bool items = idx && K == 10 && cp->cfg.data.source == CT_DATA_SOURCE_TOY &&
+                 cp->cfg.data.toy_items == CT_TOY_ITEMS_FMNIST;
     for (int k = 0; names && k < K; k++)
       names[k] = items ? ct_toy_captions_kind_name(true, k)
                        : ct_string_list_get(&d.class_names, k);

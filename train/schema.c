@@ -106,7 +106,7 @@ static const ct_config_key schema[] = {
      "captioning toy: the grid of object positions is toy_grid x toy_grid "
      "cells"},
     {"data", "toy_max_objects", CT_CONFIG_INT, "4", "1..4",
-     "contrastive toy: the most objects a canvas holds (each "
+     "captioning/contrastive toy: the most objects a canvas holds (each "
      "draws 1..this many)"},
     {"data", "captions_train", CT_CONFIG_STRING, "", NULL,
      "captioning files: captions JSON (COCO captions layout) of the training "
