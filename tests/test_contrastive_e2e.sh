@@ -101,6 +101,9 @@ expect "eval --zeroshot on PNG folders ($acc)" \
   "[ \"\$(jnum '$out' images)\" = 6 ] && ge '${acc:-2}' 0 && ge 1 '${acc:-2}'"
 out=$("$ctrain" eval "$ckpt" --zeroshot idx --labels "square,bar,bar" --template "a {}, white" | tail -n 1)
 expect "eval --zeroshot on IDX files" "[ \"\$(jnum '$out' images)\" = 6 ] && [ -n \"\$(jnum '$out' top5)\" ]"
+"$ctrain" toy images --out cif --format cifar10 --size 32 --classes 3 --train 3 --test 6 >/dev/null
+out=$("$ctrain" eval "$ckpt" --zeroshot cif --labels "square,bar,bar" | tail -n 1)
+expect "eval --zeroshot on CIFAR-10 binary files" "[ \"\$(jnum '$out' images)\" = 6 ]"
 fails_with "eval --zeroshot wants as many labels as classes" "2 labels given" \
   "$ctrain" eval "$ckpt" --zeroshot idx --labels "square,bar"
 fails_with "eval --zeroshot of a missing folder" "nowhere is not a folder" \

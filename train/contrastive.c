@@ -957,11 +957,11 @@ static bool contains_ci(const char *s, const char *word) {
 }
 
 // The labelled set at `path` (see ct_contrastive_zeroshot_eval); *idx: an
-// IDX set.
+// IDX set; *fixed: a format of a fixed 10 classes (IDX, CIFAR-10).
 static ct_status load_labelled(const contrastive *cp, const char *path,
-                               ct_image_dataset *d, bool *idx) {
+                               ct_image_dataset *d, bool *idx, bool *fixed) {
   struct stat sb;
-  *idx = false;
+  *idx = *fixed = false;
   if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return ct_error(CT_ERR_IO,
                     "eval --zeroshot: %s is not a folder (IDX files, CIFAR-10 "
@@ -969,14 +969,16 @@ static ct_status load_labelled(const contrastive *cp, const char *path,
                     path);
   if (has_file(path, "t10k-images-idx3-ubyte.gz") ||
       has_file(path, "t10k-images-idx3-ubyte")) {
-    *idx = true;
+    *idx = *fixed = true;
     ct_status st = ct_idx_load_dir(d, path, false, 10);
     if (st == CT_OK && contains_ci(path, "fashion"))
       st = ct_image_dataset_set_names(d, ct_fashion_mnist_class_names, 10);
     return st;
   }
-  if (has_file(path, "test_batch.bin") || has_file(path, "test_batch.bin.gz"))
+  if (has_file(path, "test_batch.bin") || has_file(path, "test_batch.bin.gz")) {
+    *fixed = true;
     return ct_cifar_load(d, path, CT_CIFAR10, false);
+  }
   return ct_png_folder_load(d, path, cp->meta.C, 0, 0);
 }
 
@@ -985,13 +987,13 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
                                        ct_eval_metrics *out, FILE *summary) {
   contrastive *cp = t->state;
   ct_image_dataset d = {0};
-  bool idx = false;
-  ct_status st = load_labelled(cp, path, &d, &idx);
+  bool idx = false, fixed = false;
+  ct_status st = load_labelled(cp, path, &d, &idx, &fixed);
   if (st != CT_OK) return st;
-  // IDX files hold 10 classes; a set that uses fewer has as many as its
-  // largest label says.
+  // IDX and CIFAR-10 files hold 10 classes; a set that uses fewer has as
+  // many as its largest label says.
   int K = d.K;
-  if (idx) {
+  if (fixed) {
     K = 1;
     for (int64_t i = 0; i < d.N; i++)
       if (d.labels[i] + 1 > K) K = d.labels[i] + 1;
