@@ -2,6 +2,7 @@
 #include "train/detection.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ typedef struct detection_config {
   const char *image_dir;  // toy_items = fmnist: the Fashion-MNIST files
   int toy_image_size, toy_classes;
   int64_t toy_train, toy_val;
+  ct_toy_detection_sizes toy_sizes;  // 0: the generator's defaults
   // source = files: COCO annotations and image folders, train and val
   const char *coco[2], *coco_images[2];
   int channels, image_size;
@@ -79,18 +81,26 @@ static ct_status load_data(detection *d, ct_task_need need) {
                                         10);
     }
     if (st == CT_OK && need == CT_TASK_ALL_DATA) {
-      st = ct_toy_detection_generate(&d->train, c->toy_train, c->toy_image_size,
-                                     c->toy_classes, c->seed, 0,
-                                     fmnist ? &items : NULL);
+      st = ct_toy_detection_generate_sized(
+          &d->train, c->toy_train, c->toy_image_size, c->toy_classes, c->seed,
+          0, fmnist ? &items : NULL, &c->toy_sizes);
       d->have_train = st == CT_OK;
     }
     if (st == CT_OK) {
-      st = ct_toy_detection_generate(&d->val, c->toy_val, c->toy_image_size,
-                                     c->toy_classes, c->seed, 1,
-                                     fmnist ? &items : NULL);
+      st = ct_toy_detection_generate_sized(
+          &d->val, c->toy_val, c->toy_image_size, c->toy_classes, c->seed, 1,
+          fmnist ? &items : NULL, &c->toy_sizes);
       d->have_val = st == CT_OK;
     }
     ct_image_dataset_free(&items);
+    if (st == CT_ERR_ARG) {  // the message names the values, not the keys
+      char why[256];
+      snprintf(why, sizeof why, "%s", ct_last_error());
+      return ct_error(st,
+                      "[data] toy_image_size, toy_classes, toy_min_object, "
+                      "toy_max_object or toy_max_objects: %s",
+                      why);
+    }
     return st;
   }
   for (int s = need == CT_TASK_ALL_DATA ? 0 : 1; s < 2 && st == CT_OK; s++) {
@@ -185,6 +195,9 @@ static ct_status read_config(const ct_config *cfg, detection_config *out) {
       .toy_image_size = (int)ct_config_int(cfg, "data", "toy_image_size"),
       .toy_classes = (int)ct_config_int(cfg, "data", "toy_classes"),
       .toy_train = ct_config_int(cfg, "data", "toy_train"),
+      .toy_sizes = {(int)ct_config_int(cfg, "data", "toy_min_object"),
+                    (int)ct_config_int(cfg, "data", "toy_max_object"),
+                    (int)ct_config_int(cfg, "data", "toy_max_objects")},
       .toy_val = ct_config_int(cfg, "data", "toy_val"),
       .channels = (int)ct_config_int(cfg, "data", "channels"),
       .image_size = (int)ct_config_int(cfg, "data", "image_size"),
@@ -493,12 +506,29 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
                            eval_fold, &ev);
   ct_grad_set_enabled(was);
   double map50 = 0.0, map = 0.0;
+  // COCO's small / medium / large split, scaled to the image's area
+  // (train/detection_eval.h); -1 where the split has no ground truth.
+  static const char *const area_keys[CT_MAP_AREAS][2] = {
+      {NULL, NULL},
+      {"map50_small", "map_small"},
+      {"map50_medium", "map_medium"},
+      {"map50_large", "map_large"}};
+  double area50[CT_MAP_AREAS], area_map[CT_MAP_AREAS];
   if (st == CT_OK) st = ct_map_compute(&ev.map, &map50, &map);
+  for (int a = 1; a < CT_MAP_AREAS && st == CT_OK; a++) {
+    double range[2];
+    ct_map_area_range((ct_map_area)a, (double)d->meta.H * d->meta.W, range);
+    st = ct_map_compute_area(&ev.map, range, &area50[a], &area_map[a]);
+  }
   if (st == CT_OK) {
     double loss = ev.boxes_total ? ev.loss_sum / (double)ev.boxes_total : 0.0;
     ct_eval_metrics_add(out, "loss", loss);
     ct_eval_metrics_add(out, "map50", map50);
     ct_eval_metrics_add(out, "map", map);
+    for (int a = 1; a < CT_MAP_AREAS; a++) {
+      ct_eval_metrics_add(out, area_keys[a][0], area50[a]);
+      ct_eval_metrics_add(out, area_keys[a][1], area_map[a]);
+    }
     ct_eval_metrics_add_count(out, "images", ev.n);
     if (summary)
       fprintf(summary,

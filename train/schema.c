@@ -90,6 +90,12 @@ static const ct_config_key schema[] = {
      "classification toy: image side in pixels"},
     {"data", "toy_classes", CT_CONFIG_INT, "4", "1..1000",
      "classification toy: shape classes (2..6)"},
+    {"data", "toy_min_object", CT_CONFIG_INT, "0", "0..1024",
+     "detection toy: smallest object side in pixels (0 = 8)"},
+    {"data", "toy_max_object", CT_CONFIG_INT, "0", "0..1024",
+     "detection toy: largest object side in pixels (0 = half the image)"},
+    {"data", "toy_max_objects", CT_CONFIG_INT, "0", "0..64",
+     "detection toy: objects per image are 0..this (0 = 6)"},
     {"data", "toy_items", CT_CONFIG_ENUM, "shapes",
      CT_SCHEMA_CHOICES(CT_TOY_ITEMS),
      "detection toy: objects are shapes, or Fashion-MNIST items (from "
