@@ -132,5 +132,15 @@ ct_tensor *ct_kl_div(ct_tensor *input, ct_tensor *target, bool log_target,
 // Mean squared error and mean absolute error over all elements.
 ct_tensor *ct_mse(ct_tensor *a, ct_tensor *b);
 ct_tensor *ct_l1(ct_tensor *a, ct_tensor *b);
+// The sigmoid focal loss (Lin et al. 2017, RetinaNet; torchvision's and
+// Deformable DETR's sigmoid_focal_loss): logits x and targets t (same shape,
+// t usually 0/1; no gradient), per element with p = sigmoid(x)
+//   ce = -(t log p + (1 - t) log(1 - p)),  p_t = p t + (1 - p)(1 - t),
+//   alpha_t = alpha t + (1 - alpha)(1 - t)  (alpha < 0: 1),
+//   f = alpha_t ce (1 - p_t)^gamma,
+// reduced (mean over all elements, or sum). gamma >= 0; computed in double.
+ct_tensor *ct_sigmoid_focal_loss(ct_tensor *logits, ct_tensor *targets,
+                                 float alpha, float gamma,
+                                 ct_reduction reduction);
 
 #endif
