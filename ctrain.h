@@ -43,6 +43,7 @@
 //   autograd/ops_conv.h     conv2d, batch norm, pooling (NCHW)
 //   autograd/ops_box.h      box conversions, GIoU, row gather (detection)
 //   autograd/ops_window.h   roll, windows, patch merging, bias gather (Swin)
+//   autograd/ops_deform_attn.h  multi-scale deformable attention (Deformable DETR)
 //   autograd/gradcheck.h    finite-difference gradient checks
 //   optim/optim.h           SGD, Adam, AdamW over a whole parameter store
 //   optim/schedule.h        learning-rate schedules (pure functions of step)
@@ -63,6 +64,7 @@
 //   nn/distill.h            soft-target CE and DeiT's distillation losses
 //   nn/hungarian.h          linear sum assignment, DETR's Hungarian matcher
 //   nn/detr.h               DETR: backbone, transformer, heads, the set loss
+//   nn/deform_attn.h        MSDeformAttn, Deformable DETR's attention module
 //   data/text.h             parallel corpora (two files or TSV, gzip or plain)
 //   data/tokenizer.h        UTF-8 word/punctuation tokenizer and detokenizer
 //   data/vocab.h            vocabularies with <pad> <unk> <bos> <eos>
@@ -97,6 +99,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_box.h"
 #include "autograd/ops_window.h"
+#include "autograd/ops_deform_attn.h"
 #include "nn/module.h"
 #include "nn/init.h"
 #include "nn/linear.h"
@@ -115,6 +118,7 @@
 #include "nn/distill.h"
 #include "nn/hungarian.h"
 #include "nn/detr.h"
+#include "nn/deform_attn.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "optim/grads.h"
