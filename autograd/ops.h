@@ -32,6 +32,10 @@ typedef enum ct_gelu_kind {
 } ct_gelu_kind;
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind);
 ct_tensor *ct_sigmoid(ct_tensor *x);
+// Deformable DETR's inverse_sigmoid: with c = clamp(x, 0, 1),
+// log(max(c, eps) / max(1 - c, eps)); the gradient is PyTorch's through its
+// clamps (zero outside [0, 1], each term only where it is not clamped).
+ct_tensor *ct_inverse_sigmoid(ct_tensor *x, float eps);
 ct_tensor *ct_tanh(ct_tensor *x);
 // Inverted dropout: zero each element with probability p, scale the rest by
 // 1/(1-p). Element i's mask is drawn from Philox at (seed, stream, i), so the
