@@ -197,6 +197,11 @@ void ct_nn_detr_free(ct_nn_detr *m) {
 // ---- forward ----------------------------------------------------------------
 
 ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d) {
+  return ct_nn_position_sine_offset(h, w, d, 0.0);
+}
+
+ct_tensor *ct_nn_position_sine_offset(int64_t h, int64_t w, int64_t d,
+                                      double offset) {
   if (h < 1 || w < 1 || d < 2 || d % 2) {
     ct_error(CT_ERR_ARG,
              "detr_position_sine: map %lldx%lld and d %lld: need "
@@ -211,8 +216,9 @@ ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d) {
   const double scale = 2.0 * 3.14159265358979323846, eps = 1e-6;
   for (int64_t y = 0; y < h; y++)
     for (int64_t x = 0; x < w; x++) {
-      const double e[2] = {(double)(y + 1) / ((double)h + eps) * scale,
-                           (double)(x + 1) / ((double)w + eps) * scale};
+      const double e[2] = {
+          ((double)(y + 1) + offset) / ((double)h + eps) * scale,
+          ((double)(x + 1) + offset) / ((double)w + eps) * scale};
       float *row = ct_f32(pos) + (y * w + x) * d;
       for (int part = 0; part < 2; part++)
         for (int64_t j = 0; j < F; j++) {

@@ -119,6 +119,10 @@ ct_status ct_nn_detr_forward(const ct_nn_detr *m, ct_nn_ctx *ctx,
 //   f(e, j) = sin(e / 10000^(2 floor(j/2) / F)) for even j, cos for odd j.
 // Computed in double; arena, no gradient. d must be even and positive.
 ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d);
+// The same with Deformable DETR's offset (-0.5 there): ey = (y + 1 +
+// offset) / (h + 1e-6) * 2 pi, likewise ex.
+ct_tensor *ct_nn_position_sine_offset(int64_t h, int64_t w, int64_t d,
+                                      double offset);
 
 // ---- the set loss (the reference's SetCriterion) -----------------------------
 
