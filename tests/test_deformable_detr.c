@@ -3,7 +3,7 @@
 // bias), forward shapes and ranges with and without aux heads and box
 // refinement, the dropout sites, a focal loss whose gradient reaches every
 // parameter, Deformable DETR's sine offset, bad configs, and a tiny model
-// overfitting two generated images.
+// against a PyTorch twin of the whole forward.
 #include <math.h>
 #include <string.h>
 
@@ -12,6 +12,8 @@
 #include "grad_util.h"
 #include "nn/deformable_detr.h"
 #include "optim/optim.h"
+#include "tests/parity_util.h"
+#include "tests/ref/ddetr_fixtures.h"
 
 enum { K = 2 };
 
@@ -244,12 +246,68 @@ static void test_bad_configs(void) {
   }
 }
 
+// The whole eval-mode forward against the PyTorch twin
+// (tests/ref/gen_ddetr_fixtures.py) on its perturbed weights: every
+// state_dict name loads (and ctrain registers no other), and every decoder
+// layer's logits and boxes agree.
+static void test_parity(const char *what, const ddetr_fixture *f) {
+  const ct_nn_ddetr_config c = {.in_channels = f->C,
+                                .num_classes = f->K,
+                                .backbone_width = f->width,
+                                .backbone_stages = f->stages,
+                                .backbone_blocks = f->blocks,
+                                .d_model = f->d_model,
+                                .nhead = f->heads,
+                                .enc_layers = f->enc_layers,
+                                .dec_layers = f->dec_layers,
+                                .dim_feedforward = f->ff,
+                                .dropout = 0.0f,
+                                .num_queries = f->queries,
+                                .n_levels = f->n_levels,
+                                .n_points = f->n_points,
+                                .aux_loss = true,
+                                .box_refine = f->box_refine};
+  ct_params p;
+  ct_params_init(&p);
+  ct_nn_deformable_detr m;
+  ct_rng r = ct_rng_make(3, 0);
+  CHECK(ct_nn_ddetr_init(&m, &p, "", &c, &r) == CT_OK, "%s: init: %s", what,
+        ct_last_error());
+  bool loaded = parity_count(&p, what, f->n_tensors);
+  for (int i = 0; i < f->n_tensors && loaded; i++)
+    loaded = parity_load(&p, what, f->tensors[i].name, f->tensors[i].numel,
+                         f->tensors[i].value);
+  if (loaded) {
+    ct_tensor *x =
+        ct_tensor_from(CT_F32, f->x, CT_SHAPE(f->B, f->C, f->H, f->W));
+    ct_nn_detr_out out;
+    ct_nn_ctx ev = ct_nn_eval_ctx();
+    CHECK(ct_nn_ddetr_forward(&m, &ev, x, &out) == CT_OK, "%s: forward: %s",
+          what, ct_last_error());
+    for (int l = 0; l < out.layers && l < 2; l++) {
+      const double el = parity_rel_err(ct_f32(out.logits[l]), f->logits[l],
+                                       out.logits[l]->numel);
+      const double eb = parity_rel_err(ct_f32(out.boxes[l]), f->boxes[l],
+                                       out.boxes[l]->numel);
+      printf("  %s layer %d: logits rel err %.2e, boxes %.2e\n", what, l, el,
+             eb);
+      CHECK(el < 1e-4 && eb < 1e-4, "%s layer %d: logits %g, boxes %g", what, l,
+            el, eb);
+    }
+  }
+  ct_arena_reset();
+  ct_nn_ddetr_free(&m);
+  ct_params_free(&p);
+}
+
 int main(void) {
   ct_threads_from_env();
   test_names_and_init();
   test_forward();
   test_position_offset();
   test_bad_configs();
+  test_parity("shared heads", &ddetr_fixture_shared);
+  test_parity("box_refine", &ddetr_fixture_refine);
   ct_arena_release();
   return test_summary("deformable_detr");
 }
