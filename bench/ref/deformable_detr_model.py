@@ -176,7 +176,7 @@ class DeformableDETR(nn.Module):
         projs = []
         for lvl in range(L):
             if lvl < self.Lb:
-                cin, conv = width << (stages - self.Lb + lvl), None
+                cin = width << (stages - self.Lb + lvl)
                 conv = nn.Conv2d(cin, d, kernel_size=1)
             else:
                 cin = (width << (stages - 1)) if lvl == self.Lb else d
@@ -245,10 +245,7 @@ class DeformableDETR(nn.Module):
         init_ref = ref
         hs, inter = [], []
         for lid, layer in enumerate(tr.decoder.layers):
-            if ref.shape[-1] == 4:
-                ref_in = ref[:, :, None].repeat(1, 1, self.L, 1)
-            else:
-                ref_in = ref[:, :, None].repeat(1, 1, self.L, 1)
+            ref_in = ref[:, :, None].repeat(1, 1, self.L, 1)  # valid ratios 1
             tgt = layer(tgt, query_pos, ref_in, memory, shapes_t)
             if self.box_refine:
                 tmp = self.bbox_embed[lid](tgt)
