@@ -9,6 +9,11 @@
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/flops.h"
+#include "core/target_clones.h"
+
+// Helpers inlined into the per-ISA clones (a call would run the baseline
+// code).
+#define DA_INLINE static inline __attribute__((always_inline))
 
 // Below this many multiply-adds a call runs on the calling thread.
 enum { PAR_MIN = 1 << 14 };
@@ -21,7 +26,8 @@ typedef struct deform_saved {
 
 // The four bilinear neighbours of a point, in grid_sample's order: (y0, x0),
 // (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1). off[c] is the neighbour's
-// row within its level, or -1 outside the map (weight 0, no gradient).
+// row within its level, or -1 outside the map: zero padding, so it adds
+// nothing and gets no gradient whatever its bilinear weight.
 typedef struct corners {
   int64_t off[4];
   float cw[4];   // bilinear weights
@@ -31,7 +37,7 @@ typedef struct corners {
 
 // Point (lx, ly) in [0, 1] coordinates on an H x W map, align_corners=False:
 // x = lx * W - 0.5, y = ly * H - 0.5.
-static corners point_corners(float lx, float ly, int64_t H, int64_t W) {
+DA_INLINE corners point_corners(float lx, float ly, int64_t H, int64_t W) {
   corners c = {.off = {-1, -1, -1, -1}};
   const float x = lx * (float)W - 0.5f, y = ly * (float)H - 0.5f;
   if (isnan(x) || isnan(y)) {
@@ -58,18 +64,21 @@ static corners point_corners(float lx, float ly, int64_t H, int64_t W) {
 
 // The value rows of the four neighbours (zero for those outside): level
 // base vl (value rows M*D floats apart), zero a row of D zeros.
-static void corner_rows(const corners *c, const float *vl, int64_t MD,
-                        const float *zero, const float *v[4]) {
+DA_INLINE void corner_rows(const corners *c, const float *vl, int64_t MD,
+                           const float *zero, const float *v[4]) {
   for (int k = 0; k < 4; k++)
     v[k] = c->off[k] >= 0 ? vl + c->off[k] * MD : zero;
 }
 
 // ---- forward -----------------------------------------------------------------
 
-// Query row (n, q): out (M*D) for all heads.
-static void query_forward(const deform_saved *s, const float *value,
-                          const float *loc, const float *wts, const float *zero,
-                          int64_t n, int64_t q, float *restrict out) {
+// Query row (n, q): out (M*D) for all heads. Compiled per ISA (the clones
+// give the same bits: no contraction into FMA in ISO C).
+CT_TARGET_CLONES static void query_forward(const deform_saved *s,
+                                           const float *value, const float *loc,
+                                           const float *wts, const float *zero,
+                                           int64_t n, int64_t q,
+                                           float *restrict out) {
   const int64_t M = s->M, D = s->D, L = s->L, P = s->P, MD = M * D;
   for (int64_t m = 0; m < M; m++) {
     float *restrict o = out + m * D;
@@ -105,22 +114,18 @@ static void query_forward(const deform_saved *s, const float *value,
 
 enum { LANES = 8 };
 
-// dot[k] = g . v[k] over D floats, each in LANES fixed lanes added in order:
-// vectorizes, and no result depends on how the work is split.
-static void dots4(const float *restrict g, const float *const v[4], int64_t D,
-                  float dot[4]) {
-  float acc[4][LANES] = {{0}};
+// g . v over D floats in LANES fixed lanes added in order: vectorizes, and
+// no result depends on how the work is split.
+DA_INLINE float dot_lanes(const float *restrict g, const float *restrict v,
+                          int64_t D) {
+  float acc[LANES] = {0};
   int64_t i = 0;
   for (; i + LANES <= D; i += LANES)
-    for (int k = 0; k < 4; k++)
-      for (int j = 0; j < LANES; j++) acc[k][j] += g[i + j] * v[k][i + j];
-  for (; i < D; i++)
-    for (int k = 0; k < 4; k++) acc[k][i % LANES] += g[i] * v[k][i];
-  for (int k = 0; k < 4; k++) {
-    float sum = 0.0f;
-    for (int j = 0; j < LANES; j++) sum += acc[k][j];
-    dot[k] = sum;
-  }
+    for (int j = 0; j < LANES; j++) acc[j] += g[i + j] * v[i + j];
+  for (; i < D; i++) acc[i % LANES] += g[i] * v[i];
+  float sum = 0.0f;
+  for (int j = 0; j < LANES; j++) sum += acc[j];
+  return sum;
 }
 
 typedef struct deform_grads {
@@ -129,11 +134,12 @@ typedef struct deform_grads {
 } deform_grads;
 
 // Head m of image n: every gradient it owns (see the header), in the order
-// q, l, p, neighbour.
-static void head_backward(const deform_saved *s, const float *value,
-                          const float *loc, const float *wts, const float *gy,
-                          const float *zero, const deform_grads *gr, int64_t n,
-                          int64_t m) {
+// q, l, p, neighbour. Compiled per ISA, as query_forward.
+CT_TARGET_CLONES static void head_backward(const deform_saved *s,
+                                           const float *value, const float *loc,
+                                           const float *wts, const float *gy,
+                                           const deform_grads *gr, int64_t n,
+                                           int64_t m) {
   const int64_t M = s->M, D = s->D, L = s->L, P = s->P, MD = M * D;
   if (gr->value && gr->value_fresh)
     for (int64_t r = 0; r < s->S; r++)
@@ -149,27 +155,28 @@ static void head_backward(const deform_saved *s, const float *value,
         const int64_t pt = pt0 + l * P + p;
         const float w = wts[pt];
         corners c = point_corners(loc[2 * pt], loc[2 * pt + 1], H, W);
-        float dot[4] = {0};
-        if (!c.nan) {
-          const float *v[4];
-          corner_rows(&c, value + base, MD, zero, v);
-          dots4(g, v, D, dot);
-        }
-        // d sample / d x and d y (grid_sample's), then the chain through
-        // x = lx * W - 0.5 and y = ly * H - 0.5.
-        const float dsx =
-            (1.0f - c.fy) * (dot[1] - dot[0]) + c.fy * (dot[3] - dot[2]);
-        const float dsy =
-            (1.0f - c.fx) * (dot[2] - dot[0]) + c.fx * (dot[3] - dot[1]);
-        const float dw = c.nan ? NAN
-                               : c.cw[0] * dot[0] + c.cw[1] * dot[1] +
-                                     c.cw[2] * dot[2] + c.cw[3] * dot[3];
-        const float dlx = c.nan ? NAN : w * dsx * (float)W;
-        const float dly = c.nan ? NAN : w * dsy * (float)H;
-        if (gr->wts) gr->wts[pt] = gr->wts_fresh ? dw : gr->wts[pt] + dw;
-        if (gr->loc) {
-          gr->loc[2 * pt] = gr->loc_fresh ? dlx : gr->loc[2 * pt] + dlx;
-          gr->loc[2 * pt + 1] = gr->loc_fresh ? dly : gr->loc[2 * pt + 1] + dly;
+        if (gr->loc || gr->wts) {
+          float dot[4] = {0};  // g . neighbour row
+          for (int k = 0; k < 4; k++)
+            if (c.off[k] >= 0)
+              dot[k] = dot_lanes(g, value + base + c.off[k] * MD, D);
+          // d sample / d x and d y (grid_sample's), then the chain through
+          // x = lx * W - 0.5 and y = ly * H - 0.5.
+          const float dsx =
+              (1.0f - c.fy) * (dot[1] - dot[0]) + c.fy * (dot[3] - dot[2]);
+          const float dsy =
+              (1.0f - c.fx) * (dot[2] - dot[0]) + c.fx * (dot[3] - dot[1]);
+          const float dw = c.nan ? NAN
+                                 : c.cw[0] * dot[0] + c.cw[1] * dot[1] +
+                                       c.cw[2] * dot[2] + c.cw[3] * dot[3];
+          const float dlx = c.nan ? NAN : w * dsx * (float)W;
+          const float dly = c.nan ? NAN : w * dsy * (float)H;
+          if (gr->wts) gr->wts[pt] = gr->wts_fresh ? dw : gr->wts[pt] + dw;
+          if (gr->loc) {
+            float *dl = gr->loc + 2 * pt;
+            dl[0] = gr->loc_fresh ? dlx : dl[0] + dlx;
+            dl[1] = gr->loc_fresh ? dly : dl[1] + dly;
+          }
         }
         if (!gr->value) continue;
         for (int k = 0; k < 4; k++) {
@@ -195,9 +202,6 @@ static void deform_backward(ct_node *node) {
       .loc_fresh = node->fresh & 2u,
       .wts_fresh = node->fresh & 4u,
   };
-  float *zero = ct_arena_alloc((size_t)(s->D > 0 ? s->D : 1) * sizeof(float));
-  if (!zero) return;
-  memset(zero, 0, (size_t)(s->D > 0 ? s->D : 1) * sizeof(float));
   const int64_t points = s->N * s->Lq * s->M * s->L * s->P;
   // Four dot products and four scaled adds of D floats per point.
   ct_flops_add(CT_GEMM_FP32, (uint64_t)(16 * points * s->D));
@@ -205,7 +209,7 @@ static void deform_backward(ct_node *node) {
 #pragma omp parallel for schedule(static) if (points * s->D >= PAR_MIN)
   for (int64_t t = 0; t < tasks; t++)
     head_backward(s, ct_f32(value), ct_f32(loc), ct_f32(wts), node->out->grad,
-                  zero, &gr, t / s->M, t % s->M);
+                  &gr, t / s->M, t % s->M);
 }
 
 // ---- the op ------------------------------------------------------------------
@@ -265,12 +269,13 @@ ct_tensor *ct_ms_deform_attn(ct_tensor *value, const int64_t *shapes,
   if (!(w5 || w4) || ws[0] != N || ws[2] != M || P < 1 ||
       locations->ndim != 5 || ls[0] != N || ls[1] != Lq || ls[2] != M ||
       ls[3] != L * P || ls[4] != 2) {
+    char sw[96];  // ct_shape_of keeps two shapes at a time
     ct_error(CT_ERR_SHAPE,
              "%s: need value (N, S, M, D), locations (N, Lq, M, L*P, 2) and "
              "weights (N, Lq, M, L, P) with L = %lld levels; got value %s, "
              "locations %s, weights %s",
              op, (long long)L, ct_shape_of(value), ct_shape_of(locations),
-             ct_shape_of(weights));
+             ct_shape_str(weights->ndim, weights->shape, sw, sizeof sw));
     return NULL;
   }
   deform_saved *s = ct_arena_alloc(sizeof *s);

@@ -136,12 +136,14 @@ static bool check_inputs(const ct_nn_ms_deform_attn *m, const ct_tensor *query,
       ref->ndim != 4 || ref->shape[0] != query->shape[0] ||
       ref->shape[1] != query->shape[1] || ref->shape[2] != L ||
       (ref->shape[3] != 2 && ref->shape[3] != 4)) {
+    char si[96];  // ct_shape_of keeps two shapes at a time
     ct_error(CT_ERR_SHAPE,
              "%s: need query (N, Lq, %lld), reference_points (N, Lq, %lld, 2 "
              "or 4) and input_flatten (N, S, %lld); got query %s, "
              "reference_points %s, input_flatten %s",
              op, (long long)C, (long long)L, (long long)C, ct_shape_of(query),
-             ct_shape_of(ref), ct_shape_of(input));
+             ct_shape_of(ref),
+             ct_shape_str(input->ndim, input->shape, si, sizeof si));
     return false;
   }
   if (!shapes) {
