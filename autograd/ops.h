@@ -32,6 +32,10 @@ typedef enum ct_gelu_kind {
 } ct_gelu_kind;
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind);
 ct_tensor *ct_sigmoid(ct_tensor *x);
+// Deformable DETR's inverse_sigmoid: with c = clamp(x, 0, 1),
+// log(max(c, eps) / max(1 - c, eps)); the gradient is PyTorch's through its
+// clamps (zero outside [0, 1], each term only where it is not clamped).
+ct_tensor *ct_inverse_sigmoid(ct_tensor *x, float eps);
 ct_tensor *ct_tanh(ct_tensor *x);
 // e^x (libm's expf); backward g * e^x from the output (CLIP's temperature).
 ct_tensor *ct_exp(ct_tensor *x);
@@ -137,5 +141,15 @@ ct_tensor *ct_kl_div(ct_tensor *input, ct_tensor *target, bool log_target,
 // Mean squared error and mean absolute error over all elements.
 ct_tensor *ct_mse(ct_tensor *a, ct_tensor *b);
 ct_tensor *ct_l1(ct_tensor *a, ct_tensor *b);
+// The sigmoid focal loss (Lin et al. 2017, RetinaNet; torchvision's and
+// Deformable DETR's sigmoid_focal_loss): logits x and targets t (same shape,
+// t usually 0/1; no gradient), per element with p = sigmoid(x)
+//   ce = -(t log p + (1 - t) log(1 - p)),  p_t = p t + (1 - p)(1 - t),
+//   alpha_t = alpha t + (1 - alpha)(1 - t)  (alpha < 0: 1),
+//   f = alpha_t ce (1 - p_t)^gamma,
+// reduced (mean over all elements, or sum). gamma >= 0; computed in double.
+ct_tensor *ct_sigmoid_focal_loss(ct_tensor *logits, ct_tensor *targets,
+                                 float alpha, float gamma,
+                                 ct_reduction reduction);
 
 #endif

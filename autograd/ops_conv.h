@@ -103,4 +103,11 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, int kernel, int stride);
 // Mean over H and W: (N,C,H,W) -> (N,C).
 ct_tensor *ct_global_avg_pool2d(ct_tensor *x);
 
+// Group normalization (PyTorch's nn.GroupNorm, autograd/ops_group_norm.c):
+// x (N, C, ...) -> the same shape; per image and group of C / groups
+// channels, (x - mean) / sqrt(var + eps) over the group's channels and
+// positions (biased variance), then * weight[c] + bias[c] (each (C) or NULL).
+ct_tensor *ct_group_norm(ct_tensor *x, int64_t groups, ct_tensor *weight,
+                         ct_tensor *bias, float eps);
+
 #endif

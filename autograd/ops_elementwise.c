@@ -272,7 +272,8 @@ typedef enum {
   UN_GELU_QUICK,
   UN_SIGMOID,
   UN_TANH,
-  UN_EXP
+  UN_EXP,
+  UN_INV_SIGMOID  // s = eps
 } un_kind;
 
 typedef struct un_saved {
@@ -297,6 +298,10 @@ static inline float unary_fwd(un_kind k, float x, float s) {
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case UN_TANH: return tanhf(x);
   case UN_EXP: return expf(x);
+  case UN_INV_SIGMOID: {
+    const float c = fminf(fmaxf(x, 0.0f), 1.0f);
+    return logf(fmaxf(c, s) / fmaxf(1.0f - c, s));
+  }
   }
   return 0.0f;
 }
@@ -336,6 +341,13 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
   case UN_SIGMOID: return y * (1.0f - y);
   case UN_TANH: return 1.0f - y * y;
   case UN_EXP: return y;
+  case UN_INV_SIGMOID: {
+    // PyTorch's clamp passes the gradient where min <= x <= max.
+    const float c = fminf(fmaxf(x, 0.0f), 1.0f);
+    const float d = step01(c >= s) / fmaxf(c, s) +
+                    step01(1.0f - c >= s) / fmaxf(1.0f - c, s);
+    return step01(x >= 0.0f && x <= 1.0f) * d;
+  }
   }
   return 0.0f;
 }
@@ -355,14 +367,15 @@ static inline float unary_deriv(un_kind k, float x, float y, float s) {
 // not vectorize, so they run through core/vmath.h in fixed blocks (any
 // thread count splits the same way; vmath's results do not depend on the
 // split anyway).
-#define UNARY_KINDS(n, STMT_OF)                      \
-  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))         \
-  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))           \
-  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH)) \
-  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))     \
-  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))           \
-  UNARY_LOOP(n, UN_EXP, STMT_OF(UN_EXP))             \
-  case UN_GELU_ERF:                                  \
+#define UNARY_KINDS(n, STMT_OF)                          \
+  UNARY_LOOP(n, UN_SCALE, STMT_OF(UN_SCALE))             \
+  UNARY_LOOP(n, UN_RELU, STMT_OF(UN_RELU))               \
+  UNARY_LOOP(n, UN_GELU_TANH, STMT_OF(UN_GELU_TANH))     \
+  UNARY_LOOP(n, UN_SIGMOID, STMT_OF(UN_SIGMOID))         \
+  UNARY_LOOP(n, UN_TANH, STMT_OF(UN_TANH))               \
+  UNARY_LOOP(n, UN_EXP, STMT_OF(UN_EXP))                 \
+  UNARY_LOOP(n, UN_INV_SIGMOID, STMT_OF(UN_INV_SIGMOID)) \
+  case UN_GELU_ERF:                                      \
   case UN_GELU_QUICK: break;
 
 // QuickGELU y = x sig(c x), sig the sigmoid, c = 1.702, and its backward
@@ -461,6 +474,9 @@ ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_kind kind) {
 }
 ct_tensor *ct_sigmoid(ct_tensor *x) {
   return unary("sigmoid", UN_SIGMOID, x, 0.0f);
+}
+ct_tensor *ct_inverse_sigmoid(ct_tensor *x, float eps) {
+  return unary("inverse_sigmoid", UN_INV_SIGMOID, x, eps);
 }
 ct_tensor *ct_tanh(ct_tensor *x) { return unary("tanh", UN_TANH, x, 0.0f); }
 ct_tensor *ct_exp(ct_tensor *x) { return unary("exp", UN_EXP, x, 0.0f); }

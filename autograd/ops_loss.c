@@ -351,3 +351,100 @@ ct_tensor *ct_mse(ct_tensor *a, ct_tensor *b) {
 ct_tensor *ct_l1(ct_tensor *a, ct_tensor *b) {
   return pointwise_loss("l1", PW_L1, a, b, CT_REDUCE_MEAN, "a", "b");
 }
+
+// ---- the sigmoid focal loss ------------------------------------------------------
+
+typedef struct focal_saved {
+  double alpha, gamma, divisor;
+  const ct_tensor *targets;
+} focal_saved;
+
+// f and d f / d x of one element (see ops.h). sigmoid(x) and 1 - sigmoid(x)
+// are each taken from the stable side, so 1 - p_t keeps its precision when
+// p_t is near 1.
+static inline void focal_point(double x, double t, double alpha, double gamma,
+                               double *f, double *df) {
+  const double e = exp(-fabs(x));
+  const double p = x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+  const double q = x >= 0 ? e / (1.0 + e) : 1.0 / (1.0 + e);  // 1 - p
+  const double ce = fmax(x, 0.0) + log1p(e) - t * x;          // with logits
+  const double m = t * q + (1.0 - t) * p;                     // 1 - p_t
+  const double a = alpha < 0 ? 1.0 : alpha * t + (1.0 - alpha) * (1.0 - t);
+  const double mg = gamma == 0 ? 1.0 : pow(m, gamma);
+  *f = a * ce * mg;
+  if (!df) return;
+  // d ce / dx = p - t;  d (1 - p_t) / dx = -p (1 - p) (2 t - 1).
+  double dm = 0.0;
+  if (gamma != 0 && m > 0)
+    dm = gamma * pow(m, gamma - 1.0) * -(p * q * (2.0 * t - 1.0));
+  *df = a * ((p - t) * mg + ce * dm);
+}
+
+static void focal_backward(ct_node *node) {
+  ct_tensor *x = node->in[0];
+  const focal_saved *s = node->saved;
+  const ct_tensor *t = s->targets;
+  const double scale = node->out->grad[0] / s->divisor;
+  const float *xd = ct_f32(x), *td = ct_f32(t);
+  float *g = x->grad;
+#pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < x->numel; i++) {
+    double f, df;
+    focal_point(xd[i], td[i], s->alpha, s->gamma, &f, &df);
+    g[i] += (float)(scale * df);
+  }
+}
+
+ct_tensor *ct_sigmoid_focal_loss(ct_tensor *logits, ct_tensor *targets,
+                                 float alpha, float gamma,
+                                 ct_reduction reduction) {
+  const char *op = "sigmoid_focal_loss";
+  if (!logits || !targets) return NULL;
+  if (!ct_check_f32(op, logits, "logits") ||
+      !ct_check_f32(op, targets, "targets") ||
+      !ct_check_same_shape(op, logits, targets))
+    return NULL;
+  if (!(gamma >= 0.0f) || !isfinite(gamma) || !isfinite(alpha) ||
+      alpha > 1.0f) {
+    ct_error(CT_ERR_ARG,
+             "%s: alpha %g must be <= 1 (negative: none) and gamma %g >= 0", op,
+             (double)alpha, (double)gamma);
+    return NULL;
+  }
+  if (reduction != CT_REDUCE_MEAN && reduction != CT_REDUCE_SUM) {
+    ct_error(CT_ERR_ARG, "%s: the reduction must be mean or sum", op);
+    return NULL;
+  }
+  const int64_t n = logits->numel, chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+  double divisor = reduction == CT_REDUCE_MEAN && n ? (double)n : 1.0;
+  ct_tensor *loss = scalar_out();
+  double *part = ct_arena_alloc((size_t)(chunks ? chunks : 1) * sizeof(double));
+  if (!loss || !part) return NULL;
+  const float *xd = ct_f32(logits), *td = ct_f32(targets);
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < chunks; c++) {
+    int64_t i0 = c * SUM_CHUNK, i1 = i0 + SUM_CHUNK < n ? i0 + SUM_CHUNK : n;
+    double sum = 0.0;
+    for (int64_t i = i0; i < i1; i++) {
+      double f;
+      focal_point(xd[i], td[i], alpha, gamma, &f, NULL);
+      sum += f;
+    }
+    part[c] = sum;
+  }
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; c++) total += part[c];
+  ct_f32(loss)[0] = (float)(total / divisor);
+
+  // Only the logits get a gradient (the targets are labels).
+  ct_tensor *in[1] = {logits};
+  focal_saved *saved = NULL;
+  if (ct_tape_wants(1, in)) {
+    saved = ct_arena_alloc(sizeof *saved);
+    if (!saved) return NULL;
+    *saved = (focal_saved){alpha, gamma, divisor, targets};
+  }
+  if (ct_tape_record(op, focal_backward, loss, 1, in, saved) != CT_OK)
+    return NULL;
+  return loss;
+}

@@ -196,12 +196,39 @@ static bool overlaps_too_much(const ct_detection_box *placed, int64_t n,
 ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
                                     int size, int classes, uint64_t seed,
                                     int split, const ct_image_dataset *fmnist) {
+  return ct_toy_detection_generate_sized(d, n, size, classes, seed, split,
+                                         fmnist, NULL);
+}
+
+ct_status ct_toy_detection_generate_sized(ct_detection_dataset *d, int64_t n,
+                                          int size, int classes, uint64_t seed,
+                                          int split,
+                                          const ct_image_dataset *fmnist,
+                                          const ct_toy_detection_sizes *sizes) {
   *d = (ct_detection_dataset){0};
   if (n < 1 || size < 16 || size > 1024)
     return ct_error(CT_ERR_ARG,
                     "toy detection: %lld images of %d pixels: "
                     "need at least 1 image and a size in [16, 1024]",
                     (long long)n, size);
+  const int min_side = sizes && sizes->min_object ? sizes->min_object
+                                                  : CT_TOY_DETECTION_MIN_OBJECT,
+            max_side =
+                sizes && sizes->max_object ? sizes->max_object : size / 2,
+            max_objects = sizes && sizes->max_objects
+                              ? sizes->max_objects
+                              : CT_TOY_DETECTION_MAX_OBJECTS;
+  if (min_side < CT_TOY_DETECTION_SMALLEST || min_side > max_side ||
+      max_side > size)
+    return ct_error(CT_ERR_ARG,
+                    "toy detection: object sides %d..%d pixels: need "
+                    "%d <= min <= max <= the image size %d",
+                    min_side, max_side, (int)CT_TOY_DETECTION_SMALLEST, size);
+  if (max_objects < 1 || max_objects > CT_TOY_DETECTION_MOST_OBJECTS)
+    return ct_error(CT_ERR_ARG,
+                    "toy detection: %d objects per image at most: must be "
+                    "in [1, %d]",
+                    max_objects, (int)CT_TOY_DETECTION_MOST_OBJECTS);
   int max_classes = fmnist ? fmnist->K : CT_TOY_DETECTION_SHAPES;
   if (classes < 1 || classes > max_classes)
     return ct_error(CT_ERR_ARG,
@@ -231,7 +258,6 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
                       classes);
     }
   }
-  int max_side = size / 2;
   uint8_t *cell = malloc((size_t)max_side * max_side);
   ct_status st = cell ? detection_alloc(d, n, 1, size, size, classes)
                       : ct_error(CT_ERR_NOMEM, "toy detection: out of memory");
@@ -249,11 +275,10 @@ ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
     for (int p = 0; p < size * size; p++)
       img[p] = (uint8_t)(base + below(&r, 32));
     d->box_start[i + 1] = d->box_start[i];
-    int objects = below(&r, CT_TOY_DETECTION_MAX_OBJECTS + 1);
+    int objects = below(&r, max_objects + 1);
     for (int o = 0; o < objects && !st; o++)
       for (int attempt = 0; attempt < PLACE_TRIES; attempt++) {
-        int s = CT_TOY_DETECTION_MIN_OBJECT +
-                below(&r, max_side - CT_TOY_DETECTION_MIN_OBJECT + 1);
+        int s = min_side + below(&r, max_side - min_side + 1);
         int x0 = below(&r, size - s + 1), y0 = below(&r, size - s + 1);
         ct_detection_box b;
         if (fmnist) {

@@ -44,9 +44,11 @@
 enum { CT_DETECTION_RNG_TOY = 0xDA7A31u };
 
 enum {
-  CT_TOY_DETECTION_MAX_OBJECTS = 6,  // objects per generated image: 0..6
-  CT_TOY_DETECTION_SHAPES = 6,       // shape classes without Fashion-MNIST
-  CT_TOY_DETECTION_MIN_OBJECT = 8    // smallest object side, pixels
+  CT_TOY_DETECTION_MAX_OBJECTS = 6,   // objects per generated image: 0..6
+  CT_TOY_DETECTION_SHAPES = 6,        // shape classes without Fashion-MNIST
+  CT_TOY_DETECTION_MIN_OBJECT = 8,    // smallest object side, pixels
+  CT_TOY_DETECTION_SMALLEST = 4,      // the least min_object allowed
+  CT_TOY_DETECTION_MOST_OBJECTS = 64  // the most max_objects allowed
 };
 
 typedef struct ct_detection_box {
@@ -121,6 +123,26 @@ double ct_detection_iou(const float a[4], const float b[4]);
 ct_status ct_toy_detection_generate(ct_detection_dataset *d, int64_t n,
                                     int size, int classes, uint64_t seed,
                                     int split, const ct_image_dataset *fmnist);
+
+// The generator's object sizes and counts, for sets of many small objects;
+// a field left 0 keeps the default above, and all 0 (or sizes NULL) gives
+// ct_toy_detection_generate's set bit for bit.
+typedef struct ct_toy_detection_sizes {
+  int min_object;   // smallest object side, pixels (default 8; >= 4)
+  int max_object;   // largest (default size / 2; <= size)
+  int max_objects;  // objects per image are uniform in 0..this (default 6;
+                    // <= 64)
+} ct_toy_detection_sizes;
+
+// ct_toy_detection_generate with other sizes: sides uniform in
+// min_object..max_object, 0..max_objects objects per image (fewer where
+// placement fails). CT_ERR_ARG naming the values for min > max, min < 4,
+// max > size or max_objects outside [1, 64].
+ct_status ct_toy_detection_generate_sized(ct_detection_dataset *d, int64_t n,
+                                          int size, int classes, uint64_t seed,
+                                          int split,
+                                          const ct_image_dataset *fmnist,
+                                          const ct_toy_detection_sizes *sizes);
 
 // The generated sets' objects (data/toy_captions.h paints them too), as
 // intensities in an s x s cell, 0 off the object:

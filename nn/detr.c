@@ -197,6 +197,11 @@ void ct_nn_detr_free(ct_nn_detr *m) {
 // ---- forward ----------------------------------------------------------------
 
 ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d) {
+  return ct_nn_position_sine_offset(h, w, d, 0.0);
+}
+
+ct_tensor *ct_nn_position_sine_offset(int64_t h, int64_t w, int64_t d,
+                                      double offset) {
   if (h < 1 || w < 1 || d < 2 || d % 2) {
     ct_error(CT_ERR_ARG,
              "detr_position_sine: map %lldx%lld and d %lld: need "
@@ -211,8 +216,9 @@ ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d) {
   const double scale = 2.0 * 3.14159265358979323846, eps = 1e-6;
   for (int64_t y = 0; y < h; y++)
     for (int64_t x = 0; x < w; x++) {
-      const double e[2] = {(double)(y + 1) / ((double)h + eps) * scale,
-                           (double)(x + 1) / ((double)w + eps) * scale};
+      const double e[2] = {
+          ((double)(y + 1) + offset) / ((double)h + eps) * scale,
+          ((double)(x + 1) + offset) / ((double)w + eps) * scale};
       float *row = ct_f32(pos) + (y * w + x) * d;
       for (int part = 0; part < 2; part++)
         for (int64_t j = 0; j < F; j++) {
@@ -350,10 +356,14 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
                             double num_boxes, layer_terms *terms) {
   const int64_t B = logits->shape[0], N = logits->shape[1],
                 K1 = logits->shape[2];
+  const bool focal = o->match.focal;
   bool was = ct_grad_set_enabled(false);
-  ct_tensor *probs = ct_softmax(logits);
+  ct_tensor *probs = focal ? ct_sigmoid(logits) : ct_softmax(logits);
   ct_grad_set_enabled(was);
-  ct_tensor *classes = ct_tensor_full(CT_I32, (double)(K1 - 1), CT_SHAPE(B, N));
+  // The target class of each query: its match's label, else K ("no
+  // object"; with the focal loss, an all-zero one-hot row).
+  ct_tensor *classes =
+      ct_tensor_full(CT_I32, (double)(focal ? K1 : K1 - 1), CT_SHAPE(B, N));
   // Matched pairs in the reference's order (image, then query index):
   // rows b N + q of the predictions and the rows of their targets.
   int32_t *pred_rows =
@@ -385,9 +395,24 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
     }
   }
 
-  ct_ce_opts ce = ct_ce_defaults();
-  ce.weight = class_w;
-  terms->ce = ct_cross_entropy(logits, classes, &ce);
+  if (focal) {
+    // Deformable DETR's loss_labels: the one-hot targets, the focal loss
+    // summed over queries and classes (its mean over queries times N) over
+    // num_boxes.
+    ct_tensor *onehot = ct_tensor_zeros(CT_F32, CT_SHAPE(B, N, K1));
+    if (!onehot) return failed("loss");
+    for (int64_t i = 0; i < B * N; i++)
+      if (ct_i32(classes)[i] < K1)
+        ct_f32(onehot)[i * K1 + ct_i32(classes)[i]] = 1;
+    terms->ce = ct_scale(
+        ct_sigmoid_focal_loss(logits, onehot, (float)o->match.focal_alpha,
+                              (float)o->match.focal_gamma, CT_REDUCE_SUM),
+        (float)(1.0 / num_boxes));
+  } else {
+    ct_ce_opts ce = ct_ce_defaults();
+    ce.weight = class_w;
+    terms->ce = ct_cross_entropy(logits, classes, &ce);
+  }
   terms->bbox = terms->giou = NULL;
   if (!terms->ce) return failed("loss (cross-entropy)");
   if (pairs == 0) return CT_OK;
@@ -407,7 +432,7 @@ static ct_status layer_loss(ct_tensor *logits, ct_tensor *boxes,
 }
 
 static bool check_outputs(const ct_nn_detr_out *out, int layers,
-                          const ct_nn_detr_targets *tg) {
+                          const ct_nn_detr_targets *tg, bool focal) {
   if (!out || !tg || layers < 1 || layers > out->layers ||
       layers > CT_NN_DETR_MAX_LAYERS) {
     ct_error(CT_ERR_ARG,
@@ -424,15 +449,15 @@ static bool check_outputs(const ct_nn_detr_out *out, int layers,
     }
     const ct_tensor *z0 = out->logits[0];
     if (z->dtype != CT_F32 || bx->dtype != CT_F32 || z->ndim != 3 ||
-        bx->ndim != 3 || z->shape[2] < 2 || bx->shape[2] != 4 ||
+        bx->ndim != 3 || z->shape[2] < (focal ? 1 : 2) || bx->shape[2] != 4 ||
         bx->shape[0] != z->shape[0] || bx->shape[1] != z->shape[1] ||
         !ct_tensor_same_shape(z, z0) || z->shape[0] != tg->batch) {
       char zs[64], bs[64];
       ct_error(CT_ERR_SHAPE,
                "detr_loss: layer %d: need logits f32 "
-               "(%d, N, K+1) and boxes (%d, N, 4) like layer 0's, got %s and "
+               "(%d, N, %s) and boxes (%d, N, 4) like layer 0's, got %s and "
                "%s",
-               l, tg->batch, tg->batch,
+               l, tg->batch, focal ? "K" : "K+1", tg->batch,
                ct_shape_str(z->ndim, z->shape, zs, sizeof zs),
                ct_shape_str(bx->ndim, bx->shape, bs, sizeof bs));
       return false;
@@ -490,14 +515,14 @@ ct_tensor *ct_nn_detr_loss(const ct_nn_detr_out *out, int layers,
                            const ct_nn_detr_targets *targets,
                            const ct_nn_detr_loss_opts *opts,
                            ct_nn_detr_loss_parts *parts) {
-  if (!check_outputs(out, layers, targets)) return NULL;
+  const ct_nn_detr_loss_opts o = opts ? *opts : ct_nn_detr_loss_defaults();
+  if (!check_outputs(out, layers, targets, o.match.focal)) return NULL;
   if (targets->batch > 0 && !targets->counts) {
     ct_error(CT_ERR_ARG, "detr_loss: targets of %d images without counts",
              targets->batch);
     return NULL;
   }
-  const ct_nn_detr_loss_opts o = opts ? *opts : ct_nn_detr_loss_defaults();
-  const int64_t K = out->logits[0]->shape[2] - 1;
+  const int64_t K = out->logits[0]->shape[2] - (o.match.focal ? 0 : 1);
   target_tensors tt = {0};
   if (targets_as_tensors(targets, K, &tt) != CT_OK) return NULL;
   const double num_boxes = tt.total > 1 ? (double)tt.total : 1.0;

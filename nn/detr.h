@@ -119,6 +119,10 @@ ct_status ct_nn_detr_forward(const ct_nn_detr *m, ct_nn_ctx *ctx,
 //   f(e, j) = sin(e / 10000^(2 floor(j/2) / F)) for even j, cos for odd j.
 // Computed in double; arena, no gradient. d must be even and positive.
 ct_tensor *ct_nn_detr_position_sine(int64_t h, int64_t w, int64_t d);
+// The same with Deformable DETR's offset (-0.5 there): ey = (y + 1 +
+// offset) / (h + 1e-6) * 2 pi, likewise ex.
+ct_tensor *ct_nn_position_sine_offset(int64_t h, int64_t w, int64_t d,
+                                      double offset);
 
 // ---- the set loss (the reference's SetCriterion) -----------------------------
 
@@ -135,6 +139,7 @@ typedef struct ct_nn_detr_loss_opts {
   ct_nn_detr_cost_weights match;  // the matcher's cost weights (1, 5, 2)
   double ce_w, bbox_w, giou_w;    // the loss weights (1, 5, 2)
   double eos_coef;                // CE weight of the no-object class (0.1)
+  // match.focal selects the focal class loss as well (see ct_nn_detr_loss).
 } ct_nn_detr_loss_opts;
 
 // The reference's defaults (main.py): set_cost_* 1, 5, 2; *_loss_coef 1, 5,
@@ -159,6 +164,12 @@ typedef struct ct_nn_detr_loss_parts {
 //   L1_l   = sum over matched pairs of |box - target|_1 / num_boxes;
 //   GIoU_l = sum over matched pairs of (1 - GIoU(xyxy)) / num_boxes;
 //   num_boxes = max(1, T) over the whole batch.
+// With opts->match.focal (Deformable DETR's SetCriterion), logits are
+// (B, N, K) without a "no object" class, matched on sigmoid probabilities
+// with the focal class cost (nn/hungarian.h), and CE_l is replaced by
+//   sum over all B N K of ct_sigmoid_focal_loss(logits, one-hot targets,
+//   focal_alpha, focal_gamma) / num_boxes
+// (the reference's mean over queries times N); eos_coef is unused.
 // Images without targets add only their CE. parts (may be NULL) receives
 // the terms of the last layer used. opts NULL = defaults. NULL with an error
 // for bad shapes, labels outside [0, K), boxes with negative sides, or

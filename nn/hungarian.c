@@ -281,8 +281,15 @@ static double *match_cost(ct_tensor *probs, ct_tensor *pred, ct_tensor *labels,
       double l1 = 0.0;
       for (int k = 0; k < 4; k++)
         l1 += fabs((double)pb[4 * q + k] - tb[4 * t + k]);
-      cost[q * T + t] = -w->class_w * p[q * K1 + lab[t]] + w->l1_w * l1 -
-                        w->giou_w * ct_f32(giou)[q * T + t];
+      const double prob = p[q * K1 + lab[t]];
+      double cls = -prob;
+      if (w->focal) {
+        const double a = w->focal_alpha, g = w->focal_gamma;
+        cls = a * pow(1.0 - prob, g) * -log(prob + 1e-8) -
+              (1.0 - a) * pow(prob, g) * -log(1.0 - prob + 1e-8);
+      }
+      cost[q * T + t] =
+          w->class_w * cls + w->l1_w * l1 - w->giou_w * ct_f32(giou)[q * T + t];
     }
   return cost;
 }

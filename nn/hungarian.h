@@ -49,6 +49,10 @@ typedef struct ct_nn_detr_cost_weights {
   double class_w;
   double l1_w;
   double giou_w;
+  // The focal class cost (Deformable DETR's matcher): probs are then
+  // sigmoid probabilities (Q, K), no "no object" column; see below.
+  bool focal;
+  double focal_alpha, focal_gamma;  // 0.25, 2 in the reference
 } ct_nn_detr_cost_weights;
 ct_nn_detr_cost_weights ct_nn_detr_cost_defaults(void);
 
@@ -61,6 +65,10 @@ ct_nn_detr_cost_weights ct_nn_detr_cost_defaults(void);
 // (the L1 on cxcywh, the GIoU on corners, as the reference does), then the
 // minimum-cost assignment of queries to targets. The reference drops the
 // constant 1 of "1 - p" and so do we: it does not change the matching.
+// With weights->focal (Deformable DETR, models/matcher.py), probs (Q, K) are
+// sigmoid probabilities and the class term is class_w (pos - neg) with, for
+// p = p[q][label_t], a = focal_alpha, g = focal_gamma,
+//   pos = a (1 - p)^g (-log(p + 1e-8)),  neg = (1 - a) p^g (-log(1 - p + 1e-8)).
 //
 // Outputs (each may be NULL): target_to_query (T) the query matched to each
 // target (every target is matched when T <= Q), query_to_target (Q) the

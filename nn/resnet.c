@@ -123,6 +123,20 @@ ct_tensor *ct_nn_resnet_features(const ct_nn_resnet *m, ct_nn_ctx *ctx,
   return h;
 }
 
+ct_status ct_nn_resnet_stage_features(const ct_nn_resnet *m, ct_nn_ctx *ctx,
+                                      ct_tensor *x, ct_tensor **stages) {
+  ct_tensor *h = ct_relu(ct_nn_batchnorm2d_forward(
+      &m->bn1, ctx, ct_nn_conv2d_forward(&m->conv1, x)));
+  for (int i = 0; i < m->num_blocks; i++) {
+    h = basic_block_forward(&m->blocks[i], ctx, h);
+    if ((i + 1) % m->cfg.blocks == 0) stages[i / m->cfg.blocks] = h;
+  }
+  if (h) return CT_OK;
+  return ct_last_status() != CT_OK
+             ? ct_last_status()
+             : ct_error(CT_ERR_STATE, "resnet: stage features failed");
+}
+
 // x (N,Cin,H,W) -> (N,K)
 ct_tensor *ct_nn_resnet_forward(const ct_nn_resnet *m, ct_nn_ctx *ctx,
                                 ct_tensor *x) {

@@ -61,6 +61,11 @@ void ct_nn_resnet_free(ct_nn_resnet *m);
 // training; else the running statistics.
 ct_tensor *ct_nn_resnet_features(const ct_nn_resnet *m, ct_nn_ctx *ctx,
                                  ct_tensor *x);
+// The same walk, keeping every stage's output: stages[s] (s < cfg.stages) is
+// layer<s+1>'s map (N, width * 2^s, h_s, w_s), the last one the features
+// above. CT_OK, or the status of the failed op.
+ct_status ct_nn_resnet_stage_features(const ct_nn_resnet *m, ct_nn_ctx *ctx,
+                                      ct_tensor *x, ct_tensor **stages);
 // x (N, in_channels, H, W) -> logits (N, num_classes)
 ct_tensor *ct_nn_resnet_forward(const ct_nn_resnet *m, ct_nn_ctx *ctx,
                                 ct_tensor *x);

@@ -14,6 +14,19 @@ cd "$tmp" || exit 1
 expect "toy detection writes COCO files" "[ -s det/train.json ] && [ -s det/val/000001.png ]"
 fails_with "toy detection refuses to overwrite" "already exists" \
   "$ctrain" toy detection --out det --size 32 --classes 2 --train 8 --val 4
+# The size options: their defaults spelled out give the same files; a set of
+# many small objects keeps its sides; bad sizes are refused.
+"$ctrain" toy detection --out same --size 32 --classes 2 --train 8 --val 4 \
+  --min-size 8 --max-size 16 --objects 6 >/dev/null
+expect "toy detection's default sizes spelled out: the same files" \
+  "cmp -s det/train.json same/train.json && cmp -s det/val.json same/val.json && cmp -s det/train/000007.png same/train/000007.png"
+"$ctrain" toy detection --out small --size 32 --classes 2 --train 20 --val 4 \
+  --min-size 4 --max-size 6 --objects 12 >/dev/null
+sides=$(grep -o '"bbox": *\[[^]]*\]' small/train.json | awk -F'[][,]' '{if ($4 + 0 > m) m = $4 + 0; if ($5 + 0 > m) m = $5 + 0; n++} END {print n, m}')
+expect "a small-object set: many boxes of sides <= 6 ($sides)" \
+  "[ \"\${sides%% *}\" -gt 60 ] && [ \"\${sides##* }\" -le 6 ]"
+fails_with "toy detection refuses min > max size" "20..10" \
+  "$ctrain" toy detection --out bad --min-size 20 --max-size 10
 
 : >empty.ini
 sets=(run.task=detection run.dir="$tmp/runs" run.name=detr run.seed=1
@@ -32,6 +45,8 @@ expect "a tiny DETR overfits 8 images (mAP@0.5 $map50 >= 0.8)" "ge '${map50:-0}'
 ckpt=$(jstr "$last" checkpoint)
 out=$("$ctrain" eval "$ckpt" | tail -n 1)
 expect "eval prints map50 and map" "[ -n \"\$(jnum '$out' map50)\" ] && [ -n \"\$(jnum '$out' map)\" ]"
+expect "eval prints the small/medium/large split" \
+  "[ -n \"\$(jnum '$out' map50_small)\" ] && [ -n \"\$(jnum '$out' map50_medium)\" ] && [ -n \"\$(jnum '$out' map_large)\" ]"
 out=$("$ctrain" detect "$ckpt" det/train/*.png --out boxes.png --threshold 0.3)
 expect "detect prints boxes" "grep -q '^det/train/[0-9]*.png: [a-z]* 0\.[0-9]* \[' <<<\"\$out\""
 expect "detect writes a PNG" "[ -s boxes.png ] && head -c 8 boxes.png | grep -q PNG"
@@ -45,6 +60,9 @@ fails_with "a box outside its image is an error" "outside.json" \
   "$ctrain" train empty.ini "${args[@]}" --set run.name=b2 --set data.coco_train=outside.json
 fails_with "missing COCO keys" "coco_val" \
   "$ctrain" train empty.ini "${args[@]}" --set run.name=b3 --set data.coco_val=
+fails_with "a bad toy object size names its keys" "toy_min_object" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b4 --set data.source=toy \
+  --set data.toy_image_size=32 --set data.toy_min_object=40
 fails_with "detect a missing image" "nothing.png" "$ctrain" detect "$ckpt" nothing.png
 fails_with "classify a detection checkpoint" "not a classification" \
   "$ctrain" classify "$ckpt" det/train/000001.png

@@ -218,6 +218,60 @@ static void test_generate(void) {
   ct_detection_dataset_free(&v);
 }
 
+// Object sizes and counts: all 0 (or the defaults spelled out) give the
+// default set bit for bit; a small-object set keeps its sides and counts.
+static void test_generate_sized(void) {
+  ct_detection_dataset a, z, e, s;
+  const ct_toy_detection_sizes zero = {0}, spelled = {8, 32, 6},
+                               small = {4, 10, 20};
+  CHECK(!ct_toy_detection_generate(&a, 100, 64, 4, 3, 0, NULL), "%s",
+        ct_last_error());
+  CHECK(!ct_toy_detection_generate_sized(&z, 100, 64, 4, 3, 0, NULL, &zero),
+        "%s", ct_last_error());
+  CHECK(!ct_toy_detection_generate_sized(&e, 100, 64, 4, 3, 0, NULL, &spelled),
+        "%s", ct_last_error());
+  CHECK(same_sets(&a, &z), "sizes all 0: not the default set");
+  CHECK(same_sets(&a, &e), "sizes 8, 32, 6: not the default set");
+  CHECK(!ct_toy_detection_generate_sized(&s, 100, 64, 4, 3, 0, NULL, &small),
+        "%s", ct_last_error());
+  int64_t most = 0, over6 = 0;
+  for (int64_t i = 0; i < s.N; i++) {
+    int64_t T = ct_detection_box_count(&s, i);
+    most = T > most ? T : most;
+    over6 += T > 6;
+    for (int64_t t = 0; t < T; t++) {
+      const ct_detection_box *b = &ct_detection_boxes(&s, i)[t];
+      CHECK(b->w >= 1 && b->h >= 1 && b->w <= 10 && b->h <= 10,
+            "small set: image %lld box %lld is %gx%g, want sides <= 10",
+            (long long)i, (long long)t, (double)b->w, (double)b->h);
+    }
+  }
+  CHECK(most <= 20 && over6 > 20,
+        "small set: at most %lld objects, %lld images with more than 6",
+        (long long)most, (long long)over6);
+  printf("small set: %lld boxes in 100 images, at most %lld per image\n",
+         (long long)s.box_start[s.N], (long long)most);
+  ct_detection_dataset bad;
+  const ct_toy_detection_sizes inverted = {12, 10, 0}, tiny = {2, 0, 0},
+                               huge = {0, 65, 0}, crowd = {0, 0, 65};
+  check_error(
+      ct_toy_detection_generate_sized(&bad, 10, 64, 4, 1, 0, NULL, &inverted),
+      CT_ERR_ARG, "12..10", NULL, "min > max");
+  check_error(
+      ct_toy_detection_generate_sized(&bad, 10, 64, 4, 1, 0, NULL, &tiny),
+      CT_ERR_ARG, "2..32", "4 <= min", "min < 4");
+  check_error(
+      ct_toy_detection_generate_sized(&bad, 10, 64, 4, 1, 0, NULL, &huge),
+      CT_ERR_ARG, "8..65", "image size 64", "max > size");
+  check_error(
+      ct_toy_detection_generate_sized(&bad, 10, 64, 4, 1, 0, NULL, &crowd),
+      CT_ERR_ARG, "65 objects", "[1, 64]", "too many objects");
+  ct_detection_dataset_free(&a);
+  ct_detection_dataset_free(&z);
+  ct_detection_dataset_free(&e);
+  ct_detection_dataset_free(&s);
+}
+
 // Pasted items: a made-up 10-class item set (28x28 blobs), as Fashion-MNIST.
 static void test_generate_items(void) {
   ct_image_dataset items;
@@ -732,6 +786,7 @@ int main(void) {
     return 1;
   }
   test_generate();
+  test_generate_sized();
   test_generate_items();
   test_coco_round_trip();
   test_coco_errors();

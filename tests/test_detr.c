@@ -526,6 +526,129 @@ static void test_loss(void) {
   }
 }
 
+// ---- the focal variant (Deformable DETR's criterion) ----------------------------
+
+// The focal options: class cost and loss weights 2, L1 5, GIoU 2.
+static ct_nn_detr_loss_opts focal_opts(void) {
+  ct_nn_detr_loss_opts o = ct_nn_detr_loss_defaults();
+  o.match.class_w = 2.0;
+  o.match.focal = true;
+  o.match.focal_alpha = 0.25;
+  o.match.focal_gamma = 2.0;
+  o.ce_w = 2.0;
+  return o;
+}
+
+// Logits (LB, LN, K): the first K columns of loss_logits[layer].
+static ct_tensor *focal_logits(int layer) {
+  ct_tensor *z = ct_tensor_empty(CT_F32, CT_SHAPE(LB, LN, K));
+  for (int64_t i = 0; i < LB * LN; i++)
+    for (int k = 0; k < K; k++)
+      ct_f32(z)[i * K + k] = loss_logits[layer][i * K1 + k];
+  return z;
+}
+
+static double focal_term(double x, double t) {
+  const double p = 1 / (1 + exp(-x));
+  const double ce = -(t * log(p) + (1 - t) * log(1 - p));
+  const double pt = p * t + (1 - p) * (1 - t);
+  return (0.25 * t + 0.75 * (1 - t)) * ce * (1 - pt) * (1 - pt);
+}
+
+// The direct focal loss of one layer: brute-force matching with the focal
+// class cost, then 2 focal + 5 bbox + 2 giou; *ce gets the focal term.
+static double direct_focal_loss(const float *logits, const float *boxes,
+                                double *ce) {
+  const double num_boxes = LT;
+  double focal = 0, bbox = 0, gi = 0;
+  int first = 0;
+  for (int b = 0; b < LB; b++) {
+    const int n = loss_counts[b];
+    int best[2] = {-1, -1};
+    double best_cost = INFINITY;
+    for (int q0 = 0; q0 < (n > 0 ? LN : 1); q0++)
+      for (int q1 = 0; q1 < (n > 1 ? LN : 1); q1++) {
+        if (n > 1 && q1 == q0) continue;
+        const int qs[2] = {q0, q1};
+        double cost = 0;
+        for (int t = 0; t < n; t++) {
+          const float *pb = boxes + (b * LN + qs[t]) * 4;
+          const float *tb = loss_targets + (first + t) * 4;
+          double p = 1 / (1 + exp(-(double)logits[(b * LN + qs[t]) * K +
+                                                  loss_labels[first + t]]));
+          double pos = 0.25 * (1 - p) * (1 - p) * -log(p + 1e-8);
+          double neg = 0.75 * p * p * -log(1 - p + 1e-8);
+          cost += 2 * (pos - neg) + 5.0 * l1(pb, tb) - 2.0 * giou(pb, tb);
+        }
+        if (cost < best_cost) {
+          best_cost = cost;
+          best[0] = q0;
+          best[1] = q1;
+        }
+      }
+    for (int q = 0; q < LN; q++)
+      for (int k = 0; k < K; k++) {
+        double t = 0;
+        for (int j = 0; j < n; j++)
+          if (best[j] == q && loss_labels[first + j] == k) t = 1;
+        focal += focal_term(logits[(b * LN + q) * K + k], t) / num_boxes;
+      }
+    for (int t = 0; t < n; t++) {
+      const float *pb = boxes + (b * LN + best[t]) * 4;
+      const float *tb = loss_targets + (first + t) * 4;
+      bbox += l1(pb, tb) / num_boxes;
+      gi += (1.0 - giou(pb, tb)) / num_boxes;
+    }
+    first += n;
+  }
+  *ce = focal;
+  return 2.0 * focal + 5.0 * bbox + 2.0 * gi;
+}
+
+static ct_tensor *focal_loss_fn(ct_tensor *const *in, void *ctx) {
+  (void)ctx;
+  ct_nn_detr_out out = {.layers = 1, .logits = {in[0]}, .boxes = {in[1]}};
+  ct_nn_detr_targets tg = loss_batch();
+  ct_nn_detr_loss_opts o = focal_opts();
+  return ct_nn_detr_loss(&out, 1, &tg, &o, NULL);
+}
+
+static void test_focal_loss(void) {
+  for (int layer = 0; layer < 2; layer++) {
+    ct_tensor *z = focal_logits(layer);
+    ct_tensor *bx =
+        ct_tensor_from(CT_F32, loss_boxes[layer], CT_SHAPE(LB, LN, 4));
+    double ce;
+    const double want = direct_focal_loss(ct_f32(z), loss_boxes[layer], &ce);
+    ct_nn_detr_out out = {.layers = 1, .logits = {z}, .boxes = {bx}};
+    ct_nn_detr_targets tg = loss_batch();
+    ct_nn_detr_loss_opts o = focal_opts();
+    ct_nn_detr_loss_parts parts;
+    ct_tensor *loss = ct_nn_detr_loss(&out, 1, &tg, &o, &parts);
+    CHECK(loss, "focal loss: %s", ct_last_error());
+    if (!loss) return;
+    printf("  focal loss (layer %d) %.7f, direct %.7f; focal term %.6f\n",
+           layer, (double)ct_f32(loss)[0], want, parts.ce);
+    CHECK_CLOSE(ct_f32(loss)[0], want, 2e-6, "focal total loss");
+    CHECK_CLOSE(parts.ce, ce, 2e-6, "focal term");
+    // Without a "no object" column, label K is outside the K classes.
+    const int32_t bad_labels[LT] = {0, K, 1};
+    ct_nn_detr_targets bad = tg;
+    bad.labels = bad_labels;
+    CHECK(!ct_nn_detr_loss(&out, 1, &bad, &o, NULL) &&
+              ct_last_status() == CT_ERR_INDEX,
+          "focal: label K accepted: %s", ct_last_error());
+    ct_arena_reset();
+    ct_gradcheck_opts go = ct_gradcheck_defaults();
+    go.eps = 3e-3;
+    go.atol = 2e-4;
+    ct_tensor *in[2] = {ct_requires_grad(focal_logits(layer)),
+                        ct_requires_grad(ct_tensor_from(
+                            CT_F32, loss_boxes[layer], CT_SHAPE(LB, LN, 4)))};
+    grad_check("detr focal loss", focal_loss_fn, NULL, in, 2, &go);
+  }
+}
+
 // ---- overfitting two images -----------------------------------------------------
 
 enum { IMG = 32, OBJ = 2 };
@@ -658,6 +781,7 @@ static void test_overfit(void) {
 int main(void) {
   ct_threads_from_env();
   test_names();
+  test_focal_loss();
   test_forward();
   test_position();
   test_loss();

@@ -20,6 +20,8 @@
 #include "autograd/ops.h"
 #include "tests/grad_util.h"
 
+#include <string.h>
+
 typedef enum {
   OP_CONV,
   OP_BN,
@@ -28,7 +30,8 @@ typedef enum {
   OP_GAP,
   OP_CHAIN,
   OP_DW,
-  OP_DW_TOKENS
+  OP_DW_TOKENS,
+  OP_GN
 } op_kind;
 
 typedef struct op_case {
@@ -36,6 +39,7 @@ typedef struct op_case {
   int stride, padding, kernel;
   int64_t h, w;  // the token map (OP_DW_TOKENS)
   bool training;
+  int64_t groups;                         // OP_GN
   ct_tensor *running_mean, *running_var;  // batch norm (not checked)
 } op_case;
 
@@ -61,6 +65,7 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_MAX: return ct_max_pool2d(in[0], c->kernel, c->stride, c->padding);
   case OP_AVG: return ct_avg_pool2d(in[0], c->kernel, c->stride);
   case OP_GAP: return ct_global_avg_pool2d(in[0]);
+  case OP_GN: return ct_group_norm(in[0], c->groups, in[1], in[2], 1e-5f);
   case OP_CHAIN:
     return ct_global_avg_pool2d(ct_batchnorm2d(
         ct_conv2d(in[0], in[1], NULL, c->stride, c->padding), in[2], in[3],
@@ -260,12 +265,59 @@ static void check_chain(const char *what, bool training) {
   grad_check(what, run, &c, in, 4, &o);
 }
 
+// ---- group norm ------------------------------------------------------------------
+
+static void check_gn(const char *what, int64_t N, int64_t C, int64_t H,
+                     int64_t W, int64_t groups, bool affine) {
+  op_case c = {.op = OP_GN, .groups = groups};
+  ct_tensor *in[3] = {grad_input(CT_SHAPE(N, C, H, W)),
+                      affine ? grad_input(CT_SHAPE(C)) : NULL,
+                      affine ? grad_input(CT_SHAPE(C)) : NULL};
+  ct_gradcheck_opts o = bn_opts();
+  grad_check(what, run, &c, in, 3, &o);
+}
+
+// Gradients (groups of 1, 2 and all channels, with and without the affine
+// parameters, a 1x1 map), values against a direct computation, bad input.
+static void test_group_norm(void) {
+  check_gn("group_norm 2x6x3x5 groups 3 affine", 2, 6, 3, 5, 3, true);
+  check_gn("group_norm 2x4x4x4 groups 1 affine", 2, 4, 4, 4, 1, true);
+  check_gn("group_norm 3x4x2x3 groups 4 no affine", 3, 4, 2, 3, 4, false);
+  check_gn("group_norm 2x8x1x1 groups 2 affine", 2, 8, 1, 1, 2, true);
+  ct_tensor *x = grad_input(CT_SHAPE(2, 6, 3, 4)), *w = grad_input(CT_SHAPE(6)),
+            *b = grad_input(CT_SHAPE(6));
+  ct_tensor *y = ct_group_norm(x, 2, w, b, 1e-5f);
+  double worst = 0;
+  for (int64_t n = 0; n < 2; n++)
+    for (int64_t g = 0; g < 2; g++) {
+      const float *xg = ct_f32(x) + (n * 6 + g * 3) * 12;
+      double mean = 0, var = 0;
+      for (int i = 0; i < 36; i++) mean += xg[i] / 36.0;
+      for (int i = 0; i < 36; i++) var += (xg[i] - mean) * (xg[i] - mean) / 36;
+      for (int i = 0; i < 36; i++) {
+        const int64_t c = g * 3 + i / 12;
+        double want =
+            (xg[i] - mean) / sqrt(var + 1e-5) * ct_f32(w)[c] + ct_f32(b)[c];
+        worst = fmax(worst, fabs(ct_f32(y)[(n * 6 + g * 3) * 12 + i] - want));
+      }
+    }
+  printf("  group_norm values: max |diff| %.2e\n", worst);
+  CHECK(worst < 1e-5, "group_norm values differ by %g", worst);
+  CHECK(!ct_group_norm(x, 4, w, b, 1e-5f) && strstr(ct_last_error(), "divide"),
+        "4 groups of 6 channels accepted: %s", ct_last_error());
+  CHECK(!ct_group_norm(x, 2, grad_input(CT_SHAPE(5)), b, 1e-5f) &&
+            ct_last_status() == CT_ERR_SHAPE,
+        "weight (5) for 6 channels accepted");
+  ct_arena_reset();
+}
+
 int main(void) {
   test_conv();
   test_depthwise();
   test_tokens();
   test_batchnorm();
   test_pools();
+  test_group_norm();
   check_chain("conv s2 -> batchnorm train -> global pool", true);
   check_chain("conv s2 -> batchnorm eval -> global pool", false);
   ct_arena_release();

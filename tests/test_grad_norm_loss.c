@@ -20,13 +20,16 @@ enum {
   OP_KL,
   OP_MSE,
   OP_L1,
+  OP_FOCAL,
 };
 
 typedef struct op_case {
   int op;
   ct_ce_opts ce;        // OP_CE
   bool log_target;      // OP_KL
-  ct_reduction reduce;  // OP_KL
+  ct_reduction reduce;  // OP_KL, OP_FOCAL
+  float alpha, gamma;   // OP_FOCAL
+  ct_tensor *targets;   // OP_FOCAL (no gradient)
 } op_case;
 
 // in[0] is the main input; layernorm takes (x, weight, bias) with NULLs for
@@ -41,6 +44,9 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_KL: return ct_kl_div(in[0], in[1], c->log_target, c->reduce);
   case OP_MSE: return ct_mse(in[0], in[1]);
   case OP_L1: return ct_l1(in[0], in[1]);
+  case OP_FOCAL:
+    return ct_sigmoid_focal_loss(in[0], c->targets, c->alpha, c->gamma,
+                                 c->reduce);
   }
   return NULL;
 }
@@ -546,6 +552,79 @@ static void test_bad_input(void) {
   ct_arena_reset();
 }
 
+// The reference's sigmoid_focal_loss written out naively, in double.
+static double focal_naive(const float *x, const float *t, int64_t n,
+                          double alpha, double gamma, bool mean) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double p = 1 / (1 + exp(-(double)x[i]));
+    double ce = -(t[i] * log(p) + (1 - t[i]) * log(1 - p));
+    double pt = p * t[i] + (1 - p) * (1 - t[i]);
+    double a = alpha < 0 ? 1 : alpha * t[i] + (1 - alpha) * (1 - t[i]);
+    sum += a * ce * pow(1 - pt, gamma);
+  }
+  return mean ? sum / (double)n : sum;
+}
+
+// The focal loss: gradchecks with 0/1 and soft targets, gamma 2 (DETR's),
+// 1.5 and 0 without alpha (plain binary cross-entropy), sum and mean;
+// values against the naive formula; logits far out stay finite.
+static void test_focal(void) {
+  const struct {
+    const char *what;
+    float alpha, gamma;
+    ct_reduction reduce;
+    bool soft;
+  } cases[] = {
+      {"focal a.25 g2 sum (6, 9, 5)", 0.25f, 2.0f, CT_REDUCE_SUM, false},
+      {"focal a.25 g2 mean (6, 9, 5)", 0.25f, 2.0f, CT_REDUCE_MEAN, false},
+      {"focal a.6 g1.5 soft sum", 0.6f, 1.5f, CT_REDUCE_SUM, true},
+      {"focal no alpha g0 (= BCE) sum", -1.0f, 0.0f, CT_REDUCE_SUM, false},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    ct_tensor *x = grad_input(CT_SHAPE(6, 9, 5));
+    for (int64_t i = 0; i < x->numel; i++) ct_f32(x)[i] *= 2.0f;
+    ct_tensor *t = ct_tensor_zeros(CT_F32, CT_SHAPE(6, 9, 5));
+    for (int64_t i = 0; i < t->numel; i++)
+      ct_f32(t)[i] = cases[k].soft
+                         ? (float)ct_rng_next_double(&grad_test_rng)
+                         : (float)(ct_rng_next_below(&grad_test_rng, 4) == 0);
+    const op_case c = {.op = OP_FOCAL,
+                       .reduce = cases[k].reduce,
+                       .alpha = cases[k].alpha,
+                       .gamma = cases[k].gamma,
+                       .targets = t};
+    const bool mean = cases[k].reduce == CT_REDUCE_MEAN;
+    ct_tensor *l = run((ct_tensor *[]){x}, (void *)&c);
+    double want = focal_naive(ct_f32(x), ct_f32(t), x->numel, cases[k].alpha,
+                              cases[k].gamma, mean);
+    CHECK(l && fabs(ct_f32(l)[0] - want) <= 1e-6 * fabs(want) + 1e-7,
+          "%s: value %.9g, naive %.9g", cases[k].what, l ? ct_f32(l)[0] : NAN,
+          want);
+    ct_tape_clear();
+    // A sum of 270 terms near 100: its float rounding over 2 eps is ~4e-4.
+    ct_gradcheck_opts o = loss_opts(mean ? 1e-2 / 270 : 1e-3);
+    check(cases[k].what, c, (ct_tensor *[]){x}, 1, &o);
+  }
+  // Far out: finite, and the gradient of a confident right answer ~0.
+  const float xv[4] = {80.0f, -80.0f, 80.0f, -80.0f}, tv[4] = {1, 0, 0, 1};
+  ct_tensor *x = ct_requires_grad(ct_tensor_from(CT_F32, xv, CT_SHAPE(4)));
+  ct_tensor *t = ct_tensor_from(CT_F32, tv, CT_SHAPE(4));
+  ct_tensor *l = ct_sigmoid_focal_loss(x, t, 0.25f, 2.0f, CT_REDUCE_SUM);
+  CHECK(l && isfinite(ct_f32(l)[0]) && ct_backward(l) == CT_OK,
+        "focal far out: %s", ct_last_error());
+  CHECK(fabs(ct_f32(l)[0] - (0.75 * 80 + 0.25 * 80)) < 1e-3,
+        "focal far out: %g, want 80", ct_f32(l)[0]);
+  CHECK(x->grad[0] == 0.0f && x->grad[1] == 0.0f &&
+            fabs(x->grad[2] - 0.75) < 1e-6 && fabs(x->grad[3] + 0.25) < 1e-6,
+        "focal far out: grads %g %g %g %g", x->grad[0], x->grad[1], x->grad[2],
+        x->grad[3]);
+  CHECK(!ct_sigmoid_focal_loss(x, t, 0.25f, -1.0f, CT_REDUCE_SUM) &&
+            strstr(ct_last_error(), "gamma"),
+        "focal: a negative gamma is refused (%s)", ct_last_error());
+  ct_arena_reset();
+}
+
 int main(void) {
   ct_threads_from_env();
   test_softmax_grads();
@@ -557,6 +636,7 @@ int main(void) {
   test_kl_grads();
   test_kl_values();
   test_mse_l1();
+  test_focal();
   test_no_grad();
   test_bad_input();
   ct_arena_release();

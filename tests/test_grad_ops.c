@@ -28,6 +28,7 @@ enum {
   OP_RELU,
   OP_GELU,
   OP_SIGMOID,
+  OP_INV_SIGMOID,
   OP_TANH,
   OP_DROPOUT,
   OP_MATMUL,
@@ -56,6 +57,7 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   case OP_RELU: return ct_relu(in[0]);
   case OP_GELU: return ct_gelu(in[0], c->gelu);
   case OP_SIGMOID: return ct_sigmoid(in[0]);
+  case OP_INV_SIGMOID: return ct_inverse_sigmoid(in[0], 1e-5f);
   case OP_TANH: return ct_tanh(in[0]);
   case OP_DROPOUT: return ct_dropout(in[0], c->p, 99, 3);
   case OP_MATMUL: return ct_matmul(in[0], in[1], c->ta, c->tb);
@@ -387,9 +389,39 @@ static void backward_hook(void) {
   ct_arena_reset();
 }
 
+// inverse_sigmoid: the gradient inside (0, 1), away from the clamps; values
+// and gradients at and past them (zero gradient outside [0, 1]).
+static void inverse_sigmoid(void) {
+  ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(5, 9));
+  for (int64_t i = 0; i < x->numel; i++)
+    ct_f32(x)[i] = 0.05f + 0.9f * (float)ct_rng_next_double(&grad_test_rng);
+  ct_gradcheck_opts o = ct_gradcheck_defaults();
+  o.eps = 1e-3;
+  grad_check("inverse_sigmoid", run, &(op_case){.op = OP_INV_SIGMOID},
+             (ct_tensor *[]){ct_requires_grad(x)}, 1, &o);
+  const float v[5] = {-0.5f, 0.0f, 0.3f, 1.0f, 1.5f};
+  ct_tensor *t = ct_requires_grad(ct_tensor_from(CT_F32, v, CT_SHAPE(5)));
+  ct_tensor *y = ct_inverse_sigmoid(t, 1e-5f);
+  const double want[5] = {log(1e-5), log(1e-5), log(0.3 / 0.7), -log(1e-5),
+                          -log(1e-5)};
+  for (int i = 0; i < 5; i++)
+    CHECK(y && fabs(ct_f32(y)[i] - want[i]) < 1e-4 * fabs(want[i]),
+          "inverse_sigmoid(%g) = %g, want %g", (double)v[i],
+          y ? (double)ct_f32(y)[i] : NAN, want[i]);
+  CHECK(ct_backward(ct_sum(y)) == CT_OK, "%s", ct_last_error());
+  // At 0: only the 1 - c term (c = 0 < eps is clamped): 1; at 1: 1.
+  const double gwant[5] = {0, 1, 1 / 0.3 + 1 / 0.7, 1, 0};
+  for (int i = 0; i < 5; i++)
+    CHECK(fabs(t->grad[i] - gwant[i]) < 1e-5 * (1 + gwant[i]),
+          "inverse_sigmoid'(%g) = %g, want %g", (double)v[i],
+          (double)t->grad[i], gwant[i]);
+  ct_arena_reset();
+}
+
 int main(void) {
   backward_hook();
   elementwise();
+  inverse_sigmoid();
   broadcast_values();
   matrix();
   reductions();

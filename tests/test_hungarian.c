@@ -5,6 +5,7 @@
 // rectangular both ways, with integer costs full of ties and with float
 // costs; a 200 x 300 case must be fast and no worse than greedy. The matcher
 // is checked on a hand-built image where the right matching is obvious.
+#include "autograd/ops_box.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/rng.h"
@@ -341,12 +342,83 @@ static void test_detr_match(void) {
   ct_arena_reset();
 }
 
+// The focal class cost (Deformable DETR's matcher) on sigmoid probabilities
+// (Q, K): the matcher's choice is the cheapest of all assignments, with the
+// cost written out here; and on some draws it differs from the plain
+// -p cost's choice, so the flag is honoured.
+static void test_detr_match_focal(void) {
+  enum { Q = 5, T = 3, K = 3 };
+  ct_rng r = {.seed = 7, .stream = 3};
+  const ct_nn_detr_cost_weights focal = {.class_w = 2.0,
+                                         .l1_w = 5.0,
+                                         .giou_w = 2.0,
+                                         .focal = true,
+                                         .focal_alpha = 0.25,
+                                         .focal_gamma = 2.0},
+                                plain = {
+                                    .class_w = 2.0, .l1_w = 5.0, .giou_w = 2.0};
+  int differ = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    float probs[Q * K], pred[Q * 4], tgt[T * 4];
+    int32_t lab[T];
+    for (int i = 0; i < Q * K; i++)
+      probs[i] = (float)(0.01 + 0.98 * ct_rng_next_double(&r));
+    for (int i = 0; i < Q + T; i++) {
+      float *b = i < Q ? pred + 4 * i : tgt + 4 * (i - Q);
+      b[0] = (float)(0.2 + 0.6 * ct_rng_next_double(&r));
+      b[1] = (float)(0.2 + 0.6 * ct_rng_next_double(&r));
+      b[2] = (float)(0.1 + 0.3 * ct_rng_next_double(&r));
+      b[3] = (float)(0.1 + 0.3 * ct_rng_next_double(&r));
+    }
+    for (int t = 0; t < T; t++) lab[t] = (int32_t)ct_rng_next_below(&r, K);
+    ct_tensor *pb = f32(pred, Q, 4), *tb = f32(tgt, T, 4);
+    ct_tensor *giou = ct_generalized_box_iou(ct_box_cxcywh_to_xyxy(pb),
+                                             ct_box_cxcywh_to_xyxy(tb));
+    double cost[Q][T];
+    for (int q = 0; q < Q; q++)
+      for (int t = 0; t < T; t++) {
+        double p = probs[q * K + lab[t]], l1 = 0;
+        for (int k = 0; k < 4; k++)
+          l1 += fabs((double)pred[4 * q + k] - tgt[4 * t + k]);
+        double pos = 0.25 * (1 - p) * (1 - p) * -log(p + 1e-8);
+        double neg = 0.75 * p * p * -log(1 - p + 1e-8);
+        cost[q][t] = 2 * (pos - neg) + 5 * l1 - 2 * ct_f32(giou)[q * T + t];
+      }
+    double best = INFINITY;
+    int best_q[T] = {0};
+    for (int a = 0; a < Q; a++)
+      for (int b = 0; b < Q; b++)
+        for (int c = 0; c < Q; c++) {
+          if (a == b || b == c || a == c) continue;
+          double total = cost[a][0] + cost[b][1] + cost[c][2];
+          if (total < best) {
+            best = total;
+            best_q[0] = a, best_q[1] = b, best_q[2] = c;
+          }
+        }
+    ct_tensor *p = f32(probs, Q, K),
+              *l = ct_tensor_from(CT_I32, lab, CT_SHAPE(T));
+    int t2q[T], t2q_plain[T];
+    CHECK(ct_nn_detr_match(p, pb, l, tb, &focal, t2q, NULL) == CT_OK &&
+              ct_nn_detr_match(p, pb, l, tb, &plain, t2q_plain, NULL) == CT_OK,
+          "focal match: %s", ct_last_error());
+    CHECK(t2q[0] == best_q[0] && t2q[1] == best_q[1] && t2q[2] == best_q[2],
+          "trial %d: focal matching %d %d %d, cheapest %d %d %d", trial, t2q[0],
+          t2q[1], t2q[2], best_q[0], best_q[1], best_q[2]);
+    differ += memcmp(t2q, t2q_plain, sizeof t2q) != 0;
+    ct_arena_reset();
+  }
+  printf("  focal vs plain class cost: %d of 40 matchings differ\n", differ);
+  CHECK(differ > 0, "the focal cost never changed a matching");
+}
+
 int main(void) {
   test_brute_force();
   test_ties();
   test_bad_and_empty();
   test_large();
   test_detr_match();
+  test_detr_match_focal();
   ct_arena_release();
   return test_summary("hungarian");
 }

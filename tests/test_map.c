@@ -238,6 +238,58 @@ static void test_image_without_ground_truth(void) {
   ct_map_eval_free(&ev);
 }
 
+// Area ranges as COCOeval's areaRng: ground truth outside the range is
+// ignored, and so are detections matching it or unmatched outside it.
+static void test_area_ranges(void) {
+  double r[2];
+  ct_map_area_range(CT_MAP_AREA_SMALL, 0, r);
+  CHECK(r[0] == 0 && r[1] == 1024, "small absolute %g..%g", r[0], r[1]);
+  ct_map_area_range(CT_MAP_AREA_LARGE, 640 * 480, r);
+  CHECK(r[0] == 9216 && r[1] == 1e10, "large at 640x480 %g..%g", r[0], r[1]);
+  ct_map_area_range(CT_MAP_AREA_MEDIUM, 64 * 64, r);
+  CHECK_CLOSE(r[0], 1024.0 * 4096 / 307200, 1e-12, "medium 64x64 lo");
+  CHECK_CLOSE(r[1], 9216.0 * 4096 / 307200, 1e-12, "medium 64x64 hi");
+  // A small (area 100) and a large (22500) object, both found; a small and
+  // a large false positive. Scores: small FP .95, small TP .9, large TP .8,
+  // large FP .7.
+  ct_map_box g[2] = {box(0, 0, 0, 0, 10, 10), box(0, 0, 100, 100, 250, 250)};
+  ct_map_box d[4] = {
+      box(0, 0.9f, 0, 0, 10, 10), box(0, 0.8f, 100, 100, 250, 250),
+      box(0, 0.95f, 300, 300, 310, 310), box(0, 0.7f, 400, 0, 520, 120)};
+  ct_map_eval ev;
+  ct_map_eval_init(&ev, 1);
+  CHECK(!ct_map_eval_add_image(&ev, d, 4, g, 2), "%s", ct_last_error());
+  double want[CT_MAP_AREAS] = {
+      2.0 / 3.0,  // all: FP TP TP FP, precision envelope 2/3
+      0.5,        // small: FP TP (the large pair ignored)
+      -1,         // medium: no ground truth
+      1.0};       // large: (small ones ignored) TP FP
+  for (int a = 0; a < CT_MAP_AREAS; a++) {
+    double m50, m;
+    ct_map_area_range((ct_map_area)a, 0, r);
+    CHECK(!ct_map_compute_area(&ev, r, &m50, &m), "%s", ct_last_error());
+    CHECK(fabs(m50 - want[a]) < 1e-12 && fabs(m - want[a]) < 1e-12,
+          "area %d: mAP50 %g, mAP %g, want %g", a, m50, m, want[a]);
+  }
+  double m50, m;
+  CHECK(!ct_map_compute(&ev, &m50, &m), "%s", ct_last_error());
+  CHECK_CLOSE(m50, 2.0 / 3.0, 1e-12, "all range = ct_map_compute");
+  ct_map_eval_free(&ev);
+  // A detection overlapping a box in range (IoU 0.88) and an ignored one
+  // (IoU 0.94): it stays with the box in range (COCOeval's break), a true
+  // positive, in both the small and the medium range.
+  ct_map_box g2[2] = {box(0, 0, 0, 0, 30, 30), box(0, 0, 0, 0, 33, 33)};
+  ct_map_box d2 = box(0, 0.9f, 0, 0, 32, 32);
+  ct_map_eval_init(&ev, 1);
+  CHECK(!ct_map_eval_add_image(&ev, &d2, 1, g2, 2), "%s", ct_last_error());
+  for (int a = CT_MAP_AREA_SMALL; a <= CT_MAP_AREA_MEDIUM; a++) {
+    ct_map_area_range((ct_map_area)a, 0, r);
+    CHECK(!ct_map_compute_area(&ev, r, &m50, &m), "%s", ct_last_error());
+    CHECK(fabs(m50 - 1.0) < 1e-12, "area %d: the match in range: %g", a, m50);
+  }
+  ct_map_eval_free(&ev);
+}
+
 int main(void) {
   test_thresholds();
   test_image_without_ground_truth();
@@ -247,5 +299,6 @@ int main(void) {
   test_max_dets();
   test_with_dataset();
   test_errors();
+  test_area_ranges();
   return test_summary("map");
 }

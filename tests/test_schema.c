@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_VALUES = 8 };
+enum { MAX_VALUES = 12 };
 
 typedef struct value_list {
   const char *section, *key;

@@ -14,8 +14,8 @@ const char *const ct_caption_file_keys[CT_CAPTION_SPLITS][2] = {
     {"captions_val", "captions_val_images"},
     {"captions_test", "captions_test_images"}};
 
-void ct_caption_data_read_config(const ct_config *cfg,
-                                 ct_caption_data_config *out) {
+ct_status ct_caption_data_read_config(const ct_config *cfg,
+                                      ct_caption_data_config *out) {
   *out = (ct_caption_data_config){
       .seed = (uint64_t)ct_config_int(cfg, "run", "seed"),
       .source = CT_SCHEMA_ENUM(cfg, "data", "source", CT_DATA_SOURCES,
@@ -37,6 +37,14 @@ void ct_caption_data_read_config(const ct_config *cfg,
     out->file_images[s] =
         ct_config_str(cfg, "data", ct_caption_file_keys[s][1]);
   }
+  if (out->source == CT_DATA_SOURCE_TOY &&
+      out->toy_max_objects > CT_TOY_CAPTIONS_MAX_OBJECTS)
+    return ct_error(CT_ERR_ARG,
+                    "[data] toy_max_objects = %d: a captioned canvas holds 1 "
+                    "to %d objects (0 = %d)",
+                    out->toy_max_objects, CT_TOY_CAPTIONS_MAX_OBJECTS,
+                    CT_TOY_CAPTIONS_MAX_OBJECTS);
+  return CT_OK;
 }
 
 ct_status ct_caption_data_load(const ct_caption_data_config *c, int first,

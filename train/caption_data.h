@@ -36,9 +36,10 @@ typedef struct ct_caption_data_config {
   int channels, image_size;
 } ct_caption_data_config;
 
-// Reads those keys of cfg ([run] seed, [data] ...).
-void ct_caption_data_read_config(const ct_config *cfg,
-                                 ct_caption_data_config *out);
+// Reads those keys of cfg ([run] seed, [data] ...); CT_ERR_ARG naming the
+// key for a toy_max_objects above 4 with source = toy.
+ct_status ct_caption_data_read_config(const ct_config *cfg,
+                                      ct_caption_data_config *out);
 
 // Loads the splits from `first` on (0: all, 1: val and test) into sets,
 // have[s] saying which are there (source = files: the test split is

@@ -151,7 +151,8 @@ static ct_status read_config(const ct_config *cfg, captioning_config *out) {
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
       .max_decode_len = ct_config_int(cfg, "train", "max_decode_len"),
   };
-  ct_caption_data_read_config(cfg, &out->data);
+  ct_status data = ct_caption_data_read_config(cfg, &out->data);
+  if (data != CT_OK) return data;
   if (out->tokenizer == CT_TOKENIZER_BPE)
     return ct_error(CT_ERR_ARG,
                     "[data] tokenizer = bpe: captioning tokenizes words or "

@@ -232,7 +232,8 @@ static ct_status read_config(const ct_config *cfg, contrastive_config *out) {
           },
       .batch_size = ct_config_int(cfg, "data", "batch_size"),
   };
-  ct_caption_data_read_config(cfg, &out->data);
+  ct_status data = ct_caption_data_read_config(cfg, &out->data);
+  if (data != CT_OK) return data;
   if (out->tokenizer == CT_TOKENIZER_BPE)
     return ct_error(CT_ERR_ARG,
                     "[data] tokenizer = bpe: contrastive tokenizes words or "

@@ -112,21 +112,40 @@ static int by_score(const void *a, const void *b) {
   return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
+// What a kept detection is at one threshold (COCOeval's dtm and dtIg).
+enum { FALSE_POSITIVE = 0, TRUE_POSITIVE = 1, IGNORED = 2 };
+
+static double box_area(const float *b) {
+  return ((double)b[2] - b[0]) * ((double)b[3] - b[1]);
+}
+
+// COCOeval's area test: outside [lo, hi] (both ends inside).
+static bool outside(const double range[2], const float *box) {
+  double a = box_area(box);
+  return a < range[0] || a > range[1];
+}
+
 // One class over all images: AP at each threshold into ap[t]. Scratch:
 // `kept` and `order` hold n_dets entries, `tp` CT_MAP_IOU_THRESHOLDS rows
 // of n_dets.
 typedef struct class_scratch {
   int64_t *kept;   // the detections kept, image by image, sorted in each
   ranked *order;   // the kept ones ranked over all images
-  uint8_t *tp;     // (T, kept): matched at threshold t
-  int64_t *gt;     // the class's ground-truth boxes, image by image
+  uint8_t *tp;     // (T, kept): FALSE_POSITIVE, TRUE_POSITIVE or IGNORED
+  int64_t *gt;     // the class's ground-truth boxes, image by image, in
+                   // each those inside the area range first (stable)
+  uint8_t *gt_ig;  // (n_gts) by ground-truth index: outside the area range
+  double range[2];
   double *iou;     // one image's (dets, gts) IoUs
   uint8_t *taken;  // one image's gts taken
   int64_t iou_cap, taken_cap;
 } class_scratch;
 
 // Matches one image's kept detections kept[0..nd) to its ground truth
-// gt[0..ng) at every threshold (COCOeval.evaluateImg).
+// gt[0..ng) at every threshold (COCOeval.evaluateImg): a detection matched
+// to an ignored box (outside the area range), or unmatched and itself
+// outside the range, is IGNORED; one matched to a box in range stops
+// looking at the ignored boxes, which come last.
 static ct_status match_image(const ct_map_eval *ev, class_scratch *s,
                              const int64_t *kept, int64_t nd, const int64_t *gt,
                              int64_t ng, uint8_t *tp, int64_t stride) {
@@ -144,12 +163,20 @@ static ct_status match_image(const ct_map_eval *ev, class_scratch *s,
       double best = fmin(ct_map_iou_threshold(t), 1 - 1e-10);
       int64_t m = -1;
       for (int64_t g = 0; g < ng; g++) {
-        if (s->taken[g] || s->iou[i * ng + g] < best) continue;
+        if (s->taken[g]) continue;
+        if (m >= 0 && !s->gt_ig[gt[m]] && s->gt_ig[gt[g]]) break;
+        if (s->iou[i * ng + g] < best) continue;
         best = s->iou[i * ng + g];
         m = g;
       }
-      if (m >= 0) s->taken[m] = 1;
-      tp[t * stride + i] = m >= 0;
+      uint8_t what = FALSE_POSITIVE;
+      if (m >= 0) {
+        s->taken[m] = 1;
+        what = s->gt_ig[gt[m]] ? IGNORED : TRUE_POSITIVE;
+      } else if (outside(s->range, ev->dets[kept[i]].b.box)) {
+        what = IGNORED;
+      }
+      tp[t * stride + i] = what;
     }
   }
   return CT_OK;
@@ -159,9 +186,20 @@ static ct_status match_image(const ct_map_eval *ev, class_scratch *s,
 // the class has no ground truth.
 static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
                           double *ap) {
-  int64_t G = 0, nk = 0;
-  for (int64_t g = 0; g < ev->n_gts; g++)
-    if (ev->gts[g].b.label == k) s->gt[G++] = g;
+  // The class's boxes image by image, those in range first in each; G
+  // counts those in range (COCOeval's npig).
+  int64_t all = 0, G = 0, nk = 0;
+  for (int64_t g = 0; g < ev->n_gts;) {
+    int64_t img = ev->gts[g].image, end = g;
+    while (end < ev->n_gts && ev->gts[end].image == img) end++;
+    for (int pass = 0; pass < 2; pass++)
+      for (int64_t j = g; j < end; j++)
+        if (ev->gts[j].b.label == k && s->gt_ig[j] == pass) {
+          s->gt[all++] = j;
+          G += !pass;
+        }
+    g = end;
+  }
   if (!G) {
     for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) ap[t] = -1;
     return CT_OK;
@@ -182,9 +220,9 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
   for (int64_t i = 0; i < nk;) {
     int64_t img = ev->dets[s->kept[i]].image, end = i;
     while (end < nk && ev->dets[s->kept[end]].image == img) end++;
-    while (gi < G && ev->gts[s->gt[gi]].image < img) gi++;
+    while (gi < all && ev->gts[s->gt[gi]].image < img) gi++;
     int64_t ng = 0;
-    while (gi + ng < G && ev->gts[s->gt[gi + ng]].image == img) ng++;
+    while (gi + ng < all && ev->gts[s->gt[gi + ng]].image == img) ng++;
     ct_status st =
         match_image(ev, s, s->kept + i, end - i, s->gt + gi, ng, s->tp + i, nk);
     if (st) return st;
@@ -203,11 +241,11 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
   }
   for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) {
     double tps = 0, fps = 0;
+    // Ignored detections keep their place and add to neither count.
     for (int64_t i = 0; i < nk; i++) {
-      if (s->tp[t * nk + s->order[i].pos])
-        tps++;
-      else
-        fps++;
+      uint8_t what = s->tp[t * nk + s->order[i].pos];
+      tps += what == TRUE_POSITIVE;
+      fps += what == FALSE_POSITIVE;
       rc[i] = tps / (double)G;
       pr[i] = tps / (fps + tps + 2.220446049250313e-16);  // np.spacing(1)
     }
@@ -229,8 +267,9 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
   return CT_OK;
 }
 
-ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
-                                double *class_ap_out) {
+// ct_map_compute_detail over one area range.
+static ct_status compute_detail(const ct_map_eval *ev, const double range[2],
+                                double *ap, double *class_ap_out) {
   if (ev->K < 1)
     return ct_error(CT_ERR_STATE,
                     "map eval: not initialized (call "
@@ -241,10 +280,15 @@ ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
   s.order = malloc((size_t)nd * sizeof *s.order);
   s.tp = malloc((size_t)nd * CT_MAP_IOU_THRESHOLDS);
   s.gt = malloc((size_t)ng * sizeof *s.gt);
+  s.gt_ig = malloc((size_t)ng);
+  s.range[0] = range[0];
+  s.range[1] = range[1];
+  for (int64_t g = 0; s.gt_ig && g < ev->n_gts; g++)
+    s.gt_ig[g] = outside(range, ev->gts[g].b.box);
   double sums[CT_MAP_IOU_THRESHOLDS] = {0};
   int classes = 0;
   ct_status st = CT_OK;
-  if (!s.kept || !s.order || !s.tp || !s.gt)
+  if (!s.kept || !s.order || !s.tp || !s.gt || !s.gt_ig)
     st = ct_error(CT_ERR_NOMEM, "map eval: out of memory");
   for (int k = 0; k < ev->K && !st; k++) {
     double apk[CT_MAP_IOU_THRESHOLDS], mean = 0;
@@ -265,6 +309,7 @@ ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
   free(s.order);
   free(s.tp);
   free(s.gt);
+  free(s.gt_ig);
   free(s.iou);
   free(s.taken);
   if (st) return st;
@@ -273,9 +318,31 @@ ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
   return CT_OK;
 }
 
+// COCO's area ranges (COCOeval Params.areaRng), in square pixels.
+static const double coco_area[CT_MAP_AREAS][2] = {
+    {0, 1e10}, {0, 32 * 32}, {32 * 32, 96 * 96}, {96 * 96, 1e10}};
+
+void ct_map_area_range(ct_map_area area, double image_area, double range[2]) {
+  const double scale = image_area > 0 ? image_area / CT_MAP_COCO_IMAGE_AREA : 1;
+  range[0] = coco_area[area][0] * scale;
+  range[1] = area == CT_MAP_AREA_ALL || area == CT_MAP_AREA_LARGE
+                 ? coco_area[area][1]
+                 : coco_area[area][1] * scale;
+}
+
+ct_status ct_map_compute_detail(const ct_map_eval *ev, double *ap,
+                                double *class_ap_out) {
+  return compute_detail(ev, coco_area[CT_MAP_AREA_ALL], ap, class_ap_out);
+}
+
 ct_status ct_map_compute(const ct_map_eval *ev, double *map50, double *map) {
+  return ct_map_compute_area(ev, coco_area[CT_MAP_AREA_ALL], map50, map);
+}
+
+ct_status ct_map_compute_area(const ct_map_eval *ev, const double range[2],
+                              double *map50, double *map) {
   double ap[CT_MAP_IOU_THRESHOLDS];
-  ct_status st = ct_map_compute_detail(ev, ap, NULL);
+  ct_status st = compute_detail(ev, range, ap, NULL);
   if (st) return st;
   double mean = 0;
   for (int t = 0; t < CT_MAP_IOU_THRESHOLDS; t++) mean += ap[t];

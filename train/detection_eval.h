@@ -29,8 +29,19 @@
 // t = 0.5; mAP@[.5:.95] the mean over classes and the ten thresholds.
 // Values agree with pycocotools up to rounding in the last place.
 //
-// Not here: crowd or ignored boxes, area ranges, other maxDets, recall
-// figures, NMS (DETR needs none).
+// Area ranges (COCO's AP_S, AP_M, AP_L): with a range [lo, hi] of box
+// areas (w h, both ends inside), ground-truth boxes outside it are ignored
+// (not counted in G; a detection matching one is neither a true nor a false
+// positive), and so are unmatched detections outside it, as COCOeval does
+// (areaRng). COCO's ranges are absolute: small <= 32^2, medium 32^2..96^2,
+// large >= 96^2 square pixels, for images of about 640 x 480;
+// ct_map_area_range scales them with the image's area (a 64 x 64 image:
+// small <= 13.7 px^2, about 3.7 px square, large >= 122.9 px^2, about 11.1
+// px square), so that a class of object covers the same share of the image
+// as in COCO.
+//
+// Not here: crowd boxes, other maxDets, recall figures, NMS (DETR needs
+// none).
 #ifndef CT_TRAIN_DETECTION_EVAL_H
 #define CT_TRAIN_DETECTION_EVAL_H
 
@@ -68,6 +79,21 @@ typedef struct ct_map_eval {
   int64_t n_dets, n_gts, dets_cap, gts_cap;
 } ct_map_eval;
 
+// The area ranges (see above), and the image area COCO's are meant for.
+typedef enum ct_map_area {
+  CT_MAP_AREA_ALL,
+  CT_MAP_AREA_SMALL,
+  CT_MAP_AREA_MEDIUM,
+  CT_MAP_AREA_LARGE,
+  CT_MAP_AREAS
+} ct_map_area;
+#define CT_MAP_COCO_IMAGE_AREA (640.0 * 480.0)
+
+// range = COCO's [lo, hi] for `area` times image_area /
+// CT_MAP_COCO_IMAGE_AREA (the upper ends of "all" and "large", 1e10, stay);
+// image_area <= 0: COCO's absolute ranges.
+void ct_map_area_range(ct_map_area area, double image_area, double range[2]);
+
 // The IoU thresholds, as numpy.linspace(.5, .95, 10) computes them.
 double ct_map_iou_threshold(int t);
 
@@ -82,6 +108,10 @@ ct_status ct_map_eval_add_image(ct_map_eval *ev, const ct_map_box *dets,
 // map50: mAP at IoU 0.5; map: mAP@[.5:.95] (either may be NULL). Both are
 // -1 (COCO's "no value") when no class has ground truth.
 ct_status ct_map_compute(const ct_map_eval *ev, double *map50, double *map);
+// The same over the area range `range` (from ct_map_area_range): -1 when no
+// class has ground truth inside it.
+ct_status ct_map_compute_area(const ct_map_eval *ev, const double range[2],
+                              double *map50, double *map);
 // The details: ap[t] the mean AP over classes at threshold t
 // (CT_MAP_IOU_THRESHOLDS entries, -1 without ground truth), class_ap[k]
 // class k's AP averaged over the thresholds (K entries, -1 for a class

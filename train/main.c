@@ -109,8 +109,8 @@ static const char *const usage =
     "[--force]\n"
     "                             write the generated shape images as files\n"
     "  toy detection --out DIR [--size N] [--classes N] [--train N] [--val N]\n"
-    "      [--seed N] [--force]       write the generated detection set "
-    "(COCO)\n"
+    "      [--min-size N] [--max-size N] [--objects N] [--seed N] [--force]\n"
+    "                             write the generated detection set (COCO)\n"
     "  toy captions --out DIR [--items shapes|fmnist] [--size N] [--grid N]\n"
     "      [--count N] [--val N] [--test N] [--seed N] [--force]\n"
     "                             write the generated captioning set\n"
@@ -1036,20 +1036,30 @@ static int cmd_toy_images(int argc, char **argv) {
 static int cmd_toy_detection(int argc, char **argv) {
   const char *out = NULL;
   long seed = 1, size = 64, classes = 4, train = 2000, val = 200;
+  long min_size = 0, max_size = 0, objects = 0;  // 0: the generator's default
   bool force = false;
-  const toy_number numbers[] = {{"--seed", &seed},       {"--size", &size},
-                                {"--classes", &classes}, {"--train", &train},
-                                {"--val", &val},         {NULL, NULL}};
+  const toy_number numbers[] = {{"--seed", &seed},
+                                {"--size", &size},
+                                {"--classes", &classes},
+                                {"--train", &train},
+                                {"--val", &val},
+                                {"--min-size", &min_size},
+                                {"--max-size", &max_size},
+                                {"--objects", &objects},
+                                {NULL, NULL}};
   const toy_word words[] = {{NULL, NULL, NULL}};
   int rc = toy_options(argc, argv, &out, &force, words, numbers);
   if (rc) return rc;
   if (!out) return usage_error("%s", "toy detection needs --out DIR");
+  const ct_toy_detection_sizes sizes = {.min_object = (int)min_size,
+                                        .max_object = (int)max_size,
+                                        .max_objects = (int)objects};
   ct_detection_dataset tr = {0}, va = {0};
-  ct_status st = ct_toy_detection_generate(&tr, train, (int)size, (int)classes,
-                                           (uint64_t)seed, 0, NULL);
+  ct_status st = ct_toy_detection_generate_sized(
+      &tr, train, (int)size, (int)classes, (uint64_t)seed, 0, NULL, &sizes);
   if (st == CT_OK)
-    st = ct_toy_detection_generate(&va, val, (int)size, (int)classes,
-                                   (uint64_t)seed, 1, NULL);
+    st = ct_toy_detection_generate_sized(&va, val, (int)size, (int)classes,
+                                         (uint64_t)seed, 1, NULL, &sizes);
   if (st == CT_OK) st = ct_toy_detection_write(out, &tr, &va, force);
   ct_detection_dataset_free(&tr);
   ct_detection_dataset_free(&va);

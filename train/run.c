@@ -43,16 +43,25 @@ fail:
 // Translation checkpoints written before [model] arch chose between
 // translation models hold its schema default there (a classification
 // arch): their model is the Transformer.
+// The same for detection checkpoints written before deformable_detr: their
+// model is DETR.
 static ct_status upgrade_ckpt_config(ct_config *cfg) {
-  static const ct_model_arch archs[] = {CT_TRANSLATION_ARCHS(CT_SCHEMA_VALUE)};
-  if (CT_SCHEMA_ENUM(cfg, "run", "task", CT_RUN_TASKS, ct_task_kind) !=
-      CT_TASK_TRANSLATION)
-    return CT_OK;
+  static const ct_model_arch translation[] = {
+      CT_TRANSLATION_ARCHS(CT_SCHEMA_VALUE)};
+  static const ct_model_arch detection[] = {
+      CT_DETECTION_ARCHS(CT_SCHEMA_VALUE)};
+  const ct_task_kind task =
+      CT_SCHEMA_ENUM(cfg, "run", "task", CT_RUN_TASKS, ct_task_kind);
+  const bool tr = task == CT_TASK_TRANSLATION;
+  if (!tr && task != CT_TASK_DETECTION) return CT_OK;
+  const ct_model_arch *archs = tr ? translation : detection;
+  const size_t n = tr ? sizeof translation / sizeof *translation
+                      : sizeof detection / sizeof *detection;
   const ct_model_arch arch =
       CT_SCHEMA_ENUM(cfg, "model", "arch", CT_MODEL_ARCHS, ct_model_arch);
-  for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+  for (size_t i = 0; i < n; i++)
     if (archs[i] == arch) return CT_OK;
-  return ct_config_set(cfg, "model.arch=transformer");
+  return ct_config_set(cfg, tr ? "model.arch=transformer" : "model.arch=detr");
 }
 
 ct_config *ct_run_config_from_ckpt(const ct_ckpt *ckpt) {

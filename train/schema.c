@@ -90,6 +90,13 @@ static const ct_config_key schema[] = {
      "classification toy: image side in pixels"},
     {"data", "toy_classes", CT_CONFIG_INT, "4", "1..1000",
      "classification toy: shape classes (2..6)"},
+    {"data", "toy_min_object", CT_CONFIG_INT, "0", "0..1024",
+     "detection toy: smallest object side in pixels (0 = 8)"},
+    {"data", "toy_max_object", CT_CONFIG_INT, "0", "0..1024",
+     "detection toy: largest object side in pixels (0 = half the image)"},
+    {"data", "toy_max_objects", CT_CONFIG_INT, "0", "0..64",
+     "detection toy: objects per image are 0..this (0 = 6); "
+     "captioning/contrastive toy: 1..this (1..4, 0 = 4)"},
     {"data", "toy_items", CT_CONFIG_ENUM, "shapes",
      CT_SCHEMA_CHOICES(CT_TOY_ITEMS),
      "detection toy: objects are shapes, or Fashion-MNIST items (from "
@@ -105,9 +112,6 @@ static const ct_config_key schema[] = {
     {"data", "toy_grid", CT_CONFIG_INT, "3", "2..4",
      "captioning toy: the grid of object positions is toy_grid x toy_grid "
      "cells"},
-    {"data", "toy_max_objects", CT_CONFIG_INT, "4", "1..4",
-     "captioning/contrastive toy: the most objects a canvas holds (each "
-     "draws 1..this many)"},
     {"data", "captions_train", CT_CONFIG_STRING, "", NULL,
      "captioning files: captions JSON (COCO captions layout) of the training "
      "images"},
@@ -216,6 +220,14 @@ static const ct_config_key schema[] = {
      "cvt: the MLP's activation (the reference's QuickGELU, or exact GELU)"},
     {"model", "queries", CT_CONFIG_INT, "20", "1..100000",
      "detection: object queries (the most objects an image can hold)"},
+    {"model", "n_levels", CT_CONFIG_INT, "4", "1..8",
+     "deformable_detr: feature levels (the last min(n_levels, 3, stages) "
+     "backbone stages, then stride-2 convs)"},
+    {"model", "n_points", CT_CONFIG_INT, "4", "1..64",
+     "deformable_detr: sampling points per level and head"},
+    {"model", "box_refine", CT_CONFIG_BOOL, "false", NULL,
+     "deformable_detr: iterative box refinement (a head per decoder layer, "
+     "each layer's boxes the next one's reference)"},
     {"model", "aux_loss", CT_CONFIG_BOOL, "true", NULL,
      "detection: the loss of every decoder layer, not only the last"},
     {"model", "teacher", CT_CONFIG_STRING, "", NULL,
@@ -323,6 +335,9 @@ static const ct_config_key schema[] = {
      "detection: weight of the L1 box term"},
     {"train", "cost_giou", CT_CONFIG_FLOAT, "2", NULL,
      "detection: weight of the GIoU term"},
+    {"train", "focal_alpha", CT_CONFIG_FLOAT, "0.25", NULL,
+     "deformable_detr: weight of the positives in the focal class loss and "
+     "matching cost"},
     {"train", "eos_coef", CT_CONFIG_FLOAT, "0.1", NULL,
      "detection: cross-entropy weight of the no-object class"},
     {"train", "distillation", CT_CONFIG_ENUM, "hard",
@@ -398,6 +413,9 @@ const char *const ct_model_shape_keys[] = {
     "model.stages",
     "model.blocks",
     "model.queries",
+    "model.n_levels",
+    "model.n_points",
+    "model.box_refine",
     "model.emb_dim",
     "model.enc_hidden",
     "model.dec_hidden",

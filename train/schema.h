@@ -66,7 +66,10 @@ extern const int ct_model_shape_key_count;
   X(CT_ARCH_RESNET, "resnet") X(CT_ARCH_SWIN, "swin") X(CT_ARCH_CVT, "cvt")
 #define CT_TRANSLATION_ARCHS(X) \
   X(CT_ARCH_TRANSFORMER, "transformer") X(CT_ARCH_RNN, "rnn")
-#define CT_MODEL_ARCHS(X) CT_CLASSIFICATION_ARCHS(X) CT_TRANSLATION_ARCHS(X)
+#define CT_DETECTION_ARCHS(X) \
+  X(CT_ARCH_DETR, "detr") X(CT_ARCH_DEFORMABLE_DETR, "deformable_detr")
+#define CT_MODEL_ARCHS(X) \
+  CT_CLASSIFICATION_ARCHS(X) CT_TRANSLATION_ARCHS(X) CT_DETECTION_ARCHS(X)
 #define CT_ACTIVATIONS(X) X(CT_NN_RELU, "relu") X(CT_NN_GELU, "gelu")
 #define CT_CVT_PROJECTIONS(X) \
   X(CT_NN_CVT_DW_BN, "dw_bn") X(CT_NN_CVT_LINEAR, "linear")

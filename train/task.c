@@ -22,6 +22,13 @@ ct_status ct_task_apply_defaults(ct_config *cfg) {
         cfg, ops->defaults[i][0], ops->defaults[i][1], ops->defaults[i][2]);
     if (st != CT_OK) return st;
   }
+  const char *arch = ct_config_text(cfg, "model", "arch");
+  for (int i = 0; ops->arch_defaults && ops->arch_defaults[i][0]; i++) {
+    const char *const *row = ops->arch_defaults[i];
+    if (strcmp(row[0], arch)) continue;
+    ct_status st = ct_config_set_default(cfg, row[1], row[2], row[3]);
+    if (st != CT_OK) return st;
+  }
   return CT_OK;
 }
 

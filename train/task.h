@@ -62,6 +62,10 @@ typedef struct ct_task_ops {
   // replace schema defaults a config leaves alone (ct_config_set_default).
   // NULL: none.
   const char *const (*defaults)[3];
+  // Recipe rows of one [model] arch, applied after `defaults` (which may
+  // set the arch): {arch, section, key, value}, ended by a NULL row. NULL:
+  // none.
+  const char *const (*arch_defaults)[4];
   // Reads and checks the task's keys of `cfg` (once, into its own typed
   // config), builds the data and registers the model's parameters in `p`
   // (drawn from the seed). With `ckpt`, vocabularies and the like come
