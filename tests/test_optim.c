@@ -362,6 +362,9 @@ static void check_ranges(void) {
                                                       : ct_adamw_defaults();
     cfg.weight_decay = 0.01;
     if (kinds[k] == CT_OPTIM_SGD) cfg.momentum = 0.9;
+    // With learning-rate multipliers, as a ZeRO-1 rank steps them.
+    CHECK(ct_optim_lr_mults_parse(&cfg, "a:0.5,c:3") == CT_OK, "%s",
+          ct_last_error());
     ct_optim a, b[3];
     ct_optim_init(&a, &cfg);
     float *state[3][CT_PARAM_STATE_SLOTS] = {{NULL}};
