@@ -25,9 +25,10 @@
 // `match` (a plain substring, case-sensitive) takes the `mult` of the first
 // such rule, else 1. Its update then uses lr * mult (in double, as torch's
 // group lr, a Python float) wherever lr appears: SGD's step, Adam's step
-// size, AdamW's decoupled decay 1 - lr * mult * wd. A
-// parameter with no rule, or mult exactly 1, gets the bits it would get
-// without rules.
+// size, AdamW's decoupled decay 1 - lr * mult * wd. A parameter with no
+// rule, or mult exactly 1, gets the bits it would get without rules. The
+// rules are part of the config (train: [optim] lr_mult), so a checkpoint's
+// resolved config resumes with them.
 //
 // What this file does not do: gradient clipping or non-finite checks (see
 // optim/grads.h), AMSGrad, `maximize`, or per-group hyperparameters other than
