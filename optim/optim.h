@@ -27,8 +27,8 @@
 // group lr, a Python float) wherever lr appears: SGD's step, Adam's step
 // size, AdamW's decoupled decay 1 - lr * mult * wd. A parameter with no
 // rule, or mult exactly 1, gets the bits it would get without rules. The
-// rules are part of the config (train: [optim] lr_mult), so a checkpoint's
-// resolved config resumes with them.
+// rules are config (train: [optim] lr_mult, kept in every checkpoint's
+// resolved config), not optimizer state.
 //
 // What this file does not do: gradient clipping or non-finite checks (see
 // optim/grads.h), AMSGrad, `maximize`, or per-group hyperparameters other than
