@@ -65,6 +65,7 @@
 #include "nn/captioner.h"
 #include "nn/clip.h"
 #include "nn/cvt.h"
+#include "nn/deformable_detr.h"
 #include "nn/distill.h"
 #include "nn/rnn_seq2seq.h"
 #include "nn/seq2seq.h"
@@ -792,6 +793,125 @@ static const cvt_config cvt_cifar_b64 = CVT_CIFAR_B64(CT_NN_QUICK_GELU);
 // activation's elementwise ops, which flatters the ratio above.
 static const cvt_config cvt_gelu_cifar_b64 = CVT_CIFAR_B64(CT_NN_GELU);
 
+// ---- Deformable DETR (nn/deformable_detr) ---------------------------------------
+// The set loss of every decoder layer (Hungarian matching on the focal cost,
+// sigmoid focal loss, L1 and GIoU: nn/detr.h), AdamW with the reference's
+// learning-rate multipliers (backbone, sampling_offsets and reference_points
+// at 0.1x).
+
+typedef struct ddetr_config {
+  ct_nn_ddetr_config model;
+  int64_t B, image;  // batch, image side
+} ddetr_config;
+
+typedef struct ddetr_state {
+  const ddetr_config *cfg;
+  ct_nn_deformable_detr model;
+  float *images;  // (B,C,S,S)
+  int *counts;    // (B)
+  int32_t *labels;
+  float *boxes;  // (T,4) cxcywh
+} ddetr_state;
+
+static void ddetr_free(void *state) {
+  ddetr_state *s = state;
+  if (!s) return;
+  ct_nn_ddetr_free(&s->model);
+  free(s->images);
+  free(s->counts);
+  free(s->labels);
+  free(s->boxes);
+  free(s);
+}
+
+// Images N(0, 1); image b holds b % 7 objects (0 to 6, as the generated
+// set), labels uniform in [0, K), centres uniform in [0.2, 0.8], sides in
+// [0.05, 0.35]. bench/ref/deformable_detr_step.py uses the same rule.
+static ct_status ddetr_build(void **state, ct_params *p, const void *cfg) {
+  const ddetr_config *c = cfg;
+  ddetr_state *s = calloc(1, sizeof *s);
+  if (!s) return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  *state = s;
+  s->cfg = c;
+  const int64_t pixels = c->B * c->model.in_channels * c->image * c->image;
+  int64_t T = 0;
+  for (int64_t b = 0; b < c->B; b++) T += b % 7;
+  s->images = malloc((size_t)pixels * sizeof(float));
+  s->counts = malloc((size_t)c->B * sizeof(int));
+  s->labels = malloc((size_t)(T + 1) * sizeof(int32_t));
+  s->boxes = malloc((size_t)(T + 1) * 4 * sizeof(float));
+  if (!s->images || !s->counts || !s->labels || !s->boxes)
+    return ct_error(CT_ERR_NOMEM, "bench: out of memory");
+  ct_rng init = ct_rng_make(0, 0), data = ct_rng_make(1, 0);
+  ct_status st = ct_nn_ddetr_init(&s->model, p, "", &c->model, &init);
+  if (st != CT_OK) return st;
+  ct_rng_fill_normal(&data, s->images, pixels, 0.0f, 1.0f);
+  for (int64_t b = 0, t = 0; b < c->B; b++) {
+    s->counts[b] = (int)(b % 7);
+    for (int k = 0; k < s->counts[b]; k++, t++) {
+      s->labels[t] =
+          (int32_t)ct_rng_next_below(&data, (uint64_t)c->model.num_classes);
+      float *box = s->boxes + 4 * t;
+      box[0] = (float)(0.2 + 0.6 * ct_rng_next_double(&data));
+      box[1] = (float)(0.2 + 0.6 * ct_rng_next_double(&data));
+      box[2] = (float)(0.05 + 0.3 * ct_rng_next_double(&data));
+      box[3] = (float)(0.05 + 0.3 * ct_rng_next_double(&data));
+    }
+  }
+  return CT_OK;
+}
+
+static ct_tensor *ddetr_loss(void *state, ct_nn_ctx *ctx) {
+  ddetr_state *s = state;
+  const ddetr_config *c = s->cfg;
+  ct_tensor *x =
+      ct_tensor_from(CT_F32, s->images,
+                     CT_SHAPE(c->B, c->model.in_channels, c->image, c->image));
+  ct_nn_detr_out out;
+  if (!x || ct_nn_ddetr_forward(&s->model, ctx, x, &out) != CT_OK) return NULL;
+  const ct_nn_detr_targets tg = {.batch = (int)c->B,
+                                 .counts = s->counts,
+                                 .labels = s->labels,
+                                 .boxes = s->boxes};
+  const ct_nn_detr_loss_opts opts = ct_nn_ddetr_loss_defaults();
+  return ct_nn_detr_loss(&out, out.layers, &tg, &opts, NULL);
+}
+
+static const workload ddetr_workload = {ddetr_build, ddetr_loss, ddetr_free};
+
+// configs/deformable_detr_toy.ini's model on its 64x64 gray images: a
+// ResNet of width 16, 5 stages of 1 block, levels 16x16, 8x8, 4x4 and an
+// extra 2x2 (340 tokens); d_model 128, 8 heads, 4 points, 3 encoder and
+// 3 decoder layers, feed-forward 512, 20 queries, 4 classes, auxiliary
+// losses, no box refinement, dropout 0; batch 32.
+static const ddetr_config deformable_detr_b32 = {
+    .model = {.in_channels = 1,
+              .num_classes = 4,
+              .backbone_width = 16,
+              .backbone_stages = 5,
+              .backbone_blocks = 1,
+              .d_model = 128,
+              .nhead = 8,
+              .enc_layers = 3,
+              .dec_layers = 3,
+              .dim_feedforward = 512,
+              .num_queries = 20,
+              .n_levels = 4,
+              .n_points = 4,
+              .aux_loss = true},
+    .B = 32,
+    .image = 64};
+
+// The toy config's AdamW (lr 2e-4, weight decay 1e-4, betas (0.9, 0.999),
+// eps 1e-8) with the arch's default [optim] lr_mult.
+static ct_optim_config ddetr_optimizer(void) {
+  ct_optim_config oc = ct_adamw_defaults();
+  oc.weight_decay = 1e-4;
+  ct_optim_lr_mults_parse(
+      &oc, "backbone.0:0.1,sampling_offsets:0.1,reference_points:0.1");
+  return oc;
+}
+
 // ---- the table ----------------------------------------------------------------
 
 static const bench_config configs[] = {
@@ -816,6 +936,8 @@ static const bench_config configs[] = {
      vit_optimizer, 5e-4f},
     {"cvt_gelu_cifar_b64", "bench/ref/cvt_step.py", &cvt_workload,
      &cvt_gelu_cifar_b64, vit_optimizer, 5e-4f},
+    {"deformable_detr_b32", "bench/ref/deformable_detr_step.py",
+     &ddetr_workload, &deformable_detr_b32, ddetr_optimizer, 2e-4f},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 

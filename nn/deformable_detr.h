@@ -71,8 +71,11 @@
 // bias, as the reference's deepcopy); query_embed N(0, 1). query_embed and
 // level_embed are NO_DECAY, as the learned tokens of the other models.
 //
-// Not here: padding masks, two-stage proposals, the reference's 0.1x
-// learning rate of sampling_offsets and reference_points, frozen BatchNorm,
+// The reference's 0.1x learning rates of the backbone, sampling_offsets
+// and reference_points are the optimizer's (optim/optim.h lr multipliers;
+// the detection task's default [optim] lr_mult for this arch).
+//
+// Not here: padding masks, two-stage proposals, frozen BatchNorm,
 // the top-100 over (query, class) pairs of its PostProcess (the task keeps
 // one class per query).
 #ifndef CT_NN_DEFORMABLE_DETR_H

@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 // Below this many floats a step runs on one thread (spawning costs more).
 enum { OPTIM_PARALLEL_MIN = 1 << 15 };
@@ -74,8 +76,140 @@ ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg) {
     if (!(cfg->eps >= 0.0 && isfinite(cfg->eps)))
       return ct_error(CT_ERR_ARG, "%s: eps %g must be >= 0", name, cfg->eps);
   }
+  if (cfg->n_lr_mults < 0 || cfg->n_lr_mults > CT_OPTIM_LR_MULTS)
+    return ct_error(CT_ERR_ARG, "%s: %d lr multipliers (at most %d)", name,
+                    cfg->n_lr_mults, (int)CT_OPTIM_LR_MULTS);
+  for (int i = 0; i < cfg->n_lr_mults; i++) {
+    const ct_optim_lr_mult *r = &cfg->lr_mults[i];
+    if (!r->match[0] || !memchr(r->match, 0, sizeof r->match))
+      return ct_error(CT_ERR_ARG,
+                      "%s: lr multiplier %d: its name is empty or not "
+                      "NUL-terminated",
+                      name, i + 1);
+    if (!(r->mult >= 0.0 && isfinite(r->mult)))
+      return ct_error(CT_ERR_ARG,
+                      "%s: lr multiplier '%s': %g must be finite and >= 0",
+                      name, r->match, r->mult);
+  }
   o->cfg = *cfg;
   o->step = 0;
+  return CT_OK;
+}
+
+// ---- learning-rate multipliers ----
+
+static bool lr_mult_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+// [*s, *e) without blanks at either end.
+static void trim(const char **s, const char **e) {
+  while (*s < *e && is_blank(**s)) (*s)++;
+  while (*e > *s && is_blank((*e)[-1])) (*e)--;
+}
+
+ct_status ct_optim_lr_mults_parse(ct_optim_config *cfg, const char *text) {
+  ct_optim_lr_mult rules[CT_OPTIM_LR_MULTS];
+  int n = 0;
+  const char *s = text;
+  const char *end = text + strlen(text);
+  trim(&s, &end);
+  while (s < end) {
+    const char *comma = memchr(s, ',', (size_t)(end - s));
+    const char *ie = comma ? comma : end, *is = s;
+    trim(&is, &ie);
+    const int item_len = (int)(ie - is);
+    if (is == ie)
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: an empty item (write NAME:MULT items "
+                      "separated by single commas)");
+    if (n == CT_OPTIM_LR_MULTS)
+      return ct_error(CT_ERR_ARG, "lr_mult: more than %d items",
+                      (int)CT_OPTIM_LR_MULTS);
+    const char *colon = memchr(is, ':', (size_t)(ie - is));
+    if (!colon)
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: '%.*s' has no ':' (items are NAME:MULT, "
+                      "e.g. sampling_offsets:0.1)",
+                      item_len, is);
+    const char *ns = is, *ne = colon, *vs = colon + 1, *ve = ie;
+    trim(&ns, &ne);
+    trim(&vs, &ve);
+    if (ns == ne)
+      return ct_error(CT_ERR_ARG, "lr_mult: '%.*s' has an empty name", item_len,
+                      is);
+    if (ne - ns >= CT_OPTIM_LR_MULT_NAME)
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: the name '%.*s' is longer than %d characters",
+                      (int)(ne - ns), ns, (int)CT_OPTIM_LR_MULT_NAME - 1);
+    for (const char *c = ns; c < ne; c++)
+      if (!lr_mult_name_char(*c))
+        return ct_error(CT_ERR_ARG,
+                        "lr_mult: the name '%.*s' holds '%c' (names are "
+                        "letters, digits, '_' and '.': a part of parameter "
+                        "names)",
+                        (int)(ne - ns), ns, *c);
+    ct_optim_lr_mult *r = &rules[n];
+    memcpy(r->match, ns, (size_t)(ne - ns));
+    r->match[ne - ns] = '\0';
+    for (int i = 0; i < n; i++)
+      if (!strcmp(rules[i].match, r->match))
+        return ct_error(CT_ERR_ARG, "lr_mult: '%s' is named twice", r->match);
+    // strtod reads a copy ending where the number should end.
+    char num[64];
+    char *num_end = NULL;
+    if (vs < ve && ve - vs < (ptrdiff_t)sizeof num) {
+      memcpy(num, vs, (size_t)(ve - vs));
+      num[ve - vs] = '\0';
+      r->mult = strtod(num, &num_end);
+    }
+    if (!num_end || num_end == num || *num_end || !isfinite(r->mult))
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: '%.*s': '%.*s' is not a finite number",
+                      item_len, is, (int)(ve - vs), vs);
+    if (!(r->mult >= 0.0))
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: '%.*s': the multiplier must not be negative",
+                      item_len, is);
+    n++;
+    s = comma ? comma + 1 : end;
+    if (comma && s == end)
+      return ct_error(CT_ERR_ARG, "lr_mult: a ',' with no item after it");
+  }
+  memcpy(cfg->lr_mults, rules, (size_t)n * sizeof *rules);
+  cfg->n_lr_mults = n;
+  return CT_OK;
+}
+
+// The index of the first rule matching `name`, or -1.
+static int lr_mult_rule(const ct_optim_config *cfg, const char *name) {
+  for (int i = 0; i < cfg->n_lr_mults; i++)
+    if (strstr(name, cfg->lr_mults[i].match)) return i;
+  return -1;
+}
+
+double ct_optim_lr_mult_of(const ct_optim_config *cfg, const char *name) {
+  int i = lr_mult_rule(cfg, name);
+  return i < 0 ? 1.0 : cfg->lr_mults[i].mult;
+}
+
+ct_status ct_optim_lr_mults_check(const ct_optim_config *cfg,
+                                  const ct_params *p) {
+  for (int i = 0; i < cfg->n_lr_mults; i++) {
+    bool used = false;
+    for (int k = 0; k < p->n && !used; k++)
+      used = !(p->items[k].flags & CT_PARAM_FROZEN) &&
+             lr_mult_rule(cfg, p->items[k].name) == i;
+    if (!used)
+      return ct_error(CT_ERR_ARG,
+                      "lr_mult: '%s' is part of no trainable parameter's name "
+                      "that an earlier item does not already take (first "
+                      "match wins; `ctrain inspect` lists the names)",
+                      cfg->lr_mults[i].match);
+  }
   return CT_OK;
 }
 
@@ -189,12 +323,13 @@ static void adam_range(const step_coeffs *c, bool decay, float *p,
 }
 
 // Runs fn over the non-frozen parameters' floats in [lo, hi) of the store;
-// s0, s1 hold the state of those floats (s0[0] is float lo's). Each thread
-// takes the same fixed share of each parameter's part, so no barrier is
-// needed between parameters.
-static void params_update(ct_params *ps, const step_coeffs *c,
-                          range_update_fn fn, float *s0, float *s1, size_t lo,
-                          size_t hi) {
+// s0, s1 hold the state of those floats (s0[0] is float lo's). c[0] holds
+// the coefficients of parameters without an lr multiplier, c[1 + i] those
+// of multiplier rule i. Each thread takes the same fixed share of each
+// parameter's part, so no barrier is needed between parameters.
+static void params_update(ct_params *ps, const ct_optim_config *cfg,
+                          const step_coeffs *c, range_update_fn fn, float *s0,
+                          float *s1, size_t lo, size_t hi) {
 #pragma omp parallel if (hi - lo >= OPTIM_PARALLEL_MIN)
   {
     size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
@@ -203,13 +338,43 @@ static void params_update(ct_params *ps, const step_coeffs *c,
       size_t a, b;
       if ((it->flags & CT_PARAM_FROZEN) || !ct_param_part(it, lo, hi, &a, &b))
         continue;
+      const step_coeffs *ck = &c[1 + lr_mult_rule(cfg, it->name)];
       size_t n = b - a, first = a + n * t / nt, end = a + n * (t + 1) / nt;
       if (first < end)
-        fn(c, !(it->flags & CT_PARAM_NO_DECAY), ps->data + first,
+        fn(ck, !(it->flags & CT_PARAM_NO_DECAY), ps->data + first,
            ps->grad + first, s0 ? s0 + (first - lo) : NULL,
            s1 ? s1 + (first - lo) : NULL, 0, end - first);
     }
   }
+}
+
+// The coefficients of one step at learning rate lr (a double: the schedule's
+// float lr, or that times a multiplier).
+static step_coeffs coeffs_make(const ct_optim *o, double lr) {
+  const ct_optim_config *cfg = &o->cfg;
+  step_coeffs c = {.wd = (float)cfg->weight_decay, .keep = 1.0f};
+  if (cfg->kind == CT_OPTIM_SGD) {
+    c.neg_lr = (float)-lr;
+    c.momentum = (float)cfg->momentum;
+    c.one_minus_damp = (float)(1.0 - cfg->dampening);
+    c.first = o->step == 0;
+    c.nesterov = cfg->nesterov;
+    return c;
+  }
+  double t = (double)(o->step + 1);
+  double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, t);
+  c.beta1 = (float)cfg->beta1;
+  c.one_minus_beta1 = (float)(1.0 - cfg->beta1);
+  c.beta2 = (float)cfg->beta2;
+  c.one_minus_beta2 = (float)(1.0 - cfg->beta2);
+  c.bc2_sqrt = (float)sqrt(bc2);
+  c.eps = (float)cfg->eps;
+  c.neg_step_size = (float)(-lr / bc1);
+  if (cfg->kind == CT_OPTIM_ADAMW) {
+    c.keep = (float)(1.0 - lr * cfg->weight_decay);
+    c.wd = 0.0f;
+  }
+  return c;
 }
 
 static ct_status check_step(const ct_optim *o, const ct_params *p, float lr) {
@@ -252,30 +417,12 @@ ct_status ct_optim_step_range(ct_optim *o, ct_params *p, float lr, size_t lo,
     return CT_OK;
   }
   float *s0 = state[0], *s1 = state[1];
-  step_coeffs c = {.wd = (float)cfg->weight_decay, .keep = 1.0f};
-  if (cfg->kind == CT_OPTIM_SGD) {
-    c.neg_lr = -lr;
-    c.momentum = (float)cfg->momentum;
-    c.one_minus_damp = (float)(1.0 - cfg->dampening);
-    c.first = o->step == 0;
-    c.nesterov = cfg->nesterov;
-    params_update(p, &c, sgd_range, s0, NULL, lo, hi);
-  } else {
-    double t = (double)(o->step + 1);
-    double bc1 = 1.0 - pow(cfg->beta1, t), bc2 = 1.0 - pow(cfg->beta2, t);
-    c.beta1 = (float)cfg->beta1;
-    c.one_minus_beta1 = (float)(1.0 - cfg->beta1);
-    c.beta2 = (float)cfg->beta2;
-    c.one_minus_beta2 = (float)(1.0 - cfg->beta2);
-    c.bc2_sqrt = (float)sqrt(bc2);
-    c.eps = (float)cfg->eps;
-    c.neg_step_size = (float)(-(double)lr / bc1);
-    if (cfg->kind == CT_OPTIM_ADAMW) {
-      c.keep = (float)(1.0 - (double)lr * cfg->weight_decay);
-      c.wd = 0.0f;
-    }
-    params_update(p, &c, adam_range, s0, s1, lo, hi);
-  }
+  step_coeffs c[1 + CT_OPTIM_LR_MULTS];
+  c[0] = coeffs_make(o, (double)lr);
+  for (int i = 0; i < cfg->n_lr_mults; i++)
+    c[1 + i] = coeffs_make(o, (double)lr * cfg->lr_mults[i].mult);
+  params_update(p, cfg, c, cfg->kind == CT_OPTIM_SGD ? sgd_range : adam_range,
+                s0, cfg->kind == CT_OPTIM_SGD ? NULL : s1, lo, hi);
   o->step++;
   return CT_OK;
 }

@@ -19,9 +19,20 @@
 //     ct_optim_step(&opt, &p, ct_schedule_lr(&sched, step));
 //   }
 //
+// Learning-rate multipliers (the reference Deformable DETR's parameter
+// groups: sampling_offsets and reference_points at 0.1x, the backbone at
+// lr_backbone / lr): rules {match, mult}; a parameter whose name contains
+// `match` (a plain substring, case-sensitive) takes the `mult` of the first
+// such rule, else 1. Its update then uses lr * mult (in double, as torch's
+// group lr, a Python float) wherever lr appears: SGD's step, Adam's step
+// size, AdamW's decoupled decay 1 - lr * mult * wd. A parameter with no
+// rule, or mult exactly 1, gets the bits it would get without rules. The
+// rules are config (train: [optim] lr_mult, kept in every checkpoint's
+// resolved config), not optimizer state.
+//
 // What this file does not do: gradient clipping or non-finite checks (see
 // optim/grads.h), AMSGrad, `maximize`, or per-group hyperparameters other than
-// the NO_DECAY flag.
+// the NO_DECAY flag and the learning-rate multipliers.
 #ifndef CT_OPTIM_OPTIM_H
 #define CT_OPTIM_OPTIM_H
 
@@ -46,6 +57,16 @@ enum {
   CT_OPTIM_SLOT_EXP_AVG_SQ = 1,  // Adam/AdamW second moment v
 };
 
+enum {
+  CT_OPTIM_LR_MULTS = 8,       // rules at most
+  CT_OPTIM_LR_MULT_NAME = 64,  // bytes of a rule's match, with its NUL
+};
+
+typedef struct ct_optim_lr_mult {
+  char match[CT_OPTIM_LR_MULT_NAME];  // a substring of parameter names
+  double mult;                        // >= 0, finite
+} ct_optim_lr_mult;
+
 typedef struct ct_optim_config {
   ct_optim_kind kind;
   // Doubles, as torch's Python floats: derived coefficients such as
@@ -59,6 +80,9 @@ typedef struct ct_optim_config {
   // Adam, AdamW
   double beta1, beta2;
   double eps;  // added to sqrt(v_hat), outside the square root
+  // Learning-rate multipliers by parameter name, in order (first match wins).
+  int n_lr_mults;
+  ct_optim_lr_mult lr_mults[CT_OPTIM_LR_MULTS];
 } ct_optim_config;
 
 // torch's defaults: SGD momentum 0, dampening 0, no Nesterov, no decay; Adam
@@ -73,8 +97,9 @@ typedef struct ct_optim {
 } ct_optim;
 
 // Validates the hyperparameters (as torch does: momentum, weight_decay >= 0,
-// betas in [0, 1), eps >= 0; Nesterov needs momentum > 0 and dampening 0) and
-// sets the step counter to 0. CT_ERR_ARG with a message naming the field.
+// betas in [0, 1), eps >= 0; Nesterov needs momentum > 0 and dampening 0;
+// lr multipliers finite and >= 0 with non-empty matches) and sets the step
+// counter to 0. CT_ERR_ARG with a message naming the field.
 ct_status ct_optim_init(ct_optim *o, const ct_optim_config *cfg);
 
 // One update of every non-frozen parameter of `p` from its gradient, with
@@ -100,6 +125,23 @@ ct_status ct_optim_step(ct_optim *o, ct_params *p, float lr);
 // of ct_optim_step (every update is elementwise). o->step += 1.
 ct_status ct_optim_step_range(ct_optim *o, ct_params *p, float lr, size_t lo,
                               size_t hi, float *const *state);
+
+// Parses a list of learning-rate multipliers into cfg->lr_mults (replacing
+// any): "NAME:MULT[,NAME:MULT]..." (blanks around items, names and numbers
+// are ignored; "" is no rules). NAME is 1 to CT_OPTIM_LR_MULT_NAME - 1
+// characters of [A-Za-z0-9_.], each NAME once; MULT a finite number >= 0.
+// CT_ERR_ARG "lr_mult: ..." quoting the item and saying what is wrong;
+// cfg is unchanged then.
+ct_status ct_optim_lr_mults_parse(ct_optim_config *cfg, const char *text);
+
+// The multiplier of parameter `name`: the first rule whose match is a
+// substring of it, else 1.
+double ct_optim_lr_mult_of(const ct_optim_config *cfg, const char *name);
+
+// CT_ERR_ARG when a rule is the first match of no non-frozen parameter of
+// `p` (a misspelt name, or one an earlier rule already takes), naming it.
+ct_status ct_optim_lr_mults_check(const ct_optim_config *cfg,
+                                  const ct_params *p);
 
 // The state slots the configured optimizer uses (a bit per slot), for
 // checkpoints and `ctrain inspect`.

@@ -32,6 +32,8 @@ expect "a tiny Deformable DETR overfits 8 images (mAP@0.5 $map50 >= 0.8)" "ge '$
 ckpt=$(jstr "$last" checkpoint)
 expect "the resolved config names the arch and the focal recipe" \
   "grep -q '^arch = deformable_detr' runs/dd/config.ini && grep -q '^cost_class = 2' runs/dd/config.ini"
+expect "the resolved config holds the reference's learning-rate multipliers" \
+  "grep -q '^lr_mult = backbone.0:0.1,sampling_offsets:0.1,reference_points:0.1$' runs/dd/config.ini"
 out=$("$ctrain" eval "$ckpt" | tail -n 1)
 expect "eval prints map50 and the size split" \
   "[ -n \"\$(jnum '$out' map50)\" ] && [ -n \"\$(jnum '$out' map50_large)\" ]"
@@ -73,6 +75,14 @@ fails_with "focal_alpha above 1" "focal_alpha" \
   "$ctrain" train empty.ini "${args[@]}" --set run.name=b5 --set train.focal_alpha=1.5
 fails_with "n_points 0" "n_points" \
   "$ctrain" train empty.ini "${args[@]}" --set run.name=b6 --set model.n_points=0
+fails_with "lr_mult with a bad name" "lr_mult: the name 'sampling-offsets' holds '-'" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b7 --set optim.lr_mult=sampling-offsets:0.1
+fails_with "lr_mult with a bad number" "lr_mult: 'backbone.0:0.1x': '0.1x' is not a finite number" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b8 --set optim.lr_mult=backbone.0:0.1x
+fails_with "lr_mult negative" "the multiplier must not be negative" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b9 --set optim.lr_mult=backbone.0:-1
+fails_with "lr_mult matching no parameter" "'sampling_offset_typo' is part of no trainable parameter" \
+  "$ctrain" train empty.ini "${args[@]}" --set run.name=b10 --set optim.lr_mult=sampling_offset_typo:0.1
 
 if [ $fails -gt 0 ]; then echo "$fails failed"; exit 1; fi
 echo "all passed"

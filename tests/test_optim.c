@@ -362,6 +362,9 @@ static void check_ranges(void) {
                                                       : ct_adamw_defaults();
     cfg.weight_decay = 0.01;
     if (kinds[k] == CT_OPTIM_SGD) cfg.momentum = 0.9;
+    // With learning-rate multipliers, as a ZeRO-1 rank steps them.
+    CHECK(ct_optim_lr_mults_parse(&cfg, "a:0.5,c:3") == CT_OK, "%s",
+          ct_last_error());
     ct_optim a, b[3];
     ct_optim_init(&a, &cfg);
     float *state[3][CT_PARAM_STATE_SLOTS] = {{NULL}};
@@ -508,6 +511,160 @@ static void check_config_errors(void) {
   ct_params_free(&p);
 }
 
+// ---- learning-rate multipliers ----
+
+// A store of three parameters named as Deformable DETR's, with the same
+// values and gradients every time it is made.
+static void mult_store(ct_params *p, const char *const names[3]) {
+  ct_params_init(p);
+  ct_params_add(p, names[0], CT_SHAPE(40, 41), 0);
+  ct_params_add(p, names[1], CT_SHAPE(333), 0);
+  ct_params_add(p, names[2], CT_SHAPE(70000), CT_PARAM_NO_DECAY);
+  ct_rng r = ct_rng_make(6, 1);
+  ct_rng_fill_normal(&r, p->data, (int64_t)p->count, 0.0f, 1.0f);
+  ct_rng_fill_normal(&r, p->grad, (int64_t)p->count, 0.0f, 1e-2f);
+}
+
+static const char *const mult_names[3] = {
+    "transformer.encoder.layers.0.self_attn.sampling_offsets.weight",
+    "backbone.0.body.conv1.weight", "transformer.level_embed"};
+
+// Plain SGD (no momentum, no decay): a parameter with multiplier m moves by
+// exactly m times what it moves without one (lr, m and the gradients powers
+// of two, so no product rounds).
+static void check_lr_mult_sgd(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_tensor *a = ct_params_add(&p, "blocks.0.attn.qkv.weight", CT_SHAPE(5), 0);
+  ct_tensor *b = ct_params_add(&p, "head.weight", CT_SHAPE(5), 0);
+  for (int i = 0; i < 5; i++) {
+    ct_f32(a)[i] = ct_f32(b)[i] = (float)i;
+    a->grad[i] = b->grad[i] = ldexpf(1.0f, i - 2);
+  }
+  ct_optim_config c = ct_sgd_defaults();
+  CHECK(ct_optim_lr_mults_parse(&c, "attn:0.25") == CT_OK, "%s",
+        ct_last_error());
+  ct_optim o;
+  CHECK(ct_optim_init(&o, &c) == CT_OK, "%s", ct_last_error());
+  CHECK(ct_optim_step(&o, &p, 0.5f) == CT_OK, "%s", ct_last_error());
+  for (int i = 0; i < 5; i++) {
+    const float da = ct_f32(a)[i] - (float)i, db = ct_f32(b)[i] - (float)i;
+    CHECK(da == 0.25f * db && db == -0.5f * ldexpf(1.0f, i - 2),
+          "element %d: moved %g with multiplier 0.25, %g without", i, da, db);
+  }
+  ct_params_free(&p);
+}
+
+// Adam and AdamW (with decay) with rules give, parameter by parameter, the
+// bits of a store without rules stepped at lr * m: the multiplier enters
+// the step size and the decoupled decay and nothing else. Parameters no
+// rule matches keep the bits of a run without rules, at 1 and 2 threads.
+static void check_lr_mult_adam(void) {
+  static const ct_optim_kind kinds[] = {CT_OPTIM_ADAM, CT_OPTIM_ADAMW};
+  static const float lr = 0.0078125f;  // 2^-7: lr * 0.5 and lr * 0.25 exact
+  static const double mults[3] = {0.5, 0.25, 1.0};
+  for (size_t k = 0; k < 2; k++) {
+    for (int threads = 1; threads <= 2; threads++) {
+      ct_set_threads(threads);
+      ct_optim_config with =
+          kinds[k] == CT_OPTIM_ADAM ? ct_adam_defaults() : ct_adamw_defaults();
+      with.weight_decay = 0.05;
+      ct_optim_config without = with;
+      CHECK(ct_optim_lr_mults_parse(
+                &with, " sampling_offsets : 0.5 , backbone.0:0.25") == CT_OK,
+            "%s", ct_last_error());
+      ct_params p;
+      mult_store(&p, mult_names);
+      ct_optim o;
+      CHECK(ct_optim_init(&o, &with) == CT_OK, "%s", ct_last_error());
+      CHECK(ct_optim_lr_mults_check(&with, &p) == CT_OK, "%s", ct_last_error());
+      for (int s = 0; s < 3; s++) ct_optim_step(&o, &p, lr);
+      for (int i = 0; i < 3; i++) {
+        CHECK(ct_optim_lr_mult_of(&with, mult_names[i]) == mults[i],
+              "%s: multiplier %g", mult_names[i],
+              ct_optim_lr_mult_of(&with, mult_names[i]));
+        ct_params q;
+        mult_store(&q, mult_names);
+        ct_optim oq;
+        ct_optim_init(&oq, &without);
+        for (int s = 0; s < 3; s++)
+          ct_optim_step(&oq, &q, (float)(lr * mults[i]));
+        const ct_param *it = &p.items[i];
+        CHECK(memcmp(p.data + it->offset, q.data + it->offset,
+                     (size_t)it->tensor->numel * sizeof(float)) == 0,
+              "%s, %d threads: %s with multiplier %g differs from lr * %g",
+              ct_optim_kind_name(kinds[k]), threads, it->name, mults[i],
+              mults[i]);
+        ct_params_free(&q);
+      }
+      ct_params_free(&p);
+    }
+  }
+  ct_threads_from_env();
+}
+
+// The list's grammar and its errors, each naming the item and the fault.
+static void check_lr_mult_parse(void) {
+  ct_optim_config c = ct_adamw_defaults();
+  CHECK(ct_optim_lr_mults_parse(&c, "") == CT_OK && c.n_lr_mults == 0,
+        "empty list: %s", ct_last_error());
+  CHECK(ct_optim_lr_mults_parse(&c, " a.b:0.1, c_d : 2 ,e:0") == CT_OK &&
+            c.n_lr_mults == 3 && !strcmp(c.lr_mults[0].match, "a.b") &&
+            c.lr_mults[0].mult == 0.1 && !strcmp(c.lr_mults[1].match, "c_d") &&
+            c.lr_mults[1].mult == 2.0 && c.lr_mults[2].mult == 0.0,
+        "three items: %s", ct_last_error());
+  static const struct {
+    const char *text, *message;
+  } bad[] = {
+      {"sampling-offsets:0.1", "holds '-'"},
+      {"x:abc", "'abc' is not a finite number"},
+      {"x:0.1y", "'0.1y' is not a finite number"},
+      {"x:", "'' is not a finite number"},
+      {"x:1e999", "not a finite number"},
+      {"x:nan", "not a finite number"},
+      {"x:-0.1", "must not be negative"},
+      {"x0.1", "has no ':'"},
+      {":0.1", "empty name"},
+      {"a:1,,b:2", "empty item"},
+      {"a:1,", "no item after it"},
+      {"a:1,a:2", "'a' is named twice"},
+      {"a:1,b:1,c:1,d:1,e:1,f:1,g:1,h:1,i:1", "more than 8 items"},
+      {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1",
+       "longer than 63"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ct_status st = ct_optim_lr_mults_parse(&c, bad[i].text);
+    CHECK(st == CT_ERR_ARG && strstr(ct_last_error(), bad[i].message) &&
+              c.n_lr_mults == 3,
+          "'%s': status %d, message '%s' (want '%s'; the rules kept)",
+          bad[i].text, (int)st, ct_last_error(), bad[i].message);
+  }
+  // Set by hand past the parser: init refuses what the parser would.
+  ct_optim o;
+  c.lr_mults[1].mult = -1.0;
+  CHECK(ct_optim_init(&o, &c) == CT_ERR_ARG && strstr(ct_last_error(), "'c_d'"),
+        "negative multiplier accepted by init: %s", ct_last_error());
+  // First match wins: "attn" takes every attention parameter, so a later
+  // "attn.qkv" is the first match of none, which the check reports.
+  CHECK(ct_optim_lr_mults_parse(&c, "attn:0.5,attn.qkv:2,head:3") == CT_OK,
+        "%s", ct_last_error());
+  CHECK(ct_optim_lr_mult_of(&c, "blocks.0.attn.qkv.weight") == 0.5 &&
+            ct_optim_lr_mult_of(&c, "norm.weight") == 1.0,
+        "first match");
+  ct_params p;
+  ct_params_init(&p);
+  ct_params_add(&p, "blocks.0.attn.qkv.weight", CT_SHAPE(4), 0);
+  ct_params_add(&p, "head.weight", CT_SHAPE(4), CT_PARAM_FROZEN);
+  CHECK(ct_optim_lr_mults_check(&c, &p) == CT_ERR_ARG &&
+            strstr(ct_last_error(), "'attn.qkv'"),
+        "a rule shadowed by an earlier one: %s", ct_last_error());
+  CHECK(ct_optim_lr_mults_parse(&c, "attn:0.5,head:3") == CT_OK &&
+            ct_optim_lr_mults_check(&c, &p) == CT_ERR_ARG &&
+            strstr(ct_last_error(), "'head'"),
+        "a rule matching only a frozen parameter: %s", ct_last_error());
+  ct_params_free(&p);
+}
+
 int main(void) {
   ct_threads_from_env();
   check_optim_parity();
@@ -517,6 +674,9 @@ int main(void) {
   check_non_finite();
   check_loss_trace();
   check_config_errors();
+  check_lr_mult_sgd();
+  check_lr_mult_adam();
+  check_lr_mult_parse();
   ct_arena_release();
   return test_summary("optim");
 }

@@ -139,6 +139,9 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
     o->beta2 = ct_config_float(cfg, "optim", "beta2");
     o->eps = ct_config_float(cfg, "optim", "eps");
   }
+  if (ct_optim_lr_mults_parse(o, ct_config_str(cfg, "optim", "lr_mult")) !=
+      CT_OK)
+    return ct_error(CT_ERR_ARG, "[optim] %s", ct_last_error());
   // Values that can only end a run in non-finite numbers or in the wrong
   // place are refused here, before any data is read.
   if (!*out->name || !*out->dir)

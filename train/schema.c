@@ -298,6 +298,9 @@ static const ct_config_key schema[] = {
     {"optim", "momentum", CT_CONFIG_FLOAT, "0.9", NULL, "SGD momentum"},
     {"optim", "clip_norm", CT_CONFIG_FLOAT, "1.0", NULL,
      "clip the global gradient norm to this (0 = no clipping)"},
+    {"optim", "lr_mult", CT_CONFIG_STRING, "", NULL,
+     "learning-rate multipliers NAME:MULT,...: a parameter whose name "
+     "contains NAME learns at MULT times the lr (first match wins)"},
     // [schedule]
     {"schedule", "kind", CT_CONFIG_ENUM, "inverse_sqrt",
      CT_SCHEMA_CHOICES(CT_SCHEDULE_KINDS), "learning-rate schedule"},

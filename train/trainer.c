@@ -549,6 +549,10 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
       CT_OK)
     return fail(NULL);
   if (ct_optim_init(&t->opt, &t->run.optim) != CT_OK) return fail("[optim]");
+  if (ct_optim_lr_mults_check(&t->run.optim, &t->params) != CT_OK) {
+    ct_error(CT_ERR_ARG, "[optim] %s", ct_last_error());
+    return fail(args->config_path);
+  }
   t->state = (ct_run_state){.best = -INFINITY, .best_step = -1};
   if (ckpt) {
     if (args->reset_optimizer)
