@@ -43,6 +43,16 @@ static inline void ct_batch_stride_advance(
   }
 }
 
+// Where a loader of fixed-length epochs stands: the batch its next read
+// returns, the epochs' length and its data-parallel stride. The detection,
+// captioning and contrastive tasks keep one (train/task.h reads it for the
+// trainer).
+typedef struct ct_batch_cursor {
+  int64_t epoch, position;  // the batch the next read returns
+  int64_t batches;          // per epoch
+  ct_batch_stride stride;   // data-parallel reading
+} ct_batch_cursor;
+
 // Seeks a loader whose epochs hold `batches` batches each to (epoch,
 // position), the batch its next read returns, and starts a new group of
 // the stride. A place outside the epochs is an error naming `who` (the

@@ -55,11 +55,11 @@ typedef struct captioning {
   // Training pairs: caption j of the training split (its ids) and its image.
   ct_caption_ids train_ids;
   int64_t *pair_image;
-  // The training batches: (epoch, position) is the batch the next call
-  // returns; order holds the permutation of order_epoch.
-  int64_t batches, epoch, position, order_epoch;
+  // The training batches: cur is where the next call reads; order holds
+  // the permutation of order_epoch.
+  ct_batch_cursor cur;
+  int64_t order_epoch;
   int64_t *order;
-  ct_batch_stride stride;  // data-parallel reading
 } captioning;
 
 // ---- data ------------------------------------------------------------------
@@ -252,8 +252,8 @@ static ct_status open_batches(captioning *cp) {
   for (int64_t i = 0; i < s->N; i++)
     for (int64_t j = s->caption_start[i]; j < s->caption_start[i + 1]; j++)
       cp->pair_image[j] = i;
-  cp->batches = n / cp->cfg.batch_size;
-  if (cp->batches < 1)
+  cp->cur.batches = n / cp->cfg.batch_size;
+  if (cp->cur.batches < 1)
     return ct_error(CT_ERR_ARG,
                     "[data] batch_size = %lld is larger than the %lld "
                     "training captions",
@@ -269,6 +269,7 @@ static ct_status captioning_open(ct_task *t, const ct_config *cfg, ct_params *p,
   captioning *cp = calloc(1, sizeof *cp);
   if (!cp) return ct_error(CT_ERR_NOMEM, "captioning: out of memory");
   t->state = cp;
+  t->cursor = &cp->cur;
   cp->cfg = c;
   cp->order_epoch = -1;
   ct_text_tokenizer_init(&cp->tok, c.tokenizer, c.lowercase);
@@ -309,26 +310,26 @@ static int64_t captioning_model_width(const ct_task *t) {
 
 static int64_t batches_per_epoch(void *arg, int64_t epoch) {
   (void)epoch;
-  return ((const captioning *)arg)->batches;
+  return ((const captioning *)arg)->cur.batches;
 }
 
 static ct_tensor *captioning_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                         double *items) {
   captioning *cp = t->state;
   const ct_caption_ids *ids = &cp->train_ids;
-  if (cp->position >= cp->batches) {
-    cp->epoch++;
-    cp->position = 0;
+  if (cp->cur.position >= cp->cur.batches) {
+    cp->cur.epoch++;
+    cp->cur.position = 0;
   }
-  if (cp->order_epoch != cp->epoch) {
+  if (cp->order_epoch != cp->cur.epoch) {
     ct_rng r = ct_rng_make(cp->cfg.data.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->epoch));
+                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->cur.epoch));
     ct_rng_permutation(&r, cp->order, ids->n);
-    cp->order_epoch = cp->epoch;
+    cp->order_epoch = cp->cur.epoch;
   }
   const int64_t B = cp->cfg.batch_size;
-  const int64_t *pairs = cp->order + cp->position * B;
-  ct_batch_stride_advance(&cp->stride, &cp->epoch, &cp->position,
+  const int64_t *pairs = cp->order + cp->cur.position * B;
+  ct_batch_stride_advance(&cp->cur.stride, &cp->cur.epoch, &cp->cur.position,
                           batches_per_epoch, cp, false);
   // T = the longest caption + 1: <bos> w1..wn in, w1..wn <eos> out.
   int64_t T = 0;
@@ -374,31 +375,6 @@ static ct_tensor *captioning_train_loss(ct_task *t, ct_nn_ctx *ctx,
   ct_tensor *r =
       ct_nn_captioner_attention_reg(alphas, mask, cp->cfg.attention_reg);
   return r ? ct_add(loss, r) : NULL;
-}
-
-static void captioning_data_position(const ct_task *t, int64_t *epoch,
-                                     int64_t *position) {
-  const captioning *cp = t->state;
-  *epoch = cp->epoch;
-  *position = cp->position;
-}
-
-static ct_status captioning_data_seek(ct_task *t, int64_t epoch,
-                                      int64_t position) {
-  captioning *cp = t->state;
-  return ct_batch_seek("captioning", cp->batches, epoch, position, &cp->epoch,
-                       &cp->position, &cp->stride);
-}
-
-static void captioning_data_stride(ct_task *t, int64_t take, int64_t skip) {
-  captioning *cp = t->state;
-  cp->stride = (ct_batch_stride){.take = take, .skip = skip};
-}
-
-static int64_t captioning_epoch_batches(ct_task *t, int64_t epoch) {
-  (void)epoch;
-  const captioning *cp = t->state;
-  return cp->batches;
 }
 
 // ---- decoding and evaluation ---------------------------------------------------
@@ -762,10 +738,10 @@ const ct_task_ops ct_task_captioning = {
     .model_width = captioning_model_width,
     .save = captioning_save,
     .train_loss = captioning_train_loss,
-    .data_position = captioning_data_position,
-    .data_seek = captioning_data_seek,
-    .data_stride = captioning_data_stride,
-    .epoch_batches = captioning_epoch_batches,
+    .data_position = ct_task_cursor_position,
+    .data_seek = ct_task_cursor_seek,
+    .data_stride = ct_task_cursor_stride,
+    .epoch_batches = ct_task_cursor_epoch_batches,
     .evaluate = captioning_evaluate,
     .close = captioning_close,
 };

@@ -68,11 +68,11 @@ typedef struct contrastive {
   ct_caption_dataset sets[SPLITS];
   bool have[SPLITS];
   ct_caption_ids ids[SPLITS];  // every caption's ids, per split
-  // The training batches: (epoch, position) is the batch the next call
-  // returns; order holds the image permutation of order_epoch.
-  int64_t batches, epoch, position, order_epoch;
+  // The training batches: cur is where the next call reads; order holds
+  // the image permutation of order_epoch.
+  ct_batch_cursor cur;
+  int64_t order_epoch;
   int64_t *order;
-  ct_batch_stride stride;
 } contrastive;
 
 // ---- data -------------------------------------------------------------------
@@ -274,6 +274,7 @@ static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
   contrastive *cp = calloc(1, sizeof *cp);
   if (!cp) return ct_error(CT_ERR_NOMEM, "contrastive: out of memory");
   t->state = cp;
+  t->cursor = &cp->cur;
   cp->cfg = c;
   cp->order_epoch = -1;
   ct_text_tokenizer_init(&cp->tok, c.tokenizer, c.lowercase);
@@ -318,8 +319,8 @@ static ct_status contrastive_open(ct_task *t, const ct_config *cfg,
   const int64_t n = cp->sets[0].N;
   cp->order = malloc((size_t)n * sizeof *cp->order);
   if (!cp->order) return ct_error(CT_ERR_NOMEM, "contrastive: out of memory");
-  cp->batches = n / c.batch_size;
-  if (cp->batches < 1)
+  cp->cur.batches = n / c.batch_size;
+  if (cp->cur.batches < 1)
     return ct_error(CT_ERR_ARG,
                     "[data] batch_size = %lld is larger than the %lld "
                     "training images",
@@ -336,27 +337,27 @@ static int64_t contrastive_model_width(const ct_task *t) {
 
 static int64_t batches_per_epoch(void *arg, int64_t epoch) {
   (void)epoch;
-  return ((const contrastive *)arg)->batches;
+  return ((const contrastive *)arg)->cur.batches;
 }
 
 static ct_tensor *contrastive_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                          double *items) {
   contrastive *cp = t->state;
   const ct_caption_dataset *ds = &cp->sets[0];
-  if (cp->position >= cp->batches) {
-    cp->epoch++;
-    cp->position = 0;
+  if (cp->cur.position >= cp->cur.batches) {
+    cp->cur.epoch++;
+    cp->cur.position = 0;
   }
-  if (cp->order_epoch != cp->epoch) {
+  if (cp->order_epoch != cp->cur.epoch) {
     ct_rng r = ct_rng_make(cp->cfg.data.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->epoch));
+                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->cur.epoch));
     ct_rng_permutation(&r, cp->order, ds->N);
-    cp->order_epoch = cp->epoch;
+    cp->order_epoch = cp->cur.epoch;
   }
   const int64_t B = cp->cfg.batch_size;
-  const int64_t *images = cp->order + cp->position * B;
-  const uint64_t stream = ct_rng_stream(RNG_CAPTION, (uint64_t)cp->epoch);
-  ct_batch_stride_advance(&cp->stride, &cp->epoch, &cp->position,
+  const int64_t *images = cp->order + cp->cur.position * B;
+  const uint64_t stream = ct_rng_stream(RNG_CAPTION, (uint64_t)cp->cur.epoch);
+  ct_batch_stride_advance(&cp->cur.stride, &cp->cur.epoch, &cp->cur.position,
                           batches_per_epoch, cp, false);
   int64_t *cap = ct_arena_alloc((size_t)B * sizeof *cap);
   int64_t *eot = ct_arena_alloc((size_t)B * sizeof *eot);
@@ -386,31 +387,6 @@ static ct_tensor *contrastive_train_loss(ct_task *t, ct_nn_ctx *ctx,
 static void contrastive_after_step(ct_task *t) {
   contrastive *cp = t->state;
   ct_nn_clip_clamp_scale(cp->model);
-}
-
-static void contrastive_data_position(const ct_task *t, int64_t *epoch,
-                                      int64_t *position) {
-  const contrastive *cp = t->state;
-  *epoch = cp->epoch;
-  *position = cp->position;
-}
-
-static ct_status contrastive_data_seek(ct_task *t, int64_t epoch,
-                                       int64_t position) {
-  contrastive *cp = t->state;
-  return ct_batch_seek("contrastive", cp->batches, epoch, position, &cp->epoch,
-                       &cp->position, &cp->stride);
-}
-
-static void contrastive_data_stride(ct_task *t, int64_t take, int64_t skip) {
-  contrastive *cp = t->state;
-  cp->stride = (ct_batch_stride){.take = take, .skip = skip};
-}
-
-static int64_t contrastive_epoch_batches(ct_task *t, int64_t epoch) {
-  (void)epoch;
-  const contrastive *cp = t->state;
-  return cp->batches;
 }
 
 // ---- embedding many images and texts, over ranks ----------------------------
@@ -1093,10 +1069,10 @@ const ct_task_ops ct_task_contrastive = {
     .model_width = contrastive_model_width,
     .save = contrastive_save,
     .train_loss = contrastive_train_loss,
-    .data_position = contrastive_data_position,
-    .data_seek = contrastive_data_seek,
-    .data_stride = contrastive_data_stride,
-    .epoch_batches = contrastive_epoch_batches,
+    .data_position = ct_task_cursor_position,
+    .data_seek = ct_task_cursor_seek,
+    .data_stride = ct_task_cursor_stride,
+    .epoch_batches = ct_task_cursor_epoch_batches,
     .evaluate = contrastive_evaluate,
     .after_step = contrastive_after_step,
     .close = contrastive_close,

@@ -59,11 +59,11 @@ typedef struct detection {
   bool model_ready;
   ct_detection_dataset train, val;
   bool have_train, have_val;
-  // The training batches: (epoch, position) is the batch the next call
-  // returns; order holds the permutation of order_epoch.
-  int64_t batch_size, epoch, position, batches, order_epoch;
+  // The training batches: cur is where the next call reads; order holds
+  // the permutation of order_epoch.
+  ct_batch_cursor cur;
+  int64_t batch_size, order_epoch;
   int64_t *order;
-  ct_batch_stride stride;  // data-parallel reading
 } detection;
 
 // ---- data ------------------------------------------------------------------
@@ -290,6 +290,7 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
   detection *d = calloc(1, sizeof *d);
   if (!d) return ct_error(CT_ERR_NOMEM, "detection: out of memory");
   t->state = d;
+  t->cursor = &d->cur;
   d->cfg = c;
   d->order_epoch = -1;
   if (need != CT_TASK_MODEL_ONLY) st = load_data(d, need);
@@ -335,8 +336,8 @@ static ct_status detection_open(ct_task *t, const ct_config *cfg, ct_params *p,
   }
   d->model_ready = true;
   if (st != CT_OK || need != CT_TASK_ALL_DATA) return st;
-  d->batches = d->train.N / c.batch_size;
-  if (d->batches < 1)
+  d->cur.batches = d->train.N / c.batch_size;
+  if (d->cur.batches < 1)
     return ct_error(CT_ERR_ARG,
                     "[data] batch_size = %lld is larger than the %lld "
                     "training images",
@@ -372,24 +373,24 @@ static ct_tensor *class_scores(const detection *d, ct_tensor *logits) {
 
 static int64_t batches_per_epoch(void *d, int64_t epoch) {
   (void)epoch;
-  return ((const detection *)d)->batches;
+  return ((const detection *)d)->cur.batches;
 }
 
 static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                        double *items) {
   detection *d = t->state;
-  if (d->position >= d->batches) {
-    d->epoch++;
-    d->position = 0;
+  if (d->cur.position >= d->cur.batches) {
+    d->cur.epoch++;
+    d->cur.position = 0;
   }
-  if (d->order_epoch != d->epoch) {
-    ct_rng r =
-        ct_rng_make(d->cfg.seed, ct_rng_stream(RNG_ORDER, (uint64_t)d->epoch));
+  if (d->order_epoch != d->cur.epoch) {
+    ct_rng r = ct_rng_make(d->cfg.seed,
+                           ct_rng_stream(RNG_ORDER, (uint64_t)d->cur.epoch));
     ct_rng_permutation(&r, d->order, d->train.N);
-    d->order_epoch = d->epoch;
+    d->order_epoch = d->cur.epoch;
   }
   const int64_t B = d->cfg.batch_size;
-  const int64_t *idx = d->order + d->position * B;
+  const int64_t *idx = d->order + d->cur.position * B;
   int64_t T = 0;
   for (int64_t b = 0; b < B; b++)
     T += ct_detection_box_count(&d->train, idx[b]);
@@ -401,12 +402,12 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
     ct_error(CT_ERR_NOMEM, "detection: out of memory");
     return NULL;
   }
-  uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)d->epoch);
+  uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)d->cur.epoch);
   for (int64_t b = 0; b < B; b++)
     flip[b] = d->cfg.hflip &&
               ct_rng_uniform_at(d->cfg.seed, stream, (uint64_t)idx[b]) < 0.5f;
   ct_tensor *x = make_batch(d, &d->train, idx, flip, B, counts, labels, boxes);
-  ct_batch_stride_advance(&d->stride, &d->epoch, &d->position,
+  ct_batch_stride_advance(&d->cur.stride, &d->cur.epoch, &d->cur.position,
                           batches_per_epoch, d, false);
   *items = (double)B;
   ct_nn_detr_out out;
@@ -414,31 +415,6 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
   ct_nn_detr_targets tg = {
       .batch = (int)B, .counts = counts, .labels = labels, .boxes = boxes};
   return ct_nn_detr_loss(&out, out.layers, &tg, &d->cfg.loss, NULL);
-}
-
-static void detection_data_position(const ct_task *t, int64_t *epoch,
-                                    int64_t *position) {
-  const detection *d = t->state;
-  *epoch = d->epoch;
-  *position = d->position;
-}
-
-static ct_status detection_data_seek(ct_task *t, int64_t epoch,
-                                     int64_t position) {
-  detection *d = t->state;
-  return ct_batch_seek("detection", d->batches, epoch, position, &d->epoch,
-                       &d->position, &d->stride);
-}
-
-static void detection_data_stride(ct_task *t, int64_t take, int64_t skip) {
-  detection *d = t->state;
-  d->stride = (ct_batch_stride){.take = take, .skip = skip};
-}
-
-static int64_t detection_epoch_batches(ct_task *t, int64_t epoch) {
-  (void)epoch;
-  const detection *d = t->state;
-  return d->batches;
 }
 
 // ---- prediction and evaluation -------------------------------------------------
@@ -731,10 +707,10 @@ const ct_task_ops ct_task_detection = {
     .model_width = detection_model_width,
     .save = detection_save,
     .train_loss = detection_train_loss,
-    .data_position = detection_data_position,
-    .data_seek = detection_data_seek,
-    .data_stride = detection_data_stride,
-    .epoch_batches = detection_epoch_batches,
+    .data_position = ct_task_cursor_position,
+    .data_seek = ct_task_cursor_seek,
+    .data_stride = ct_task_cursor_stride,
+    .epoch_batches = ct_task_cursor_epoch_batches,
     .evaluate = detection_evaluate,
     .close = detection_close,
 };

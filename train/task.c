@@ -71,3 +71,24 @@ void ct_eval_metrics_to_json(const ct_eval_metrics *m, ct_json_obj *o) {
       ct_json_obj_num(o, e->name, e->value);
   }
 }
+
+void ct_task_cursor_position(const ct_task *t, int64_t *epoch,
+                             int64_t *position) {
+  *epoch = t->cursor->epoch;
+  *position = t->cursor->position;
+}
+
+ct_status ct_task_cursor_seek(ct_task *t, int64_t epoch, int64_t position) {
+  ct_batch_cursor *c = t->cursor;
+  return ct_batch_seek(t->ops->name, c->batches, epoch, position, &c->epoch,
+                       &c->position, &c->stride);
+}
+
+void ct_task_cursor_stride(ct_task *t, int64_t take, int64_t skip) {
+  t->cursor->stride = (ct_batch_stride){.take = take, .skip = skip};
+}
+
+int64_t ct_task_cursor_epoch_batches(ct_task *t, int64_t epoch) {
+  (void)epoch;
+  return t->cursor->batches;
+}

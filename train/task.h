@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "core/params.h"
+#include "data/stride.h"
 #include "nn/module.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -123,7 +124,18 @@ typedef struct ct_task_ops {
 struct ct_task {
   const ct_task_ops *ops;
   void *state;
+  // Set by tasks whose loader is a ct_batch_cursor (data/stride.h), for the
+  // ct_task_cursor_* ops below; NULL otherwise.
+  ct_batch_cursor *cursor;
 };
+
+// data_position, data_seek, data_stride and epoch_batches of a task whose
+// t->cursor is its loader's (fixed-length epochs).
+void ct_task_cursor_position(const ct_task *t, int64_t *epoch,
+                             int64_t *position);
+ct_status ct_task_cursor_seek(ct_task *t, int64_t epoch, int64_t position);
+void ct_task_cursor_stride(ct_task *t, int64_t take, int64_t skip);
+int64_t ct_task_cursor_epoch_batches(ct_task *t, int64_t epoch);
 
 extern const ct_task_ops ct_task_translation;
 extern const ct_task_ops ct_task_classification;
