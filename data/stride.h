@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 typedef struct ct_batch_stride {
   int64_t take;   // batches read per group (0: every batch, no skipping)
@@ -52,6 +53,36 @@ typedef struct ct_batch_cursor {
   int64_t batches;          // per epoch
   ct_batch_stride stride;   // data-parallel reading
 } ct_batch_cursor;
+
+static inline int64_t ct_batch_cursor_batches(void *cursor, int64_t epoch) {
+  (void)epoch;
+  return ((const ct_batch_cursor *)cursor)->batches;
+}
+
+// The next batch of a cursor over shuffled examples: past an epoch's last
+// batch it moves to the next epoch's first; order (n entries) holds the
+// permutation of epoch *order_epoch, drawn again from (seed,
+// ct_rng_stream(purpose, epoch)) when the epoch changes. Returns the
+// batch's B entries of order, its epoch in *epoch, and moves the cursor
+// past it (and past the other ranks' share: the stride).
+static inline const int64_t *ct_batch_cursor_next(
+    ct_batch_cursor *c, int64_t *order, int64_t *order_epoch, int64_t n,
+    int64_t B, uint64_t seed, uint32_t purpose, int64_t *epoch) {
+  if (c->position >= c->batches) {
+    c->epoch++;
+    c->position = 0;
+  }
+  if (*order_epoch != c->epoch) {
+    ct_rng r = ct_rng_make(seed, ct_rng_stream(purpose, (uint64_t)c->epoch));
+    ct_rng_permutation(&r, order, n);
+    *order_epoch = c->epoch;
+  }
+  const int64_t *batch = order + c->position * B;
+  *epoch = c->epoch;
+  ct_batch_stride_advance(&c->stride, &c->epoch, &c->position,
+                          ct_batch_cursor_batches, c, false);
+  return batch;
+}
 
 // Seeks a loader whose epochs hold `batches` batches each to (epoch,
 // position), the batch its next read returns, and starts a new group of

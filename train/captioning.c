@@ -308,29 +308,15 @@ static int64_t captioning_model_width(const ct_task *t) {
 
 // ---- training ------------------------------------------------------------------
 
-static int64_t batches_per_epoch(void *arg, int64_t epoch) {
-  (void)epoch;
-  return ((const captioning *)arg)->cur.batches;
-}
-
 static ct_tensor *captioning_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                         double *items) {
   captioning *cp = t->state;
   const ct_caption_ids *ids = &cp->train_ids;
-  if (cp->cur.position >= cp->cur.batches) {
-    cp->cur.epoch++;
-    cp->cur.position = 0;
-  }
-  if (cp->order_epoch != cp->cur.epoch) {
-    ct_rng r = ct_rng_make(cp->cfg.data.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->cur.epoch));
-    ct_rng_permutation(&r, cp->order, ids->n);
-    cp->order_epoch = cp->cur.epoch;
-  }
   const int64_t B = cp->cfg.batch_size;
-  const int64_t *pairs = cp->order + cp->cur.position * B;
-  ct_batch_stride_advance(&cp->cur.stride, &cp->cur.epoch, &cp->cur.position,
-                          batches_per_epoch, cp, false);
+  int64_t epoch;
+  const int64_t *pairs =
+      ct_batch_cursor_next(&cp->cur, cp->order, &cp->order_epoch, ids->n, B,
+                           cp->cfg.data.seed, RNG_ORDER, &epoch);
   // T = the longest caption + 1: <bos> w1..wn in, w1..wn <eos> out.
   int64_t T = 0;
   for (int64_t b = 0; b < B; b++) {

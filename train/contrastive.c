@@ -335,30 +335,16 @@ static int64_t contrastive_model_width(const ct_task *t) {
 
 // ---- training ---------------------------------------------------------------
 
-static int64_t batches_per_epoch(void *arg, int64_t epoch) {
-  (void)epoch;
-  return ((const contrastive *)arg)->cur.batches;
-}
-
 static ct_tensor *contrastive_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                          double *items) {
   contrastive *cp = t->state;
   const ct_caption_dataset *ds = &cp->sets[0];
-  if (cp->cur.position >= cp->cur.batches) {
-    cp->cur.epoch++;
-    cp->cur.position = 0;
-  }
-  if (cp->order_epoch != cp->cur.epoch) {
-    ct_rng r = ct_rng_make(cp->cfg.data.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)cp->cur.epoch));
-    ct_rng_permutation(&r, cp->order, ds->N);
-    cp->order_epoch = cp->cur.epoch;
-  }
   const int64_t B = cp->cfg.batch_size;
-  const int64_t *images = cp->order + cp->cur.position * B;
-  const uint64_t stream = ct_rng_stream(RNG_CAPTION, (uint64_t)cp->cur.epoch);
-  ct_batch_stride_advance(&cp->cur.stride, &cp->cur.epoch, &cp->cur.position,
-                          batches_per_epoch, cp, false);
+  int64_t epoch;
+  const int64_t *images =
+      ct_batch_cursor_next(&cp->cur, cp->order, &cp->order_epoch, ds->N, B,
+                           cp->cfg.data.seed, RNG_ORDER, &epoch);
+  const uint64_t stream = ct_rng_stream(RNG_CAPTION, (uint64_t)epoch);
   int64_t *cap = ct_arena_alloc((size_t)B * sizeof *cap);
   int64_t *eot = ct_arena_alloc((size_t)B * sizeof *eot);
   if (!cap || !eot) return NULL;

@@ -371,26 +371,14 @@ static ct_tensor *class_scores(const detection *d, ct_tensor *logits) {
   return d->cfg.loss.match.focal ? ct_sigmoid(logits) : ct_softmax(logits);
 }
 
-static int64_t batches_per_epoch(void *d, int64_t epoch) {
-  (void)epoch;
-  return ((const detection *)d)->cur.batches;
-}
-
 static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
                                        double *items) {
   detection *d = t->state;
-  if (d->cur.position >= d->cur.batches) {
-    d->cur.epoch++;
-    d->cur.position = 0;
-  }
-  if (d->order_epoch != d->cur.epoch) {
-    ct_rng r = ct_rng_make(d->cfg.seed,
-                           ct_rng_stream(RNG_ORDER, (uint64_t)d->cur.epoch));
-    ct_rng_permutation(&r, d->order, d->train.N);
-    d->order_epoch = d->cur.epoch;
-  }
   const int64_t B = d->cfg.batch_size;
-  const int64_t *idx = d->order + d->cur.position * B;
+  int64_t epoch;
+  const int64_t *idx =
+      ct_batch_cursor_next(&d->cur, d->order, &d->order_epoch, d->train.N, B,
+                           d->cfg.seed, RNG_ORDER, &epoch);
   int64_t T = 0;
   for (int64_t b = 0; b < B; b++)
     T += ct_detection_box_count(&d->train, idx[b]);
@@ -402,13 +390,11 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
     ct_error(CT_ERR_NOMEM, "detection: out of memory");
     return NULL;
   }
-  uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)d->cur.epoch);
+  uint64_t stream = ct_rng_stream(RNG_FLIP, (uint64_t)epoch);
   for (int64_t b = 0; b < B; b++)
     flip[b] = d->cfg.hflip &&
               ct_rng_uniform_at(d->cfg.seed, stream, (uint64_t)idx[b]) < 0.5f;
   ct_tensor *x = make_batch(d, &d->train, idx, flip, B, counts, labels, boxes);
-  ct_batch_stride_advance(&d->cur.stride, &d->cur.epoch, &d->cur.position,
-                          batches_per_epoch, d, false);
   *items = (double)B;
   ct_nn_detr_out out;
   if (!x || model_forward(d, ctx, x, &out) != CT_OK) return NULL;
