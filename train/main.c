@@ -162,6 +162,18 @@ static int threads_option(const char *value, int *n) {
   return 0;
 }
 
+// Parses the value of the --top at argv[*i] into *top (1..1000); 2 on a
+// usage error (printed).
+static int top_option(int argc, char **argv, int *i, int *top) {
+  const char *v = option_value(argc, argv, i);
+  if (!v) return 2;
+  long n = positive(v);
+  if (n < 1 || n > 1000)
+    return usage_error("--top wants an integer in 1..1000, not '%s'", v);
+  *top = (int)n;
+  return 0;
+}
+
 static int cmd_train(int argc, char **argv) {
   if (argc < 3) return usage_error("%s", "train needs a CONFIG file");
   const char **sets = calloc((size_t)argc, sizeof *sets);
@@ -549,12 +561,7 @@ static int cmd_classify(int argc, char **argv) {
   for (int i = 2; i < argc && !rc; i++) {
     const char *v;
     if (!strcmp(argv[i], "--top")) {
-      if (!(v = option_value(argc, argv, &i)))
-        rc = 2;
-      else if (positive(v) < 1 || positive(v) > 1000)
-        rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
-      else
-        top = (int)positive(v);
+      rc = top_option(argc, argv, &i, &top);
     } else if (!strcmp(argv[i], "--attention")) {
       if (!(v = option_value(argc, argv, &i)))
         rc = 2;
@@ -690,14 +697,8 @@ static int cmd_zeroshot(int argc, char **argv) {
   model_args a = {.rest = calloc((size_t)argc, sizeof *a.rest)};
   int rc = a.rest ? 0 : 1;
   for (int i = 2; i < argc && !rc; i++) {
-    const char *v;
     if (!strcmp(argv[i], "--top")) {
-      if (!(v = option_value(argc, argv, &i)))
-        rc = 2;
-      else if (positive(v) < 1 || positive(v) > 1000)
-        rc = usage_error("--top wants an integer in 1..1000, not '%s'", v);
-      else
-        top = (int)positive(v);
+      rc = top_option(argc, argv, &i, &top);
     } else if (is_zeroshot_arg(argv[i])) {
       rc = zeroshot_arg(&z, argc, argv, &i);
     } else if (!strcmp(argv[i], "--out")) {
