@@ -39,6 +39,14 @@ expect "eval prints map50 and the size split" \
   "[ -n \"\$(jnum '$out' map50)\" ] && [ -n \"\$(jnum '$out' map50_large)\" ]"
 out=$("$ctrain" detect "$ckpt" det/train/*.png --threshold 0.3)
 expect "detect prints boxes" "grep -q '^det/train/[0-9]*.png: [a-z]* 0\.[0-9]* \[' <<<\"\$out\""
+# With the focal loss every (query, class) pair is a detection (the
+# reference's top-100 of them; here 8 queries x 2 classes), best first.
+one=$(ls det/train/*.png | head -n 1)
+out=$("$ctrain" detect "$ckpt" "$one" --threshold 0 | head -n 1)
+n=$(grep -o '\[' <<<"$out" | wc -l)
+expect "detect --threshold 0 lists all 16 (query, class) pairs ($n)" "[ '$n' -eq 16 ]"
+expect "detect lists them by score, highest first" \
+  "grep -oE '[0-9]\.[0-9]{3} \[' <<<\"\$out\" | tr -d ' [' | sort -c -r -g"
 "$ctrain" export "$ckpt" dd.safetensors >/dev/null
 expect "export writes the reference's names" \
   "grep -aq 'transformer.level_embed' dd.safetensors && grep -aq 'input_proj.1.1.weight' dd.safetensors && grep -aq 'transformer.decoder.layers.1.cross_attn.sampling_offsets.weight' dd.safetensors && grep -aq 'query_embed.weight' dd.safetensors"

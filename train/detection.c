@@ -405,22 +405,63 @@ static ct_tensor *detection_train_loss(ct_task *t, ct_nn_ctx *ctx,
 
 // ---- prediction and evaluation -------------------------------------------------
 
-// The final layer's detections of image b: every query's best object class
-// and its probability (DETR's softmax, "no object" left out; Deformable
-// DETR's sigmoid score), boxes as pixel corners.
+// Detections per image: DETR's one per query (its best object class under
+// the softmax, "no object" left out); with the focal loss, as the
+// Deformable DETR reference's PostProcess, the DETECTIONS_MAX (query, class)
+// pairs of highest sigmoid score, so a query unsure between two classes
+// reports both.
+enum { DETECTIONS_MAX = 100 };
+
+static int64_t num_detections(const detection *d) {
+  const int64_t N = num_queries(d);
+  if (!d->cfg.loss.match.focal) return N;
+  const int64_t pairs = N * d->meta.K;
+  return pairs < DETECTIONS_MAX ? pairs : DETECTIONS_MAX;
+}
+
+// Order of (query, class) pairs: higher score first, then the lower index
+// q * K + k (a fixed order for ties).
+typedef struct scored_pair {
+  float score;
+  int64_t index;
+} scored_pair;
+
+static int pair_cmp(const void *a, const void *b) {
+  const scored_pair *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+// The final layer's num_detections(d) detections of image b, boxes as pixel
+// corners. `pairs` has room for N * K entries (focal loss only).
 static void predictions(const detection *d, const ct_tensor *probs,
-                        const ct_tensor *boxes, int64_t b, ct_map_box *out) {
+                        const ct_tensor *boxes, int64_t b, scored_pair *pairs,
+                        ct_map_box *out) {
   const int64_t N = probs->shape[1], K1 = probs->shape[2];
-  const int64_t classes = d->cfg.loss.match.focal ? K1 : K1 - 1;
-  for (int64_t q = 0; q < N; q++) {
-    const float *p = ct_f32(probs) + (b * N + q) * K1;
-    int best = 0;
-    for (int k = 1; k < classes; k++)
-      if (p[k] > p[best]) best = k;
-    out[q].label = best;
-    out[q].score = p[best];
-    ct_detection_cxcywh_to_pixels(ct_f32(boxes) + (b * N + q) * 4, 1, d->meta.W,
-                                  d->meta.H, out[q].box);
+  const float *p = ct_f32(probs) + b * N * K1;
+  const float *bx = ct_f32(boxes) + b * N * 4;
+  if (!d->cfg.loss.match.focal) {
+    for (int64_t q = 0; q < N; q++) {
+      int best = 0;
+      for (int k = 1; k < K1 - 1; k++)
+        if (p[q * K1 + k] > p[q * K1 + best]) best = k;
+      out[q].label = best;
+      out[q].score = p[q * K1 + best];
+      ct_detection_cxcywh_to_pixels(bx + q * 4, 1, d->meta.W, d->meta.H,
+                                    out[q].box);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < N * K1; i++)
+    pairs[i] = (scored_pair){.score = p[i], .index = i};
+  qsort(pairs, (size_t)(N * K1), sizeof *pairs, pair_cmp);
+  const int64_t D = num_detections(d);
+  for (int64_t i = 0; i < D; i++) {
+    const int64_t q = pairs[i].index / K1;
+    out[i].label = (int32_t)(pairs[i].index % K1);
+    out[i].score = pairs[i].score;
+    ct_detection_cxcywh_to_pixels(bx + q * 4, 1, d->meta.W, d->meta.H,
+                                  out[i].box);
   }
 }
 
@@ -443,7 +484,7 @@ static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
   detection *d = ev->d;
   const int64_t start = unit * EVAL_BATCH;
   const int64_t B = ev->n - start < EVAL_BATCH ? ev->n - start : EVAL_BATCH;
-  const int64_t N = num_queries(d);
+  const int64_t N = num_queries(d), D = num_detections(d);
   ct_arena_mark mark = ct_arena_get_mark();
   int64_t idx[EVAL_BATCH], T = 0;
   for (int64_t b = 0; b < B; b++) {
@@ -453,10 +494,13 @@ static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
   int counts[EVAL_BATCH];
   int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
   float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
-  ct_map_box *dets = ct_arena_alloc((size_t)N * sizeof *dets);
-  ct_tensor *x = labels && boxes && dets ? make_batch(d, ev->ds, idx, NULL, B,
-                                                      counts, labels, boxes)
-                                         : NULL;
+  ct_map_box *dets = ct_arena_alloc((size_t)D * sizeof *dets);
+  scored_pair *pairs =
+      ct_arena_alloc((size_t)N * (size_t)(d->meta.K + 1) * sizeof *pairs);
+  ct_tensor *x =
+      labels && boxes && dets && pairs
+          ? make_batch(d, ev->ds, idx, NULL, B, counts, labels, boxes)
+          : NULL;
   ct_nn_detr_out o;
   if (!x || model_forward(d, NULL, x, &o) != CT_OK) {
     ct_arena_rewind(mark);
@@ -480,8 +524,8 @@ static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
   ct_byte_buffer_append(out, &loss, sizeof loss);
   ct_byte_buffer_append(out, &num_boxes, sizeof num_boxes);
   for (int64_t b = 0; b < B; b++) {
-    predictions(d, probs, last.boxes[0], b, dets);
-    ct_byte_buffer_append(out, dets, (size_t)N * sizeof *dets);
+    predictions(d, probs, last.boxes[0], b, pairs, dets);
+    ct_byte_buffer_append(out, dets, (size_t)D * sizeof *dets);
   }
   ct_arena_rewind(mark);
   return CT_OK;
@@ -492,9 +536,9 @@ static ct_status eval_fold(void *arg, int64_t unit, const void *data,
   eval_units *ev = arg;
   const int64_t start = unit * EVAL_BATCH;
   const int64_t B = ev->n - start < EVAL_BATCH ? ev->n - start : EVAL_BATCH;
-  const int64_t N = num_queries(ev->d);
+  const int64_t D = num_detections(ev->d);
   const size_t head = sizeof(double) + sizeof(int64_t);
-  if (len != head + (size_t)(B * N) * sizeof(ct_map_box))
+  if (len != head + (size_t)(B * D) * sizeof(ct_map_box))
     return ct_error(CT_ERR_STATE, "evaluate: a batch's result is cut short");
   double loss;
   int64_t num_boxes;
@@ -506,8 +550,8 @@ static ct_status eval_fold(void *arg, int64_t unit, const void *data,
   for (int64_t b = 0; b < B && st == CT_OK; b++) {
     int64_t image = start + b;
     memcpy(ev->dets,
-           (const char *)data + head + (size_t)(b * N) * sizeof *ev->dets,
-           (size_t)N * sizeof *ev->dets);
+           (const char *)data + head + (size_t)(b * D) * sizeof *ev->dets,
+           (size_t)D * sizeof *ev->dets);
     int64_t ng = ct_detection_box_count(ev->ds, image);
     const ct_detection_box *g = ct_detection_boxes(ev->ds, image);
     for (int64_t i = 0; i < ng; i++) {
@@ -515,7 +559,7 @@ static ct_status eval_fold(void *arg, int64_t unit, const void *data,
       ev->gts[i].score = 1.0f;
       ct_detection_box_xyxy(&g[i], ev->gts[i].box);
     }
-    st = ct_map_eval_add_image(&ev->map, ev->dets, (int)N, ev->gts, (int)ng);
+    st = ct_map_eval_add_image(&ev->map, ev->dets, (int)D, ev->gts, (int)ng);
   }
   return st;
 }
@@ -536,7 +580,7 @@ static ct_status detection_evaluate(ct_task *t, const char *split, int beam,
   ct_status st = ct_map_eval_init(&ev.map, d->meta.K);
   if (st != CT_OK) return st;
   ev.gts = malloc((size_t)(ct_detection_max_boxes(ev.ds) + 1) * sizeof *ev.gts);
-  ev.dets = malloc((size_t)num_queries(d) * sizeof *ev.dets);
+  ev.dets = malloc((size_t)num_detections(d) * sizeof *ev.dets);
   if (!ev.gts || !ev.dets)
     st = ct_error(CT_ERR_NOMEM, "detection: out of memory");
   bool was = ct_grad_set_enabled(false);
@@ -588,17 +632,19 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
                               float threshold, const char *out_png, FILE *out) {
   detection *d = t->state;
   const ct_image_meta *m = &d->meta;
-  const int64_t pixels = (int64_t)m->C * m->H * m->W, N = num_queries(d);
+  const int64_t pixels = (int64_t)m->C * m->H * m->W, N = num_queries(d),
+                D = num_detections(d);
   uint8_t *raw = malloc((size_t)pixels);
-  ct_map_box *dets = malloc((size_t)N * sizeof *dets);
-  float *draw_boxes = malloc((size_t)N * 4 * sizeof *draw_boxes);
-  int *draw_labels = malloc((size_t)N * sizeof *draw_labels);
-  char(*captions)[64] = malloc((size_t)N * sizeof *captions);
-  const char **caption_ptr = malloc((size_t)N * sizeof *caption_ptr);
-  ct_status st =
-      raw && dets && draw_boxes && draw_labels && captions && caption_ptr
-          ? CT_OK
-          : ct_error(CT_ERR_NOMEM, "detect: out of memory");
+  ct_map_box *dets = malloc((size_t)D * sizeof *dets);
+  scored_pair *pairs = malloc((size_t)N * (size_t)(m->K + 1) * sizeof *pairs);
+  float *draw_boxes = malloc((size_t)D * 4 * sizeof *draw_boxes);
+  int *draw_labels = malloc((size_t)D * sizeof *draw_labels);
+  char(*captions)[64] = malloc((size_t)D * sizeof *captions);
+  const char **caption_ptr = malloc((size_t)D * sizeof *caption_ptr);
+  ct_status st = raw && dets && pairs && draw_boxes && draw_labels &&
+                         captions && caption_ptr
+                     ? CT_OK
+                     : ct_error(CT_ERR_NOMEM, "detect: out of memory");
   bool was = ct_grad_set_enabled(false);
   for (int i = 0; i < n && st == CT_OK; i++) {
     // The file's own size, to report boxes in its pixels.
@@ -623,10 +669,10 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
       ct_arena_rewind(mark);
       break;
     }
-    predictions(d, probs, o.boxes[o.layers - 1], 0, dets);
+    predictions(d, probs, o.boxes[o.layers - 1], 0, pairs, dets);
     int kept = 0;
     fprintf(out, "%s:", paths[i]);
-    for (int64_t q = 0; q < N; q++) {
+    for (int64_t q = 0; q < D; q++) {
       if (dets[q].score < threshold) continue;
       const char *name = ct_string_list_get(&m->class_names, dets[q].label);
       float sx = (float)ow / (float)m->W, sy = (float)oh / (float)m->H;
@@ -652,6 +698,7 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
   ct_grad_set_enabled(was);
   free(raw);
   free(dets);
+  free(pairs);
   free(draw_boxes);
   free(draw_labels);
   free(captions);
