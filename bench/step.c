@@ -907,8 +907,7 @@ static const ddetr_config deformable_detr_b32 = {
 static ct_optim_config ddetr_optimizer(void) {
   ct_optim_config oc = ct_adamw_defaults();
   oc.weight_decay = 1e-4;
-  ct_optim_lr_mults_parse(
-      &oc, "backbone.0:0.1,sampling_offsets:0.1,reference_points:0.1");
+  ct_optim_lr_mults_parse(&oc, "sampling_offsets:0.1,reference_points:0.1");
   return oc;
 }
 

@@ -488,7 +488,8 @@ static void test_plot_compare(void) {
   }
   char warning[512];
   const char *out = tmp_path("compare.png");
-  CHECK(ct_plot_compare_runs(out, runs, 2, warning, sizeof warning) == CT_OK,
+  CHECK(ct_plot_compare_runs(out, runs, 2, NULL, warning, sizeof warning) ==
+            CT_OK,
         "compare: %s", ct_last_error());
   // loss and accuracy ("images" is a count, not drawn): two full-height
   // charts. Series: cmp_a train (blue), cmp_a val (orange), cmp_b train
@@ -498,9 +499,34 @@ static void test_plot_compare(void) {
   png_count(out, CT_PLOT_WIDTH, 2 * CT_PLOT_HEIGHT, 44, 160, 44, &green, &ink);
   CHECK(blue > 300 && green > 300, "compare: run a %ld, run b %ld", blue,
         green);
+  // --metrics accuracy: that panel alone, one chart high, the two runs'
+  // val series blue and orange; a name no run has is refused, with the ones
+  // they have.
+  long orange;
+  CHECK(ct_plot_compare_runs(out, runs, 2, "accuracy", warning,
+                             sizeof warning) == CT_OK,
+        "compare accuracy: %s", ct_last_error());
+  png_count(out, CT_PLOT_WIDTH, CT_PLOT_HEIGHT, 31, 119, 180, &blue, &ink);
+  png_count(out, CT_PLOT_WIDTH, CT_PLOT_HEIGHT, 255, 127, 14, &orange, &ink);
+  CHECK(blue > 100 && orange > 100, "accuracy only: run a %ld, run b %ld", blue,
+        orange);
+  CHECK(ct_plot_compare_runs(out, runs, 2, "loss,accuracy,loss", warning,
+                             sizeof warning) == CT_OK,
+        "compare loss,accuracy: %s", ct_last_error());
+  png_count(out, CT_PLOT_WIDTH, 2 * CT_PLOT_HEIGHT, 44, 160, 44, &green, &ink);
+  CHECK(green > 300, "loss and accuracy: run b train %ld", green);
+  CHECK(ct_plot_compare_runs(out, runs, 2, "accuracy,bleu", warning,
+                             sizeof warning) == CT_ERR_ARG,
+        "an unknown metric");
+  CHECK(strstr(ct_last_error(), "'bleu' (they have: loss, accuracy)") != NULL,
+        "'%s'", ct_last_error());
+  CHECK(ct_plot_compare_runs(out, runs, 2, "accuracy,", warning,
+                             sizeof warning) == CT_ERR_ARG,
+        "an empty name");
   // A missing run: the error names its metrics file.
   const char *bad[2] = {runs[0], tmp_path("cmp_missing")};
-  CHECK(ct_plot_compare_runs(out, bad, 2, warning, sizeof warning) == CT_ERR_IO,
+  CHECK(ct_plot_compare_runs(out, bad, 2, NULL, warning, sizeof warning) ==
+            CT_ERR_IO,
         "missing run");
   CHECK(strstr(ct_last_error(), "cmp_missing/metrics.jsonl") != NULL, "'%s'",
         ct_last_error());

@@ -9,7 +9,7 @@
 //                   [--top N] [--out PANELS.png]
 //   ctrain inspect CKPT
 //   ctrain export CKPT [OUT.safetensors] [--vocab DIR]
-//   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png
+//   ctrain plot RUN_DIR | ctrain plot RUN_DIR... --out FILE.png [--metrics L]
 //   ctrain toy translation --out DIR [--task copy|reverse|grammar] [--seed N]
 //              [--train N] [--val N] [--test N] [--force]
 //
@@ -98,7 +98,7 @@ static const char *const usage =
     "--allow-unexpected\n"
     "                             skips the file's tensors the model lacks\n"
     "  plot RUN_DIR               PNG charts of a run's metrics\n"
-    "  plot RUN_DIR... --out FILE.png\n"
+    "  plot RUN_DIR... --out FILE.png [--metrics loss,NAME,...]\n"
     "                             several runs' metrics in one chart\n"
     "  toy translation --out DIR [--task copy|reverse|grammar] [--seed N]\n"
     "      [--train N] [--val N] [--test N] [--force]\n"
@@ -892,17 +892,19 @@ static int cmd_forward(int argc, char **argv) {
 }
 
 // ctrain plot RUN_DIR: charts in the run folder; ctrain plot RUN_DIR...
-// --out FILE.png: the runs compared in one PNG.
+// --out FILE.png [--metrics LIST]: the runs compared in one PNG (only the
+// listed panels).
 static int cmd_plot(int argc, char **argv) {
-  const char *out = NULL;
+  const char *out = NULL, *metrics = NULL;
   const char **dirs = calloc((size_t)argc, sizeof *dirs);
   if (!dirs) return runtime_error();
   int n = 0, rc = 0;
   for (int i = 2; i < argc && !rc; i++) {
-    if (!strcmp(argv[i], "--out")) {
+    if (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--metrics")) {
+      const char **dst = argv[i][2] == 'o' ? &out : &metrics;
       const char *v = option_value(argc, argv, &i);
       if (!v) rc = 2;
-      out = v;
+      *dst = v;
     } else if (argv[i][0] == '-') {
       rc = usage_error("plot: unknown option '%s'", argv[i]);
     } else {
@@ -912,6 +914,8 @@ static int cmd_plot(int argc, char **argv) {
   if (!rc && (n == 0 || (n > 1 && !out)))
     rc = usage_error("%s", n ? "plot: several run folders need --out FILE.png"
                              : "plot takes a run folder");
+  if (!rc && metrics && !out)
+    rc = usage_error("%s", "plot: --metrics goes with --out FILE.png");
   char warning[512] = "";
   if (!rc && !out) {
     if (ct_plot_run_dir(dirs[0], warning, sizeof warning) != CT_OK)
@@ -920,7 +924,8 @@ static int cmd_plot(int argc, char **argv) {
       printf("wrote %s/loss.png, %s/lr.png, %s/metrics.png\n", dirs[0], dirs[0],
              dirs[0]);
   } else if (!rc) {
-    if (ct_plot_compare_runs(out, dirs, n, warning, sizeof warning) != CT_OK)
+    if (ct_plot_compare_runs(out, dirs, n, metrics, warning, sizeof warning) !=
+        CT_OK)
       rc = runtime_error();
     else
       printf("wrote %s\n", out);

@@ -1069,8 +1069,12 @@ static bool collect(run_series *r, const ct_jsonl_data *d, const char *label) {
 // Draws `loss` (and `lr` when lr_path is not NULL) and one panel per metric:
 // into separate files (loss_path, lr_path, metrics_path), or all stacked
 // into loss_path when metrics_path is NULL.
-static ct_status render(const run_series *r, const char *loss_path,
-                        const char *lr_path, const char *metrics_path) {
+// Draws r: with lr_path and metrics_path (one run), loss.png, lr.png and
+// metrics.png; without them (a comparison), the loss panel when with_loss
+// and the metric panels stacked in loss_path.
+static ct_status render(const run_series *r, bool with_loss,
+                        const char *loss_path, const char *lr_path,
+                        const char *metrics_path) {
   const int n = r->names.n > 64 ? 64 : r->names.n;  // panels at most
   ct_plot_series *ls = series_of(&r->loss), *rs = series_of(&r->lr);
   ct_plot_chart *charts = calloc((size_t)n + 1, sizeof *charts);
@@ -1088,8 +1092,9 @@ static ct_status render(const run_series *r, const char *loss_path,
   charts[0] = (ct_plot_chart){"loss", "step", ls, r->loss.n,
                               wide_positive_range(&r->loss)};
   if (st == CT_OK)
-    st = ct_plot_write_png(loss_path, charts, metrics_path ? 1 : n + 1,
-                           CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
+    st = ct_plot_write_png(loss_path, with_loss ? charts : charts + 1,
+                           metrics_path ? 1 : n + with_loss, CT_PLOT_WIDTH,
+                           CT_PLOT_HEIGHT);
   if (st == CT_OK && lr_path) {
     ct_plot_chart chart = {"learning rate", "step", rs, r->lr.n, false};
     st = ct_plot_write_png(lr_path, &chart, 1, CT_PLOT_WIDTH, CT_PLOT_HEIGHT);
@@ -1123,15 +1128,88 @@ ct_status ct_plot_run_dir(const char *run_dir, char *warning,
   snprintf(path, sizeof path, "%s/loss.png", run_dir);
   snprintf(lr_path, sizeof lr_path, "%s/lr.png", run_dir);
   snprintf(metrics_path, sizeof metrics_path, "%s/metrics.png", run_dir);
-  if (st == CT_OK) st = render(&r, path, lr_path, metrics_path);
+  if (st == CT_OK) st = render(&r, true, path, lr_path, metrics_path);
   run_series_free(&r);
   ct_jsonl_data_free(&d);
   return st;
 }
 
+// Keeps the metric panels named in `list` (comma-separated; "loss" for the
+// loss panel, which then goes first), in the list's order. Errors name a
+// metric no run has, with those they have.
+static ct_status select_panels(run_series *r, const char *list,
+                               bool *with_loss) {
+  *with_loss = false;
+  const int n = r->names.n;
+  int *pick = malloc((size_t)(n ? n : 1) * sizeof *pick);
+  bool *used = calloc((size_t)(n ? n : 1), sizeof *used);
+  ct_status st =
+      pick && used ? CT_OK : ct_error(CT_ERR_NOMEM, "plot: out of memory");
+  int kept = 0;
+  for (const char *p = list, *next = list; st == CT_OK && next; p = next) {
+    size_t len = strcspn(p, ",");
+    next = p[len] == ',' ? p + len + 1 : NULL;
+    char name[sizeof r->names.items->name];
+    snprintf(name, sizeof name, "%.*s", (int)len, p);
+    if (!len || len >= sizeof name) {
+      st = ct_error(CT_ERR_ARG, "plot: --metrics '%s': %s", list,
+                    len ? "a name is too long" : "an empty name");
+      break;
+    }
+    if (!strcmp(name, "loss")) {
+      *with_loss = true;
+      continue;
+    }
+    int m = 0;
+    while (m < n && strcmp(r->names.items[m].name, name)) m++;
+    if (m == n) {
+      char have[512] = "loss";
+      for (int i = 0; i < n; i++) {
+        size_t at = strlen(have);
+        snprintf(have + at, sizeof have - at, ", %s", r->names.items[i].name);
+      }
+      st = ct_error(CT_ERR_ARG,
+                    "plot: no run has the metric '%s' (they have: %s)", name,
+                    have);
+    } else if (!used[m]) {
+      used[m] = true;
+      pick[kept++] = m;
+    }
+  }
+  if (st == CT_OK) {
+    xy_list *names = malloc((size_t)(kept ? kept : 1) * sizeof *names);
+    xy_set *metrics = malloc((size_t)(kept ? kept : 1) * sizeof *metrics);
+    if (!names || !metrics) {
+      free(names);
+      free(metrics);
+      st = ct_error(CT_ERR_NOMEM, "plot: out of memory");
+    } else {
+      for (int i = 0; i < kept; i++) {
+        names[i] = r->names.items[pick[i]];
+        metrics[i] = r->metrics[pick[i]];
+      }
+      for (int m = 0; m < n; m++)
+        if (!used[m]) {
+          set_free(&r->metrics[m]);
+          free(r->names.items[m].x);
+          free(r->names.items[m].y);
+        }
+      free(r->names.items);
+      free(r->metrics);
+      r->names.items = names;
+      r->names.n = kept;
+      r->metrics = metrics;
+    }
+  }
+  free(pick);
+  free(used);
+  return st;
+}
+
 ct_status ct_plot_compare_runs(const char *out_path,
                                const char *const *run_dirs, int n_runs,
-                               char *warning, size_t warning_size) {
+                               const char *metrics, char *warning,
+                               size_t warning_size) {
   if (warning && warning_size) warning[0] = '\0';
   if (!out_path || n_runs < 1)
     return ct_error(CT_ERR_ARG, "plot: no output file or no run folders");
@@ -1157,7 +1235,9 @@ ct_status ct_plot_compare_runs(const char *out_path,
       st = ct_error(CT_ERR_NOMEM, "%s: out of memory", path);
     ct_jsonl_data_free(&d);
   }
-  if (st == CT_OK) st = render(&r, out_path, NULL, NULL);
+  bool with_loss = true;
+  if (st == CT_OK && metrics) st = select_panels(&r, metrics, &with_loss);
+  if (st == CT_OK) st = render(&r, with_loss, out_path, NULL, NULL);
   run_series_free(&r);
   return st;
 }

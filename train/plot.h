@@ -67,13 +67,18 @@ ct_status ct_plot_write_png(const char *path, const ct_plot_chart *charts,
 // is copied to `warning` ("" when none).
 ct_status ct_plot_run_dir(const char *run_dir, char *warning,
                           size_t warning_size);
-// Backs `ctrain plot RUN_DIR... --out FILE.png`: the runs' metrics in one
-// PNG at out_path, stacked: loss (training and evaluation), then one panel
-// per evaluation metric, with one series per run (named by the run folder's
-// last component) and split. A note about a skipped line goes to `warning`.
+// Backs `ctrain plot RUN_DIR... --out FILE.png [--metrics LIST]`: the runs'
+// metrics in one PNG at out_path, stacked: loss (training and evaluation),
+// then one panel per evaluation metric, with one series per run (named by
+// the run folder's last component) and split. `metrics` (NULL: all), a
+// comma-separated list of evaluation fields and "loss", keeps only those
+// panels, in its order (the loss first when listed); a name no run has is
+// an error listing those they have. A note about a skipped line goes to
+// `warning`.
 ct_status ct_plot_compare_runs(const char *out_path,
                                const char *const *run_dirs, int n_runs,
-                               char *warning, size_t warning_size);
+                               const char *metrics, char *warning,
+                               size_t warning_size);
 
 // Writes an 8-bit RGB PNG atomically: rgb holds height rows of width pixels
 // of 3 bytes (row-major), 1..CT_PNG_MAX_SIDE each way. Errors name the path.

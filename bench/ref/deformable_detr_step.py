@@ -17,8 +17,9 @@ a pure-Python Hungarian (the reference calls scipy's
 linear_sum_assignment; Debian's python3-torch has no scipy): 96 problems of
 at most 6 x 20 per step, a few ms. AdamW lr 2e-4, weight decay 1e-4 (none
 on biases, norms, query_embed and level_embed, as ctrain), betas (0.9,
-0.999), eps 1e-8; the backbone, sampling_offsets and reference_points at
-0.1x lr (the reference's param groups); gradient clipping at norm 1 (as
+0.999), eps 1e-8; sampling_offsets and reference_points at 0.1x lr (the
+reference's lr_linear_proj_mult; its 0.1x backbone is for a pretrained
+one, and ctrain's default leaves it out); gradient clipping at norm 1 (as
 every bench_step row). The batch: images N(0, 1), image b with b % 7
 objects, labels uniform, centres U(0.2, 0.8), sides U(0.05, 0.35), drawn
 as bench/step.c draws them (same rule, not the same numbers).
@@ -41,7 +42,7 @@ CONFIGS = {
     "deformable_detr_b32": (1, 64, 4, 16, 5, 1, 128, 8, 3, 3, 512, 20, 4, 4,
                             32),
 }
-LR_MULT = ("backbone.0", "sampling_offsets", "reference_points")
+LR_MULT = ("sampling_offsets", "reference_points")
 NO_DECAY = ("query_embed", "level_embed")
 
 
