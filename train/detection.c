@@ -419,23 +419,11 @@ static int64_t num_detections(const detection *d) {
   return pairs < DETECTIONS_MAX ? pairs : DETECTIONS_MAX;
 }
 
-// Order of (query, class) pairs: higher score first, then the lower index
-// q * K + k (a fixed order for ties).
-typedef struct scored_pair {
-  float score;
-  int64_t index;
-} scored_pair;
-
-static int pair_cmp(const void *a, const void *b) {
-  const scored_pair *x = a, *y = b;
-  if (x->score != y->score) return x->score > y->score ? -1 : 1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
 // The final layer's num_detections(d) detections of image b, boxes as pixel
-// corners. `pairs` has room for N * K entries (focal loss only).
+// corners. `pairs` has room for N * K entries (focal loss only): the
+// (query, class) pairs at position q * K + k, sorted by score.
 static void predictions(const detection *d, const ct_tensor *probs,
-                        const ct_tensor *boxes, int64_t b, scored_pair *pairs,
+                        const ct_tensor *boxes, int64_t b, ct_scored *pairs,
                         ct_map_box *out) {
   const int64_t N = probs->shape[1], K1 = probs->shape[2];
   const float *p = ct_f32(probs) + b * N * K1;
@@ -453,12 +441,12 @@ static void predictions(const detection *d, const ct_tensor *probs,
     return;
   }
   for (int64_t i = 0; i < N * K1; i++)
-    pairs[i] = (scored_pair){.score = p[i], .index = i};
-  qsort(pairs, (size_t)(N * K1), sizeof *pairs, pair_cmp);
+    pairs[i] = (ct_scored){.score = p[i], .pos = i};
+  qsort(pairs, (size_t)(N * K1), sizeof *pairs, ct_scored_cmp);
   const int64_t D = num_detections(d);
   for (int64_t i = 0; i < D; i++) {
-    const int64_t q = pairs[i].index / K1;
-    out[i].label = (int32_t)(pairs[i].index % K1);
+    const int64_t q = pairs[i].pos / K1;
+    out[i].label = (int32_t)(pairs[i].pos % K1);
     out[i].score = pairs[i].score;
     ct_detection_cxcywh_to_pixels(bx + q * 4, 1, d->meta.W, d->meta.H,
                                   out[i].box);
@@ -495,8 +483,8 @@ static ct_status eval_unit(void *arg, int64_t unit, ct_byte_buffer *out) {
   int32_t *labels = ct_arena_alloc((size_t)(T ? T : 1) * sizeof *labels);
   float *boxes = ct_arena_alloc((size_t)(T ? T : 1) * 4 * sizeof *boxes);
   ct_map_box *dets = ct_arena_alloc((size_t)D * sizeof *dets);
-  scored_pair *pairs =
-      ct_arena_alloc((size_t)N * (size_t)(d->meta.K + 1) * sizeof *pairs);
+  ct_scored *pairs =
+      ct_arena_alloc((size_t)N * (size_t)d->meta.K * sizeof *pairs);
   ct_tensor *x =
       labels && boxes && dets && pairs
           ? make_batch(d, ev->ds, idx, NULL, B, counts, labels, boxes)
@@ -636,7 +624,7 @@ ct_status ct_detection_detect(ct_task *t, const char *const *paths, int n,
                 D = num_detections(d);
   uint8_t *raw = malloc((size_t)pixels);
   ct_map_box *dets = malloc((size_t)D * sizeof *dets);
-  scored_pair *pairs = malloc((size_t)N * (size_t)(m->K + 1) * sizeof *pairs);
+  ct_scored *pairs = malloc((size_t)N * (size_t)m->K * sizeof *pairs);
   float *draw_boxes = malloc((size_t)D * 4 * sizeof *draw_boxes);
   int *draw_labels = malloc((size_t)D * sizeof *draw_labels);
   char(*captions)[64] = malloc((size_t)D * sizeof *captions);

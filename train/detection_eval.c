@@ -99,15 +99,8 @@ ct_status ct_map_eval_add_image(ct_map_eval *ev, const ct_map_box *dets,
   return CT_OK;
 }
 
-// A detection in a sort: its score and position (the tie-breaker, which
-// makes qsort stable as numpy's mergesort is).
-typedef struct ranked {
-  float score;
-  int64_t pos;
-} ranked;
-
-static int by_score(const void *a, const void *b) {
-  const ranked *x = a, *y = b;
+int ct_scored_cmp(const void *a, const void *b) {
+  const ct_scored *x = a, *y = b;
   if (x->score != y->score) return x->score > y->score ? -1 : 1;
   return (x->pos > y->pos) - (x->pos < y->pos);
 }
@@ -129,12 +122,12 @@ static bool outside(const double range[2], const float *box) {
 // `kept` and `order` hold n_dets entries, `tp` CT_MAP_IOU_THRESHOLDS rows
 // of n_dets.
 typedef struct class_scratch {
-  int64_t *kept;   // the detections kept, image by image, sorted in each
-  ranked *order;   // the kept ones ranked over all images
-  uint8_t *tp;     // (T, kept): FALSE_POSITIVE, TRUE_POSITIVE or IGNORED
-  int64_t *gt;     // the class's ground-truth boxes, image by image, in
-                   // each those inside the area range first (stable)
-  uint8_t *gt_ig;  // (n_gts) by ground-truth index: outside the area range
+  int64_t *kept;     // the detections kept, image by image, sorted in each
+  ct_scored *order;  // the kept ones ranked over all images
+  uint8_t *tp;       // (T, kept): FALSE_POSITIVE, TRUE_POSITIVE or IGNORED
+  int64_t *gt;       // the class's ground-truth boxes, image by image, in
+                     // each those inside the area range first (stable)
+  uint8_t *gt_ig;    // (n_gts) by ground-truth index: outside the area range
   double range[2];
   double *iou;     // one image's (dets, gts) IoUs
   uint8_t *taken;  // one image's gts taken
@@ -210,8 +203,9 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
     int64_t img = ev->dets[d].image, first = nk;
     for (; d < ev->n_dets && ev->dets[d].image == img; d++)
       if (ev->dets[d].b.label == k)
-        s->order[nk++] = (ranked){ev->dets[d].b.score, d};
-    qsort(s->order + first, (size_t)(nk - first), sizeof *s->order, by_score);
+        s->order[nk++] = (ct_scored){ev->dets[d].b.score, d};
+    qsort(s->order + first, (size_t)(nk - first), sizeof *s->order,
+          ct_scored_cmp);
     if (nk - first > CT_MAP_MAX_DETS) nk = first + CT_MAP_MAX_DETS;
     for (int64_t i = first; i < nk; i++) s->kept[i] = s->order[i].pos;
   }
@@ -230,8 +224,8 @@ static ct_status class_ap(const ct_map_eval *ev, int k, class_scratch *s,
   }
   // All kept detections ranked by score (ties: the order above).
   for (int64_t i = 0; i < nk; i++)
-    s->order[i] = (ranked){ev->dets[s->kept[i]].b.score, i};
-  qsort(s->order, (size_t)nk, sizeof *s->order, by_score);
+    s->order[i] = (ct_scored){ev->dets[s->kept[i]].b.score, i};
+  qsort(s->order, (size_t)nk, sizeof *s->order, ct_scored_cmp);
   double *rc = malloc((size_t)(nk ? nk : 1) * sizeof *rc);
   double *pr = malloc((size_t)(nk ? nk : 1) * sizeof *pr);
   if (!rc || !pr) {

@@ -65,6 +65,15 @@ typedef struct ct_map_box {
   float box[4];
 } ct_map_box;
 
+// A score with its position, for sorting by score, highest first, ties by
+// the lower position (which makes qsort stable, as numpy's mergesort is):
+// qsort(a, n, sizeof *a, ct_scored_cmp).
+typedef struct ct_scored {
+  float score;
+  int64_t pos;
+} ct_scored;
+int ct_scored_cmp(const void *a, const void *b);
+
 // A box with the index of its image (in the order added).
 typedef struct ct_map_entry {
   ct_map_box b;

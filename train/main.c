@@ -901,7 +901,7 @@ static int cmd_plot(int argc, char **argv) {
   int n = 0, rc = 0;
   for (int i = 2; i < argc && !rc; i++) {
     if (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--metrics")) {
-      const char **dst = argv[i][2] == 'o' ? &out : &metrics;
+      const char **dst = !strcmp(argv[i], "--out") ? &out : &metrics;
       const char *v = option_value(argc, argv, &i);
       if (!v) rc = 2;
       *dst = v;

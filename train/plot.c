@@ -1067,11 +1067,9 @@ static bool collect(run_series *r, const ct_jsonl_data *d, const char *label) {
 }
 
 // Draws `loss` (and `lr` when lr_path is not NULL) and one panel per metric:
-// into separate files (loss_path, lr_path, metrics_path), or all stacked
-// into loss_path when metrics_path is NULL.
-// Draws r: with lr_path and metrics_path (one run), loss.png, lr.png and
-// metrics.png; without them (a comparison), the loss panel when with_loss
-// and the metric panels stacked in loss_path.
+// into separate files (loss_path, lr_path, metrics_path), or, when
+// metrics_path is NULL (a comparison), stacked into loss_path, the loss
+// panel only when with_loss.
 static ct_status render(const run_series *r, bool with_loss,
                         const char *loss_path, const char *lr_path,
                         const char *metrics_path) {
