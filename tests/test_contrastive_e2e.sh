@@ -91,6 +91,16 @@ expect "zeroshot prints the top 3 classes of each image" \
 expect "zeroshot --out draws the panels" "[ -s panels.png ] && head -c 8 panels.png | grep -q PNG"
 out=$("$ctrain" zeroshot "$ckpt" --labels "disk,ring" --template "a red {}" --template "there is a blue {}" cap/test/000002.png)
 expect "zeroshot takes templates" "grep -q '^cap/test/000002.png: [a-z]* [01]\\.[0-9]*, [a-z]* [01]\\.[0-9]*\$' <<<\"\$out\""
+# "{colour}": an image of the model's size has one view, so the template
+# stands for one prompt per palette colour, ensembled; a gray item is drawn
+# in each colour (6 views) and each view meets its colour's prompts.
+one=$("$ctrain" zeroshot "$ckpt" --labels "$labels" --template "a {colour} {}" cap/test/000002.png)
+six=$("$ctrain" zeroshot "$ckpt" --labels "$labels" --template "a red {}" --template "a green {}" \
+  --template "a blue {}" --template "a yellow {}" --template "a purple {}" --template "a white {}" \
+  cap/test/000002.png)
+expect "'{colour}' ensembles the palette's colours ($one)" "[ -n '$one' ] && [ '$one' = '$six' ]"
+views=$("$ctrain" eval "$ckpt" --zeroshot idx --labels "square,bar,bar" 2>&1 | grep -c '(6 views per image)')
+expect "a gray item is seen in the 6 palette colours" "[ '$views' = 1 ]"
 fails_with "a word outside the vocabulary is named" "the word 'sneaker'" \
   "$ctrain" zeroshot "$ckpt" --labels "disk,sneaker" cap/test/000001.png
 fails_with "the toy images' own class names are checked too" "the word 'hbar'" \

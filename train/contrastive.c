@@ -37,14 +37,15 @@ enum {
 
 static const int recall_at[TOP_K] = {1, 5, 10};
 
-// Converted items are painted white (data/toy_captions.h's colour 5) on the
+// A converted item's first canvas is painted white (data/toy_captions.h's
+// colour 5), the next ones in the palette's other colours, on the
 // generator's mean background: its base gray is uniform in [0, 40) plus
 // per-pixel noise in [0, 24).
-enum { ITEM_COLOUR = 5, CANVAS_BACKGROUND = 31 };
+enum { FIRST_COLOUR = 5, CANVAS_BACKGROUND = 31 };
 
 const char *const ct_contrastive_default_templates[] = {
-    "a white {}", "there is a white {}", "one object: a white {}",
-    "a {}, white"};
+    "a {colour} {}", "there is a {colour} {}", "one object: a {colour} {}",
+    "a {}, {colour}"};
 const int ct_contrastive_default_template_count =
     (int)(sizeof ct_contrastive_default_templates /
           sizeof ct_contrastive_default_templates[0]);
@@ -588,68 +589,112 @@ static ct_status contrastive_evaluate(ct_task *t, const char *split, int beam,
 
 // ---- zero-shot --------------------------------------------------------------
 
-// The class embeddings (K, E): for each label, the normalized mean of the
-// normalized text features of its prompts (CLIP's prompt ensembling).
+// The palette colour of canvas view v (see plan_canvas): white first.
+static int view_colour(int v) {
+  return (FIRST_COLOUR + v) % CT_TOY_CAPTIONS_COLOURS;
+}
+
+// Prompt text: template t with its first "{}" replaced by the label (or
+// the label appended after a space when there is none) and every
+// "{colour}" by the colour's name.
+static void fill_prompt(ct_byte_buffer *text, const char *t, const char *label,
+                        const char *colour) {
+  static const char key[] = "{colour}";
+  const size_t key_len = sizeof key - 1;
+  bool placed = false;
+  text->len = 0;
+  while (*t) {
+    if (!strncmp(t, key, key_len)) {
+      ct_byte_buffer_printf(text, "%s", colour);
+      t += key_len;
+    } else if (!placed && t[0] == '{' && t[1] == '}') {
+      ct_byte_buffer_printf(text, "%s", label);
+      placed = true;
+      t += 2;
+    } else {
+      ct_byte_buffer_append(text, t++, 1);
+    }
+  }
+  if (!placed) ct_byte_buffer_printf(text, " %s", label);
+  ct_byte_buffer_append(text, "", 1);
+}
+
+// The class embeddings (K, V, E) for images seen in V views (V > 1: view v
+// painted in view_colour(v)): for each label and view, the normalized mean
+// of the normalized text features of its prompts (CLIP's prompt
+// ensembling), "{colour}" filled with the view's colour; with V = 1 a
+// template with "{colour}" stands for one prompt per palette colour.
 static ct_status class_embeddings(const contrastive *cp,
-                                  const ct_zeroshot_prompts *p, float **out) {
+                                  const ct_zeroshot_prompts *p, int V,
+                                  float **out) {
   const char *const *tpl =
       p->templates ? p->templates : ct_contrastive_default_templates;
   const int nt =
       p->templates ? p->n_templates : ct_contrastive_default_template_count;
-  const int64_t K = p->n_labels, n = K * nt;
+  const int64_t K = p->n_labels, groups = K * V;
+  // Prompts per group: a template with "{colour}" gives every colour at
+  // V = 1, one otherwise.
+  int64_t per_group = 0;
+  for (int j = 0; j < nt; j++)
+    per_group += V == 1 && strstr(tpl[j], "{colour}") ? CT_TOY_CAPTIONS_COLOURS
+                                                      : 1;
+  const int64_t n = groups * per_group;
   int32_t **seq = calloc((size_t)n, sizeof *seq);
   int64_t *len = calloc((size_t)n, sizeof *len);
   ct_string_list tokens = {0};
   ct_byte_buffer text = {0};
   ct_status st =
       seq && len ? CT_OK : ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-  for (int64_t q = 0; q < n && st == CT_OK; q++) {
-    const char *label = p->labels[q / nt], *t = tpl[q % nt];
-    const char *hole = strstr(t, "{}");
-    text.len = 0;
-    if (hole)
-      ct_byte_buffer_printf(&text, "%.*s%s%s", (int)(hole - t), t, label,
-                            hole + 2);
-    else
-      ct_byte_buffer_printf(&text, "%s %s", t, label);
-    ct_byte_buffer_append(&text, "", 1);
-    if (text.failed) {
-      st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-      break;
-    }
-    ct_string_list_clear(&tokens);
-    st = ct_text_tokenizer_tokenize(&cp->tok, text.data, &tokens);
-    if (st == CT_OK && tokens.count == 0)
-      st = ct_error(CT_ERR_ARG, "zeroshot: the prompt '%s' has no words",
-                    text.data);
-    seq[q] = st == CT_OK ? malloc((size_t)tokens.count * sizeof **seq) : NULL;
-    if (st == CT_OK && !seq[q])
-      st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-    len[q] = tokens.count;
-    for (int64_t k = 0; k < tokens.count && st == CT_OK; k++) {
-      const char *w = ct_string_list_get(&tokens, k);
-      seq[q][k] = ct_vocab_id(&cp->vocab, w);
-      if (seq[q][k] == CT_VOCAB_UNK)
-        st = ct_error(CT_ERR_ARG,
-                      "zeroshot: label '%s': the word '%s' of the prompt '%s' "
-                      "is not in the model's vocabulary of %lld words (the "
-                      "training captions' words; pass --labels and "
-                      "--template with those)",
-                      label, w, text.data,
-                      (long long)ct_vocab_size(&cp->vocab) - CT_VOCAB_SPECIALS);
+  for (int64_t g = 0, q = 0; g < groups && st == CT_OK; g++) {
+    const char *label = p->labels[g / V];
+    for (int j = 0; j < nt && st == CT_OK; j++) {
+      const bool all = V == 1 && strstr(tpl[j], "{colour}");
+      for (int c = 0; c < (all ? CT_TOY_CAPTIONS_COLOURS : 1) && st == CT_OK;
+           c++, q++) {
+        fill_prompt(&text, tpl[j], label,
+                    ct_toy_captions_colour_name(all ? c : view_colour(g % V)));
+        if (text.failed) {
+          st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
+          break;
+        }
+        ct_string_list_clear(&tokens);
+        st = ct_text_tokenizer_tokenize(&cp->tok, text.data, &tokens);
+        if (st == CT_OK && tokens.count == 0)
+          st = ct_error(CT_ERR_ARG, "zeroshot: the prompt '%s' has no words",
+                        text.data);
+        seq[q] =
+            st == CT_OK ? malloc((size_t)tokens.count * sizeof **seq) : NULL;
+        if (st == CT_OK && !seq[q])
+          st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
+        len[q] = tokens.count;
+        for (int64_t k = 0; k < tokens.count && st == CT_OK; k++) {
+          const char *w = ct_string_list_get(&tokens, k);
+          seq[q][k] = ct_vocab_id(&cp->vocab, w);
+          if (seq[q][k] == CT_VOCAB_UNK)
+            st = ct_error(
+                CT_ERR_ARG,
+                "zeroshot: label '%s': the word '%s' of the prompt '%s' "
+                "is not in the model's vocabulary of %lld words (the "
+                "training captions' words; pass --labels and "
+                "--template with those)",
+                label, w, text.data,
+                (long long)ct_vocab_size(&cp->vocab) - CT_VOCAB_SPECIALS);
+        }
+      }
     }
   }
   embed_units ev = {
       .cp = cp, .seq = (const int32_t *const *)seq, .len = len, .n_txt = n};
   float *feat = NULL;
   if (st == CT_OK) st = embed_all(&ev, &feat);
-  float *cls = st == CT_OK ? calloc((size_t)(K * ev.E), sizeof *cls) : NULL;
+  float *cls = st == CT_OK ? calloc((size_t)(groups * ev.E), sizeof *cls) : NULL;
   if (st == CT_OK && !cls)
     st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-  for (int64_t k = 0; k < K && st == CT_OK; k++) {
-    float *c = cls + k * ev.E;
-    for (int q = 0; q < nt; q++)
-      for (int64_t e = 0; e < ev.E; e++) c[e] += feat[(k * nt + q) * ev.E + e];
+  for (int64_t g = 0; g < groups && st == CT_OK; g++) {
+    float *c = cls + g * ev.E;
+    for (int64_t q = 0; q < per_group; q++)
+      for (int64_t e = 0; e < ev.E; e++)
+        c[e] += feat[(g * per_group + q) * ev.E + e];
     float norm = sqrtf(dot(c, c, ev.E));
     for (int64_t e = 0; e < ev.E; e++) c[e] /= norm > 1e-12f ? norm : 1e-12f;
   }
@@ -666,14 +711,16 @@ static ct_status class_embeddings(const contrastive *cp,
 // How an image becomes the model's input. A model trained on generated
 // canvases sees an image of another size than its input as one item: the
 // item (gray, thresholded and rescaled as the generator draws Fashion-MNIST
-// items, data/detection.h ct_toy_draw_item) is painted white at the
-// middle of the generator's object sizes (cs·(3/5 + 1/8) pixels for cells
-// of cs) in the middle of one grid cell, on the generator's mean
-// background gray; one canvas per cell, so an image gives grid² canvases
-// whose features are averaged. Otherwise (an image of the input's size,
-// or a model trained on files) the image is only converted and resized.
+// items, data/detection.h ct_toy_draw_item) is drawn at the middle of the
+// generator's object sizes (cs·(3/5 + 1/8) pixels for cells of cs) in the
+// middle of one grid cell, on the generator's mean background gray. A gray
+// item has no colour the captions could name, so it is drawn once in each
+// palette colour: view v in view_colour(v) (white first) and cell
+// v mod grid², and compared with the prompts of that colour (see
+// class_probs). Otherwise (an image of the input's size, or a model
+// trained on files) the image is only converted and resized: one view.
 typedef struct canvas_plan {
-  int views;  // canvases per image: grid² or 1
+  int views;  // canvases per image: the palette's colours, or 1
   int grid, cell, item;
 } canvas_plan;
 
@@ -683,7 +730,7 @@ static canvas_plan plan_canvas(const contrastive *cp, int h, int w) {
   if (cp->cfg.data.source != CT_DATA_SOURCE_TOY || (h == m->H && w == m->W))
     return p;
   p.grid = cp->cfg.data.toy_grid;
-  p.views = p.grid * p.grid;
+  p.views = CT_TOY_CAPTIONS_COLOURS;
   p.cell = m->H / p.grid;
   p.item = p.cell * 3 / 5 + p.cell / 8;
   return p;
@@ -723,9 +770,10 @@ static void make_canvas(const contrastive *cp, const canvas_plan *p,
   ct_toy_draw_item(cell, p->item, &one, 0);
   memset(dst, CANVAS_BACKGROUND, (size_t)(m->C * plane));
   uint8_t rgb[3];
-  ct_toy_captions_colour_rgb(ITEM_COLOUR, rgb);
-  const int x0 = v % p->grid * p->cell + (p->cell - p->item) / 2;
-  const int y0 = v / p->grid * p->cell + (p->cell - p->item) / 2;
+  ct_toy_captions_colour_rgb(view_colour(v), rgb);
+  const int at_cell = v % (p->grid * p->grid);
+  const int x0 = at_cell % p->grid * p->cell + (p->cell - p->item) / 2;
+  const int y0 = at_cell / p->grid * p->cell + (p->cell - p->item) / 2;
   for (int y = 0; y < p->item; y++)
     for (int x = 0; x < p->item; x++) {
       const int g = cell[y * p->item + x];
@@ -736,9 +784,9 @@ static void make_canvas(const contrastive *cp, const canvas_plan *p,
     }
 }
 
-// Image features of n images (C0, h, w) u8, consecutive: (n, E) rows, the
-// normalized mean over each image's canvases; the first image's first
-// canvas (the model's input) copied to `first` when not NULL.
+// Image features of n images (C0, h, w) u8, consecutive: (n, V, E), one
+// normalized row per canvas view (V: plan_canvas's views); the first
+// image's first canvas (the model's input) copied to `first` when not NULL.
 static ct_status image_features(const contrastive *cp, const uint8_t *src,
                                 int64_t n, int C0, int h, int w, float **out,
                                 uint8_t *first) {
@@ -750,7 +798,7 @@ static ct_status image_features(const contrastive *cp, const uint8_t *src,
   uint8_t *gray = malloc((size_t)h * w * 3);
   uint8_t *cell = malloc((size_t)(p.item * p.item + 1));
   const uint8_t **images = malloc((size_t)views * sizeof *images);
-  float *feat = NULL, *mean = NULL;
+  float *feat = NULL;
   ct_status st = canvases && gray && cell && images
                      ? CT_OK
                      : ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
@@ -763,35 +811,28 @@ static ct_status image_features(const contrastive *cp, const uint8_t *src,
   if (st == CT_OK && first && n > 0) memcpy(first, canvases, (size_t)pixels);
   embed_units ev = {.cp = cp, .images = images, .n_img = views};
   if (st == CT_OK) st = embed_all(&ev, &feat);
-  const int64_t E = ev.E;
-  mean = st == CT_OK ? calloc((size_t)(n * E + 1), sizeof *mean) : NULL;
-  if (st == CT_OK && !mean)
-    st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-  for (int64_t i = 0; i < n && st == CT_OK; i++) {
-    float *f = mean + i * E;
-    for (int v = 0; v < p.views; v++)
-      for (int64_t e = 0; e < E; e++) f[e] += feat[(i * p.views + v) * E + e];
-    float norm = sqrtf(dot(f, f, E));
-    for (int64_t e = 0; e < E; e++) f[e] /= norm > 1e-12f ? norm : 1e-12f;
-  }
   free(canvases);
   free(gray);
   free(cell);
   free(images);
-  free(feat);
-  *out = st == CT_OK ? mean : NULL;
-  if (st != CT_OK) free(mean);
+  *out = st == CT_OK ? feat : NULL;
+  if (st != CT_OK) free(feat);
   return st;
 }
 
-// Softmax of exp(s) · cosine over the K classes of one image's features.
+// Softmax over the K classes of one image's V view features f (V, E)
+// against the class embeddings cls (K, V, E): class k's logit is exp(s)
+// times the mean over views of the cosine of view v with (k, v).
 static void class_probs(const contrastive *cp, const float *f, const float *cls,
-                        int64_t K, int64_t E, double *prob) {
+                        int64_t K, int V, int64_t E, double *prob) {
   const double scale =
       exp((double)ct_f32(ct_nn_clip_logit_scale(cp->model))[0]);
   double top = -INFINITY, sum = 0.0;
   for (int64_t k = 0; k < K; k++) {
-    prob[k] = scale * (double)dot(f, cls + k * E, E);
+    double cos = 0.0;
+    for (int v = 0; v < V; v++)
+      cos += (double)dot(f + v * E, cls + (k * V + v) * E, E);
+    prob[k] = scale * cos / V;
     if (prob[k] > top) top = prob[k];
   }
   for (int64_t k = 0; k < K; k++) sum += prob[k] = exp(prob[k] - top);
@@ -838,8 +879,10 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
       panels ? calloc((size_t)panels, sizeof *captions) : NULL;
   if (st == CT_OK && panels && (!inputs || !captions))
     st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
+  // The class embeddings of the views of the image at hand (an image of
+  // the input's size has one, others the palette's: see plan_canvas).
   float *cls = NULL;
-  if (st == CT_OK) st = class_embeddings(cp, p, &cls);
+  int cls_views = 0;
   const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
   double *prob = malloc((size_t)K * sizeof *prob);
   int64_t *tmp = malloc((size_t)K * sizeof *tmp);
@@ -857,12 +900,19 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
     for (int64_t q = 0; planar && q < (int64_t)h * w; q++)
       for (int c = 0; c < cp->meta.C; c++)
         planar[(int64_t)c * h * w + q] = px[q * cp->meta.C + c];
+    const int views = plan_canvas(cp, h, w).views;
+    if (st == CT_OK && views != cls_views) {
+      free(cls);
+      cls = NULL;
+      st = class_embeddings(cp, p, views, &cls);
+      cls_views = views;
+    }
     float *f = NULL;
     if (st == CT_OK)
       st = image_features(cp, planar, 1, cp->meta.C, h, w, &f,
                           i < panels ? inputs + i * pixels : NULL);
     if (st == CT_OK) {
-      class_probs(cp, f, cls, K, E, prob);
+      class_probs(cp, f, cls, K, views, E, prob);
       fprintf(out, "%s:", paths[i]);
       for (int r = 0; r < top; r++) {
         int64_t k = ranked(prob, K, r, tmp);
@@ -983,7 +1033,8 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
   if (st == CT_OK) st = check_prompts(&p);
   const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
   float *cls = NULL, *f = NULL;
-  if (st == CT_OK) st = class_embeddings(cp, &p, &cls);
+  const int views = plan_canvas(cp, d.H, d.W).views;
+  if (st == CT_OK) st = class_embeddings(cp, &p, views, &cls);
   if (st == CT_OK)
     st = image_features(cp, d.pixels, d.N, d.C, d.H, d.W, &f, NULL);
   double *prob = malloc((size_t)K * sizeof *prob);
@@ -994,7 +1045,7 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
     st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
   int64_t correct = 0, top5 = 0;
   for (int64_t i = 0; i < d.N && st == CT_OK; i++) {
-    class_probs(cp, f + i * E, cls, K, E, prob);
+    class_probs(cp, f + i * views * E, cls, K, views, E, prob);
     const int32_t y = d.labels[i];
     int64_t rank = 0;
     for (int64_t k = 0; k < K; k++)
@@ -1014,8 +1065,7 @@ ct_status ct_contrastive_zeroshot_eval(ct_task *t, const char *path,
               "zero-shot on %s: %lld images, %lld classes, accuracy %.2f%%, "
               "top-5 %.2f%% (%d view%s per image)\n",
               path, (long long)d.N, (long long)K, 100.0 * (double)correct / n,
-              100.0 * (double)top5 / n, plan_canvas(cp, d.H, d.W).views,
-              plan_canvas(cp, d.H, d.W).views == 1 ? "" : "s");
+              100.0 * (double)top5 / n, views, views == 1 ? "" : "s");
       for (int64_t k = 0; k < K; k++)
         fprintf(summary, "  %-12s %6.2f%% of %lld\n", p.labels[k],
                 total[k] ? 100.0 * (double)right[k] / (double)total[k] : 0.0,
