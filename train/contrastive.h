@@ -45,12 +45,14 @@
 extern const ct_task_ops ct_task_contrastive;
 
 // The prompts classes are compared with when no --template is given: the
-// toy captions' own forms, with the colour a converted item is painted in.
+// toy captions' own forms, "{colour}" standing for the palette's colours
+// (see ct_contrastive_zeroshot).
 extern const char *const ct_contrastive_default_templates[];
 extern const int ct_contrastive_default_template_count;
 
 // What zero-shot classification compares images with: K class names and
-// the templates ("a photo of a {}": {} is replaced by the name).
+// the templates ("a photo of a {}": {} is replaced by the name, "{colour}"
+// by a palette colour's name).
 typedef struct ct_zeroshot_prompts {
   const char *const *labels;
   int n_labels;
@@ -59,7 +61,10 @@ typedef struct ct_zeroshot_prompts {
 } ct_zeroshot_prompts;
 
 // `ctrain zeroshot`: prints each PNG's `top` classes with probabilities
-// (softmax of exp(logit_scale) times the cosine similarities). A word of a
+// (softmax of exp(logit_scale) times the cosine similarities; for a model
+// trained on generated canvases, an image of another size is a gray item
+// drawn once in each palette colour, each view meeting the prompts of its
+// colour, the class logit the mean over views). A word of a
 // prompt that the vocabulary lacks is CT_ERR_ARG naming it. With
 // panels_png, draws the first images as the model sees them (the first
 // canvas), each captioned with its best class and probability.
