@@ -636,8 +636,8 @@ static ct_status class_embeddings(const contrastive *cp,
   // V = 1, one otherwise.
   int64_t per_group = 0;
   for (int j = 0; j < nt; j++)
-    per_group += V == 1 && strstr(tpl[j], "{colour}") ? CT_TOY_CAPTIONS_COLOURS
-                                                      : 1;
+    per_group +=
+        V == 1 && strstr(tpl[j], "{colour}") ? CT_TOY_CAPTIONS_COLOURS : 1;
   const int64_t n = groups * per_group;
   int32_t **seq = calloc((size_t)n, sizeof *seq);
   int64_t *len = calloc((size_t)n, sizeof *len);
@@ -687,7 +687,8 @@ static ct_status class_embeddings(const contrastive *cp,
       .cp = cp, .seq = (const int32_t *const *)seq, .len = len, .n_txt = n};
   float *feat = NULL;
   if (st == CT_OK) st = embed_all(&ev, &feat);
-  float *cls = st == CT_OK ? calloc((size_t)(groups * ev.E), sizeof *cls) : NULL;
+  float *cls =
+      st == CT_OK ? calloc((size_t)(groups * ev.E), sizeof *cls) : NULL;
   if (st == CT_OK && !cls)
     st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
   for (int64_t g = 0; g < groups && st == CT_OK; g++) {
