@@ -2,8 +2,10 @@
 // nn modules (the convention is in module.h).
 #include "nn/module.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/op_util.h"
@@ -92,6 +94,41 @@ ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,
   ct_nn_attention_layer *l = &log->layers[log->count++];
   *l = (ct_nn_attention_layer){.weights = weights, .groups = groups};
   return l;
+}
+
+ct_tensor *ct_nn_attention_weights(const ct_nn_attention_scores *s) {
+  const int64_t G = s->groups, NH = s->heads, Nq = s->Nq, Nk = s->Nk,
+                Dh = s->Dh;
+  const int64_t nW = s->mask ? s->mask->shape[0] : 1;
+  ct_tensor *w = ct_tensor_empty(CT_F32, CT_SHAPE(G, NH, Nq, Nk));
+  if (!w) return NULL;
+  const float *b = s->bias ? ct_f32(s->bias) : NULL;
+  const float *mk = s->mask ? ct_f32(s->mask) : NULL;
+  double *row = malloc((size_t)Nk * sizeof *row);
+  if (!row) {
+    ct_error(CT_ERR_NOMEM, "attention log: out of memory");
+    return NULL;
+  }
+  for (int64_t g = 0; g < G; g++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t i = 0; i < Nq; i++) {
+        const float *qi = s->q + (g * Nq + i) * s->q_stride + h * Dh;
+        double max = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < Nk; j++) {
+          const float *kj = s->k + (g * Nk + j) * s->k_stride + h * Dh;
+          double dot = 0.0;
+          for (int64_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+          row[j] = dot * s->scale;
+          if (b) row[j] += b[(h * Nq + i) * Nk + j];
+          if (mk) row[j] += mk[((g % nW) * Nq + i) * Nk + j];
+          if (row[j] > max) max = row[j];
+        }
+        for (int64_t j = 0; j < Nk; j++) sum += row[j] = exp(row[j] - max);
+        float *out = ct_f32(w) + ((g * NH + h) * Nq + i) * Nk;
+        for (int64_t j = 0; j < Nk; j++) out[j] = (float)(row[j] / sum);
+      }
+  free(row);
+  return w;
 }
 
 void ct_nn_rows_append(float *dst, int64_t stride, int64_t step,

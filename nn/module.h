@@ -92,6 +92,25 @@ ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,
                                               ct_tensor *weights,
                                               int64_t groups);
 
+// Where a layer's queries and keys lie, for ct_nn_attention_weights: token
+// i of group g has head h's query at q + (g * Nq + i) * q_stride + h * Dh
+// and head h's key at k + (g * Nk + j) * k_stride + h * Dh (fused qkv
+// layouts and separate q, k tensors alike).
+typedef struct ct_nn_attention_scores {
+  const float *q, *k;
+  int64_t q_stride, k_stride;  // floats from one token to the next
+  int64_t groups, heads, Nq, Nk, Dh;
+  double scale;
+  const ct_tensor *bias;  // (heads, Nq, Nk) added to every group, or NULL
+  const ct_tensor *mask;  // (nW, Nq, Nk), group g adding mask g % nW, or NULL
+} ct_nn_attention_scores;
+
+// The per-head weights softmax(scale q k^T + bias + mask) of s's groups,
+// (groups, heads, Nq, Nk) in the arena, computed in double without dropout
+// beside a layer's fused attention, for an attention log (evaluation
+// only). NULL with an error.
+ct_tensor *ct_nn_attention_weights(const ct_nn_attention_scores *s);
+
 // Contexts for a training pass at `step` and for evaluation.
 ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step);
 ct_nn_ctx ct_nn_eval_ctx(void);

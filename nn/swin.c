@@ -107,45 +107,6 @@ ct_status ct_nn_swin_block_init(ct_nn_swin_block *m, ct_params *p,
   return st;
 }
 
-// The per-head attention weights of windows for an attention log: qkv
-// (B*nW, N, 3, NH, Dh), bias (NH, N, N), mask (nW, N, N) or NULL ->
-// (B*nW, NH, N, N), softmax(q k^T / sqrt(Dh) + bias + mask) as the fused
-// kernel computes it (in double, no dropout: evaluation only).
-static ct_tensor *window_weights(const ct_tensor *qkv, const ct_tensor *bias,
-                                 const ct_tensor *mask, int64_t nW) {
-  const int64_t G = qkv->shape[0], N = qkv->shape[1], NH = qkv->shape[3],
-                Dh = qkv->shape[4];
-  ct_tensor *w = ct_tensor_empty(CT_F32, CT_SHAPE(G, NH, N, N));
-  if (!w) return NULL;
-  const double scale = 1.0 / sqrt((double)Dh);
-  const float *q = ct_f32(qkv), *b = ct_f32(bias);
-  const float *mk = mask ? ct_f32(mask) : NULL;
-  double *row = malloc((size_t)N * sizeof *row);
-  if (!row) {
-    ct_error(CT_ERR_NOMEM, "swin: out of memory");
-    return NULL;
-  }
-  for (int64_t g = 0; g < G; g++)
-    for (int64_t h = 0; h < NH; h++)
-      for (int64_t i = 0; i < N; i++) {
-        const float *qi = q + ((g * N + i) * 3 * NH + h) * Dh;
-        double max = -INFINITY, sum = 0.0;
-        for (int64_t j = 0; j < N; j++) {
-          const float *kj = q + ((g * N + j) * 3 * NH + NH + h) * Dh;
-          double dot = 0.0;
-          for (int64_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
-          row[j] = dot * scale + b[(h * N + i) * N + j] +
-                   (mk ? mk[((g % nW) * N + i) * N + j] : 0.0f);
-          if (row[j] > max) max = row[j];
-        }
-        for (int64_t j = 0; j < N; j++) sum += row[j] = exp(row[j] - max);
-        float *out = ct_f32(w) + ((g * NH + h) * N + i) * N;
-        for (int64_t j = 0; j < N; j++) out[j] = (float)(row[j] / sum);
-      }
-  free(row);
-  return w;
-}
-
 // Window attention on windows h (B*nW, N, C) -> (B*nW, N, C), before proj.
 // Takes the attention dropout's site; records the weights in ctx's
 // attention log when it has one.
@@ -162,8 +123,22 @@ static ct_tensor *window_attention(const ct_nn_swin_block *m, ct_nn_ctx *ctx,
   }
   if (!o.bias || !qkv) return NULL;
   if (ctx && ctx->attention) {
-    const int64_t nW = (m->H / ws) * (m->W / ws);
-    ct_tensor *w = window_weights(qkv, o.bias, o.window_mask, nW);
+    // qkv (B*nW, N, 3, NH, Dh) -> (B*nW, NH, N, N), the bias and the
+    // shift mask as the fused kernel adds them.
+    const int64_t nW = (m->H / ws) * (m->W / ws), Dh = C / NH;
+    const ct_nn_attention_scores scores = {.q = ct_f32(qkv),
+                                           .k = ct_f32(qkv) + NH * Dh,
+                                           .q_stride = 3 * C,
+                                           .k_stride = 3 * C,
+                                           .groups = qkv->shape[0],
+                                           .heads = NH,
+                                           .Nq = N,
+                                           .Nk = N,
+                                           .Dh = Dh,
+                                           .scale = 1.0 / sqrt((double)Dh),
+                                           .bias = o.bias,
+                                           .mask = o.window_mask};
+    ct_tensor *w = ct_nn_attention_weights(&scores);
     if (!w || !ct_nn_attention_record(ctx, w, nW)) return NULL;
   }
   const uint64_t stream = ctx ? ct_nn_next_dropout_stream(ctx) : 0;
