@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/ops.h"
 #include "autograd/ops_attention.h"
@@ -139,8 +140,34 @@ static ct_tensor *join_cls(ct_tensor *cls, ct_tensor *t) {
   return ct_concat(parts, 2, 1);
 }
 
+// How the tokens of a block's queries (or keys and values) come from its
+// h x w map: token (r, c) of their map is the output (r, c) of a conv
+// (kernel, stride, padding) over it. dw_bn: the depthwise 3x3 conv at
+// stride_q (stride_kv); linear: the map itself, a 1x1 conv at stride 1.
+typedef struct token_conv {
+  int64_t kernel, stride, padding;
+} token_conv;
+
+static token_conv query_conv(const ct_nn_cvt_block_config *c) {
+  if (c->projection == CT_NN_CVT_LINEAR) return (token_conv){1, 1, 0};
+  return (token_conv){QKV_KERNEL, c->stride_q, QKV_PADDING};
+}
+
+static token_conv key_conv(const ct_nn_cvt_block_config *c) {
+  if (c->projection == CT_NN_CVT_LINEAR) return (token_conv){1, 1, 0};
+  return (token_conv){QKV_KERNEL, c->stride_kv, QKV_PADDING};
+}
+
+// The side of the map a conv makes of `in` (PyTorch's Conv2d output size);
+// 0 if it does not fit.
+static int64_t conv_side(int64_t in, token_conv k) {
+  const int64_t span = in + 2 * k.padding - k.kernel;
+  return span < 0 ? 0 : span / k.stride + 1;
+}
+
 // The multi-head attention of normed tokens x (B, T, D), before proj.
-// Takes the attention dropout's site.
+// Takes the attention dropout's site; records the per-head weights (B, NH,
+// Nq, Nk) in ctx's attention log when it has one.
 static ct_tensor *attention(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
                             ct_tensor *x) {
   if (!x) return NULL;
@@ -162,6 +189,21 @@ static ct_tensor *attention(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
   q = ct_reshape(ct_nn_linear_forward(&m->proj_q, q), CT_SHAPE(B, -1, NH, Dh));
   k = ct_reshape(ct_nn_linear_forward(&m->proj_k, k), CT_SHAPE(B, -1, NH, Dh));
   v = ct_reshape(ct_nn_linear_forward(&m->proj_v, v), CT_SHAPE(B, -1, NH, Dh));
+  if (!q || !k || !v) return NULL;
+  if (ctx && ctx->attention) {
+    const ct_nn_attention_scores scores = {.q = ct_f32(q),
+                                           .k = ct_f32(k),
+                                           .q_stride = D,
+                                           .k_stride = D,
+                                           .groups = B,
+                                           .heads = NH,
+                                           .Nq = q->shape[1],
+                                           .Nk = k->shape[1],
+                                           .Dh = Dh,
+                                           .scale = m->scale};
+    ct_tensor *w = ct_nn_attention_weights(&scores);
+    if (!w || !ct_nn_attention_record(ctx, w, 1)) return NULL;
+  }
   ct_attention_opts o = ct_attention_defaults();
   o.scale = m->scale;
   const uint64_t stream = ctx ? ct_nn_next_dropout_stream(ctx) : 0;
@@ -214,10 +256,10 @@ ct_tensor *ct_nn_cvt_block_forward(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
 
 // ---- the classifier ------------------------------------------------------------
 
-// The side of a stage's map: a conv (k, s, p) over `in`; 0 if it does not fit.
-static int64_t embed_side(int64_t in, int64_t k, int64_t s, int64_t p) {
-  const int64_t span = in + 2 * p - k;
-  return span < 0 ? 0 : span / s + 1;
+// A stage's token embedding as a conv.
+static token_conv embed_conv(const ct_nn_cvt_config *c, int i) {
+  return (token_conv){c->embed_kernel[i], c->embed_stride[i],
+                      c->embed_padding[i]};
 }
 
 static ct_status check_config(const ct_nn_cvt_config *c) {
@@ -249,10 +291,8 @@ static ct_status check_config(const ct_nn_cvt_config *c) {
       return ct_error(CT_ERR_ARG,
                       "cvt: stage %d's drop path %g must lie in [0, 1)", i,
                       (double)c->drop_path[i]);
-    const int64_t nh = embed_side(h, c->embed_kernel[i], c->embed_stride[i],
-                                  c->embed_padding[i]);
-    const int64_t nw = embed_side(w, c->embed_kernel[i], c->embed_stride[i],
-                                  c->embed_padding[i]);
+    const int64_t nh = conv_side(h, embed_conv(c, i)),
+                  nw = conv_side(w, embed_conv(c, i));
     if (nh < 1 || nw < 1)
       return ct_error(CT_ERR_ARG,
                       "cvt: stage %d's embedding (kernel %lld, padding %lld) "
@@ -285,8 +325,8 @@ static ct_status stage_init(ct_nn_cvt_stage *s, ct_params *p,
             pad = (int)c->embed_padding[i];
   s->dim = D;
   s->depth = c->depths[i];
-  s->h = embed_side(in_h, k, st_, pad);
-  s->w = embed_side(in_w, k, st_, pad);
+  s->h = conv_side(in_h, embed_conv(c, i));
+  s->w = conv_side(in_w, embed_conv(c, i));
   const bool cls = c->cls_token && i == c->stages - 1;
   char name[CT_NN_NAME_MAX];
   ct_status st = CT_OK;
@@ -375,6 +415,31 @@ static ct_tensor *repeat_token(ct_tensor *token, int64_t B) {
   return ct_add(zeros, token);
 }
 
+// The places of a block's query (or key) tokens for an attention log: (1,
+// [1 +] h'*w', 2) pixel centres (y, x) of the tokens conv k makes of the
+// stage's h x w map, for image_h x image_w images; the class token (first)
+// NAN. Token (r, c) sits at the centre of its conv window, map row
+// stride * r - padding + (kernel - 1) / 2 (row r itself for the queries),
+// and map row y lies at (y + 0.5) * image_h / h pixels (columns alike).
+static ct_tensor *token_places(token_conv k, int64_t h, int64_t w, bool cls,
+                               int64_t image_h, int64_t image_w) {
+  const int64_t hk = conv_side(h, k), wk = conv_side(w, k), first = cls ? 1 : 0;
+  ct_tensor *yx = ct_tensor_empty(CT_F32, CT_SHAPE(1, first + hk * wk, 2));
+  if (!yx) return NULL;
+  float *v = ct_f32(yx);
+  if (cls) v[0] = v[1] = NAN;
+  const double centre = (double)(k.kernel - 1) / 2.0 - (double)k.padding;
+  for (int64_t r = 0; r < hk; r++)
+    for (int64_t c = 0; c < wk; c++) {
+      float *p = v + (first + r * wk + c) * 2;
+      p[0] = (float)(((double)(k.stride * r) + centre + 0.5) * (double)image_h /
+                     (double)h);
+      p[1] = (float)(((double)(k.stride * c) + centre + 0.5) * (double)image_w /
+                     (double)w);
+    }
+  return yx;
+}
+
 ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x) {
   if (!x) return NULL;
   const ct_nn_cvt_config *c = &m->cfg;
@@ -395,9 +460,25 @@ ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x) {
     t = ct_nn_layernorm_forward(
         &s->embed_norm, map_to_tokens(ct_nn_conv2d_forward(&s->embed, x)));
     if (s->cls_token) t = join_cls(repeat_token(s->cls_token, B), t);
-    t = ct_nn_dropout(ctx, t, c->dropout);  // the reference's pos_drop
-    for (int64_t j = 0; j < s->depth; j++)
+    t = ct_nn_dropout(ctx, t, c->dropout);       // the reference's pos_drop
+    ct_tensor *query_yx = NULL, *key_yx = NULL;  // the stage's, once
+    for (int64_t j = 0; j < s->depth; j++) {
       t = ct_nn_cvt_block_forward(&s->blocks[j], ctx, t);
+      if (t && ctx && ctx->attention) {
+        const ct_nn_cvt_block_config *bc = &s->blocks[j].cfg;
+        if (!query_yx) {
+          query_yx = token_places(query_conv(bc), s->h, s->w, bc->cls_token,
+                                  c->image_h, c->image_w);
+          key_yx = token_places(key_conv(bc), s->h, s->w, bc->cls_token,
+                                c->image_h, c->image_w);
+          if (!query_yx || !key_yx) return NULL;
+        }
+        ct_nn_attention_layer *l =
+            &ctx->attention->layers[ctx->attention->count - 1];
+        l->query_yx = query_yx;
+        l->key_yx = key_yx;
+      }
+    }
   }
   if (!t) return NULL;
   const int64_t D = m->stages[c->stages - 1].dim;
@@ -410,4 +491,133 @@ ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x) {
                      false);
   }
   return ct_nn_linear_forward(&m->head, f);
+}
+
+// Spreads `mass` evenly over the tokens of an h x w map inside the window
+// of output token (r, c) of conv k over it, clipped to the map (a window
+// wholly in the padding drops it): to[y * w + x] += mass / count.
+static void spread_window(double mass, int64_t r, int64_t c, token_conv k,
+                          int64_t h, int64_t w, double *to) {
+  const int64_t y0 = k.stride * r - k.padding, x0 = k.stride * c - k.padding;
+  const int64_t ya = y0 < 0 ? 0 : y0, xa = x0 < 0 ? 0 : x0,
+                yb = y0 + k.kernel < h ? y0 + k.kernel : h,
+                xb = x0 + k.kernel < w ? x0 + k.kernel : w;
+  if (ya >= yb || xa >= xb) return;
+  const double share = mass / (double)((yb - ya) * (xb - xa));
+  for (int64_t y = ya; y < yb; y++)
+    for (int64_t x = xa; x < xb; x++) to[y * w + x] += share;
+}
+
+// One block backwards: row over the block's query tokens ([cls,] h*w) ->
+// next over its input tokens, with the layer's weights w (B, NH, Nq, Nk)
+// of image b. keys: scratch for Nk values.
+static void block_rollout(const ct_nn_cvt_block *blk, const ct_tensor *w,
+                          int64_t b, const double *row, double *keys,
+                          double *next) {
+  const ct_nn_cvt_block_config *c = &blk->cfg;
+  const int64_t NH = w->shape[1], Nq = w->shape[2], Nk = w->shape[3],
+                first = c->cls_token ? 1 : 0;
+  const token_conv kc = key_conv(c);
+  const int64_t wk = conv_side(c->w, kc);
+  // The attention's share: keys = row * mean over heads of A.
+  for (int64_t j = 0; j < Nk; j++) keys[j] = 0.0;
+  for (int64_t i = 0; i < Nq; i++) {
+    if (row[i] == 0.0) continue;
+    for (int64_t h = 0; h < NH; h++) {
+      const float *a = ct_f32(w) + ((b * NH + h) * Nq + i) * Nk;
+      for (int64_t j = 0; j < Nk; j++)
+        keys[j] += row[i] * (double)a[j] / (double)NH;
+    }
+  }
+  // Half the residual, half the attention: a key carries what its value's
+  // conv window held (the value conv is the key's), the class key the
+  // class token.
+  for (int64_t t = 0; t < Nq; t++) next[t] = 0.5 * row[t];
+  if (first) next[0] += 0.5 * keys[0];
+  for (int64_t j = first; j < Nk; j++)
+    spread_window(0.5 * keys[j], (j - first) / wk, (j - first) % wk, kc, c->h,
+                  c->w, next + first);
+}
+
+ct_status ct_nn_cvt_rollout(const ct_nn_cvt *m, const ct_nn_attention_log *log,
+                            int first, float *out) {
+  const ct_nn_cvt_config *c = &m->cfg;
+  int64_t blocks = 0, cap = 0;
+  for (int i = 0; i < c->stages; i++) {
+    blocks += m->stages[i].depth;
+    const int64_t T = 1 + m->stages[i].h * m->stages[i].w;
+    if (T > cap) cap = T;
+  }
+  if (first < 0 || log->count - first != blocks)
+    return ct_error(CT_ERR_SHAPE,
+                    "cvt_rollout: the log holds %d layers from %d, the "
+                    "model has %lld blocks",
+                    log->count - first, first, (long long)blocks);
+  // Each layer's weights as the blocks make them: (B, NH, Nq, Nk).
+  const ct_tensor *w0 = log->layers[first].weights;
+  const int64_t B = w0 && w0->ndim == 4 ? w0->shape[0] : 0;
+  int layer = first;
+  for (int i = 0; i < c->stages; i++)
+    for (int64_t j = 0; j < m->stages[i].depth; j++) {
+      const ct_nn_cvt_block_config *bc = &m->stages[i].blocks[j].cfg;
+      const ct_tensor *w = log->layers[layer++].weights;
+      const int64_t extra = bc->cls_token ? 1 : 0;
+      const token_conv k = key_conv(bc);
+      if (!w || w->ndim != 4 || w->shape[0] != B || w->shape[1] != bc->heads ||
+          w->shape[2] != extra + bc->h * bc->w ||
+          w->shape[3] != extra + conv_side(bc->h, k) * conv_side(bc->w, k))
+        return ct_error(CT_ERR_SHAPE,
+                        "cvt_rollout: layer %d's weights do not fit stage "
+                        "%d's block %lld",
+                        layer - 1, i, (long long)j);
+    }
+  const int64_t T0 = m->stages[0].h * m->stages[0].w;
+  double *row = malloc((size_t)cap * sizeof *row);
+  double *next = malloc((size_t)cap * sizeof *next);
+  double *keys = malloc((size_t)cap * sizeof *keys);
+  if (!row || !next || !keys) {
+    free(row);
+    free(next);
+    free(keys);
+    return ct_error(CT_ERR_NOMEM, "cvt_rollout: out of memory");
+  }
+  for (int64_t b = 0; b < B; b++) {
+    // What the head reads: the class token, or every token of the last
+    // map alike (the mean pool).
+    const ct_nn_cvt_stage *last = &m->stages[c->stages - 1];
+    const int64_t cls = last->cls_token ? 1 : 0, P = last->h * last->w;
+    for (int64_t t = 0; t < cls + P; t++)
+      row[t] = cls ? (t == 0 ? 1.0 : 0.0) : 1.0 / (double)P;
+    layer = log->count;
+    for (int i = c->stages - 1; i >= 0; i--) {
+      const ct_nn_cvt_stage *s = &m->stages[i];
+      const int64_t T = (s->cls_token ? 1 : 0) + s->h * s->w;
+      for (int64_t j = s->depth - 1; j >= 0; j--) {
+        block_rollout(&s->blocks[j], log->layers[--layer].weights, b, row, keys,
+                      next);
+        memcpy(row, next, (size_t)T * sizeof *row);
+      }
+      // The class token is a parameter, with no image in it: its mass
+      // goes. Each map token came from its embedding conv's window over
+      // the map before.
+      if (s->cls_token) memmove(row, row + 1, (size_t)(T - 1) * sizeof *row);
+      if (i > 0) {
+        const ct_nn_cvt_stage *prev = &m->stages[i - 1];
+        for (int64_t t = 0; t < prev->h * prev->w; t++) next[t] = 0.0;
+        for (int64_t t = 0; t < s->h * s->w; t++)
+          spread_window(row[t], t / s->w, t % s->w, embed_conv(c, i), prev->h,
+                        prev->w, next);
+        memcpy(row, next, (size_t)(prev->h * prev->w) * sizeof *row);
+      }
+    }
+    double max = 0.0;
+    for (int64_t t = 0; t < T0; t++)
+      if (row[t] > max) max = row[t];
+    for (int64_t t = 0; t < T0; t++)
+      out[b * T0 + t] = max > 0.0 ? (float)(row[t] / max) : 0.0f;
+  }
+  free(row);
+  free(next);
+  free(keys);
+  return CT_OK;
 }

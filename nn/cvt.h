@@ -166,6 +166,34 @@ ct_status ct_nn_cvt_init(ct_nn_cvt *m, ct_params *p, const char *prefix,
 void ct_nn_cvt_free(ct_nn_cvt *m);
 // x (B, C_in, H, W) -> logits (B, K). ctx NULL
 // or not training: evaluation (BatchNorm on its running statistics).
+// With ctx->attention set (nn/module.h), each block records its per-head
+// weights (B, NH, Nq, Nk), groups 1, computed beside the fused kernel (the
+// logits keep their bits), with its tokens' places in image pixels: token
+// (r, c) of a stage's h x w map at ((r + 0.5) H/h, (c + 0.5) W/w); key
+// (r', c') of the strided k/v map where the centre of its 3x3 conv window
+// lies on the map (map token (stride_kv r', stride_kv c')); the class
+// token NAN. With the linear projection the keys are the map's tokens.
 ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x);
+
+// Attention rollout (Abnar & Zuidema 2020) carried through the convolutions,
+// down to the first stage's token grid. It starts from what the head reads:
+// the class token's one-hot row, or without one every token of the last map
+// alike (the mean pool). Each block, backwards: row <- row/2 (the residual,
+// on the query tokens) + (row A)/2, A the head-mean weights from query to
+// key tokens, each key's share spread evenly over the map tokens in its
+// depthwise conv window (clipped to the map; the class key's share to the
+// class token). At a stage's start the class token's share is dropped (it
+// is a parameter, not image content) and each map token's is spread evenly
+// over the previous map's tokens in its embedding conv window (clipped).
+// Approximations: a conv window mixes its tokens with learned, unequal
+// weights (and BatchNorm), not evenly; where stride-2 windows overlap
+// (every second row and column) tokens collect from two keys, a lattice in
+// the maps; and the query conv's neighbourhood is left out (it shapes the
+// weights, it carries no content). As for ViT and Swin the MLPs, token by
+// token, are left out. log->layers[first..] are the blocks' records of one
+// ct_nn_cvt_forward; out (B, h0 * w0), stage 0's map, scaled so each
+// image's maximum is 1. CT_ERR_SHAPE when the log does not fit the model.
+ct_status ct_nn_cvt_rollout(const ct_nn_cvt *m, const ct_nn_attention_log *log,
+                            int first, float *out);
 
 #endif

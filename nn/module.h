@@ -51,7 +51,7 @@ enum { CT_NN_NAME_MAX = 256 };
 
 // Attention weights recorded by a forward pass for analysis (`ctrain
 // analyze`, attention rollout): when ctx->attention is set, every attention
-// layer of a ViT, DeiT or Swin appends its per-head weights, in forward
+// layer of a ViT, DeiT, Swin or CvT appends its per-head weights, in forward
 // order, with where its tokens lie in the input image. Recording computes
 // the weights beside the layer's own attention (composed or recomputed): it
 // is for evaluation passes, not for training.

@@ -5,7 +5,13 @@
 //   projections, zero relative position bias): the first layer's distance
 //   must equal the mean distance between token centres, computed here
 //   independently (a Swin window of a map; a ViT's whole patch grid);
-// - bad records are refused with a message.
+// - bad records are refused with a message;
+// - the weights an attention log records (nn/module.h), by hand;
+// - CvT (nn/cvt.h): the places of its queries and of its stride-2 keys, the
+//   distances of uniform attention against the mean distances computed
+//   here (dw_bn and linear projections), the logits' bits with and without
+//   a log, and its rollout on hand-made logs whose maps are worked out
+//   below.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +19,7 @@
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "harness.h"
+#include "nn/cvt.h"
 #include "nn/swin.h"
 #include "nn/vit.h"
 #include "train/analyze.h"
@@ -191,9 +198,301 @@ static void uniform_models(void) {
   ct_grad_set_enabled(was);
 }
 
+// softmax(scale q k^T + bias) of one query over two keys, two heads of
+// width 1, the keys of a token side by side (stride 2).
+static void weights_by_hand(void) {
+  const float q[2] = {1.0f, 2.0f}, k[4] = {1.0f, 0.0f, -1.0f, 3.0f};
+  const float bias[2 * 1 * 2] = {0.0f, 0.0f, 0.0f, -3.0f};
+  ct_tensor *b = ct_tensor_empty(CT_F32, CT_SHAPE(2, 1, 2));
+  memcpy(ct_f32(b), bias, sizeof bias);
+  const ct_nn_attention_scores s = {.q = q,
+                                    .k = k,
+                                    .q_stride = 2,
+                                    .k_stride = 2,
+                                    .groups = 1,
+                                    .heads = 2,
+                                    .Nq = 1,
+                                    .Nk = 2,
+                                    .Dh = 1,
+                                    .scale = 0.5,
+                                    .bias = b};
+  ct_tensor *w = ct_nn_attention_weights(&s);
+  CHECK(w && w->ndim == 4 && w->numel == 4, "weights: %s", ct_last_error());
+  if (!w) return;
+  // head 0: scores 0.5 and -0.5; head 1: 0 and 3 - 3.
+  CHECK_CLOSE(ct_f32(w)[0], 1.0 / (1.0 + exp(-1.0)), 1e-7, "head 0 key 0");
+  CHECK_CLOSE(ct_f32(w)[1], 1.0 / (1.0 + exp(1.0)), 1e-7, "head 0 key 1");
+  CHECK_CLOSE(ct_f32(w)[2], 0.5, 1e-7, "head 1 key 0");
+  CHECK_CLOSE(ct_f32(w)[3], 0.5, 1e-7, "head 1 key 1");
+}
+
+// The mean over queries of the mean distance to all keys, queries on an n x
+// n grid of cells `cell` pixels wide (centres (r + 0.5) cell), keys on the
+// ceil(n/2) x ceil(n/2) grid of a 3x3 stride-2 conv with padding 1 over it
+// (key r' at map row 2 r', so at (2 r' + 0.5) cell).
+static double strided_mean_distance(int64_t n, double cell) {
+  const int64_t m = (n + 1) / 2;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n * n; i++)
+    for (int64_t j = 0; j < m * m; j++)
+      sum += hypot(cell * ((double)(i / n) - 2.0 * (double)(j / m)),
+                   cell * ((double)(i % n) - 2.0 * (double)(j % m)));
+  return sum / (double)(n * n * m * m);
+}
+
+// A CvT for side x side gray images: two stages of 3x3 stride-2
+// embeddings (16x16: an 8x8 map of 2-pixel tokens, then 4x4 of 4 pixels),
+// the class token in the second.
+static ct_nn_cvt_config cvt_config(int64_t side,
+                                   ct_nn_cvt_projection projection) {
+  return (ct_nn_cvt_config){.image_h = side,
+                            .image_w = side,
+                            .in_channels = 1,
+                            .stages = 2,
+                            .embed_kernel = {3, 3},
+                            .embed_stride = {2, 2},
+                            .embed_padding = {1, 1},
+                            .dims = {8, 16},
+                            .depths = {1, 2},
+                            .heads = {1, 2},
+                            .mlp_ratio = 2.0f,
+                            .cls_token = true,
+                            .projection = projection,
+                            .stride_q = 1,
+                            .stride_kv = 2,
+                            .qkv_bias = true,
+                            .act = CT_NN_QUICK_GELU,
+                            .num_classes = 3};
+}
+
+static ct_tensor *random_images(int64_t B, int64_t side) {
+  ct_rng r = ct_rng_make(3, 0);
+  ct_tensor *x = ct_tensor_empty(CT_F32, CT_SHAPE(B, 1, side, side));
+  for (int64_t i = 0; i < x->numel; i++)
+    ct_f32(x)[i] = (float)ct_rng_next_double(&r) * 2.0f - 1.0f;
+  return x;
+}
+
+static bool place_is(const ct_tensor *yx, int64_t token, double y, double x) {
+  const float *p = ct_f32(yx) + token * 2;
+  return isnan(y) ? isnan(p[0]) && isnan(p[1])
+                  : fabs(p[0] - y) < 1e-5 && fabs(p[1] - x) < 1e-5;
+}
+
+// Zero q and k projections: every query's weights are uniform over the
+// keys, so a layer's mean distance is the mean distance over token pairs.
+// 10x10 images: a 5x5 map of 2-pixel tokens, then 3x3 of 10/3 pixels. The
+// maps are odd: on an even map the stride-2 keys (rows 0, 2, ...) lie so
+// that by symmetry their mean distance is that of all the map's tokens,
+// and the test could not tell them apart.
+static void cvt_uniform(ct_nn_cvt_projection projection) {
+  const bool linear = projection == CT_NN_CVT_LINEAR;
+  const char *what = linear ? "linear" : "dw_bn";
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng init = ct_rng_make(1, 0);
+  ct_nn_cvt m;
+  ct_nn_cvt_config c = cvt_config(10, projection);
+  CHECK(ct_nn_cvt_init(&m, &p, "", &c, &init) == CT_OK, "%s", ct_last_error());
+  zero_params(&p, "attn.proj_q");
+  zero_params(&p, "attn.proj_k");
+  ct_nn_attention_log log = {0};
+  ct_nn_ctx ctx = ct_nn_eval_ctx();
+  ctx.attention = &log;
+  ct_tensor *logits = ct_nn_cvt_forward(&m, &ctx, random_images(2, 10));
+  CHECK(logits && log.count == 3, "%s forward: %d layers, %s", what, log.count,
+        ct_last_error());
+  if (!logits || log.count != 3) goto done;
+  // Stage 0: 25 queries, 9 keys (dw_bn) or 25; stage 1: the class token
+  // and 9 queries, 1 + 4 keys or 1 + 9.
+  const int64_t nk0 = linear ? 25 : 9, nk1 = linear ? 10 : 5;
+  const ct_nn_attention_layer *l0 = &log.layers[0], *l1 = &log.layers[1];
+  CHECK(l0->weights->shape[0] == 2 && l0->weights->shape[1] == 1 &&
+            l0->weights->shape[2] == 25 && l0->weights->shape[3] == nk0 &&
+            l1->weights->shape[1] == 2 && l1->weights->shape[2] == 10 &&
+            l1->weights->shape[3] == nk1 && l0->groups == 1,
+        "%s: weight shapes", what);
+  CHECK(fabsf(ct_f32(l0->weights)[5] - 1.0f / (float)nk0) < 1e-6f &&
+            fabsf(ct_f32(l1->weights)[l1->weights->numel - 1] -
+                  1.0f / (float)nk1) < 1e-6f,
+        "%s: uniform weights", what);
+  CHECK(l0->query_yx->numel == 25 * 2 && l0->key_yx->numel == nk0 * 2 &&
+            l1->query_yx->numel == 10 * 2 && l1->key_yx->numel == nk1 * 2,
+        "%s: place shapes", what);
+  // Query (1, 2) of the 5x5 map at ((1 + 0.5) 2, (2 + 0.5) 2); dw_bn's key
+  // (1, 2) of the 3x3 key map centred on map token (2, 4): (5, 9).
+  CHECK(place_is(l0->query_yx, 7, 3.0, 5.0), "%s: stage 0 query (1, 2)", what);
+  CHECK(linear ? place_is(l0->key_yx, 7, 3.0, 5.0)
+               : place_is(l0->key_yx, 5, 5.0, 9.0),
+        "%s: stage 0 key (1, 2)", what);
+  // Stage 1: the class token has no place; query (1, 1) at (5, 5); dw_bn's
+  // key (1, 1) of the 2x2 key map on map token (2, 2): 2.5 * 10/3.
+  CHECK(
+      place_is(l1->query_yx, 0, NAN, NAN) && place_is(l1->key_yx, 0, NAN, NAN),
+      "%s: the class token's places", what);
+  CHECK(place_is(l1->query_yx, 1 + 4, 5.0, 5.0), "%s: stage 1 query (1, 1)",
+        what);
+  CHECK(linear ? place_is(l1->key_yx, 1 + 4, 5.0, 5.0)
+               : place_is(l1->key_yx, 1 + 3, 25.0 / 3.0, 25.0 / 3.0),
+        "%s: stage 1 key (1, 1)", what);
+  const double want[2] = {
+      linear ? grid_mean_distance(5, 2.0) : strided_mean_distance(5, 2.0),
+      linear ? grid_mean_distance(3, 10.0 / 3.0)
+             : strided_mean_distance(3, 10.0 / 3.0)};
+  for (int l = 0; l < 2; l++) {
+    double sum[2] = {0, 0};
+    int64_t queries = 0;
+    CHECK(ct_analyze_layer_distance(&log.layers[l], sum, &queries) == CT_OK,
+          "%s", ct_last_error());
+    CHECK(queries == 2 * (l ? 9 : 25), "%s layer %d: %lld queries", what, l,
+          (long long)queries);
+    const double got = sum[0] / (double)queries;
+    printf("cvt %s, uniform, layer %d: %.6f px (analytic %.6f)\n", what, l + 1,
+           got, want[l]);
+    CHECK_CLOSE(got, want[l], 1e-5, "cvt uniform attention distance");
+    if (l) CHECK_CLOSE(sum[1], sum[0], 1e-9, "uniform heads agree");
+  }
+done:
+  ct_nn_cvt_free(&m);
+  ct_params_free(&p);
+}
+
+// Recording leaves the logits' bits alone; the rollout of a real pass
+// peaks at 1 within [0, 1]; a log of the wrong length is refused.
+static void cvt_bits_and_rollout(ct_nn_cvt_projection projection) {
+  const char *what = projection == CT_NN_CVT_LINEAR ? "linear" : "dw_bn";
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng init = ct_rng_make(7, 0);
+  ct_nn_cvt m;
+  ct_nn_cvt_config c = cvt_config(16, projection);
+  CHECK(ct_nn_cvt_init(&m, &p, "", &c, &init) == CT_OK, "%s", ct_last_error());
+  ct_tensor *x = random_images(3, 16);
+  ct_tensor *plain = ct_nn_cvt_forward(&m, NULL, x);
+  ct_nn_attention_log log = {0};
+  ct_nn_ctx ctx = ct_nn_eval_ctx();
+  ctx.attention = &log;
+  ct_tensor *logged = ct_nn_cvt_forward(&m, &ctx, x);
+  CHECK(plain && logged && plain->numel == logged->numel &&
+            !memcmp(ct_f32(plain), ct_f32(logged),
+                    (size_t)plain->numel * sizeof(float)),
+        "%s: logits with an attention log differ from those without", what);
+  float out[3 * 64];
+  CHECK(ct_nn_cvt_rollout(&m, &log, 0, out) == CT_OK, "%s", ct_last_error());
+  for (int b = 0; b < 3; b++) {
+    float lo = 1.0f, hi = 0.0f;
+    for (int t = 0; t < 64; t++) {
+      lo = fminf(lo, out[b * 64 + t]);
+      hi = fmaxf(hi, out[b * 64 + t]);
+    }
+    CHECK(lo >= 0.0f && hi == 1.0f, "%s image %d: rollout in [%g, %g]", what, b,
+          (double)lo, (double)hi);
+  }
+  CHECK(ct_nn_cvt_rollout(&m, &log, 1, out) == CT_ERR_SHAPE,
+        "%s: a log without the first block accepted", what);
+  ct_nn_cvt_free(&m);
+  ct_params_free(&p);
+}
+
+// A (B, NH, Nq, Nk) weight tensor of zeros.
+static ct_tensor *zero_weights(int64_t B, int64_t NH, int64_t Nq, int64_t Nk) {
+  return ct_tensor_zeros(CT_F32, CT_SHAPE(B, NH, Nq, Nk));
+}
+
+// Every query of head h of image b puts weight a on key j.
+static void attend(ct_tensor *w, int64_t b, int64_t h, int64_t j, float a) {
+  const int64_t NH = w->shape[1], Nq = w->shape[2], Nk = w->shape[3];
+  for (int64_t i = 0; i < Nq; i++)
+    ct_f32(w)[((b * NH + h) * Nq + i) * Nk + j] = a;
+}
+
+// The rollout on hand-made weights, worked out by hand.
+static void cvt_rollout_by_hand(void) {
+  ct_params p;
+  ct_params_init(&p);
+  ct_rng init = ct_rng_make(1, 0);
+  ct_nn_cvt m;
+  // Two stages of 2x2 stride-2 embeddings: 16x16 -> 8x8 -> 4x4 (+ the
+  // class token); k/v maps 4x4 and 2x2.
+  ct_nn_cvt_config c = cvt_config(16, CT_NN_CVT_DW_BN);
+  c.embed_kernel[0] = c.embed_kernel[1] = 2;
+  c.embed_padding[0] = c.embed_padding[1] = 0;
+  c.depths[1] = 1;
+  CHECK(ct_nn_cvt_init(&m, &p, "", &c, &init) == CT_OK, "%s", ct_last_error());
+  ct_nn_attention_log log = {.count = 2};
+  log.layers[0] = (ct_nn_attention_layer){.weights = zero_weights(1, 1, 64, 16),
+                                          .groups = 1};
+  log.layers[1] = (ct_nn_attention_layer){.weights = zero_weights(1, 2, 17, 5),
+                                          .groups = 1};
+  attend(log.layers[0].weights, 0, 0, 0, 1.0f);
+  attend(log.layers[1].weights, 0, 0, 4, 1.0f);
+  attend(log.layers[1].weights, 0, 1, 0, 0.5f);
+  attend(log.layers[1].weights, 0, 1, 4, 0.5f);
+  // Stage 1 from the class token's one-hot row: the head mean puts 1/4 on
+  // the class key and 3/4 on key (1, 1), whose 3x3 window holds map tokens
+  // (1..3, 1..3): each gets 1/2 * 3/4 / 9 = 1/24. The class token's 5/8
+  // goes; each map token's share falls on its 2x2 embedding window, 1/96
+  // on each stage-0 token (2..7, 2..7). Stage 0: all the mass (3/8) on key
+  // (0, 0), whose window clips to tokens (0..1, 0..1): 1/2 * 3/8 / 4 =
+  // 3/64 each, against 1/2 * 1/96 on (2..7, 2..7): 1/9 of it.
+  float out[64];
+  CHECK(ct_nn_cvt_rollout(&m, &log, 0, out) == CT_OK, "%s", ct_last_error());
+  int wrong = 0;
+  for (int t = 0; t < 64; t++) {
+    const int r = t / 8, col = t % 8;
+    const double want = r < 2 && col < 2     ? 1.0
+                        : r >= 2 && col >= 2 ? 1.0 / 9.0
+                                             : 0.0;
+    if (fabs(out[t] - want) > 1e-6) wrong++;
+  }
+  CHECK(wrong == 0,
+        "class token rollout: %d of 64 tokens off (token 0 %g, "
+        "token 18 %g, token 2 %g)",
+        wrong, (double)out[0], (double)out[18], (double)out[2]);
+  ct_nn_cvt_free(&m);
+  ct_params_free(&p);
+
+  // One stage, no class token: 8x8 images -> a 4x4 map, 2x2 keys. Image 0
+  // attends to key (0, 0) (window tokens (0..1, 0..1)), image 1 to key
+  // (1, 1) (tokens (1..3, 1..3)). From the mean pool's 1/16: 1/32 stays
+  // everywhere, and 1/2 falls on the window, 1/8 (image 0) or 1/18 per
+  // token: 1 on the window, 1/5 or 18/50 elsewhere.
+  ct_params_init(&p);
+  c.image_h = c.image_w = 8;
+  c.stages = 1;
+  c.cls_token = false;
+  CHECK(ct_nn_cvt_init(&m, &p, "", &c, &init) == CT_OK, "%s", ct_last_error());
+  log = (ct_nn_attention_log){.count = 1};
+  log.layers[0] = (ct_nn_attention_layer){.weights = zero_weights(2, 1, 16, 4),
+                                          .groups = 1};
+  attend(log.layers[0].weights, 0, 0, 0, 1.0f);
+  attend(log.layers[0].weights, 1, 0, 3, 1.0f);
+  float pool[2 * 16];
+  CHECK(ct_nn_cvt_rollout(&m, &log, 0, pool) == CT_OK, "%s", ct_last_error());
+  wrong = 0;
+  for (int t = 0; t < 16; t++) {
+    const int r = t / 4, col = t % 4;
+    const double want0 = r < 2 && col < 2 ? 1.0 : 0.2,
+                 want1 = r >= 1 && col >= 1 ? 1.0 : 0.36;
+    if (fabs(pool[t] - want0) > 1e-6 || fabs(pool[16 + t] - want1) > 1e-6)
+      wrong++;
+  }
+  CHECK(wrong == 0, "mean pool rollout: %d of 16 tokens off", wrong);
+  ct_nn_cvt_free(&m);
+  ct_params_free(&p);
+}
+
 int main(void) {
   hand_computed();
   uniform_models();
+  weights_by_hand();
+  bool was = ct_grad_set_enabled(false);
+  cvt_uniform(CT_NN_CVT_DW_BN);
+  cvt_uniform(CT_NN_CVT_LINEAR);
+  cvt_bits_and_rollout(CT_NN_CVT_DW_BN);
+  cvt_bits_and_rollout(CT_NN_CVT_LINEAR);
+  cvt_rollout_by_hand();
+  ct_grad_set_enabled(was);
   ct_arena_release();
   return test_summary("analyze");
 }

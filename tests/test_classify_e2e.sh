@@ -92,7 +92,7 @@ last=$("$ctrain" train "$empty" "${args[@]}" 2>/dev/null | tail -n 1)
 teacher=$(jstr "$last" checkpoint)
 acc=$(jnum "$last" accuracy)
 expect "resnet on IDX files learns (val accuracy $acc >= 0.6)" "ge '${acc:-0}' 0.6"
-fails_with "classify --attention on a ResNet is an error" "ViT, DeiT or Swin" \
+fails_with "classify --attention on a ResNet is an error" "ViT, DeiT, Swin or CvT" \
   "$ctrain" classify "$teacher" "$hbar" --attention x.png
 mapfile -t args < <(sets "${vit[@]}" run.name=deit data.image_format=idx \
   data.image_dir=idx data.val_holdout=200 model.arch=deit \

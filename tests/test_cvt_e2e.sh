@@ -4,13 +4,17 @@
 # and PNGs to classify):
 # - a tiny two-stage CvT (dw_bn projection, class token in the last stage)
 #   learns well above chance; eval --split test; classify prints the top
-#   classes (and refuses --attention, which needs a ViT);
+#   classes and draws the attention rollout (--attention);
+# - analyze writes the attention distances (one row per head and block,
+#   within the bounds the token places allow) and the rollout figure, and
+#   no position-embedding files (CvT has none);
 # - export writes the reference's names (BatchNorm running statistics
 #   included), forward runs the checkpoint, and forward --weights with the
 #   export gives the same logits bit for bit;
 # - resume from a mid-run checkpoint, on 2 threads, ends with the parameters
 #   and metrics.jsonl of the run never stopped on 1 thread;
-# - the linear projection (the ablation) trains and has no convolutions;
+# - the linear projection (the ablation) trains, has no convolutions, and
+#   analyze and classify --attention work on it;
 # - bad cvt_ keys: a clear error naming the key, exit 1, no run folder.
 #
 # usage: test_cvt_e2e.sh CTRAIN [SOURCE_ROOT]
@@ -61,8 +65,32 @@ expect "eval --split test: accuracy $acc >= 0.7" "ge '${acc:-0}' 0.7"
 out=$("$ctrain" classify "$ckpt" "$hbar" "$vbar" --top 2)
 expect "classify prints the top classes" \
   "[ \$(grep -c '^png/test/.*: [0-9] 0\.[0-9]*, [0-9] 0\.' <<<\"\$out\") -eq 2 ]"
-fails_with "classify --attention needs a ViT, DeiT or Swin" "the model is a cvt" \
-  "$ctrain" classify "$ckpt" "$hbar" --attention att.png
+out=$("$ctrain" classify "$ckpt" "$hbar" "$vbar" --attention att.png 2>att.err)
+expect "classify --attention draws the rollout" \
+  "[ -s att.png ] && grep -q 'attention maps: att.png' <<<\"\$out\""
+
+# ---- analyze -----------------------------------------------------------------------
+# in_range FILE LAYER MAX: every distance of LAYER in the CSV lies in [0, MAX].
+in_range() {
+  awk -F, -v l="$2" -v d="$3" 'NR > 1 && $1 == l { n++; if (!($3 >= 0 && $3 <= d)) bad++ }
+    END { exit !(n > 0 && !bad) }' "$1"
+}
+"$ctrain" analyze "$ckpt" --images 24 --out an >an.out 2>an.err
+expect "analyze cvt: distance chart, CSV, JSON, rollout; no position embeddings" \
+  "[ -s an/attention_distance.png ] && [ -s an/attention_distance.csv ] &&
+   [ -s an/attention_distance.json ] && [ -s an/rollout.png ] &&
+   [ ! -e an/position_embedding.png ] && [ ! -e an/position_embedding.csv ]"
+expect "analyze cvt: the JSON names the arch and the 24 images" \
+  "grep -q '\"arch\": \"cvt\"' an/attention_distance.json &&
+   grep -q '\"images\": 24' an/attention_distance.json"
+expect "analyze cvt: 2 layers (1 + 1 blocks) of 1 and 2 heads in the CSV" \
+  "[ \$(grep -c '^1,' an/attention_distance.csv) -eq 1 ] &&
+   [ \$(grep -c '^2,' an/attention_distance.csv) -eq 2 ]"
+# Stage 0: queries of the 8x8 map at 2r + 1, keys of the 4x4 stride-2 map
+# at 4r' + 1 (pixels): at most 14 sqrt(2) = 19.80 apart. Stage 1: queries
+# at 4r + 2, keys at 8r' + 2: at most 12 sqrt(2) = 16.97.
+expect "analyze cvt: distances within what the token places allow" \
+  "in_range an/attention_distance.csv 1 19.80 && in_range an/attention_distance.csv 2 16.98"
 
 # ---- export and forward ------------------------------------------------------------
 "$ctrain" export "$ckpt" cvt.safetensors >/dev/null 2>export.err ||
@@ -115,6 +143,14 @@ header=$(head -c 65536 linear.safetensors | tr -d '\0')
 expect "linear projection: trains, proj_q but no conv_proj, no cls_token" \
   "[ -n '$ckpt' ] && grep -q 'stage1.blocks.0.attn.proj_q.weight' <<<\"\$header\" &&
    ! grep -q conv_proj <<<\"\$header\" && ! grep -q cls_token <<<\"\$header\""
+# Keys are the map's tokens: stage 0's span the 8x8 map of 2-pixel tokens
+# (at most 14 sqrt(2) = 19.80 apart), stage 1's the 4x4 map (16.97).
+"$ctrain" analyze "$ckpt" --images 8 --split test --out an_linear >/dev/null 2>&1
+"$ctrain" classify "$ckpt" "$hbar" --attention att_linear.png >/dev/null 2>&1
+expect "linear projection: analyze and classify --attention" \
+  "[ -s an_linear/rollout.png ] && [ -s att_linear.png ] &&
+   in_range an_linear/attention_distance.csv 1 19.80 &&
+   in_range an_linear/attention_distance.csv 2 16.98"
 
 # ---- bad configs ----------------------------------------------------------------------
 refused() {  # refused DESC PATTERN KEY=VALUE...

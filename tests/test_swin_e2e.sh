@@ -157,7 +157,7 @@ expect "analyze vit: 16 x 16 patch pairs, self-similarity 1" \
 fails_with "analyze a ResNet: refused" "resnet, which has no attention" \
   "$ctrain" analyze "$teacher" --out an_resnet
 expect "... and nothing written" "[ ! -e an_resnet ]"
-fails_with "classify --attention on a ResNet: refused" "ViT, DeiT or Swin" \
+fails_with "classify --attention on a ResNet: refused" "ViT, DeiT, Swin or CvT" \
   "$ctrain" classify "$teacher" "$hbar" --attention x.png
 "$ctrain" analyze "$ckpt" >/dev/null 2>"$tmp/err"
 expect "analyze without --out: usage error" \

@@ -262,7 +262,7 @@ static ct_status rollout_figure(ct_task *t, const ct_classification_view *v,
                                 const uint8_t *images, int64_t n,
                                 const char *path) {
   const int64_t pixels = (int64_t)v->C * v->H * v->W;
-  const int64_t gh = v->H / v->patch, gw = v->W / v->patch;
+  const int64_t gh = v->grid_h, gw = v->grid_w;
   float *maps = malloc((size_t)(n * gh * gw) * sizeof *maps);
   const uint8_t *panels[ROLLOUT_IMAGES];
   const float *panel_maps[ROLLOUT_IMAGES];
@@ -294,7 +294,8 @@ ct_status ct_analyze_run(const char *ckpt, int64_t images, const char *split,
   if (st == CT_OK && m.task.ops != &ct_task_classification)
     st = ct_error(CT_ERR_ARG,
                   "analyze: %s is a %s checkpoint; the analysis needs a "
-                  "classification model with attention (vit, deit, swin)",
+                  "classification model with attention (vit, deit, swin, "
+                  "cvt)",
                   ckpt, m.task.ops->name);
   ct_classification_view v = {0};
   if (st == CT_OK) {
@@ -303,7 +304,7 @@ ct_status ct_analyze_run(const char *ckpt, int64_t images, const char *split,
     if (!v.patch)
       st = ct_error(CT_ERR_ARG,
                     "analyze: %s is a %s, which has no attention to analyze "
-                    "(vit, deit and swin have)",
+                    "(vit, deit, swin and cvt have)",
                     ckpt, v.arch);
   }
   const uint8_t *pix = NULL;
@@ -348,7 +349,7 @@ ct_status ct_analyze_run(const char *ckpt, int64_t images, const char *split,
     }
   }
   if (st == CT_OK && v.pos_embed) {
-    const int64_t gh = v.H / v.patch, gw = v.W / v.patch, P = gh * gw;
+    const int64_t gh = v.grid_h, gw = v.grid_w, P = gh * gw;
     double *sim = malloc((size_t)(P * P) * sizeof *sim);
     similarity s = {.sim = sim, .gh = gh, .gw = gw};
     st = sim ? CT_OK : ct_error(CT_ERR_NOMEM, "analyze: out of memory");

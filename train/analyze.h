@@ -1,7 +1,7 @@
 // `ctrain analyze CKPT [--images N] [--split val|test] --out DIR`: the
 // analysis figures of the ViT paper (Dosovitskiy et al. 2021, section 4.5)
-// for a classification checkpoint with attention (ViT, DeiT, Swin), on the
-// first N images of its validation (or test) split:
+// for a classification checkpoint with attention (ViT, DeiT, Swin, CvT),
+// on the first N images of its validation (or test) split:
 //
 //   attention_distance.png   mean attention distance (pixels) of every
 //                            head against depth, one dot per head and layer
@@ -22,10 +22,13 @@
 // queries of all images, per head and layer. For Swin, the distance
 // between the tokens in the image (the shifted window's roll undone; the
 // -100 mask leaves pairs across its regions ~e^-100 of the weight), and a
-// stage's tokens are patch * 2^stage pixels wide.
+// stage's tokens are patch * 2^stage pixels wide. For CvT (nn/cvt.h), a
+// stage's map tokens lie at the centres of the cells of its h x w grid over
+// the image, and a key of the stride-2 k/v map where its conv window's
+// centre lies on the map; its rollout is drawn on the first stage's map.
 //
-// Not here: CvT and ResNets (an error names the arch), figures of hybrid
-// models, choosing images by class.
+// Not here: ResNets (an error names the arch), figures of hybrid models,
+// choosing images by class.
 #ifndef CT_TRAIN_ANALYZE_H
 #define CT_TRAIN_ANALYZE_H
 

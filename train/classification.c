@@ -218,21 +218,33 @@ static ct_tensor *model_predict(const model *m, ct_tensor *x) {
   }
 }
 
-// The side of the patch grid whose tokens attention maps cover (0: the
-// arch has no attention).
-static int64_t model_patch(const model *m) {
+// The token grid that attention rollouts cover, *gh x *gw (0 x 0: the
+// arch has no attention): the patch grid (ViT, DeiT, Swin), the first
+// stage's map (CvT).
+static void model_grid(const model *m, int64_t *gh, int64_t *gw) {
+  *gh = *gw = 0;
   switch (m->arch) {
   case CT_ARCH_VIT:
-  case CT_ARCH_DEIT: return m->vit.cfg.patch;
-  case CT_ARCH_SWIN: return m->swin.cfg.patch;
-  default: return 0;
+  case CT_ARCH_DEIT:
+    *gh = m->H / m->vit.cfg.patch;
+    *gw = m->W / m->vit.cfg.patch;
+    break;
+  case CT_ARCH_SWIN:
+    *gh = m->H / m->swin.cfg.patch;
+    *gw = m->W / m->swin.cfg.patch;
+    break;
+  case CT_ARCH_CVT:
+    *gh = m->cvt.stages[0].h;
+    *gw = m->cvt.stages[0].w;
+    break;
+  default: break;
   }
 }
 
 // The evaluation logits of x (B, C, H, W) with, when rollout is not NULL,
-// each image's attention rollout (B, H/P * W/P), and when log is not NULL
-// every attention layer's per-head weights recorded there (nn/module.h).
-// Archs without attention: CT_ERR_ARG.
+// each image's attention rollout (B, gh * gw) on model_grid's grid, and
+// when log is not NULL every attention layer's per-head weights recorded
+// there (nn/module.h). Archs without attention: CT_ERR_ARG.
 static ct_tensor *model_attention(const model *m, ct_tensor *x,
                                   ct_nn_attention_log *log, float *rollout) {
   static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
@@ -257,22 +269,26 @@ static ct_tensor *model_attention(const model *m, ct_tensor *x,
     free(att);
     return logits;
   }
-  case CT_ARCH_SWIN: {
+  case CT_ARCH_SWIN:
+  case CT_ARCH_CVT: {  // rollouts from the log: one of their own if need be
     if (!log) {
       own.count = 0;
       ctx.attention = &own;
     }
     const int first = ctx.attention->count;
-    logits = ct_nn_swin_forward(&m->swin, &ctx, x);
+    const bool swin = m->arch == CT_ARCH_SWIN;
+    logits = swin ? ct_nn_swin_forward(&m->swin, &ctx, x)
+                  : ct_nn_cvt_forward(&m->cvt, &ctx, x);
     if (logits && rollout &&
-        ct_nn_swin_rollout(&m->swin, ctx.attention, first, rollout))
+        (swin ? ct_nn_swin_rollout(&m->swin, ctx.attention, first, rollout)
+              : ct_nn_cvt_rollout(&m->cvt, ctx.attention, first, rollout)))
       logits = NULL;
     return logits;
   }
   default:
     ct_error(CT_ERR_ARG,
              "the model is a %s, which has no attention maps (they need "
-             "a ViT, DeiT or Swin)",
+             "a ViT, DeiT, Swin or CvT)",
              arch_names[m->arch]);
     return NULL;
   }
@@ -1339,11 +1355,12 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
   classification *c = t->state;
   const model *m = &c->m;
   static const char *const arch_names[] = {CT_MODEL_ARCHS(CT_SCHEMA_NAME)};
-  const int64_t P = model_patch(m);
-  if (attention_png && !P)
+  int64_t gh, gw;
+  model_grid(m, &gh, &gw);
+  if (attention_png && !gh)
     return ct_error(CT_ERR_ARG,
                     "classify --attention: the model is a %s; attention "
-                    "maps need a ViT, DeiT or Swin",
+                    "maps need a ViT, DeiT, Swin or CvT",
                     arch_names[m->arch]);
   if (top < 1) top = 1;
   if (top > m->K) top = m->K;
@@ -1357,7 +1374,7 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     free(raw);
     return st;
   }
-  const int64_t cells = P ? (m->H / P) * (m->W / P) : 0;
+  const int64_t cells = gh * gw;
   float **maps = calloc((size_t)(n ? n : 1), sizeof *maps);
   char **captions = calloc((size_t)(n ? n : 1), sizeof *captions);
   int *ranks = malloc((size_t)top * sizeof *ranks);
@@ -1407,10 +1424,9 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
     if (!images) st = ct_error(CT_ERR_NOMEM, "classify: out of memory");
     for (int i = 0; images && i < n; i++) images[i] = raw + i * pixels;
     if (st == CT_OK)
-      st =
-          ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
-                                (const float *const *)maps, (int)(m->H / P),
-                                (int)(m->W / P), (const char *const *)captions);
+      st = ct_plot_attention_png(attention_png, n, images, m->C, m->H, m->W,
+                                 (const float *const *)maps, (int)gh, (int)gw,
+                                 (const char *const *)captions);
     free(images);
     if (st == CT_OK) fprintf(out, "attention maps: %s\n", attention_png);
   }
@@ -1469,12 +1485,16 @@ void ct_classification_view_of(const ct_task *t, ct_classification_view *out) {
   const classification *c = t->state;
   const model *m = &c->m;
   const bool vit = m->arch == CT_ARCH_VIT || m->arch == CT_ARCH_DEIT;
+  int64_t gh, gw;
+  model_grid(m, &gh, &gw);
   *out = (ct_classification_view){
       .arch = arch_names[m->arch],
       .C = m->C,
       .H = m->H,
       .W = m->W,
-      .patch = model_patch(m),
+      .patch = gh ? m->H / gh : 0,
+      .grid_h = gh,
+      .grid_w = gw,
       .pos_embed = vit ? m->vit.pos_embed : NULL,
       .prefix_tokens = vit ? m->vit.tokens - m->vit.patches : 0,
   };

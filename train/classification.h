@@ -10,11 +10,12 @@
 // stored in checkpoints ("classes", "image"), so eval and classify never
 // need the training data.
 //
-// Model: [model] arch = vit | deit | resnet | swin. DeiT distills from a
-// teacher, any classification checkpoint ([model] teacher), run without
-// recording and in eval mode on the same (augmented, mixed) batch; its
-// input is re-normalized when its statistics differ. Swin, without a
-// distillation token, distills on its class head when a teacher is set.
+// Model: [model] arch = vit | deit | resnet | swin | cvt. DeiT distills
+// from a teacher, any classification checkpoint ([model] teacher), run
+// without recording and in eval mode on the same (augmented, mixed)
+// batch; its input is re-normalized when its statistics differ. Swin,
+// without a distillation token, distills on its class head when a teacher
+// is set.
 //
 // Evaluation: loss (cross-entropy without smoothing), accuracy, top5 and a
 // confusion matrix (summary text, and confusion_<split>.png in the run
@@ -45,18 +46,21 @@ ct_nn_resnet_config ct_classification_resnet_config(const ct_config *cfg);
 
 // Classifies PNG files (converted to the model's channels and resized to
 // its input size): prints each file's `top` classes with probabilities to
-// `out`. With attention_png (ViT, DeiT, Swin), also writes the images with
-// their attention rollout overlaid, side by side: the class token's
-// (ViT/DeiT), the average pool's (Swin, nn/swin.h).
+// `out`. With attention_png (ViT, DeiT, Swin, CvT), also writes the images
+// with their attention rollout overlaid, side by side: the class token's
+// (ViT/DeiT), the average pool's (Swin, nn/swin.h), CvT's through its
+// convolutions (nn/cvt.h).
 ct_status ct_classification_classify(ct_task *t, const char *const *paths,
                                      int n, int top, const char *attention_png,
                                      FILE *out);
 
 // What `ctrain analyze` (train/analyze.h) reads of an open model.
 typedef struct ct_classification_view {
-  const char *arch;  // the [model] arch name
-  int C, H, W;       // the input images
-  int64_t patch;     // side of the patch grid's cells; 0: no attention
+  const char *arch;        // the [model] arch name
+  int C, H, W;             // the input images
+  int64_t patch;           // side of the patch grid's cells; 0: no attention
+                           // (CvT: H / grid_h, the first stage's token pitch)
+  int64_t grid_h, grid_w;  // the token grid of the rollout maps
   // ViT/DeiT: pos_embed (1, T, D), its first prefix_tokens rows the class
   // (and distillation) token's; NULL otherwise.
   const ct_tensor *pos_embed;
@@ -74,8 +78,8 @@ ct_status ct_classification_split_images(ct_task *t, const char *split,
 // The model in eval mode on n images (u8 (C, H, W) each, normalized as its
 // input): every attention layer's per-head weights appended to *log (arena
 // tensors: valid until the arena is rewound) and, when rollout is not
-// NULL, each image's attention rollout (n, H/P * W/P). CT_ERR_ARG for an
-// arch without attention.
+// NULL, each image's attention rollout (n, grid_h * grid_w of the view).
+// CT_ERR_ARG for an arch without attention.
 ct_status ct_classification_attention(ct_task *t, const uint8_t *images,
                                       int64_t n, ct_nn_attention_log *log,
                                       float *rollout);
