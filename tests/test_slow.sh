@@ -28,13 +28,11 @@
 #   captions: configs/captions_toy.ini (4308 steps) reaches BLEU-4 >= 50
 #             and grounding >= 75% on the generated test split (measured
 #             67.86 and 86.9%).
-#   clip:     (needs dataset-fashion-mnist) configs/clip_toy.ini (at most 30
-#             minutes of training) reaches recall@1 image->text >= 0.55 on
-#             the generated test split and zero-shot accuracy >= 65% on the
-#             real Fashion-MNIST test set: guards below the measured 0.60 and
-#             70.4%; the issue's targets (0.7 and 80%) are not met yet. The
-#             planned step count follows the machine's speed, so a slow or
-#             shared machine trains fewer steps.
+#   clip:     (needs dataset-fashion-mnist) configs/clip_toy.ini (16 000
+#             steps, about 28 minutes on 2 threads) reaches recall@1
+#             image->text >= 0.7 on the generated test split and zero-shot
+#             accuracy >= 80% on the real Fashion-MNIST test set: the issue's
+#             targets (measured: 0.707 and 80.09%).
 set -u
 ctrain=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 which=$1
@@ -153,8 +151,8 @@ case "$which" in
     acc=$(field accuracy "$zs_out")
     echo "clip: $test_out"
     echo "clip zero-shot: $zs_out"
-    at_least "$r1" 0.55 || { echo "FAIL: test recall@1 image->text $r1 < 0.55"; exit 1; }
-    at_least "$acc" 0.65 || { echo "FAIL: zero-shot accuracy $acc < 0.65"; exit 1; }
+    at_least "$r1" 0.7 || { echo "FAIL: test recall@1 image->text $r1 < 0.7"; exit 1; }
+    at_least "$acc" 0.8 || { echo "FAIL: zero-shot accuracy $acc < 0.8"; exit 1; }
     ;;
   detr)
     out=$("$ctrain" train configs/detr_toy.ini --set run.dir="$tmp" | tail -n 1)
