@@ -493,9 +493,23 @@ ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x) {
   return ct_nn_linear_forward(&m->head, f);
 }
 
-// Spreads `mass` evenly over the tokens of an h x w map inside the window
-// of output token (r, c) of conv k over it, clipped to the map (a window
-// wholly in the padding drops it): to[y * w + x] += mass / count.
+// How many of conv k's windows along one side of n tokens cover token y.
+static int64_t windows_over(int64_t y, token_conv k, int64_t n) {
+  const int64_t out = conv_side(n, k);
+  int64_t count = 0;
+  for (int64_t r = 0; r < out; r++)
+    count += k.stride * r - k.padding <= y &&
+             y < k.stride * r - k.padding + k.kernel;
+  return count;
+}
+
+// Spreads `mass` over the tokens of an h x w map inside the window of
+// output token (r, c) of conv k over it, clipped to the map (a window
+// wholly in the padding drops it), each token's share inversely
+// proportional to how many windows cover it, so that where windows
+// overlap (stride 2, kernel 3: every second row and column) a token is not
+// counted twice: equal mass on every window gives the map's tokens equal
+// shares, not a lattice.
 static void spread_window(double mass, int64_t r, int64_t c, token_conv k,
                           int64_t h, int64_t w, double *to) {
   const int64_t y0 = k.stride * r - k.padding, x0 = k.stride * c - k.padding;
@@ -503,9 +517,13 @@ static void spread_window(double mass, int64_t r, int64_t c, token_conv k,
                 yb = y0 + k.kernel < h ? y0 + k.kernel : h,
                 xb = x0 + k.kernel < w ? x0 + k.kernel : w;
   if (ya >= yb || xa >= xb) return;
-  const double share = mass / (double)((yb - ya) * (xb - xa));
+  double sy = 0.0, sx = 0.0;
+  for (int64_t y = ya; y < yb; y++) sy += 1.0 / (double)windows_over(y, k, h);
+  for (int64_t x = xa; x < xb; x++) sx += 1.0 / (double)windows_over(x, k, w);
   for (int64_t y = ya; y < yb; y++)
-    for (int64_t x = xa; x < xb; x++) to[y * w + x] += share;
+    for (int64_t x = xa; x < xb; x++)
+      to[y * w + x] += mass / (sy * sx) /
+                       (double)(windows_over(y, k, h) * windows_over(x, k, w));
 }
 
 // One block backwards: row over the block's query tokens ([cls,] h*w) ->

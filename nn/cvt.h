@@ -180,15 +180,17 @@ ct_tensor *ct_nn_cvt_forward(const ct_nn_cvt *m, ct_nn_ctx *ctx, ct_tensor *x);
 // the class token's one-hot row, or without one every token of the last map
 // alike (the mean pool). Each block, backwards: row <- row/2 (the residual,
 // on the query tokens) + (row A)/2, A the head-mean weights from query to
-// key tokens, each key's share spread evenly over the map tokens in its
-// depthwise conv window (clipped to the map; the class key's share to the
-// class token). At a stage's start the class token's share is dropped (it
-// is a parameter, not image content) and each map token's is spread evenly
-// over the previous map's tokens in its embedding conv window (clipped).
+// key tokens, each key's share spread over the map tokens in its depthwise
+// conv window (clipped to the map; the class key's share to the class
+// token). At a stage's start the class token's share is dropped (it is a
+// parameter, not image content) and each map token's is spread over the
+// previous map's tokens in its embedding conv window (clipped). A window's
+// share goes to its tokens inversely to how many windows cover each (where
+// stride-2 windows overlap, every second row and column, a token would
+// otherwise collect twice: a lattice in the maps).
 // Approximations: a conv window mixes its tokens with learned, unequal
-// weights (and BatchNorm), not evenly; where stride-2 windows overlap
-// (every second row and column) tokens collect from two keys, a lattice in
-// the maps; and the query conv's neighbourhood is left out (it shapes the
+// weights (and BatchNorm), not by coverage; and the query conv's
+// neighbourhood is left out (it shapes the
 // weights, it carries no content). As for ViT and Swin the MLPs, token by
 // token, are left out. log->layers[first..] are the blocks' records of one
 // ct_nn_cvt_forward; out (B, h0 * w0), stage 0's map, scaled so each

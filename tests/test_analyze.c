@@ -430,18 +430,26 @@ static void cvt_rollout_by_hand(void) {
   attend(log.layers[1].weights, 0, 1, 4, 0.5f);
   // Stage 1 from the class token's one-hot row: the head mean puts 1/4 on
   // the class key and 3/4 on key (1, 1), whose 3x3 window holds map tokens
-  // (1..3, 1..3): each gets 1/2 * 3/4 / 9 = 1/24. The class token's 5/8
-  // goes; each map token's share falls on its 2x2 embedding window, 1/96
-  // on each stage-0 token (2..7, 2..7). Stage 0: all the mass (3/8) on key
-  // (0, 0), whose window clips to tokens (0..1, 0..1): 1/2 * 3/8 / 4 =
-  // 3/64 each, against 1/2 * 1/96 on (2..7, 2..7): 1/9 of it.
+  // (1..3, 1..3). On the 4x4 map the stride-2 windows (rows 2r'-1..2r'+1)
+  // cover row 1 twice and rows 0, 2, 3 once, so the window's rows weigh
+  // 1/2, 1, 1 (sum 5/2): token (y, x) gets 1/2 * 3/4 * w(y) w(x) / (25/4).
+  // The class token's 5/8 goes; each map token's share falls evenly on its
+  // 2x2 embedding window (no overlap), a quarter to each stage-0 token. At
+  // stage 0 all the mass (3/8) goes to key (0, 0), whose window clips to
+  // tokens (0..1, 0..1), rows covered once and twice (weights 1, 1/2, sum
+  // 3/2): 1/2 * 3/8 * w(y) w(x) / (9/4), the maximum at (0, 0); the
+  // residual keeps half of the stage-1 shares. Relative to (0, 0): w(y)
+  // w(x) on (0..1, 0..1), and (9/4) / (25/4) / 4 = 0.09 times its stage-1
+  // parent's w(y) w(x) on (2..7, 2..7).
   float out[64];
   CHECK(ct_nn_cvt_rollout(&m, &log, 0, out) == CT_OK, "%s", ct_last_error());
   int wrong = 0;
   for (int t = 0; t < 64; t++) {
     const int r = t / 8, col = t % 8;
-    const double want = r < 2 && col < 2     ? 1.0
-                        : r >= 2 && col >= 2 ? 1.0 / 9.0
+    const double w0r = r == 1 ? 0.5 : 1.0, w0c = col == 1 ? 0.5 : 1.0;
+    const double w1r = r / 2 == 1 ? 0.5 : 1.0, w1c = col / 2 == 1 ? 0.5 : 1.0;
+    const double want = r < 2 && col < 2     ? w0r * w0c
+                        : r >= 2 && col >= 2 ? 0.09 * w1r * w1c
                                              : 0.0;
     if (fabs(out[t] - want) > 1e-6) wrong++;
   }
@@ -452,11 +460,13 @@ static void cvt_rollout_by_hand(void) {
   ct_nn_cvt_free(&m);
   ct_params_free(&p);
 
-  // One stage, no class token: 8x8 images -> a 4x4 map, 2x2 keys. Image 0
-  // attends to key (0, 0) (window tokens (0..1, 0..1)), image 1 to key
-  // (1, 1) (tokens (1..3, 1..3)). From the mean pool's 1/16: 1/32 stays
-  // everywhere, and 1/2 falls on the window, 1/8 (image 0) or 1/18 per
-  // token: 1 on the window, 1/5 or 18/50 elsewhere.
+  // One stage, no class token: 8x8 images -> a 4x4 map, 2x2 keys, whose
+  // windows cover rows 0, 2, 3 once and row 1 twice (weights 1, 1/2). Image
+  // 0 attends to key (0, 0) (window tokens (0..1, 0..1), weights sum 3/2),
+  // image 1 to key (1, 1) (tokens (1..3, 1..3), weights sum 5/2). From the
+  // mean pool's 1/16: 1/32 stays everywhere, and 1/2 w(y) w(x) / (9/4) or
+  // / (25/4) falls on the window; scaled by the maximum at (0, 0) or on
+  // (2..3, 2..3).
   ct_params_init(&p);
   c.image_h = c.image_w = 8;
   c.stages = 1;
@@ -470,10 +480,15 @@ static void cvt_rollout_by_hand(void) {
   float pool[2 * 16];
   CHECK(ct_nn_cvt_rollout(&m, &log, 0, pool) == CT_OK, "%s", ct_last_error());
   wrong = 0;
+  const double base = 1.0 / 32.0, top0 = base + 0.5 / 2.25,
+               top1 = base + 0.5 / 6.25;
   for (int t = 0; t < 16; t++) {
     const int r = t / 4, col = t % 4;
-    const double want0 = r < 2 && col < 2 ? 1.0 : 0.2,
-                 want1 = r >= 1 && col >= 1 ? 1.0 : 0.36;
+    const double wr = r == 1 ? 0.5 : 1.0, wc = col == 1 ? 0.5 : 1.0;
+    const double want0 =
+        (base + (r < 2 && col < 2 ? 0.5 * wr * wc / 2.25 : 0.0)) / top0;
+    const double want1 =
+        (base + (r >= 1 && col >= 1 ? 0.5 * wr * wc / 6.25 : 0.0)) / top1;
     if (fabs(pool[t] - want0) > 1e-6 || fabs(pool[16 + t] - want1) > 1e-6)
       wrong++;
   }
