@@ -628,11 +628,7 @@ ct_status ct_nn_cvt_rollout(const ct_nn_cvt *m, const ct_nn_attention_log *log,
         memcpy(row, next, (size_t)(prev->h * prev->w) * sizeof *row);
       }
     }
-    double max = 0.0;
-    for (int64_t t = 0; t < T0; t++)
-      if (row[t] > max) max = row[t];
-    for (int64_t t = 0; t < T0; t++)
-      out[b * T0 + t] = max > 0.0 ? (float)(row[t] / max) : 0.0f;
+    ct_nn_rollout_scale(row, T0, out + b * T0);
   }
   free(row);
   free(next);

@@ -161,3 +161,11 @@ ct_tensor *ct_nn_repeat_rows(const ct_tensor *t, int64_t repeat) {
              (const char *)t->data + (size_t)b * block, block);
   return out;
 }
+
+void ct_nn_rollout_scale(const double *row, int64_t n, float *out) {
+  double max = 0.0;
+  for (int64_t t = 0; t < n; t++)
+    if (row[t] > max) max = row[t];
+  for (int64_t t = 0; t < n; t++)
+    out[t] = max > 0.0 ? (float)(row[t] / max) : 0.0f;
+}

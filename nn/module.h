@@ -111,6 +111,10 @@ typedef struct ct_nn_attention_scores {
 // only). NULL with an error.
 ct_tensor *ct_nn_attention_weights(const ct_nn_attention_scores *s);
 
+// A rollout row's n values into out, scaled so the largest is 1 (all 0
+// when none is positive): the maps the attention rollouts draw.
+void ct_nn_rollout_scale(const double *row, int64_t n, float *out);
+
 // Contexts for a training pass at `step` and for evaluation.
 ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step);
 ct_nn_ctx ct_nn_eval_ctx(void);

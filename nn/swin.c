@@ -466,11 +466,7 @@ ct_status ct_nn_swin_rollout(const ct_nn_swin *m,
         memcpy(row, next, (size_t)T * sizeof *row);
       }
     }
-    double max = 0.0;
-    for (int64_t t = 0; t < T0; t++)
-      if (row[t] > max) max = row[t];
-    for (int64_t t = 0; t < T0; t++)
-      out[b * T0 + t] = max > 0.0 ? (float)(row[t] / max) : 0.0f;
+    ct_nn_rollout_scale(row, T0, out + b * T0);
   }
   free(row);
   free(next);

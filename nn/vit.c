@@ -318,12 +318,7 @@ ct_status ct_nn_vit_rollout(const ct_nn_vit *m, ct_tensor *const *attention,
       }
       memcpy(row, next, (size_t)T * sizeof *row);
     }
-    double max = 0.0;
-    for (int64_t j = first; j < T; j++)
-      if (row[j] > max) max = row[j];
-    for (int64_t j = first; j < T; j++)
-      out[b * m->patches + j - first] =
-          max > 0.0 ? (float)(row[j] / max) : 0.0f;
+    ct_nn_rollout_scale(row + first, T - first, out + b * m->patches);
   }
   free(row);
   free(next);
