@@ -301,7 +301,7 @@ ct_status ct_analyze_run(const char *ckpt, int64_t images, const char *split,
   if (st == CT_OK) {
     ct_gemm_set_precision(m.run.precision);
     ct_classification_view_of(&m.task, &v);
-    if (!v.patch)
+    if (!v.grid_h)
       st = ct_error(CT_ERR_ARG,
                     "analyze: %s is a %s, which has no attention to analyze "
                     "(vit, deit, swin and cvt have)",

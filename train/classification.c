@@ -1492,7 +1492,6 @@ void ct_classification_view_of(const ct_task *t, ct_classification_view *out) {
       .C = m->C,
       .H = m->H,
       .W = m->W,
-      .patch = gh ? m->H / gh : 0,
       .grid_h = gh,
       .grid_w = gw,
       .pos_embed = vit ? m->vit.pos_embed : NULL,

@@ -56,11 +56,11 @@ ct_status ct_classification_classify(ct_task *t, const char *const *paths,
 
 // What `ctrain analyze` (train/analyze.h) reads of an open model.
 typedef struct ct_classification_view {
-  const char *arch;        // the [model] arch name
-  int C, H, W;             // the input images
-  int64_t patch;           // side of the patch grid's cells; 0: no attention
-                           // (CvT: H / grid_h, the first stage's token pitch)
-  int64_t grid_h, grid_w;  // the token grid of the rollout maps
+  const char *arch;  // the [model] arch name
+  int C, H, W;       // the input images
+  // The token grid of the rollout maps: the patch grid (ViT, DeiT, Swin),
+  // the first stage's map (CvT); 0 x 0 for an arch without attention.
+  int64_t grid_h, grid_w;
   // ViT/DeiT: pos_embed (1, T, D), its first prefix_tokens rows the class
   // (and distillation) token's; NULL otherwise.
   const ct_tensor *pos_embed;
