@@ -594,17 +594,25 @@ static int view_colour(int v) {
   return (FIRST_COLOUR + v) % CT_TOY_CAPTIONS_COLOURS;
 }
 
+static const char COLOUR_KEY[] = "{colour}";
+
+// How many prompts template t makes of a label for images seen in V views:
+// with "{colour}" at V = 1, one per palette colour; otherwise one (at
+// V > 1 "{colour}" is the view's colour).
+static int prompts_of(const char *t, int V) {
+  return V == 1 && strstr(t, COLOUR_KEY) ? CT_TOY_CAPTIONS_COLOURS : 1;
+}
+
 // Prompt text: template t with its first "{}" replaced by the label (or
 // the label appended after a space when there is none) and every
 // "{colour}" by the colour's name.
 static void fill_prompt(ct_byte_buffer *text, const char *t, const char *label,
                         const char *colour) {
-  static const char key[] = "{colour}";
-  const size_t key_len = sizeof key - 1;
+  const size_t key_len = sizeof COLOUR_KEY - 1;
   bool placed = false;
   text->len = 0;
   while (*t) {
-    if (!strncmp(t, key, key_len)) {
+    if (!strncmp(t, COLOUR_KEY, key_len)) {
       ct_byte_buffer_printf(text, "%s", colour);
       t += key_len;
     } else if (!placed && t[0] == '{' && t[1] == '}') {
@@ -632,12 +640,8 @@ static ct_status class_embeddings(const contrastive *cp,
   const int nt =
       p->templates ? p->n_templates : ct_contrastive_default_template_count;
   const int64_t K = p->n_labels, groups = K * V;
-  // Prompts per group: a template with "{colour}" gives every colour at
-  // V = 1, one otherwise.
   int64_t per_group = 0;
-  for (int j = 0; j < nt; j++)
-    per_group +=
-        V == 1 && strstr(tpl[j], "{colour}") ? CT_TOY_CAPTIONS_COLOURS : 1;
+  for (int j = 0; j < nt; j++) per_group += prompts_of(tpl[j], V);
   const int64_t n = groups * per_group;
   int32_t **seq = calloc((size_t)n, sizeof *seq);
   int64_t *len = calloc((size_t)n, sizeof *len);
@@ -648,11 +652,11 @@ static ct_status class_embeddings(const contrastive *cp,
   for (int64_t g = 0, q = 0; g < groups && st == CT_OK; g++) {
     const char *label = p->labels[g / V];
     for (int j = 0; j < nt && st == CT_OK; j++) {
-      const bool all = V == 1 && strstr(tpl[j], "{colour}");
-      for (int c = 0; c < (all ? CT_TOY_CAPTIONS_COLOURS : 1) && st == CT_OK;
-           c++, q++) {
-        fill_prompt(&text, tpl[j], label,
-                    ct_toy_captions_colour_name(all ? c : view_colour(g % V)));
+      const int prompts = prompts_of(tpl[j], V);
+      for (int c = 0; c < prompts && st == CT_OK; c++, q++) {
+        fill_prompt(
+            &text, tpl[j], label,
+            ct_toy_captions_colour_name(prompts > 1 ? c : view_colour(g % V)));
         if (text.failed) {
           st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
           break;
@@ -880,10 +884,10 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
       panels ? calloc((size_t)panels, sizeof *captions) : NULL;
   if (st == CT_OK && panels && (!inputs || !captions))
     st = ct_error(CT_ERR_NOMEM, "zeroshot: out of memory");
-  // The class embeddings of the views of the image at hand (an image of
-  // the input's size has one, others the palette's: see plan_canvas).
-  float *cls = NULL;
-  int cls_views = 0;
+  // The class embeddings for one-view images (an image of the input's
+  // size) and for the palette's views (any other: see plan_canvas), each
+  // made when an image first needs it.
+  float *cls_of[2] = {NULL, NULL};
   const int64_t E = ct_nn_clip_cfg(cp->model)->embed_dim;
   double *prob = malloc((size_t)K * sizeof *prob);
   int64_t *tmp = malloc((size_t)K * sizeof *tmp);
@@ -902,18 +906,14 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
       for (int c = 0; c < cp->meta.C; c++)
         planar[(int64_t)c * h * w + q] = px[q * cp->meta.C + c];
     const int views = plan_canvas(cp, h, w).views;
-    if (st == CT_OK && views != cls_views) {
-      free(cls);
-      cls = NULL;
-      st = class_embeddings(cp, p, views, &cls);
-      cls_views = views;
-    }
+    float **cls = &cls_of[views > 1];
+    if (st == CT_OK && !*cls) st = class_embeddings(cp, p, views, cls);
     float *f = NULL;
     if (st == CT_OK)
       st = image_features(cp, planar, 1, cp->meta.C, h, w, &f,
                           i < panels ? inputs + i * pixels : NULL);
     if (st == CT_OK) {
-      class_probs(cp, f, cls, K, views, E, prob);
+      class_probs(cp, f, *cls, K, views, E, prob);
       fprintf(out, "%s:", paths[i]);
       for (int r = 0; r < top; r++) {
         int64_t k = ranked(prob, K, r, tmp);
@@ -947,7 +947,8 @@ ct_status ct_contrastive_zeroshot(ct_task *t, const ct_zeroshot_prompts *p,
   }
   free(inputs);
   free(captions);
-  free(cls);
+  free(cls_of[0]);
+  free(cls_of[1]);
   free(prob);
   free(tmp);
   return st;
