@@ -29,8 +29,8 @@
 #include "train/task.h"
 
 // Timed passes: at most this many steps, for at most this long (and at most
-// a fiftieth of the budget), after one untimed warm-up step.
-enum { CT_BUDGET_MAX_TIMED_STEPS = 10 };
+// a fiftieth of the budget), after untimed warm-up steps.
+enum { CT_BUDGET_WARMUP_STEPS = 2, CT_BUDGET_MAX_TIMED_STEPS = 10 };
 #define CT_BUDGET_MAX_MEASURE_SECONDS 10.0
 
 typedef struct ct_budget_timing {

@@ -835,10 +835,11 @@ static int plan_budget(trainer *t) {
              (long long)mine[0], (long long)plan.fits);
   fprintf(stderr,
           "ctrain: [train] max_minutes = %g: a step takes %.4g s (%lld timed "
-          "after a warm-up step, %.2f s in all); planned %s, warmup %lld "
+          "after %d warm-up steps, %.2f s in all); planned %s, warmup %lld "
           "(configured %lld)\n",
           budget / 60.0, tm.step_seconds, (long long)tm.timed_steps,
-          tm.spent_seconds, what, (long long)mine[1], (long long)warmup_before);
+          CT_BUDGET_WARMUP_STEPS, tm.spent_seconds, what, (long long)mine[1],
+          (long long)warmup_before);
   snprintf(t->path, sizeof t->path, "%s/config.ini", t->run_dir);
   if (alone(ct_config_write(t->cfg, t->path), "config.ini") != CT_OK)
     return fail(NULL);
