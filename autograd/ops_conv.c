@@ -1,5 +1,6 @@
 // Convolution, batch norm and pooling on NCHW tensors, forward and backward
-// (see conv.h for the semantics).
+// (see ops_conv.h for the semantics); the depthwise conv and batch norm also
+// on tokens, channels last, with the same bits.
 //
 // conv2d is im2col + gemm. A chunk of nb images is unfolded into columns:
 // image i's cols_i (K,P) holds, in row k = (c, ki, kj), the input value each
@@ -19,8 +20,9 @@
 // gives each (image, channel) plane to one thread, which adds the kernel
 // offsets in a fixed order; the weight gradient adds chunks in image order,
 // and the chunk size depends on the shapes only. Batch norm and pooling split
-// work by channel or plane, and every per-channel sum runs in one fixed order
-// (LANES interleaved double partial sums), whatever the thread count.
+// work by channel or plane (the tokens layout: by block of channels), and
+// every per-channel sum runs in one fixed order (LANES interleaved double
+// partial sums), whatever the thread count.
 #include "autograd/ops_conv.h"
 
 #include "autograd/op_util.h"
@@ -526,43 +528,56 @@ static void conv2d_depthwise_backward(ct_node *node) {
   }
 }
 
+// The geometry of a depthwise conv with weight w over N images of C
+// channels of H x W (NCHW or tokens), or false with an error naming op and
+// input x.
+static bool dw_geometry(const char *op, const ct_tensor *x, int64_t N,
+                        int64_t C, int64_t H, int64_t W, const ct_tensor *w,
+                        int stride, int padding, dw_geom *g) {
+  if (!ct_check_f32(op, w, "weight")) return false;
+  if (w->ndim != 4 || w->shape[0] != C || w->shape[1] != 1 ||
+      w->shape[2] != w->shape[3] || w->shape[2] < 1) {
+    ct_error(CT_ERR_SHAPE,
+             "%s: weight %s does not fit input %s (want "
+             "[%lld, 1, k, k], k >= 1)",
+             op, ct_shape_of(w), ct_shape_of(x), (long long)C);
+    return false;
+  }
+  if (stride < 1 || padding < 0) {
+    ct_error(CT_ERR_ARG, "%s: stride %d must be >= 1 and padding %d >= 0", op,
+             stride, padding);
+    return false;
+  }
+  *g = (dw_geom){.N = N,
+                 .C = C,
+                 .H = H,
+                 .W = W,
+                 .k = w->shape[2],
+                 .stride = stride,
+                 .pad = padding};
+  const int64_t hp = H + 2 * g->pad - g->k, wp = W + 2 * g->pad - g->k;
+  if (hp < 0 || wp < 0) {
+    ct_error(CT_ERR_SHAPE,
+             "%s: kernel %lldx%lld is larger than input %s "
+             "padded by %d",
+             op, (long long)g->k, (long long)g->k, ct_shape_of(x), padding);
+    return false;
+  }
+  g->Ho = hp / g->stride + 1;
+  g->Wo = wp / g->stride + 1;
+  return true;
+}
+
 ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
                                int padding) {
   const char *op = "conv2d_depthwise";
   if (!x || !w) return NULL;
-  if (!check_nchw(op, x) || !ct_check_f32(op, w, "weight")) return NULL;
-  const int64_t C = x->shape[1];
-  if (w->ndim != 4 || w->shape[0] != C || w->shape[1] != 1 ||
-      w->shape[2] != w->shape[3] || w->shape[2] < 1) {
-    ct_error(CT_ERR_SHAPE,
-             "conv2d_depthwise: weight %s does not fit input %s (want "
-             "[%lld, 1, k, k], k >= 1)",
-             ct_shape_of(w), ct_shape_of(x), (long long)C);
+  dw_geom g;
+  if (!check_nchw(op, x) ||
+      !dw_geometry(op, x, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w,
+                   stride, padding, &g))
     return NULL;
-  }
-  if (stride < 1 || padding < 0) {
-    ct_error(CT_ERR_ARG,
-             "conv2d_depthwise: stride %d must be >= 1 and padding %d >= 0",
-             stride, padding);
-    return NULL;
-  }
-  dw_geom g = {.N = x->shape[0],
-               .C = C,
-               .H = x->shape[2],
-               .W = x->shape[3],
-               .k = w->shape[2],
-               .stride = stride,
-               .pad = padding};
-  const int64_t hp = g.H + 2 * g.pad - g.k, wp = g.W + 2 * g.pad - g.k;
-  if (hp < 0 || wp < 0) {
-    ct_error(CT_ERR_SHAPE,
-             "conv2d_depthwise: kernel %lldx%lld is larger than input %s "
-             "padded by %d",
-             (long long)g.k, (long long)g.k, ct_shape_of(x), padding);
-    return NULL;
-  }
-  g.Ho = hp / g.stride + 1;
-  g.Wo = wp / g.stride + 1;
+  const int64_t C = g.C;
   ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(g.N, C, g.Ho, g.Wo));
   if (!y) return NULL;
   ct_tensor *in[2] = {x, w};
@@ -583,63 +598,233 @@ ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
   return y;
 }
 
+// ---- depthwise conv2d on tokens (channels last) -------------------------------
+// x (N, H*W, C): token ih*W + iw of image n holds the C channels of map
+// position (ih, iw); y (N, Ho*Wo, C) likewise. The same terms as the NCHW op
+// above, added in the same order, so the same bits:
+//   y   each output from 0.0f, adding w*x over (ki, kj) in order (float);
+//   dx  each image in dw_plane_backward_input's order: output row oh, then
+//       ki, kj, ow (float);
+//   dw  per (channel, offset) LANES double partial sums over n, oh, ow, the
+//       output at column ow in lane (ow - ow0) % LANES, ow0 the offset's first
+//       valid column (lanes_add_dot_strided's lanes).
+// But the inner loops run along the C contiguous channels of a token (CvT's
+// 64..256) instead of along map rows of Wo <= 16 outputs. They read the
+// weight transposed, wt (k*k, C), in the session's workspace. Threads take
+// output rows (n, oh) for y, images for dx (each writes only its own) and
+// blocks of CHANNEL_BLOCK channels for dw and the batch norm below, whose
+// LANES x CHANNEL_BLOCK partial sums stay in L1.
+enum { CHANNEL_BLOCK = 32 };
+
+static inline int64_t channel_blocks(int64_t C) {
+  return (C + CHANNEL_BLOCK - 1) / CHANNEL_BLOCK;
+}
+
+// The channels [c0, c0 + *nc) of block blk.
+static inline int64_t block_channels(int64_t C, int64_t blk, int64_t *nc) {
+  const int64_t c0 = blk * CHANNEL_BLOCK;
+  *nc = C - c0 < CHANNEL_BLOCK ? C - c0 : CHANNEL_BLOCK;
+  return c0;
+}
+
+// A block's per-channel sums: LANES partial sums of each channel side by
+// side, so that adding a token's channels is one loop along them.
+typedef double block_lanes[LANES][CHANNEL_BLOCK];
+
+// lanes_total of channel c.
+static inline double block_lanes_total(double (*acc)[CHANNEL_BLOCK],
+                                       int64_t c) {
+  double lanes[LANES];
+  for (int j = 0; j < LANES; j++) lanes[j] = acc[j][c];
+  return lanes_total(lanes);
+}
+
+// wt (kk, C) = w (C, kk) transposed.
+static void transpose_kernel(const float *w, int64_t C, int64_t kk, float *wt) {
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t kij = 0; kij < kk; kij++) wt[kij * C + c] = w[c * kk + kij];
+}
+
+// The workspace: wt (kk*C floats), then for the weight gradient every
+// channel block's partial sums, one block_lanes per kernel offset.
+static size_t dw_tokens_wt_bytes(const dw_geom *g) {
+  const size_t b = (size_t)(g->k * g->k * g->C) * sizeof(float);
+  return (b + 63) / 64 * 64;
+}
+static size_t dw_tokens_scratch_bytes(const dw_geom *g, bool backward) {
+  const size_t acc =
+      (size_t)(channel_blocks(g->C) * g->k * g->k) * sizeof(block_lanes);
+  return dw_tokens_wt_bytes(g) + (backward ? acc : 0);
+}
+
+typedef struct dw_tokens_args {
+  const dw_geom *g;
+  const float *x, *wt, *dy;
+  float *y, *dx, *dw;  // dw (C, kk)
+  block_lanes *acc;    // the weight gradient's partial sums
+} dw_tokens_args;
+
+// y's output row (n, oh): every ow and channel.
+static void dw_tokens_forward_row(const dw_tokens_args *a, int64_t row) {
+  const dw_geom *g = a->g;
+  const int64_t C = g->C, k = g->k, s = g->stride, pad = g->pad;
+  const int64_t n = row / g->Ho, oh = row % g->Ho;
+  for (int64_t ow = 0; ow < g->Wo; ow++) {
+    float *restrict yt = a->y + (row * g->Wo + ow) * C;
+    for (int64_t c = 0; c < C; c++) yt[c] = 0.0f;
+    for (int64_t ki = 0; ki < k; ki++) {
+      const int64_t ih = oh * s - pad + ki;
+      if (ih < 0 || ih >= g->H) continue;
+      for (int64_t kj = 0; kj < k; kj++) {
+        const int64_t iw = ow * s - pad + kj;
+        if (iw < 0 || iw >= g->W) continue;
+        const float *restrict xt = a->x + ((n * g->H + ih) * g->W + iw) * C;
+        const float *restrict wk = a->wt + (ki * k + kj) * C;
+        for (int64_t c = 0; c < C; c++) yt[c] += wk[c] * xt[c];
+      }
+    }
+  }
+}
+
+// dx of image n += the adjoint of the forward pass applied to dy.
+static void dw_tokens_backward_input(const dw_tokens_args *a, int64_t n) {
+  const dw_geom *g = a->g;
+  const int64_t C = g->C, k = g->k, s = g->stride, pad = g->pad;
+  for (int64_t oh = 0; oh < g->Ho; oh++) {
+    const float *dyr = a->dy + (n * g->Ho + oh) * g->Wo * C;
+    for (int64_t ki = 0; ki < k; ki++) {
+      const int64_t ih = oh * s - pad + ki;
+      if (ih < 0 || ih >= g->H) continue;
+      float *dxr = a->dx + (n * g->H + ih) * g->W * C;
+      for (int64_t kj = 0; kj < k; kj++) {
+        int64_t ow0, ow1;
+        valid_outputs(g->W, g->Wo, s, pad, kj, &ow0, &ow1);
+        const float *restrict wk = a->wt + (ki * k + kj) * C;
+        for (int64_t ow = ow0; ow < ow1; ow++) {
+          float *restrict d = dxr + (ow * s - pad + kj) * C;
+          const float *restrict src = dyr + ow * C;
+          for (int64_t c = 0; c < C; c++) d[c] += wk[c] * src[c];
+        }
+      }
+    }
+  }
+}
+
+// dw of channel block blk += sum over n, oh, ow of dy x, per offset.
+static void dw_tokens_backward_weight(const dw_tokens_args *a, int64_t blk) {
+  const dw_geom *g = a->g;
+  const int64_t C = g->C, k = g->k, kk = k * k, s = g->stride, pad = g->pad;
+  int64_t nc;
+  const int64_t c0 = block_channels(C, blk, &nc);
+  block_lanes *acc = a->acc + blk * kk;  // acc[kij]: offset kij's sums
+  memset(acc, 0, (size_t)kk * sizeof *acc);
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t oh = 0; oh < g->Ho; oh++) {
+      const float *dyr = a->dy + (n * g->Ho + oh) * g->Wo * C + c0;
+      for (int64_t ki = 0; ki < k; ki++) {
+        const int64_t ih = oh * s - pad + ki;
+        if (ih < 0 || ih >= g->H) continue;
+        const float *xr = a->x + (n * g->H + ih) * g->W * C + c0;
+        for (int64_t kj = 0; kj < k; kj++) {
+          int64_t ow0, ow1;
+          valid_outputs(g->W, g->Wo, s, pad, kj, &ow0, &ow1);
+          block_lanes *acc_k = &acc[ki * k + kj];
+          for (int64_t ow = ow0; ow < ow1; ow++) {
+            double *restrict l = (*acc_k)[(ow - ow0) % LANES];
+            const float *restrict gt = dyr + ow * C;
+            const float *restrict xt = xr + (ow * s - pad + kj) * C;
+            for (int64_t c = 0; c < nc; c++) l[c] += (double)gt[c] * xt[c];
+          }
+        }
+      }
+    }
+  for (int64_t kij = 0; kij < kk; kij++)
+    for (int64_t c = 0; c < nc; c++)
+      a->dw[(c0 + c) * kk + kij] += (float)block_lanes_total(acc[kij], c);
+}
+
+// x (N, H*W, C), w (C,1,k,k) -> y (N, Ho*Wo, C); see above.
+static void conv2d_depthwise_tokens_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1];
+  const dw_geom *g = node->saved;
+  char *ws = ct_session_workspace();  // reserved by the forward pass
+  float *wt = (float *)ws;
+  transpose_kernel(ct_f32(w), g->C, g->k * g->k, wt);
+  const dw_tokens_args a = {.g = g,
+                            .x = ct_f32(x),
+                            .wt = wt,
+                            .dy = node->out->grad,
+                            .dx = x->grad,
+                            .dw = w->grad,
+                            .acc = (block_lanes *)(ws + dw_tokens_wt_bytes(g))};
+  const int64_t work = g->N * g->C * g->Ho * g->Wo * g->k * g->k;
+  if (x->requires_grad) {
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
+    for (int64_t n = 0; n < g->N; n++) dw_tokens_backward_input(&a, n);
+  }
+  if (!w->requires_grad) return;
+  const int64_t blocks = channel_blocks(g->C);
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
+  for (int64_t blk = 0; blk < blocks; blk++) dw_tokens_backward_weight(&a, blk);
+}
+
+ct_tensor *ct_conv2d_depthwise_tokens(ct_tensor *x, int64_t H, int64_t W,
+                                      ct_tensor *w, int stride, int padding) {
+  const char *op = "conv2d_depthwise_tokens";
+  if (!x || !w) return NULL;
+  if (!ct_check_f32(op, x, "input")) return NULL;
+  if (x->ndim != 3) {
+    ct_error(CT_ERR_SHAPE, "%s: input must be (B, H*W, C), got %s", op,
+             ct_shape_of(x));
+    return NULL;
+  }
+  if (H < 1 || W < 1 || H * W != x->shape[1]) {
+    ct_error(CT_ERR_SHAPE,
+             "%s: a %lldx%lld map does not hold the %lld tokens of input %s",
+             op, (long long)H, (long long)W, (long long)x->shape[1],
+             ct_shape_of(x));
+    return NULL;
+  }
+  dw_geom g;
+  if (!dw_geometry(op, x, x->shape[0], x->shape[2], H, W, w, stride, padding,
+                   &g))
+    return NULL;
+  ct_tensor *y = ct_tensor_empty(CT_F32, CT_SHAPE(g.N, g.Ho * g.Wo, g.C));
+  if (!y) return NULL;
+  ct_tensor *in[2] = {x, w};
+  dw_geom *saved = NULL;
+  if (ct_tape_wants(2, in)) {
+    saved = ct_arena_alloc(sizeof *saved);
+    if (!saved) return NULL;
+    *saved = g;
+  }
+  float *wt =
+      ct_session_workspace_reserve(dw_tokens_scratch_bytes(&g, saved != NULL));
+  if (!wt) return NULL;
+  transpose_kernel(ct_f32(w), g.C, g.k * g.k, wt);
+  const dw_tokens_args a = {.g = &g, .x = ct_f32(x), .wt = wt, .y = ct_f32(y)};
+  const int64_t rows = g.N * g.Ho;
+#pragma omp parallel for schedule(static) if (rows * g.Wo * g.C * g.k * g.k >= \
+                                              PAR_MIN_WORK)
+  for (int64_t row = 0; row < rows; row++) dw_tokens_forward_row(&a, row);
+  if (ct_tape_record(op, conv2d_depthwise_tokens_backward, y, 2, in, saved) !=
+      CT_OK)
+    return NULL;
+  return y;
+}
+
 // ---- batch norm -----------------------------------------------------------------
 // x (N,C,H,W) seen as C channels of M = N*S values (S = H*W), channel c being
 // rows x[(n*C + c)*S ..] for n < N:
 //   y = (x - mean_c) * rstd_c * weight_c + bias_c,  rstd = 1 / sqrt(var + eps)
 // computed as PyTorch does: y = x * a_c + b_c with a = rstd * weight,
-// b = bias - mean * a.
+// b = bias - mean * a. The tokens layout (below) computes the same per-channel
+// quantities with the helpers here, so both give the same bits.
 
 typedef struct bn_saved {
   double *mean, *rstd;  // (C): the statistics used (batch or running)
   bool training;
 } bn_saved;
-
-// training: with xhat = (x - mean) * rstd and g = dy * weight,
-//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over M)
-// eval (mean, rstd constants): dx = g * rstd.
-// Both: dweight = sum dy * xhat, dbias = sum dy.
-static void batchnorm_backward(ct_node *node) {
-  ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
-  const bn_saved *s = node->saved;
-  const int64_t N = x->shape[0], C = x->shape[1];
-  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
-  const float *xd = ct_f32(x), *dy = node->out->grad;
-  const float *wd = w ? ct_f32(w) : NULL;
-  const bool dx = x->requires_grad, dw = w && w->requires_grad,
-             db = b && b->requires_grad;
-#pragma omp parallel for schedule(static) if (M * C >= PAR_MIN_WORK)
-  for (int64_t c = 0; c < C; c++) {
-    const double mean = s->mean[c], rstd = s->rstd[c];
-    double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    if (dw || db || (dx && s->training)) {
-      double acc_g[LANES] = {0}, acc_gx[LANES] = {0};
-      for (int64_t n = 0; n < N; n++) {
-        const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
-        lanes_add(acc_g, gr, S);
-        lanes_add_dot_dev(acc_gx, gr, xr, S, mean);
-      }
-      sum_dy = lanes_total(acc_g);
-      sum_dy_xmu = lanes_total(acc_gx);
-    }
-    if (dw) w->grad[c] += (float)(sum_dy_xmu * rstd);
-    if (db) b->grad[c] += (float)sum_dy;
-    if (!dx) continue;
-    const double k = rstd * (wd ? wd[c] : 1.0);
-    // training: dx = k * (dy - sum_dy / M - (x - mean) * proj), the
-    // projection proj = rstd^2 * sum_dy_xmu / M; eval: dx = k * dy.
-    const float kf = (float)k, mf = (float)mean;
-    const float gm = s->training ? (float)(sum_dy / M) : 0.0f;
-    const float proj =
-        s->training ? (float)(rstd * rstd * sum_dy_xmu / M) : 0.0f;
-    for (int64_t n = 0; n < N; n++) {
-      const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
-      float *dxr = x->grad + (n * C + c) * S;
-      for (int64_t i = 0; i < S; i++)
-        dxr[i] += kf * (gr[i] - gm - (xr[i] - mf) * proj);
-    }
-  }
-}
 
 // The update of one running statistic (ct_bn_update): the same float and
 // double operations whether applied at once or from a log.
@@ -647,10 +832,103 @@ static inline float running_update(float running, float momentum, double term) {
   return (float)((1.0 - momentum) * running + term);
 }
 
+// Channel c's batch statistics (biased var over M values) -> its running
+// statistics' terms, recorded in terms (2C) when not NULL, else applied to
+// rm and rv (either may be NULL).
+static inline void bn_update_running(double *terms, float *rm, float *rv,
+                                     int64_t C, int64_t c, float momentum,
+                                     double mean, double var, int64_t M) {
+  const double mean_term = momentum * mean;
+  const double var_term = momentum * var * M / (M - 1);  // unbiased
+  if (terms) {
+    terms[c] = mean_term;
+    terms[C + c] = var_term;
+  } else {
+    if (rm) rm[c] = running_update(rm[c], momentum, mean_term);
+    if (rv) rv[c] = running_update(rv[c], momentum, var_term);
+  }
+}
+
+// y = x * a + b for channel c; saves its mean and rstd for backward.
+typedef struct bn_affine {
+  float a, b;
+} bn_affine;
+
+static inline bn_affine bn_channel_affine(bn_saved *s, int64_t c, double mean,
+                                          double var, float eps,
+                                          const float *wd, const float *bd) {
+  const double rstd = 1.0 / sqrt(var + eps);
+  s->mean[c] = mean;
+  s->rstd[c] = rstd;
+  const double a = rstd * (wd ? wd[c] : 1.0);
+  return (bn_affine){(float)a, (float)((bd ? bd[c] : 0.0) - mean * a)};
+}
+
+// training: with xhat = (x - mean) * rstd and g = dy * weight,
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over M)
+// eval (mean, rstd constants): dx = g * rstd.
+// Both: dweight = sum dy * xhat, dbias = sum dy.
+// Computed as dx = k * (dy - gm - (x - mean) * proj) with k = rstd * weight;
+// training: gm = sum_dy / M and the projection proj = rstd^2 * sum_dy_xmu / M
+// (sum_dy_xmu = sum dy (x - mean)); eval: gm = proj = 0.
+typedef struct bn_dx {
+  float k, mean, gm, proj;
+} bn_dx;
+
+// Channel c's gradients from its sums: dweight and dbias added (dw, db may be
+// NULL), dx's coefficients returned.
+static inline bn_dx bn_channel_grads(const bn_saved *s, int64_t c, int64_t M,
+                                     double sum_dy, double sum_dy_xmu,
+                                     const float *wd, float *dw, float *db) {
+  const double mean = s->mean[c], rstd = s->rstd[c];
+  if (dw) dw[c] += (float)(sum_dy_xmu * rstd);
+  if (db) db[c] += (float)sum_dy;
+  const double k = rstd * (wd ? wd[c] : 1.0);
+  return (bn_dx){
+      .k = (float)k,
+      .mean = (float)mean,
+      .gm = s->training ? (float)(sum_dy / M) : 0.0f,
+      .proj = s->training ? (float)(rstd * rstd * sum_dy_xmu / M) : 0.0f};
+}
+
+static void batchnorm_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+  const bn_saved *s = node->saved;
+  const int64_t N = x->shape[0], C = x->shape[1];
+  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
+  const float *xd = ct_f32(x), *dy = node->out->grad;
+  const float *wd = w ? ct_f32(w) : NULL;
+  float *dw = w && w->requires_grad ? w->grad : NULL;
+  float *db = b && b->requires_grad ? b->grad : NULL;
+  const bool dx = x->requires_grad;
+#pragma omp parallel for schedule(static) if (M * C >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < C; c++) {
+    double sum_dy = 0.0, sum_dy_xmu = 0.0;
+    if (dw || db || (dx && s->training)) {
+      double acc_g[LANES] = {0}, acc_gx[LANES] = {0};
+      for (int64_t n = 0; n < N; n++) {
+        const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
+        lanes_add(acc_g, gr, S);
+        lanes_add_dot_dev(acc_gx, gr, xr, S, s->mean[c]);
+      }
+      sum_dy = lanes_total(acc_g);
+      sum_dy_xmu = lanes_total(acc_gx);
+    }
+    const bn_dx d = bn_channel_grads(s, c, M, sum_dy, sum_dy_xmu, wd, dw, db);
+    if (!dx) continue;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xr = xd + (n * C + c) * S, *gr = dy + (n * C + c) * S;
+      float *dxr = x->grad + (n * C + c) * S;
+      for (int64_t i = 0; i < S; i++)
+        dxr[i] += d.k * (gr[i] - d.gm - (xr[i] - d.mean) * d.proj);
+    }
+  }
+}
+
 // Room for one more update of C channels in the log; its 2C terms, or NULL
-// with an error.
-static double *log_reserve(ct_bn_update_log *log, ct_tensor *rm, ct_tensor *rv,
-                           int64_t C, float momentum) {
+// with an error naming op.
+static double *log_reserve(const char *op, ct_bn_update_log *log, ct_tensor *rm,
+                           ct_tensor *rv, int64_t C, float momentum) {
   if (log->n == log->cap) {
     int64_t cap = log->cap ? 2 * log->cap : 16;
     ct_bn_update *items = realloc(log->items, (size_t)cap * sizeof *items);
@@ -674,7 +952,7 @@ static double *log_reserve(ct_bn_update_log *log, ct_tensor *rm, ct_tensor *rv,
   log->n_values += 2 * C;
   return log->values + log->n_values - 2 * C;
 nomem:
-  ct_error(CT_ERR_NOMEM, "batchnorm2d: out of memory for the update log");
+  ct_error(CT_ERR_NOMEM, "%s: out of memory for the update log", op);
   return NULL;
 }
 
@@ -704,16 +982,16 @@ void ct_bn_update_log_free(ct_bn_update_log *log) {
   *log = (ct_bn_update_log){0};
 }
 
-// batchnorm2d; in training, the running-statistics terms go to `terms` (2C
-// doubles) when it is not NULL, else the update is applied at once.
-static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
-                              ct_tensor *running_mean, ct_tensor *running_var,
-                              bool training, float momentum, float eps,
-                              ct_bn_update_log *log) {
-  const char *op = "batchnorm2d";
-  if (!x || !check_nchw(op, x)) return NULL;
-  const int64_t N = x->shape[0], C = x->shape[1];
-  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
+// What both layouts check and allocate, for x holding C channels of M values
+// each: y (x's shape), the saved statistics *saved, and *terms, the log's 2C
+// running-statistics terms when training with a log (else NULL). NULL with an
+// error naming op.
+static ct_tensor *bn_begin(const char *op, ct_tensor *x, int64_t C, int64_t M,
+                           ct_tensor *weight, ct_tensor *bias,
+                           ct_tensor *running_mean, ct_tensor *running_var,
+                           bool training, float momentum, float eps,
+                           ct_bn_update_log *log, bn_saved **saved,
+                           double **terms) {
   if ((weight && !check_channel_param(op, weight, x, C, "weight")) ||
       (bias && !check_channel_param(op, bias, x, C, "bias")) ||
       (running_mean &&
@@ -723,35 +1001,53 @@ static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     return NULL;
   if (!training && (!running_mean || !running_var)) {
     ct_error(CT_ERR_ARG,
-             "batchnorm2d: eval mode needs running_mean and "
+             "%s: eval mode needs running_mean and "
              "running_var (input %s)",
-             ct_shape_of(x));
+             op, ct_shape_of(x));
     return NULL;
   }
   if (training && M <= 1) {
     ct_error(CT_ERR_SHAPE,
-             "batchnorm2d: training needs more than 1 value per "
+             "%s: training needs more than 1 value per "
              "channel, got input %s",
-             ct_shape_of(x));
+             op, ct_shape_of(x));
     return NULL;
   }
   if (!(eps >= 0.0f) || isinf(eps) || !(momentum >= 0.0f && momentum <= 1.0f)) {
     ct_error(CT_ERR_ARG,
-             "batchnorm2d: eps %g must be finite and >= 0, "
+             "%s: eps %g must be finite and >= 0, "
              "momentum %g in [0, 1]",
-             (double)eps, (double)momentum);
+             op, (double)eps, (double)momentum);
     return NULL;
   }
-  double *terms = NULL;
+  *terms = NULL;
   if (training && log &&
-      !(terms = log_reserve(log, running_mean, running_var, C, momentum)))
+      !(*terms = log_reserve(op, log, running_mean, running_var, C, momentum)))
     return NULL;
   ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
   bn_saved *s = ct_arena_alloc(sizeof *s);
   double *stats = ct_arena_alloc((size_t)(2 * (C ? C : 1)) * sizeof(double));
   if (!y || !s || !stats) return NULL;
   *s = (bn_saved){.mean = stats, .rstd = stats + C, .training = training};
+  *saved = s;
+  return y;
+}
 
+// batchnorm2d; in training, the running-statistics update goes to `log`
+// when it is not NULL, else it is applied at once.
+static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                              ct_tensor *running_mean, ct_tensor *running_var,
+                              bool training, float momentum, float eps,
+                              ct_bn_update_log *log) {
+  const char *op = "batchnorm2d";
+  if (!x || !check_nchw(op, x)) return NULL;
+  const int64_t N = x->shape[0], C = x->shape[1];
+  const int64_t S = x->shape[2] * x->shape[3], M = N * S;
+  bn_saved *s;
+  double *terms;
+  ct_tensor *y = bn_begin(op, x, C, M, weight, bias, running_mean, running_var,
+                          training, momentum, eps, log, &s, &terms);
+  if (!y) return NULL;
   const float *xd = ct_f32(x);
   const float *wd = weight ? ct_f32(weight) : NULL;
   const float *bd = bias ? ct_f32(bias) : NULL;
@@ -769,28 +1065,16 @@ static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
       for (int64_t n = 0; n < N; n++)
         lanes_add_sq_dev(acc2, xd + (n * C + c) * S, S, mean);
       var = lanes_total(acc2) / M;
-      const double mean_term = momentum * mean;
-      const double var_term = momentum * var * M / (M - 1);  // unbiased
-      if (terms) {
-        terms[c] = mean_term;
-        terms[C + c] = var_term;
-      } else {
-        if (rm) rm[c] = running_update(rm[c], momentum, mean_term);
-        if (rv) rv[c] = running_update(rv[c], momentum, var_term);
-      }
+      bn_update_running(terms, rm, rv, C, c, momentum, mean, var, M);
     } else {
       mean = rm[c];
       var = rv[c];
     }
-    const double rstd = 1.0 / sqrt(var + eps);
-    s->mean[c] = mean;
-    s->rstd[c] = rstd;
-    const double a = rstd * (wd ? wd[c] : 1.0);
-    const float af = (float)a, bf = (float)((bd ? bd[c] : 0.0) - mean * a);
+    const bn_affine f = bn_channel_affine(s, c, mean, var, eps, wd, bd);
     for (int64_t n = 0; n < N; n++) {
       const float *xr = xd + (n * C + c) * S;
       float *yr = yd + (n * C + c) * S;
-      for (int64_t i = 0; i < S; i++) yr[i] = xr[i] * af + bf;
+      for (int64_t i = 0; i < S; i++) yr[i] = xr[i] * f.a + f.b;
     }
   }
   if (CT_RECORD(op, batchnorm_backward, y, s, x, weight, bias) != CT_OK)
@@ -811,6 +1095,195 @@ ct_tensor *ct_batchnorm2d_logged(ct_tensor *x, ct_tensor *weight,
                                  float eps, ct_bn_update_log *log) {
   return batchnorm2d(x, weight, bias, running_mean, running_var, true, momentum,
                      eps, log);
+}
+
+// ---- batch norm on tokens (channels last) ---------------------------------------
+// x (N,T,C): channel c is column c of the N*T rows, M = N*T values. The
+// per-channel sums of the NCHW op, over the same values in the same lanes
+// (token t of each image in lane t % LANES, images in order), so the same
+// bits; but threads take blocks of CHANNEL_BLOCK channels, and each block
+// keeps its LANES partial sums side by side, (LANES, CHANNEL_BLOCK), so the
+// inner loops run along the contiguous channels of a token.
+
+typedef struct bn_tokens_args {
+  const float *x, *dy, *w, *b;  // w, b NULL: 1 and 0
+  float *y, *dx, *dw, *db;      // dx, dw, db NULL: not wanted
+  float *rm, *rv;
+  double *terms;  // the log's, or NULL
+  bn_saved *s;
+  int64_t N, T, C;
+  float momentum, eps;
+  bool training;
+} bn_tokens_args;
+
+// y of the channels of block blk, and their statistics.
+static void bn_tokens_forward_block(const bn_tokens_args *a, int64_t blk) {
+  const int64_t C = a->C, M = a->N * a->T;
+  int64_t nc;
+  const int64_t c0 = block_channels(C, blk, &nc);
+  const float *x = a->x + c0;
+  double mean[CHANNEL_BLOCK], var[CHANNEL_BLOCK];
+  if (a->training) {  // two passes: mean, then the biased variance
+    block_lanes acc = {{0}};
+    for (int64_t n = 0; n < a->N; n++)
+      for (int64_t t = 0; t < a->T; t++) {
+        const float *restrict xt = x + (n * a->T + t) * C;
+        double *restrict l = acc[t % LANES];
+        for (int64_t c = 0; c < nc; c++) l[c] += xt[c];
+      }
+    for (int64_t c = 0; c < nc; c++) mean[c] = block_lanes_total(acc, c) / M;
+    memset(acc, 0, sizeof acc);
+    for (int64_t n = 0; n < a->N; n++)
+      for (int64_t t = 0; t < a->T; t++) {
+        const float *restrict xt = x + (n * a->T + t) * C;
+        double *restrict l = acc[t % LANES];
+        for (int64_t c = 0; c < nc; c++) {
+          double d = xt[c] - mean[c];
+          l[c] += d * d;
+        }
+      }
+    for (int64_t c = 0; c < nc; c++) {
+      var[c] = block_lanes_total(acc, c) / M;
+      bn_update_running(a->terms, a->rm, a->rv, C, c0 + c, a->momentum, mean[c],
+                        var[c], M);
+    }
+  } else {
+    for (int64_t c = 0; c < nc; c++) {
+      mean[c] = a->rm[c0 + c];
+      var[c] = a->rv[c0 + c];
+    }
+  }
+  float fa[CHANNEL_BLOCK], fb[CHANNEL_BLOCK];
+  for (int64_t c = 0; c < nc; c++) {
+    const bn_affine f =
+        bn_channel_affine(a->s, c0 + c, mean[c], var[c], a->eps, a->w, a->b);
+    fa[c] = f.a;
+    fb[c] = f.b;
+  }
+  for (int64_t r = 0; r < M; r++) {
+    const float *restrict xr = x + r * C;
+    float *restrict yr = a->y + r * C + c0;
+    for (int64_t c = 0; c < nc; c++) yr[c] = xr[c] * fa[c] + fb[c];
+  }
+}
+
+// The gradients of the channels of block blk (batchnorm_backward's).
+static void bn_tokens_backward_block(const bn_tokens_args *a, int64_t blk) {
+  const int64_t C = a->C, M = a->N * a->T;
+  int64_t nc;
+  const int64_t c0 = block_channels(C, blk, &nc);
+  const float *x = a->x + c0, *dy = a->dy + c0;
+  double sum_dy[CHANNEL_BLOCK] = {0}, sum_dy_xmu[CHANNEL_BLOCK] = {0};
+  if (a->dw || a->db || (a->dx && a->s->training)) {
+    const double *mean = a->s->mean + c0;
+    block_lanes acc_g = {{0}}, acc_gx = {{0}};
+    for (int64_t n = 0; n < a->N; n++)
+      for (int64_t t = 0; t < a->T; t++) {
+        const float *restrict xt = x + (n * a->T + t) * C;
+        const float *restrict gt = dy + (n * a->T + t) * C;
+        double *restrict lg = acc_g[t % LANES], *restrict lgx =
+                                                    acc_gx[t % LANES];
+        for (int64_t c = 0; c < nc; c++) {
+          lg[c] += gt[c];
+          lgx[c] += gt[c] * (xt[c] - mean[c]);
+        }
+      }
+    for (int64_t c = 0; c < nc; c++) {
+      sum_dy[c] = block_lanes_total(acc_g, c);
+      sum_dy_xmu[c] = block_lanes_total(acc_gx, c);
+    }
+  }
+  float k[CHANNEL_BLOCK], mf[CHANNEL_BLOCK], gm[CHANNEL_BLOCK],
+      proj[CHANNEL_BLOCK];
+  for (int64_t c = 0; c < nc; c++) {
+    const bn_dx d = bn_channel_grads(a->s, c0 + c, M, sum_dy[c], sum_dy_xmu[c],
+                                     a->w, a->dw, a->db);
+    k[c] = d.k;
+    mf[c] = d.mean;
+    gm[c] = d.gm;
+    proj[c] = d.proj;
+  }
+  if (!a->dx) return;
+  for (int64_t r = 0; r < M; r++) {
+    const float *restrict xr = x + r * C, *restrict gr = dy + r * C;
+    float *restrict dxr = a->dx + r * C + c0;
+    for (int64_t c = 0; c < nc; c++)
+      dxr[c] += k[c] * (gr[c] - gm[c] - (xr[c] - mf[c]) * proj[c]);
+  }
+}
+
+static void batchnorm_tokens_backward(ct_node *node) {
+  ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+  const bn_tokens_args a = {.x = ct_f32(x),
+                            .dy = node->out->grad,
+                            .w = w ? ct_f32(w) : NULL,
+                            .dx = x->requires_grad ? x->grad : NULL,
+                            .dw = w && w->requires_grad ? w->grad : NULL,
+                            .db = b && b->requires_grad ? b->grad : NULL,
+                            .s = node->saved,
+                            .N = x->shape[0],
+                            .T = x->shape[1],
+                            .C = x->shape[2]};
+  const int64_t blocks = channel_blocks(a.C);
+#pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
+  for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_backward_block(&a, blk);
+}
+
+// batchnorm_tokens; the running statistics as batchnorm2d's.
+static ct_tensor *batchnorm_tokens(ct_tensor *x, ct_tensor *weight,
+                                   ct_tensor *bias, ct_tensor *running_mean,
+                                   ct_tensor *running_var, bool training,
+                                   float momentum, float eps,
+                                   ct_bn_update_log *log) {
+  const char *op = "batchnorm_tokens";
+  if (!x || !ct_check_f32(op, x, "input")) return NULL;
+  if (x->ndim != 3) {
+    ct_error(CT_ERR_SHAPE, "%s: input must be (B, T, C), got %s", op,
+             ct_shape_of(x));
+    return NULL;
+  }
+  const int64_t N = x->shape[0], T = x->shape[1], C = x->shape[2];
+  bn_saved *s;
+  double *terms;
+  ct_tensor *y =
+      bn_begin(op, x, C, N * T, weight, bias, running_mean, running_var,
+               training, momentum, eps, log, &s, &terms);
+  if (!y) return NULL;
+  const bn_tokens_args a = {.x = ct_f32(x),
+                            .w = weight ? ct_f32(weight) : NULL,
+                            .b = bias ? ct_f32(bias) : NULL,
+                            .y = ct_f32(y),
+                            .rm = running_mean ? ct_f32(running_mean) : NULL,
+                            .rv = running_var ? ct_f32(running_var) : NULL,
+                            .terms = terms,
+                            .s = s,
+                            .N = N,
+                            .T = T,
+                            .C = C,
+                            .momentum = momentum,
+                            .eps = eps,
+                            .training = training};
+  const int64_t blocks = channel_blocks(C);
+#pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
+  for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_forward_block(&a, blk);
+  if (CT_RECORD(op, batchnorm_tokens_backward, y, s, x, weight, bias) != CT_OK)
+    return NULL;
+  return y;
+}
+
+ct_tensor *ct_batchnorm_tokens(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                               ct_tensor *running_mean, ct_tensor *running_var,
+                               bool training, float momentum, float eps) {
+  return batchnorm_tokens(x, weight, bias, running_mean, running_var, training,
+                          momentum, eps, NULL);
+}
+
+ct_tensor *ct_batchnorm_tokens_logged(ct_tensor *x, ct_tensor *weight,
+                                      ct_tensor *bias, ct_tensor *running_mean,
+                                      ct_tensor *running_var, float momentum,
+                                      float eps, ct_bn_update_log *log) {
+  return batchnorm_tokens(x, weight, bias, running_mean, running_var, true,
+                          momentum, eps, log);
 }
 
 // ---- pooling --------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // Differentiable ops for convolutional networks on NCHW f32 tensors: 2-D
-// convolution, batch norm, max/average pooling. PyTorch semantics throughout
-// (torch.nn.functional.conv2d, batch_norm, max_pool2d, avg_pool2d).
+// convolution, batch norm, max/average pooling; the depthwise conv and batch
+// norm also on tokens (N, H*W, C), channels last, for CvT. PyTorch semantics
+// throughout (torch.nn.functional.conv2d, batch_norm, max_pool2d,
+// avg_pool2d).
 //
 // Dimension letters: N images, C input channels, O output channels, H W the
 // input height and width, Ho Wo the output's, k the (square) pooling window.
@@ -36,6 +38,14 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *bias, int stride,
 // inner dim of k*k would not pay), each plane on one thread.
 ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
                                int padding);
+
+// ct_conv2d_depthwise on tokens, channels last: x (N, H*W, C), the N maps
+// row-major (token ih*W + iw holds position (ih, iw)), w (C,1,k,k) ->
+// (N, Ho*Wo, C), likewise. The same bits as the NCHW op on the transposed
+// map (every output and gradient element adds the same terms in the same
+// order), without the transposes; the loops run along the channels.
+ct_tensor *ct_conv2d_depthwise_tokens(ct_tensor *x, int64_t H, int64_t W,
+                                      ct_tensor *w, int stride, int padding);
 
 // BatchNorm2d over the channel dim of x (N,C,H,W) -> (N,C,H,W):
 //   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
@@ -91,6 +101,18 @@ void ct_bn_update_log_clear(ct_bn_update_log *log);
 // same batch norms in the same order: a micro-batch of another process).
 void ct_bn_update_log_apply(const ct_bn_update_log *log, const double *values);
 void ct_bn_update_log_free(ct_bn_update_log *log);
+
+// ct_batchnorm2d and ct_batchnorm2d_logged on tokens, channels last: x
+// (N,T,C) -> (N,T,C), channel c's statistics over all N*T tokens. The same
+// bits as the NCHW ops on x transposed to (N,C,T,1) (outputs, gradients,
+// running statistics and logged terms), without the transposes.
+ct_tensor *ct_batchnorm_tokens(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                               ct_tensor *running_mean, ct_tensor *running_var,
+                               bool training, float momentum, float eps);
+ct_tensor *ct_batchnorm_tokens_logged(ct_tensor *x, ct_tensor *weight,
+                                      ct_tensor *bias, ct_tensor *running_mean,
+                                      ct_tensor *running_var, float momentum,
+                                      float eps, ct_bn_update_log *log);
 
 // Max over k x k windows, stride `stride`, padding `padding` (<= k/2) with
 // -inf: (N,C,H,W) -> (N,C,Ho,Wo), Ho = (H + 2 padding - k) / stride + 1.

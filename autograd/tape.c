@@ -68,6 +68,7 @@ static const op_kind_entry op_kinds[] = {
     {"lstm_scan", CT_PROF_ELEMENTWISE},
     {"layernorm", CT_PROF_NORM},
     {"batchnorm2d", CT_PROF_NORM},
+    {"batchnorm_tokens", CT_PROF_NORM},
     {"attention", CT_PROF_ATTENTION},
     {"attention_qkv", CT_PROF_ATTENTION},
     {"additive_attention", CT_PROF_ATTENTION},

@@ -75,3 +75,15 @@ ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
   return ct_batchnorm2d(x, m->weight, m->bias, m->running_mean, m->running_var,
                         ctx && ctx->training, m->momentum, m->eps);
 }
+
+// x (N,T,C) -> (N,T,C)
+ct_tensor *ct_nn_batchnorm_tokens_forward(const ct_nn_batchnorm2d *m,
+                                          ct_nn_ctx *ctx, ct_tensor *x) {
+  if (ctx && ctx->training && ctx->bn_updates)
+    return ct_batchnorm_tokens_logged(x, m->weight, m->bias, m->running_mean,
+                                      m->running_var, m->momentum, m->eps,
+                                      ctx->bn_updates);
+  return ct_batchnorm_tokens(x, m->weight, m->bias, m->running_mean,
+                             m->running_var, ctx && ctx->training, m->momentum,
+                             m->eps);
+}

@@ -48,4 +48,10 @@ ct_status ct_nn_batchnorm2d_init(ct_nn_batchnorm2d *m, ct_params *p,
 ct_tensor *ct_nn_batchnorm2d_forward(const ct_nn_batchnorm2d *m, ct_nn_ctx *ctx,
                                      ct_tensor *x);
 
+// The same batch norm on tokens, channels last: x (N, T, C) -> (N, T, C),
+// the statistics of channel c over all N*T tokens (ct_batchnorm_tokens).
+// The same bits as ct_nn_batchnorm2d_forward on the transposed map.
+ct_tensor *ct_nn_batchnorm_tokens_forward(const ct_nn_batchnorm2d *m,
+                                          ct_nn_ctx *ctx, ct_tensor *x);
+
 #endif

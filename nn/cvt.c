@@ -125,12 +125,15 @@ static ct_tensor *map_to_tokens(ct_tensor *x) {
                       2);
 }
 
-// map (B, D, h, w) -> tokens (B, h'*w', D): conv, bn, flatten.
+// tokens (B, h*w, D) of an h x w map -> tokens (B, h'*w', D): the
+// depthwise conv and its BatchNorm2d, computed on the tokens (channels last)
+// with the bits of the reference's conv and bn on the map.
 static ct_tensor *conv_proj_forward(const ct_nn_cvt_conv_proj *m,
-                                    ct_nn_ctx *ctx, ct_tensor *map) {
-  ct_tensor *y =
-      ct_conv2d_depthwise(map, m->conv.weight, m->conv.stride, m->conv.padding);
-  return map_to_tokens(ct_nn_batchnorm2d_forward(&m->bn, ctx, y));
+                                    ct_nn_ctx *ctx, ct_tensor *t, int64_t h,
+                                    int64_t w) {
+  ct_tensor *y = ct_conv2d_depthwise_tokens(t, h, w, m->conv.weight,
+                                            m->conv.stride, m->conv.padding);
+  return ct_nn_batchnorm_tokens_forward(&m->bn, ctx, y);
 }
 
 // [cls; t] along the tokens, or t alone.
@@ -180,10 +183,9 @@ static ct_tensor *attention(const ct_nn_cvt_block *m, ct_nn_ctx *ctx,
       cls = ct_slice(x, 1, 0, 1);
       t = ct_slice(x, 1, 1, c->h * c->w);
     }
-    ct_tensor *map = tokens_to_map(t, c->h, c->w);
-    q = join_cls(cls, conv_proj_forward(&m->conv_q, ctx, map));
-    k = join_cls(cls, conv_proj_forward(&m->conv_k, ctx, map));
-    v = join_cls(cls, conv_proj_forward(&m->conv_v, ctx, map));
+    q = join_cls(cls, conv_proj_forward(&m->conv_q, ctx, t, c->h, c->w));
+    k = join_cls(cls, conv_proj_forward(&m->conv_k, ctx, t, c->h, c->w));
+    v = join_cls(cls, conv_proj_forward(&m->conv_v, ctx, t, c->h, c->w));
   }
   const int64_t Dh = D / NH;
   q = ct_reshape(ct_nn_linear_forward(&m->proj_q, q), CT_SHAPE(B, -1, NH, Dh));

@@ -1,7 +1,9 @@
 // The CNN ops and modules: conv2d forward and backward against a direct
 // double-precision loop (strides, padding, the 1x1 path, a batch large enough
 // to be split into chunks), the depthwise conv against conv2d with a
-// block-diagonal weight, bit-identical results at 1 and 2 threads, batch
+// block-diagonal weight, the tokens (channels-last) depthwise conv and batch
+// norm bit for bit against the NCHW ones with transposes around them,
+// bit-identical results at 1 and 2 threads, batch
 // norm's running statistics and eval mode against hand computation, pooling
 // values, argument errors, and the ResNet: shapes, torchvision parameter
 // names and flags, init scale, and a loss that falls when fitting a batch.
@@ -15,6 +17,7 @@
 #include "optim/optim.h"
 #include "tests/harness.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,6 +353,151 @@ static void check_threads(const char *what, void (*fn)(snapshot *)) {
   free(two.data);
 }
 
+// ---- the tokens (channels-last) ops against the NCHW ones -----------------------
+
+typedef enum { BN_TRAIN, BN_EVAL, BN_LOGGED } bn_mode;
+static const char *const bn_mode_names[] = {"train", "eval", "logged"};
+
+typedef struct tokens_case {
+  int64_t B, C, H, W;
+  int stride, padding;
+  bn_mode mode;
+} tokens_case;
+
+// One layout's run of CvT's projection, tokens (B, H*W, C) -> depthwise conv
+// -> batch norm -> tokens, and a backward pass: outputs, gradients, running
+// statistics and logged terms go into `out`. channels_last: the tokens ops;
+// else the NCHW ops with the transposes around them (nn/cvt.c's old path).
+// False when the ops refuse the shapes (an error is recorded).
+static bool run_projection(const tokens_case *tc, bool channels_last,
+                           snapshot *out) {
+  const int64_t B = tc->B, C = tc->C, H = tc->H, W = tc->W;
+  ct_rng r = ct_rng_make(17, (uint64_t)(((B * 1000 + C) * 100 + H) * 100 + W));
+  ct_tensor *x =
+      ct_requires_grad(ct_tensor_randn(&r, 0.3f, 1.5f, CT_SHAPE(B, H * W, C)));
+  ct_tensor *w =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 0.4f, CT_SHAPE(C, 1, 3, 3)));
+  ct_tensor *bw = ct_requires_grad(ct_tensor_rand(&r, 0.5f, 1.5f, CT_SHAPE(C)));
+  ct_tensor *bb =
+      ct_requires_grad(ct_tensor_randn(&r, 0.0f, 1.0f, CT_SHAPE(C)));
+  ct_tensor *rm = ct_tensor_randn(&r, 0.0f, 0.5f, CT_SHAPE(C));
+  ct_tensor *rv = ct_tensor_rand(&r, 0.5f, 2.0f, CT_SHAPE(C));
+  const bool training = tc->mode != BN_EVAL;
+  ct_bn_update_log log = {0};
+  ct_bn_update_log *lg = tc->mode == BN_LOGGED ? &log : NULL;
+  ct_tensor *y;
+  if (channels_last) {
+    y = ct_conv2d_depthwise_tokens(x, H, W, w, tc->stride, tc->padding);
+    y = lg ? ct_batchnorm_tokens_logged(y, bw, bb, rm, rv, 0.1f, 1e-5f, lg)
+           : ct_batchnorm_tokens(y, bw, bb, rm, rv, training, 0.1f, 1e-5f);
+  } else {
+    ct_tensor *map = ct_reshape(ct_transpose(x, 1, 2), CT_SHAPE(B, C, H, W));
+    y = ct_conv2d_depthwise(map, w, tc->stride, tc->padding);
+    y = lg ? ct_batchnorm2d_logged(y, bw, bb, rm, rv, 0.1f, 1e-5f, lg)
+           : ct_batchnorm2d(y, bw, bb, rm, rv, training, 0.1f, 1e-5f);
+    y = y ? ct_transpose(ct_reshape(y, CT_SHAPE(B, C, -1)), 1, 2) : NULL;
+  }
+  ct_tensor *dy = y ? ct_tensor_randn(&r, 0.0f, 1.0f, y->ndim, y->shape) : NULL;
+  ct_tensor *loss = y ? ct_sum(ct_mul(y, dy)) : NULL;
+  const bool ok = loss && ct_backward(loss) == CT_OK;
+  if (ok) {
+    snap(out, ct_f32(y), y->numel);
+    ct_tensor *leaves[4] = {x, w, bw, bb};
+    for (int i = 0; i < 4; i++) snap(out, leaves[i]->grad, leaves[i]->numel);
+    snap(out, ct_f32(rm), C);
+    snap(out, ct_f32(rv), C);
+    if (lg) {  // the terms as floats, two per double, then applied
+      snap(out, (const float *)log.values, 2 * log.n_values);
+      ct_bn_update_log_apply(&log, log.values);
+      snap(out, ct_f32(rm), C);
+      snap(out, ct_f32(rv), C);
+    }
+  }
+  ct_bn_update_log_free(&log);
+  ct_arena_reset();
+  return ok;
+}
+
+// Values of a and b that differ in their bits; SIZE_MAX if the counts differ.
+static size_t bits_differ(const snapshot *a, const snapshot *b) {
+  if (a->n != b->n) return SIZE_MAX;
+  size_t diff = 0;
+  for (size_t i = 0; i < a->n; i++)
+    diff += memcmp(&a->data[i], &b->data[i], sizeof(float)) != 0;
+  return diff;
+}
+
+// The tokens ops give the bits of the NCHW ops with the transposes around
+// them (outputs, dx, dweight, the batch norm's dweight and dbias, running
+// statistics, logged terms) for maps of 3x3 to 16x16, strides 1 and 2,
+// padding 0 and 1, channel counts below, at and past the vector blocks, one
+// or three images, the three batch norm modes; and at 1 and 2 threads.
+static void test_tokens_layout(void) {
+  printf("tokens (channels-last) ops against NCHW + transposes\n");
+  static const int64_t maps[][2] = {{4, 5}, {7, 7}, {16, 16}, {3, 3}};
+  static const int64_t channels[] = {5, 64, 67}, batches[] = {1, 3};
+  const int saved = ct_get_threads();
+  for (int threads = 1; threads <= 2; threads++) {
+    ct_set_threads(threads);
+    int cases = 0, refused = 0;
+    size_t values = 0, differ = 0;
+    for (int m = 0; m < 4; m++)
+      for (int stride = 1; stride <= 2; stride++)
+        for (int padding = 0; padding <= 1; padding++)
+          for (int ci = 0; ci < 3; ci++)
+            for (int bi = 0; bi < 2; bi++)
+              for (int mode = BN_TRAIN; mode <= BN_LOGGED; mode++) {
+                const tokens_case tc = {.B = batches[bi],
+                                        .C = channels[ci],
+                                        .H = maps[m][0],
+                                        .W = maps[m][1],
+                                        .stride = stride,
+                                        .padding = padding,
+                                        .mode = mode};
+                snapshot tok = {0}, ref = {0};
+                const bool ok_tok = run_projection(&tc, true, &tok);
+                const bool ok_ref = run_projection(&tc, false, &ref);
+                // One value per channel (a 3x3 map, no padding, one
+                // image) is refused by both in training.
+                CHECK(ok_tok == ok_ref,
+                      "%lldx%lld s%d p%d C%lld B%lld %s: tokens %s, NCHW %s",
+                      (long long)tc.H, (long long)tc.W, stride, padding,
+                      (long long)tc.C, (long long)tc.B, bn_mode_names[mode],
+                      ok_tok ? "ran" : "refused", ok_ref ? "ran" : "refused");
+                const size_t d = bits_differ(&tok, &ref);
+                CHECK(d == 0,
+                      "%lldx%lld s%d p%d C%lld B%lld %s, %d threads: %zu of "
+                      "%zu values differ",
+                      (long long)tc.H, (long long)tc.W, stride, padding,
+                      (long long)tc.C, (long long)tc.B, bn_mode_names[mode],
+                      threads, d, ref.n);
+                cases++;
+                refused += !ok_ref;
+                values += ref.n;
+                differ += d == SIZE_MAX ? ref.n : d;
+                free(tok.data);
+                free(ref.data);
+                ct_clear_error();
+              }
+    printf(
+        "  %d thread(s): %d cases (%d refused by both), %zu values, %zu "
+        "differ\n",
+        threads, cases, refused, values, differ);
+  }
+  ct_set_threads(saved);
+}
+
+// The tokens ops, big enough for their parallel paths (a channel tail
+// included), in each batch norm mode.
+static void run_tokens(snapshot *out) {
+  for (int mode = BN_TRAIN; mode <= BN_LOGGED; mode++) {
+    const tokens_case tc = {8, 67, 16, 16, 1, 1, mode};
+    const tokens_case strided = {8, 131, 15, 16, 2, 1, mode};
+    CHECK(run_projection(&tc, true, out) && run_projection(&strided, true, out),
+          "tokens ops: %s", ct_last_error());
+  }
+}
+
 // ---- batch norm statistics ------------------------------------------------------
 
 static void test_batchnorm_stats(void) {
@@ -559,6 +707,41 @@ static void test_errors(void) {
                ct_batchnorm2d(ct_tensor_zeros(CT_F32, CT_SHAPE(1, 3, 1, 1)),
                               NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f),
                "more than 1 value");
+  ct_tensor *tok = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 20, 3));
+  ct_tensor *wdw = ct_tensor_zeros(CT_F32, CT_SHAPE(3, 1, 3, 3));
+  expect_error("dw tokens 4-D input",
+               ct_conv2d_depthwise_tokens(x, 5, 5, wdw, 1, 1), "(B, H*W, C)");
+  expect_error("dw tokens map",
+               ct_conv2d_depthwise_tokens(tok, 4, 4, wdw, 1, 1),
+               "4x4 map does not hold the 20 tokens");
+  expect_error(
+      "dw tokens weight",
+      ct_conv2d_depthwise_tokens(
+          tok, 4, 5, ct_tensor_zeros(CT_F32, CT_SHAPE(4, 1, 3, 3)), 1, 1),
+      "conv2d_depthwise_tokens: weight [4, 1, 3, 3]");
+  expect_error(
+      "dw tokens kernel too big",
+      ct_conv2d_depthwise_tokens(
+          tok, 4, 5, ct_tensor_zeros(CT_F32, CT_SHAPE(3, 1, 7, 7)), 1, 0),
+      "larger than input");
+  expect_error("dw tokens stride",
+               ct_conv2d_depthwise_tokens(tok, 4, 5, wdw, 0, 1), "stride 0");
+  expect_error(
+      "bn tokens 4-D input",
+      ct_batchnorm_tokens(x, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f),
+      "batchnorm_tokens: input must be (B, T, C)");
+  expect_error("bn tokens weight",
+               ct_batchnorm_tokens(tok, ct_tensor_zeros(CT_F32, CT_SHAPE(4)),
+                                   NULL, NULL, NULL, true, 0.1f, 1e-5f),
+               "batchnorm_tokens: weight must be (3)");
+  expect_error("bn tokens one value per channel",
+               ct_batchnorm_tokens(ct_tensor_zeros(CT_F32, CT_SHAPE(1, 1, 3)),
+                                   NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f),
+               "more than 1 value");
+  expect_error(
+      "bn tokens eval without stats",
+      ct_batchnorm_tokens(tok, NULL, NULL, NULL, NULL, false, 0.1f, 1e-5f),
+      "running_mean");
   expect_error("max_pool padding", ct_max_pool2d(x, 2, 2, 2), "padding 2");
   expect_error("avg_pool too big", ct_avg_pool2d(x, 6, 1), "does not fit");
   ct_arena_reset();
@@ -728,6 +911,8 @@ int main(void) {
   check_threads("ops (conv, bn, pools)", run_ops);
   check_threads("depthwise conv", run_depthwise);
   check_threads("resnet training step", run_resnet);
+  check_threads("tokens depthwise conv + batch norm", run_tokens);
+  test_tokens_layout();
   test_batchnorm_stats();
   test_batchnorm_log();
   test_pool_values();

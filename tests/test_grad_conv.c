@@ -4,9 +4,10 @@
 // eval mode (w.r.t. input, weight and bias, with and without the affine
 // parameters), max/avg/global-average pooling, and a conv -> bn -> pool
 // chain; depthwise convolution (kernels 3 and 1, strides 1 and 2,
-// padding 0..2, odd and tiny maps) and the token-map path of CvT's
+// padding 0..2, odd and tiny maps), the token-map path of CvT's
 // convolutional projection (tokens -> map -> depthwise conv -> batch norm in
-// training and eval mode -> tokens).
+// training and eval mode -> tokens), and the channels-last depthwise conv
+// and batch norm on tokens that CvT uses instead.
 //
 // conv2d and the pools are linear in each input, so central differences are
 // exact up to float rounding whatever the step: they use a large step and
@@ -31,26 +32,36 @@ typedef enum {
   OP_CHAIN,
   OP_DW,
   OP_DW_TOKENS,
+  OP_DW_CL,
+  OP_BN_CL,
   OP_GN
 } op_kind;
 
 typedef struct op_case {
   op_kind op;
   int stride, padding, kernel;
-  int64_t h, w;  // the token map (OP_DW_TOKENS)
+  int64_t h, w;  // the token map (OP_DW_TOKENS, OP_DW_CL)
   bool training;
-  int64_t groups;                         // OP_GN
+  bool channels_last;  // OP_DW_TOKENS: the tokens ops, no transposes
+  int64_t groups;      // OP_GN
   ct_tensor *running_mean, *running_var;  // batch norm (not checked)
 } op_case;
 
 // in: conv (x, w, bias), bn (x, weight, bias), pools (x),
-// chain (x, w, weight, bias), depthwise (x, w), tokens (x, w, weight, bias).
+// chain (x, w, weight, bias), depthwise (x, w), tokens (x, w, weight, bias),
+// channels-last depthwise (x, w) and batch norm (x, weight, bias).
 static ct_tensor *run(ct_tensor *const *in, void *ctx) {
   const op_case *c = ctx;
   switch (c->op) {
   case OP_DW: return ct_conv2d_depthwise(in[0], in[1], c->stride, c->padding);
   case OP_DW_TOKENS: {  // x (B, h*w, C) -> (B, h'*w', C)
     const int64_t B = in[0]->shape[0], C = in[0]->shape[2];
+    if (c->channels_last)
+      return ct_batchnorm_tokens(
+          ct_conv2d_depthwise_tokens(in[0], c->h, c->w, in[1], c->stride,
+                                     c->padding),
+          in[2], in[3], c->running_mean, c->running_var, c->training, 0.1f,
+          1e-5f);
     ct_tensor *map =
         ct_reshape(ct_transpose(in[0], 1, 2), CT_SHAPE(B, C, c->h, c->w));
     ct_tensor *y = ct_batchnorm2d(
@@ -58,6 +69,12 @@ static ct_tensor *run(ct_tensor *const *in, void *ctx) {
         c->running_mean, c->running_var, c->training, 0.1f, 1e-5f);
     return y ? ct_transpose(ct_reshape(y, CT_SHAPE(B, C, -1)), 1, 2) : NULL;
   }
+  case OP_DW_CL:
+    return ct_conv2d_depthwise_tokens(in[0], c->h, c->w, in[1], c->stride,
+                                      c->padding);
+  case OP_BN_CL:
+    return ct_batchnorm_tokens(in[0], in[1], in[2], c->running_mean,
+                               c->running_var, c->training, 0.1f, 1e-5f);
   case OP_CONV: return ct_conv2d(in[0], in[1], in[2], c->stride, c->padding);
   case OP_BN:
     return ct_batchnorm2d(in[0], in[1], in[2], c->running_mean, c->running_var,
@@ -148,16 +165,18 @@ static void test_depthwise(void) {
 }
 
 // tokens (B, h*w, C) -> map -> depthwise conv -> batch norm -> tokens, as
-// CvT's convolutional projection (nn/cvt.c).
+// CvT's convolutional projection (nn/cvt.c) computes it with the
+// channels-last ops, or with the NCHW ops and transposes.
 static void check_tokens(const char *what, int64_t h, int64_t w, int stride,
-                         bool training) {
+                         bool training, bool channels_last) {
   const int64_t B = 2, C = 3;
   op_case c = {.op = OP_DW_TOKENS,
                .stride = stride,
                .padding = 1,
                .h = h,
                .w = w,
-               .training = training};
+               .training = training,
+               .channels_last = channels_last};
   c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
   c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
   ct_tensor *in[4] = {
@@ -171,9 +190,61 @@ static void check_tokens(const char *what, int64_t h, int64_t w, int stride,
 }
 
 static void test_tokens(void) {
-  check_tokens("tokens 4x5 -> depthwise s1 -> batchnorm train", 4, 5, 1, true);
-  check_tokens("tokens 4x5 -> depthwise s2 -> batchnorm train", 4, 5, 2, true);
-  check_tokens("tokens 3x3 -> depthwise s2 -> batchnorm eval", 3, 3, 2, false);
+  for (int cl = 0; cl <= 1; cl++) {
+    const char *const names[2][3] = {
+        {"tokens 4x5 -> map -> depthwise s1 -> batchnorm train",
+         "tokens 4x5 -> map -> depthwise s2 -> batchnorm train",
+         "tokens 3x3 -> map -> depthwise s2 -> batchnorm eval"},
+        {"tokens 4x5 -> depthwise s1 -> batchnorm train (channels last)",
+         "tokens 4x5 -> depthwise s2 -> batchnorm train (channels last)",
+         "tokens 3x3 -> depthwise s2 -> batchnorm eval (channels last)"}};
+    check_tokens(names[cl][0], 4, 5, 1, true, cl);
+    check_tokens(names[cl][1], 4, 5, 2, true, cl);
+    check_tokens(names[cl][2], 3, 3, 2, false, cl);
+  }
+}
+
+// The channels-last ops CvT's projection now uses (autograd/ops_conv.h):
+// the depthwise conv on tokens (B, h*w, C), with channel counts that leave a
+// vector tail, and the batch norm on tokens.
+static void check_dw_cl(const char *what, int64_t B, int64_t C, int64_t h,
+                        int64_t w, int stride, int padding) {
+  op_case c = {
+      .op = OP_DW_CL, .stride = stride, .padding = padding, .h = h, .w = w};
+  ct_tensor *in[2] = {grad_input(CT_SHAPE(B, h * w, C)),
+                      grad_input(CT_SHAPE(C, 1, 3, 3))};
+  ct_gradcheck_opts o = linear_opts();
+  grad_check(what, run, &c, in, 2, &o);
+}
+
+static void check_bn_cl(const char *what, int64_t B, int64_t T, int64_t C,
+                        bool training, bool affine) {
+  op_case c = {.op = OP_BN_CL, .training = training};
+  c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
+  c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
+  ct_tensor *in[3] = {ct_requires_grad(ct_tensor_randn(
+                          &grad_test_rng, 0.3f, 1.5f, CT_SHAPE(B, T, C))),
+                      NULL, NULL};
+  if (affine) {
+    in[1] = ct_requires_grad(
+        ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(C)));
+    in[2] = grad_input(CT_SHAPE(C));
+  }
+  ct_gradcheck_opts o = bn_opts();
+  grad_check(what, run, &c, in, 3, &o);
+}
+
+static void test_channels_last(void) {
+  check_dw_cl("depthwise tokens 4x5 s1 p1, C 3", 2, 3, 4, 5, 1, 1);
+  check_dw_cl("depthwise tokens 4x5 s2 p1, C 5", 2, 5, 4, 5, 2, 1);
+  check_dw_cl("depthwise tokens 7x6 s2 p0, C 2", 3, 2, 7, 6, 2, 0);
+  check_dw_cl("depthwise tokens 3x3 s2 p1, C 4", 1, 4, 3, 3, 2, 1);
+  check_dw_cl("depthwise tokens 3x4 s1 p1, C 35", 1, 35, 3, 4, 1, 1);
+  check_bn_cl("batchnorm tokens train affine, 2x6x3", 2, 6, 3, true, true);
+  check_bn_cl("batchnorm tokens train no affine, 3x4x2", 3, 4, 2, true, false);
+  check_bn_cl("batchnorm tokens train affine, 1x10x35", 1, 10, 35, true, true);
+  check_bn_cl("batchnorm tokens eval affine, 2x5x3", 2, 5, 3, false, true);
+  check_bn_cl("batchnorm tokens eval no affine, 2x5x3", 2, 5, 3, false, false);
 }
 
 // ---- batch norm -----------------------------------------------------------------
@@ -315,6 +386,7 @@ int main(void) {
   test_conv();
   test_depthwise();
   test_tokens();
+  test_channels_last();
   test_batchnorm();
   test_pools();
   test_group_norm();
