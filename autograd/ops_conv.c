@@ -29,6 +29,7 @@
 #include "core/arena.h"
 #include "core/gemm.h"
 #include "core/session_internal.h"
+#include "core/target_clones.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -639,34 +640,10 @@ static inline double block_lanes_total(double (*acc)[CHANNEL_BLOCK],
   return lanes_total(lanes);
 }
 
-// The channels-last kernels name(args, i) are compiled for the baseline ISA
-// and again for AVX2 and AVX-512F, whose wider vectors take more channels
-// per instruction; name_pick() gives the best one this CPU runs. The same
-// operations (no FMA: C11 does not contract), so the same bits.
-#define CL_ALWAYS_INLINE static inline __attribute__((always_inline))
-#if defined(__x86_64__) || defined(__i386__)
-#define CL_KERNEL_ISAS(name, args_t)                                       \
-  __attribute__((target("avx2"))) static void name##_avx2(const args_t *a, \
-                                                          int64_t i) {     \
-    name(a, i);                                                            \
-  }                                                                        \
-  __attribute__((target("avx512f"))) static void name##_avx512(            \
-      const args_t *a, int64_t i) {                                        \
-    name(a, i);                                                            \
-  }                                                                        \
-  static void name##_base(const args_t *a, int64_t i) { name(a, i); }      \
-  static void (*name##_pick(void))(const args_t *, int64_t) {              \
-    if (__builtin_cpu_supports("avx512f")) return name##_avx512;           \
-    if (__builtin_cpu_supports("avx2")) return name##_avx2;                \
-    return name##_base;                                                    \
-  }
-#else
-#define CL_KERNEL_ISAS(name, args_t)                                  \
-  static void name##_base(const args_t *a, int64_t i) { name(a, i); } \
-  static void (*name##_pick(void))(const args_t *, int64_t) {         \
-    return name##_base;                                               \
-  }
-#endif
+// The channels-last kernels below are compiled for the baseline ISA and
+// again for AVX2 and AVX-512F (CT_TARGET_CLONES), whose wider vectors take
+// more channels per instruction; the same operations (no FMA: C11 does not
+// contract), so the same bits.
 
 // wt (kk, C) = w (C, kk) transposed.
 static void transpose_kernel(const float *w, int64_t C, int64_t kk, float *wt) {
@@ -694,8 +671,8 @@ typedef struct dw_tokens_args {
 } dw_tokens_args;
 
 // y's output row (n, oh): every ow and channel.
-CL_ALWAYS_INLINE void dw_tokens_forward_row(const dw_tokens_args *a,
-                                            int64_t row) {
+CT_TARGET_CLONES static void dw_tokens_forward_row(const dw_tokens_args *a,
+                                                   int64_t row) {
   const dw_geom *g = a->g;
   const int64_t C = g->C, k = g->k, s = g->stride, pad = g->pad;
   const int64_t n = row / g->Ho, oh = row % g->Ho;
@@ -715,11 +692,10 @@ CL_ALWAYS_INLINE void dw_tokens_forward_row(const dw_tokens_args *a,
     }
   }
 }
-CL_KERNEL_ISAS(dw_tokens_forward_row, dw_tokens_args)
 
 // dx of image n += the adjoint of the forward pass applied to dy.
-CL_ALWAYS_INLINE void dw_tokens_backward_input(const dw_tokens_args *a,
-                                               int64_t n) {
+CT_TARGET_CLONES static void dw_tokens_backward_input(const dw_tokens_args *a,
+                                                      int64_t n) {
   const dw_geom *g = a->g;
   const int64_t C = g->C, k = g->k, s = g->stride, pad = g->pad;
   for (int64_t oh = 0; oh < g->Ho; oh++) {
@@ -741,11 +717,10 @@ CL_ALWAYS_INLINE void dw_tokens_backward_input(const dw_tokens_args *a,
     }
   }
 }
-CL_KERNEL_ISAS(dw_tokens_backward_input, dw_tokens_args)
 
 // dw of channel block blk += sum over n, oh, ow of dy x, per offset.
-CL_ALWAYS_INLINE void dw_tokens_backward_weight(const dw_tokens_args *a,
-                                                int64_t blk) {
+CT_TARGET_CLONES static void dw_tokens_backward_weight(const dw_tokens_args *a,
+                                                       int64_t blk) {
   const dw_geom *g = a->g;
   const int64_t C = g->C, k = g->k, kk = k * k, s = g->stride, pad = g->pad;
   int64_t nc;
@@ -776,7 +751,6 @@ CL_ALWAYS_INLINE void dw_tokens_backward_weight(const dw_tokens_args *a,
     for (int64_t c = 0; c < nc; c++)
       a->dw[(c0 + c) * kk + kij] += (float)block_lanes_total(acc[kij], c);
 }
-CL_KERNEL_ISAS(dw_tokens_backward_weight, dw_tokens_args)
 
 // x (N, H*W, C), w (C,1,k,k) -> y (N, Ho*Wo, C); see above.
 static void conv2d_depthwise_tokens_backward(ct_node *node) {
@@ -794,17 +768,13 @@ static void conv2d_depthwise_tokens_backward(ct_node *node) {
                             .acc = (block_lanes *)(ws + dw_tokens_wt_bytes(g))};
   const int64_t work = g->N * g->C * g->Ho * g->Wo * g->k * g->k;
   if (x->requires_grad) {
-    void (*input)(const dw_tokens_args *, int64_t) =
-        dw_tokens_backward_input_pick();
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
-    for (int64_t n = 0; n < g->N; n++) input(&a, n);
+    for (int64_t n = 0; n < g->N; n++) dw_tokens_backward_input(&a, n);
   }
   if (!w->requires_grad) return;
-  void (*weight)(const dw_tokens_args *, int64_t) =
-      dw_tokens_backward_weight_pick();
   const int64_t blocks = channel_blocks(g->C);
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) weight(&a, blk);
+  for (int64_t blk = 0; blk < blocks; blk++) dw_tokens_backward_weight(&a, blk);
 }
 
 ct_tensor *ct_conv2d_depthwise_tokens(ct_tensor *x, int64_t H, int64_t W,
@@ -842,12 +812,10 @@ ct_tensor *ct_conv2d_depthwise_tokens(ct_tensor *x, int64_t H, int64_t W,
   if (!wt) return NULL;
   transpose_kernel(ct_f32(w), g.C, g.k * g.k, wt);
   const dw_tokens_args a = {.g = &g, .x = ct_f32(x), .wt = wt, .y = ct_f32(y)};
-  void (*forward)(const dw_tokens_args *, int64_t) =
-      dw_tokens_forward_row_pick();
   const int64_t rows = g.N * g.Ho;
 #pragma omp parallel for schedule(static) if (rows * g.Wo * g.C * g.k * g.k >= \
                                               PAR_MIN_WORK)
-  for (int64_t row = 0; row < rows; row++) forward(&a, row);
+  for (int64_t row = 0; row < rows; row++) dw_tokens_forward_row(&a, row);
   if (ct_tape_record(op, conv2d_depthwise_tokens_backward, y, 2, in, saved) !=
       CT_OK)
     return NULL;
@@ -1158,8 +1126,8 @@ typedef struct bn_tokens_args {
 } bn_tokens_args;
 
 // y of the channels of block blk, and their statistics.
-CL_ALWAYS_INLINE void bn_tokens_forward_block(const bn_tokens_args *a,
-                                              int64_t blk) {
+CT_TARGET_CLONES static void bn_tokens_forward_block(const bn_tokens_args *a,
+                                                     int64_t blk) {
   const int64_t C = a->C, M = a->N * a->T;
   int64_t nc;
   const int64_t c0 = block_channels(C, blk, &nc);
@@ -1208,11 +1176,10 @@ CL_ALWAYS_INLINE void bn_tokens_forward_block(const bn_tokens_args *a,
     for (int64_t c = 0; c < nc; c++) yr[c] = xr[c] * fa[c] + fb[c];
   }
 }
-CL_KERNEL_ISAS(bn_tokens_forward_block, bn_tokens_args)
 
 // The gradients of the channels of block blk (batchnorm_backward's).
-CL_ALWAYS_INLINE void bn_tokens_backward_block(const bn_tokens_args *a,
-                                               int64_t blk) {
+CT_TARGET_CLONES static void bn_tokens_backward_block(const bn_tokens_args *a,
+                                                      int64_t blk) {
   const int64_t C = a->C, M = a->N * a->T;
   int64_t nc;
   const int64_t c0 = block_channels(C, blk, &nc);
@@ -1255,7 +1222,6 @@ CL_ALWAYS_INLINE void bn_tokens_backward_block(const bn_tokens_args *a,
       dxr[c] += k[c] * (gr[c] - gm[c] - (xr[c] - mf[c]) * proj[c]);
   }
 }
-CL_KERNEL_ISAS(bn_tokens_backward_block, bn_tokens_args)
 
 static void batchnorm_tokens_backward(ct_node *node) {
   ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
@@ -1269,11 +1235,9 @@ static void batchnorm_tokens_backward(ct_node *node) {
                             .N = x->shape[0],
                             .T = x->shape[1],
                             .C = x->shape[2]};
-  void (*backward)(const bn_tokens_args *, int64_t) =
-      bn_tokens_backward_block_pick();
   const int64_t blocks = channel_blocks(a.C);
 #pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) backward(&a, blk);
+  for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_backward_block(&a, blk);
 }
 
 // batchnorm_tokens; the running statistics as batchnorm2d's.
@@ -1310,11 +1274,9 @@ static ct_tensor *batchnorm_tokens(ct_tensor *x, ct_tensor *weight,
                             .momentum = momentum,
                             .eps = eps,
                             .training = training};
-  void (*forward)(const bn_tokens_args *, int64_t) =
-      bn_tokens_forward_block_pick();
   const int64_t blocks = channel_blocks(C);
 #pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) forward(&a, blk);
+  for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_forward_block(&a, blk);
   if (CT_RECORD(op, batchnorm_tokens_backward, y, s, x, weight, bias) != CT_OK)
     return NULL;
   return y;
