@@ -217,14 +217,19 @@ static void check_dw_cl(const char *what, int64_t B, int64_t C, int64_t h,
   grad_check(what, run, &c, in, 2, &o);
 }
 
-static void check_bn_cl(const char *what, int64_t B, int64_t T, int64_t C,
-                        bool training, bool affine) {
-  op_case c = {.op = OP_BN_CL, .training = training};
-  c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
-  c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
-  ct_tensor *in[3] = {ct_requires_grad(ct_tensor_randn(
-                          &grad_test_rng, 0.3f, 1.5f, CT_SHAPE(B, T, C))),
-                      NULL, NULL};
+// A batch norm gradcheck of op (OP_BN, or OP_BN_CL on tokens) on an input
+// x of the given shape with C channels; running statistics when `running`
+// (eval needs them).
+static void check_bn_op(const char *what, op_kind op, int ndim,
+                        const int64_t *shape, int64_t C, bool training,
+                        bool affine, bool running) {
+  op_case c = {.op = op, .training = training};
+  if (running) {
+    c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
+    c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
+  }
+  ct_tensor *x = ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f, ndim, shape);
+  ct_tensor *in[3] = {ct_requires_grad(x), NULL, NULL};
   if (affine) {
     in[1] = ct_requires_grad(
         ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(C)));
@@ -232,6 +237,11 @@ static void check_bn_cl(const char *what, int64_t B, int64_t T, int64_t C,
   }
   ct_gradcheck_opts o = bn_opts();
   grad_check(what, run, &c, in, 3, &o);
+}
+
+static void check_bn_cl(const char *what, int64_t B, int64_t T, int64_t C,
+                        bool training, bool affine) {
+  check_bn_op(what, OP_BN_CL, CT_SHAPE(B, T, C), C, training, affine, true);
 }
 
 static void test_channels_last(void) {
@@ -252,21 +262,7 @@ static void test_channels_last(void) {
 static void check_bn(const char *what, bool training, bool affine,
                      bool running) {
   const int64_t C = 3;
-  op_case c = {.op = OP_BN, .training = training};
-  if (running) {
-    c.running_mean = ct_tensor_randn(&grad_test_rng, 0.0f, 0.5f, CT_SHAPE(C));
-    c.running_var = ct_tensor_rand(&grad_test_rng, 0.5f, 2.0f, CT_SHAPE(C));
-  }
-  ct_tensor *x =
-      ct_tensor_randn(&grad_test_rng, 0.3f, 1.5f, CT_SHAPE(3, C, 2, 3));
-  ct_tensor *in[3] = {ct_requires_grad(x), NULL, NULL};
-  if (affine) {
-    in[1] = ct_requires_grad(
-        ct_tensor_rand(&grad_test_rng, 0.5f, 1.5f, CT_SHAPE(C)));
-    in[2] = grad_input(CT_SHAPE(C));
-  }
-  ct_gradcheck_opts o = bn_opts();
-  grad_check(what, run, &c, in, 3, &o);
+  check_bn_op(what, OP_BN, CT_SHAPE(3, C, 2, 3), C, training, affine, running);
 }
 
 static void test_batchnorm(void) {
