@@ -76,11 +76,17 @@ expect "classify prints the top classes" \
 expect "classify --attention writes a PNG" "[ -s att.png ] && head -c 8 att.png | grep -q PNG"
 
 # ---- CIFAR-10 binary files: train and evaluate ---------------------------------
+# A long class name (batches.meta.txt) is printed whole in the confusion
+# matrix's rows (it used to be cut to 9 characters).
+printf 'horizontal_bar_long_name\nb\nc\nd\ne\nf\ng\nh\ni\nj\n' >cifar/batches.meta.txt
 mapfile -t args < <(sets "${vit[@]}" run.name=cifar data.image_format=cifar10 \
   data.image_dir=cifar data.val_holdout=0 model.patch=8 train.steps=60)
 last=$("$ctrain" train "$empty" "${args[@]}" 2>/dev/null | tail -n 1)
 ckpt=$(jstr "$last" checkpoint)
-out=$("$ctrain" eval "$ckpt" --split test | tail -n 1)
+full=$("$ctrain" eval "$ckpt" --split test)
+expect "eval prints a long class name whole in the confusion matrix" \
+  "grep -q '^ 0 horizontal_bar_long_name  *[0-9]' <<<\"\$full\""
+out=$(tail -n 1 <<<"$full")
 expect "CIFAR-10 files: train and eval (test images $(jnum "$out" images))" \
   "[ '$(jnum "$out" images)' = 100 ] && ge '$(jnum "$out" accuracy)' 0.3"
 

@@ -1147,11 +1147,20 @@ static void print_confusion(FILE *f, const classification *c,
     fprintf(f, "(confusion matrix: %d classes, see the PNG)\n", K);
     return;
   }
-  fprintf(f, "confusion matrix (rows: true, columns: predicted):\n%12s", "");
+  // Rows carry the class names in full (up to 32 characters, then cut);
+  // columns carry the class numbers.
+  int width = 5;
+  for (int k = 0; k < K; k++) {
+    const size_t n = strlen(ct_string_list_get(&c->class_names, k));
+    if ((int)n > width) width = n > 32 ? 32 : (int)n;
+  }
+  fprintf(f, "confusion matrix (rows: true, columns: predicted):\n%*s",
+          width + 3, "");
   for (int j = 0; j < K; j++) fprintf(f, " %6d", j);
   fprintf(f, "\n");
   for (int k = 0; k < K; k++) {
-    fprintf(f, "%2d %-9.9s", k, ct_string_list_get(&c->class_names, k));
+    fprintf(f, "%2d %-*.*s", k, width, width,
+            ct_string_list_get(&c->class_names, k));
     for (int j = 0; j < K; j++)
       fprintf(f, " %6lld", (long long)conf[k * K + j]);
     fprintf(f, "\n");
