@@ -1151,8 +1151,9 @@ static void print_confusion(FILE *f, const classification *c,
   // columns carry the class numbers.
   int width = 5;
   for (int k = 0; k < K; k++) {
-    const size_t n = strlen(ct_string_list_get(&c->class_names, k));
-    if ((int)n > width) width = n > 32 ? 32 : (int)n;
+    size_t n = strlen(ct_string_list_get(&c->class_names, k));
+    if (n > 32) n = 32;
+    if ((int)n > width) width = (int)n;
   }
   fprintf(f, "confusion matrix (rows: true, columns: predicted):\n%*s",
           width + 3, "");
