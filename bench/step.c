@@ -497,6 +497,23 @@ static const swin_config swin_cifar_b64 = {.model = {.image_h = 32,
                                            .B = 64,
                                            .label_smoothing = 0.1f};
 
+// The model of configs/swin_fmnist.ini: 28x28 grey images, patch 2 gives a
+// 14x14 map; stages of width 64 and 128 on maps 14 (four 7x7 windows) and 7
+// (one window); depths 2/4, heads 2/4, window 7, MLP ratio 2.
+static const swin_config swin_fmnist_b64 = {.model = {.image_h = 28,
+                                                      .image_w = 28,
+                                                      .in_channels = 1,
+                                                      .patch = 2,
+                                                      .embed_dim = 64,
+                                                      .stages = 2,
+                                                      .depths = {2, 4},
+                                                      .heads = {2, 4},
+                                                      .window = 7,
+                                                      .mlp_ratio = 2.0f,
+                                                      .num_classes = 10},
+                                            .B = 64,
+                                            .label_smoothing = 0.1f};
+
 // ---- image captioning (nn/captioner) ----------------------------------------
 // Show, Attend and Tell, teacher-forced: cross-entropy over the real tokens
 // plus the doubly stochastic regularization (lambda 1), Adam. Captions are
@@ -926,6 +943,8 @@ static const bench_config configs[] = {
      vit_optimizer, 5e-4f},
     {"swin_cifar_b64", "bench/ref/swin_step.py", &swin_workload,
      &swin_cifar_b64, vit_optimizer, 5e-4f},
+    {"swin_fmnist_b64", "bench/ref/swin_step.py", &swin_workload,
+     &swin_fmnist_b64, vit_optimizer, 5e-4f},
     {"captions_b64", "bench/ref/caption_step.py", &caption_workload,
      &captions_b64, caption_optimizer, 4e-4f},
     {"clip_b128", "bench/ref/clip_step.py", &clip_workload, &clip_b128,

@@ -19,6 +19,7 @@
 
 #include "core/arena.h"
 #include "core/gemm.h"
+#include "core/session_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -286,31 +287,222 @@ __attribute__((target("avx512f"))) static void keep_row_avx512(
 }
 #endif
 
+// dst (dh, n) with row stride ld = the first n rows of src (row stride rs)
+// transposed, so that q K^T and dO V^T become products with a row-major
+// right operand, which ct_gemm reads in place instead of transposing it on
+// every call. Bands of 16 rows keep the strided reads in a few cache lines.
+static void transpose_rows(const float *src, int64_t rs, int64_t n, int64_t dh,
+                           float *restrict dst, int64_t ld) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nj = n - j0 < 16 ? n - j0 : 16;
+    for (int64_t d = 0; d < dh; d++) {
+      float *restrict out = dst + d * ld + j0;
+      const float *in = src + j0 * rs + d;
+      for (int64_t j = 0; j < nj; j++) out[j] = in[j * rs];
+    }
+  }
+}
+
+typedef void (*transpose_fn)(const float *src, int64_t rs, int64_t n,
+                             int64_t dh, float *restrict dst, int64_t ld);
+
+// ---------------------------------------------------------------------------
+// fp32 block products without the gemm's packing. A block product is at
+// most BQ x BK x Dh (or BK x Dh x BQ), too small for ct_gemm's panels to pay
+// for themselves: at T = 50 much of a call went into packing and into the
+// padding of its 14 x 32 micro-tiles. On AVX-512 they run here instead:
+//
+//   C (M,N) = alpha * A B          (accumulate false)
+//   C (M,N) = alpha * A B + C      (accumulate true)
+//
+// A element (i, k) at a[i * a_rs + k * a_cs] (so A^T is read in place by
+// swapping the strides), B row-major (K,N) with row stride ldb. C is held in
+// registers as blocks of rows x 64 columns (4 vectors; the last one masked),
+// 8 rows when the block is at most 32 columns wide, else 4; every element is
+// one FMA chain over k in order, so the result depends on nothing but the
+// operands (not on the thread count, not on the block a row falls in).
+//
+// bf16 products stay with ct_gemm (AVX512-BF16's vdpbf16ps or AMX): done
+// here from operands rounded in advance, they came out slower than there
+// (the rounding copies, and fp32 FMAs do half the work of a vdpbf16ps).
+
+typedef void (*small_gemm_fn)(int M, int N, int K, float alpha, const float *a,
+                              int64_t a_rs, int64_t a_cs, const float *b,
+                              int64_t ldb, bool accumulate, float *c,
+                              int64_t ldc);
+
+#ifdef ATTN_X86
+#include <immintrin.h>
+
+#define SMALL_INLINE \
+  static inline __attribute__((always_inline, target("avx512f")))
+
+// Rows [0, MR) and vectors [0, NV) of a block; `tail` masks the last vector.
+SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
+                              const float *a, int64_t a_rs, int64_t a_cs,
+                              const float *b, int64_t ldb, __mmask16 tail,
+                              bool accumulate, float *c, int64_t ldc) {
+  __m512 acc[8][4];
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k++) {
+    const float *bk = b + (int64_t)k * ldb;
+    const float *ak = a + (int64_t)k * a_cs;
+    __m512 bv[4];
+    for (int v = 0; v < NV; v++)
+      bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(tail, bk + 16 * v)
+                          : _mm512_loadu_ps(bk + 16 * v);
+    for (int r = 0; r < MR; r++) {
+      const __m512 av = _mm512_set1_ps(ak[r * a_rs]);
+      for (int v = 0; v < NV; v++)
+        acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < NV; v++) {
+      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
+      float *cp = c + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(al, acc[r][v]);
+      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
+      _mm512_mask_storeu_ps(cp, m, x);
+    }
+}
+
+#define SMALL_ROWS(MR, NV)                                                 \
+  for (; i + (MR) <= M; i += (MR))                                         \
+  small_block((MR), (NV), K, alpha, a + i * a_rs, a_rs, a_cs, b + j0, ldb, \
+              tail, accumulate, c + i * ldc + j0, ldc)
+
+__attribute__((target("avx512f"))) static void small_gemm_avx512(
+    int M, int N, int K, float alpha, const float *a, int64_t a_rs,
+    int64_t a_cs, const float *b, int64_t ldb, bool accumulate, float *c,
+    int64_t ldc) {
+  for (int j0 = 0; j0 < N; j0 += 64) {
+    const int n = N - j0 < 64 ? N - j0 : 64;
+    const int nv = (n + 15) / 16;
+    const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u);
+    int64_t i = 0;
+    switch (nv) {
+    case 1:
+      SMALL_ROWS(8, 1);
+      SMALL_ROWS(1, 1);
+      break;
+    case 2:
+      SMALL_ROWS(8, 2);
+      SMALL_ROWS(1, 2);
+      break;
+    case 3:
+      SMALL_ROWS(4, 3);
+      SMALL_ROWS(1, 3);
+      break;
+    default:
+      SMALL_ROWS(4, 4);
+      SMALL_ROWS(1, 4);
+      break;
+    }
+  }
+}
+#undef SMALL_ROWS
+
+// transpose_rows (below) with 8 x 8 blocks in registers; the edges as
+// there. A copy: the same values on every path.
+__attribute__((target("avx2"))) static void transpose_rows_avx2(
+    const float *src, int64_t rs, int64_t n, int64_t dh, float *restrict dst,
+    int64_t ld) {
+  const int64_t n8 = n - n % 8, d8 = dh - dh % 8;
+  for (int64_t j0 = 0; j0 < n8; j0 += 8) {
+    const float *s0 = src + j0 * rs;
+    for (int64_t d0 = 0; d0 < d8; d0 += 8) {
+      __m256 r[8], t[8], u[8];
+      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s0 + i * rs + d0);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] =
+            _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] =
+            _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // u[c] (c < 4) holds column c of rows 0-3 (low half) and column c + 4
+      // (high half); u[c + 4] the same of rows 4-7.
+      float *o = dst + d0 * ld + j0;
+      for (int c = 0; c < 4; c++) {
+        _mm256_storeu_ps(o + c * ld,
+                         _mm256_permute2f128_ps(u[c], u[c + 4], 0x20));
+        _mm256_storeu_ps(o + (c + 4) * ld,
+                         _mm256_permute2f128_ps(u[c], u[c + 4], 0x31));
+      }
+    }
+    for (int64_t d = d8; d < dh; d++)
+      for (int64_t j = j0; j < j0 + 8; j++) dst[d * ld + j] = src[j * rs + d];
+  }
+  for (int64_t d = 0; d < dh; d++)
+    for (int64_t j = n8; j < n; j++) dst[d * ld + j] = src[j * rs + d];
+}
+
+#endif
+
 // The row kernels for this CPU, and the products' settings, taken from the
 // calling thread's session: the OpenMP workers that multiply are bound to
-// none (core/session.h).
+// none (core/session.h). `small` is the block product above where the CPU
+// has it and no gemm path is forced (tests force paths to cover the
+// fallbacks; those keep ct_gemm for the block products), fp32 products
+// only. `transpose` builds K^T and V^T.
 typedef struct attn_isa {
   fwd_tile_fn fwd;
   bwd_tile_fn bwd;
   keep_row_fn keep;
+  small_gemm_fn small;
+  transpose_fn transpose;
   ct_gemm_mode gemm;
 } attn_isa;
 
 static attn_isa pick_isa(void) {
-  attn_isa k = {fwd_tile_base, bwd_tile_base, keep_row_base,
-                ct_gemm_current_mode()};
+  attn_isa k = {.fwd = fwd_tile_base,
+                .bwd = bwd_tile_base,
+                .keep = keep_row_base,
+                .transpose = transpose_rows,
+                .gemm = ct_gemm_current_mode()};
 #ifdef ATTN_X86
   if (__builtin_cpu_supports("avx512f")) {
     k.fwd = fwd_tile_avx512;
     k.bwd = bwd_tile_avx512;
     k.keep = keep_row_avx512;
+    k.transpose = transpose_rows_avx2;
+    if (k.gemm.precision == CT_GEMM_FP32 && k.gemm.path == CT_GEMM_AUTO)
+      k.small = small_gemm_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    k.transpose = transpose_rows_avx2;
     k.fwd = fwd_tile_avx2;
     k.bwd = bwd_tile_avx2;
     k.keep = keep_row_avx2;
   }
 #endif
   return k;
+}
+
+// One block product: C = alpha op(A) B + beta C, beta 0 (C not read) or 1;
+// op(A) is A (M,K) with row stride lda, or with trans_a the transpose of A
+// (K,M). ct_gemm's contract, on `small` where the CPU has it.
+static void block_product(const attn_isa *isa, bool trans_a, int M, int N,
+                          int K, float alpha, const float *a, int64_t lda,
+                          const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc) {
+  if (!isa->small) {
+    ct_gemm_in_mode(&isa->gemm, trans_a, false, M, N, K, alpha, a, lda, b, ldb,
+                    beta, c, ldc);
+    return;
+  }
+  if (isa->gemm.session && M > 0 && N > 0 && K > 0)
+    ct_flops_add_to(isa->gemm.session, isa->gemm.precision,
+                    2 * (uint64_t)M * (uint64_t)N * (uint64_t)K);
+  isa->small(M, N, K, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb,
+             beta != 0.0f, c, ldc);
 }
 
 // ---------------------------------------------------------------------------
@@ -389,22 +581,6 @@ static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
 
 static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
-// dst (dh, n) with row stride ld = the first n rows of src (row stride rs)
-// transposed, so that q K^T and dO V^T become products with a row-major
-// right operand, which ct_gemm reads in place instead of transposing it on
-// every call. Bands of 16 rows keep the strided reads in a few cache lines.
-static void transpose_rows(const float *src, int64_t rs, int64_t n, int64_t dh,
-                           float *restrict dst, int64_t ld) {
-  for (int64_t j0 = 0; j0 < n; j0 += 16) {
-    const int64_t nj = n - j0 < 16 ? n - j0 : 16;
-    for (int64_t d = 0; d < dh; d++) {
-      float *restrict out = dst + d * ld + j0;
-      const float *in = src + j0 * rs + d;
-      for (int64_t j = 0; j < nj; j++) out[j] = in[j * rs];
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Forward.
 
@@ -444,10 +620,10 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
                        const float *q, const float *v, float *out, float *lse,
                        int64_t b, int64_t h, int64_t i0, const float *kt,
                        int64_t ldkt, const float *kadd, fwd_ws *w) {
+  const float *vb = v + b * p->v.batch + h * p->v.head;
   const int64_t Dh = p->Dh;
   const int mq = imin64(BQ, p->Tq - i0);
   const float *qb = q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
-  const float *vb = v + b * p->v.batch + h * p->v.head;
   const int64_t len = key_len(p, b);
   const int64_t kend = block_key_end(p, b, i0, mq);
 
@@ -459,8 +635,8 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
 
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb,
-                    p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
+    block_product(isa, false, mq, nk, (int)Dh, p->scale, qb, p->q.row, kt + j0,
+                  ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -474,8 +650,8 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, 1.0f, w->s, BK,
-                    vb + j0 * p->v.row, p->v.row, 1.0f, w->o, Dh);
+    block_product(isa, false, mq, (int)Dh, nk, 1.0f, w->s, BK,
+                  vb + j0 * p->v.row, p->v.row, 1.0f, w->o, Dh);
   }
 
   const float drop_scale =
@@ -506,7 +682,7 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
   int64_t kend = block_key_end(p, b, last0, i_last - last0);
   if (kend < 0) kend = 0;
   const int64_t ldkt = kt_ld(p);
-  transpose_rows(k + b * p->k.batch + h * p->k.head, p->k.row, kend, p->Dh,
+  isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, p->Dh,
                  w->kt, ldkt);
   const float *kadd = key_add(p, b, w->kadd);
   for (int64_t qb = qb0; qb < qb1; qb++)
@@ -626,8 +802,8 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const float *kadd = key_add(p, b, w->kadd);
   const bool drop = p->dropout_p > 0.0f;
   const int64_t ldt = kt_ld(p);
-  transpose_rows(kh, p->k.row, len, Dh, w->kt, ldt);
-  transpose_rows(vh, p->v.row, len, Dh, w->vt, ldt);
+  isa->transpose(kh, p->k.row, len, Dh, w->kt, ldt);
+  isa->transpose(vh, p->v.row, len, Dh, w->vt, ldt);
   zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DQ ? dqh : NULL, p->q.row, p->Tq,
             Dh);
   zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DK ? dkh : NULL, p->k.row, p->Tk,
@@ -651,25 +827,25 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, p->scale, qb,
-                      p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
-      ct_gemm_in_mode(&isa->gemm, false, false, mq, nk, Dh, 1.0f, dob,
-                      p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
+      block_product(isa, false, mq, nk, (int)Dh, p->scale, qb, p->q.row,
+                    w->kt + j0, ldt, 0.0f, w->s, BK);
+      block_product(isa, false, mq, nk, (int)Dh, 1.0f, dob, p->out.row,
+                    w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
-        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, 1.0f, w->s, BK,
-                        dob, p->out.row, 1.0f, dvh + j0 * p->v.row, p->v.row);
+        block_product(isa, true, nk, (int)Dh, mq, 1.0f, w->s, BK, dob,
+                      p->out.row, 1.0f, dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        ct_gemm_in_mode(&isa->gemm, false, false, mq, Dh, nk, p->scale, w->dp,
-                        BK, kh + j0 * p->k.row, p->k.row, 1.0f,
-                        dqh + i0 * p->q.row, p->q.row);
+        block_product(isa, false, mq, (int)Dh, nk, p->scale, w->dp, BK,
+                      kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
+                      p->q.row);
       if (dkh)
-        ct_gemm_in_mode(&isa->gemm, true, false, nk, Dh, mq, p->scale, w->dp,
-                        BK, qb, p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
+        block_product(isa, true, nk, (int)Dh, mq, p->scale, w->dp, BK, qb,
+                      p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
         for (int r = 0; r < mq; r++) {

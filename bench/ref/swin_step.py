@@ -4,6 +4,8 @@ timm's layout and names, mirroring nn/swin.c).
 
   swin_cifar_b64  3x32x32, patch 2, embed 64, depths 2/2/2, heads 2/4/8,
                   window 4, mlp ratio 4, B 64
+  swin_fmnist_b64 1x28x28, patch 2, embed 64, depths 2/4, heads 2/4,
+                  window 7, mlp ratio 2, B 64 (configs/swin_fmnist.ini)
 
 10 classes; dropout and drop path 0; AdamW lr 5e-4, weight decay 0.05
 (none on biases, norms and the relative position bias tables), gradient
@@ -29,6 +31,7 @@ CONFIGS = {
     # name: (channels, side, patch, embed, depths, heads, window, mlp ratio,
     #        classes, batch)
     "swin_cifar_b64": (3, 32, 2, 64, (2, 2, 2), (2, 4, 8), 4, 4.0, 10, 64),
+    "swin_fmnist_b64": (1, 28, 2, 64, (2, 4), (2, 4), 7, 2.0, 10, 64),
 }
 
 
