@@ -4,11 +4,13 @@
 //
 // Blocking: query blocks of BQ = 64 rows against key blocks of BK = 128.
 // The block products (S = Q K^T, O += P V in the forward pass; S,
-// dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) go
-// through ct_gemm, single-threaded inside our parallel region. K and V of
-// one (b, h) are first transposed into scratch (Dh, Tk), so that every
-// product has a row-major right operand, which ct_gemm reads in place; the
-// strided [B,T,NH,Dh] rows of q, k, v, dout are read in place too. The row
+// dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) run
+// single-threaded inside our parallel region: fp32 ones on AVX-512 in this
+// file's own register-blocked kernel (small_gemm_avx512, no packing), the
+// others through ct_gemm. K and V of one (b, h) are first transposed into
+// scratch (Dh, Tk), so that every product has a row-major right operand,
+// read in place; the strided [B,T,NH,Dh] rows of q, k, v, dout are read in
+// place too. The row
 // work between products (masks, bias, exp, row sums) is plain C in
 // `#pragma omp simd` loops, compiled three times (baseline, AVX2, AVX-512
 // via target attributes) and chosen at run time with __builtin_cpu_supports.
@@ -405,7 +407,7 @@ __attribute__((target("avx512f"))) static void small_gemm_avx512(
 }
 #undef SMALL_ROWS
 
-// transpose_rows (below) with 8 x 8 blocks in registers; the edges as
+// transpose_rows (above) with 8 x 8 blocks in registers; the edges as
 // there. A copy: the same values on every path.
 __attribute__((target("avx2"))) static void transpose_rows_avx2(
     const float *src, int64_t rs, int64_t n, int64_t dh, float *restrict dst,
