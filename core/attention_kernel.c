@@ -21,6 +21,7 @@
 
 #include "core/arena.h"
 #include "core/gemm.h"
+#include "core/gemm_bf16_kernels.h"
 #include "core/session_internal.h"
 
 #include <math.h>
@@ -324,14 +325,22 @@ typedef void (*transpose_fn)(const float *src, int64_t rs, int64_t n,
 // one FMA chain over k in order, so the result depends on nothing but the
 // operands (not on the thread count, not on the block a row falls in).
 //
-// bf16 products stay with ct_gemm (AVX512-BF16's vdpbf16ps or AMX): done
-// here from operands rounded in advance, they came out slower than there
-// (the rounding copies, and fp32 FMAs do half the work of a vdpbf16ps).
+// bf16 products, where the gemm would take its AVX512-BF16 path, run here
+// too (small_bf16_avx512): A and B are packed into bf16 pair words exactly
+// as that path packs them (ct_bf16_round_row_cvt, ct_bf16_pair_rows_cvt:
+// the same rounding), k in pairs (zero-padded when K is odd), and each
+// vdpbf16ps adds one pair's two products to its accumulator, pairs in
+// order; C is held in registers as above. (fp32 FMAs on operands rounded
+// in advance were tried first and were slower than ct_gemm.)
 
 typedef void (*small_gemm_fn)(int M, int N, int K, float alpha, const float *a,
                               int64_t a_rs, int64_t a_cs, const float *b,
                               int64_t ldb, bool accumulate, float *c,
                               int64_t ldc);
+typedef void (*small_bf16_fn)(int M, int N, int KP, float alpha,
+                              const uint32_t *a, int64_t a_rs, int64_t a_cs,
+                              const uint32_t *b, int64_t ldb, bool accumulate,
+                              float *c, int64_t ldc);
 
 #ifdef ATTN_X86
 #include <immintrin.h>
@@ -407,6 +416,82 @@ __attribute__((target("avx512f"))) static void small_gemm_avx512(
 }
 #undef SMALL_ROWS
 
+#define BF16_TARGET target("avx512f,avx512bf16")
+#define BF16_INLINE static inline __attribute__((always_inline, BF16_TARGET))
+
+// small_block on pair words: A word (i, kp) at a[i * a_rs + kp * a_cs], B
+// row kp (N words) at b + kp * ldb.
+BF16_INLINE void small_block_bf16(const int MR, const int NV, int KP,
+                                  float alpha, const uint32_t *a, int64_t a_rs,
+                                  int64_t a_cs, const uint32_t *b, int64_t ldb,
+                                  __mmask16 tail, bool accumulate, float *c,
+                                  int64_t ldc) {
+  __m512 acc[8][4];
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+  for (int kp = 0; kp < KP; kp++) {
+    const uint32_t *bk = b + (int64_t)kp * ldb;
+    const uint32_t *ak = a + (int64_t)kp * a_cs;
+    __m512bh bv[4];
+    for (int v = 0; v < NV; v++)
+      bv[v] =
+          (__m512bh)(v == NV - 1 ? _mm512_maskz_loadu_epi32(tail, bk + 16 * v)
+                                 : _mm512_loadu_si512(bk + 16 * v));
+    for (int r = 0; r < MR; r++) {
+      uint32_t word;  // packed as 16-bit halves: read as bytes
+      memcpy(&word, ak + r * a_rs, sizeof word);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)word);
+      for (int v = 0; v < NV; v++)
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < NV; v++) {
+      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
+      float *cp = c + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(al, acc[r][v]);
+      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
+      _mm512_mask_storeu_ps(cp, m, x);
+    }
+}
+
+#define SMALL_ROWS(MR, NV)                                                  \
+  for (; i + (MR) <= M; i += (MR))                                          \
+  small_block_bf16((MR), (NV), KP, alpha, a + i * a_rs, a_rs, a_cs, b + j0, \
+                   ldb, tail, accumulate, c + i * ldc + j0, ldc)
+
+__attribute__((BF16_TARGET)) static void small_bf16_avx512(
+    int M, int N, int KP, float alpha, const uint32_t *a, int64_t a_rs,
+    int64_t a_cs, const uint32_t *b, int64_t ldb, bool accumulate, float *c,
+    int64_t ldc) {
+  for (int j0 = 0; j0 < N; j0 += 64) {
+    const int n = N - j0 < 64 ? N - j0 : 64;
+    const int nv = (n + 15) / 16;
+    const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u);
+    int64_t i = 0;
+    switch (nv) {
+    case 1:
+      SMALL_ROWS(8, 1);
+      SMALL_ROWS(1, 1);
+      break;
+    case 2:
+      SMALL_ROWS(8, 2);
+      SMALL_ROWS(1, 2);
+      break;
+    case 3:
+      SMALL_ROWS(4, 3);
+      SMALL_ROWS(1, 3);
+      break;
+    default:
+      SMALL_ROWS(4, 4);
+      SMALL_ROWS(1, 4);
+      break;
+    }
+  }
+}
+#undef SMALL_ROWS
+
 // transpose_rows (above) with 8 x 8 blocks in registers; the edges as
 // there. A copy: the same values on every path.
 __attribute__((target("avx2"))) static void transpose_rows_avx2(
@@ -453,13 +538,15 @@ __attribute__((target("avx2"))) static void transpose_rows_avx2(
 // calling thread's session: the OpenMP workers that multiply are bound to
 // none (core/session.h). `small` is the block product above where the CPU
 // has it and no gemm path is forced (tests force paths to cover the
-// fallbacks; those keep ct_gemm for the block products), fp32 products
-// only. `transpose` builds K^T and V^T.
+// fallbacks; those keep ct_gemm for the block products); `small_bf16` the
+// same for bf16 products where the gemm would use AVX512-BF16 (with AMX,
+// ct_gemm keeps them). `transpose` builds K^T and V^T.
 typedef struct attn_isa {
   fwd_tile_fn fwd;
   bwd_tile_fn bwd;
   keep_row_fn keep;
   small_gemm_fn small;
+  small_bf16_fn small_bf16;
   transpose_fn transpose;
   ct_gemm_mode gemm;
 } attn_isa;
@@ -478,6 +565,10 @@ static attn_isa pick_isa(void) {
     k.transpose = transpose_rows_avx2;
     if (k.gemm.precision == CT_GEMM_FP32 && k.gemm.path == CT_GEMM_AUTO)
       k.small = small_gemm_avx512;
+    if (k.gemm.precision == CT_GEMM_BF16 &&
+        k.gemm.bf16_path == CT_GEMM_BF16_AUTO &&
+        ct_gemm_bf16_active_path() == CT_GEMM_BF16_AVX512BF16)
+      k.small_bf16 = small_bf16_avx512;
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     k.transpose = transpose_rows_avx2;
     k.fwd = fwd_tile_avx2;
@@ -488,14 +579,45 @@ static attn_isa pick_isa(void) {
   return k;
 }
 
+// Pair words of packing scratch a bf16 block product needs, A then B, for
+// every product of the kernel (at most BQ x BK x Dh or BK x Dh x BQ).
+static int64_t pack_words(const ct_attn_params *p) {
+  const int64_t dp = (p->Dh + 1) / 2;
+  return BQ * (dp > BK / 2 ? dp : BK / 2) + BK * dp + 32;
+}
+
+#ifdef ATTN_X86
+// rows x K of src (row stride rs) as pair words along K, row stride ldw
+// (>= (K + 1) / 2; an odd K's last word padded with zero).
+static void pack_bf16_rows(const float *src, int64_t rs, int rows, int K,
+                           uint32_t *dst, int64_t ldw) {
+  for (int r = 0; r < rows; r++) {
+    uint16_t *d = (uint16_t *)(dst + r * ldw);
+    ct_bf16_round_row_cvt(src + r * rs, K, d);
+    if (K % 2) d[K] = 0;
+  }
+}
+
+// K x cols of src (row stride rs) as pair words across rows: word (kp, c)
+// holds rows 2kp and 2kp + 1 of column c (zero past K); row stride ldw.
+static void pack_bf16_pairs(const float *src, int64_t rs, int K, int cols,
+                            uint32_t *dst, int64_t ldw) {
+  for (int kp = 0; 2 * kp < K; kp++)
+    ct_bf16_pair_rows_cvt(src + 2 * kp * rs,
+                          2 * kp + 1 < K ? src + (2 * kp + 1) * rs : NULL, cols,
+                          (uint16_t *)(dst + kp * ldw));
+}
+#endif
+
 // One block product: C = alpha op(A) B + beta C, beta 0 (C not read) or 1;
 // op(A) is A (M,K) with row stride lda, or with trans_a the transpose of A
-// (K,M). ct_gemm's contract, on `small` where the CPU has it.
-static void block_product(const attn_isa *isa, bool trans_a, int M, int N,
-                          int K, float alpha, const float *a, int64_t lda,
-                          const float *b, int64_t ldb, float beta, float *c,
-                          int64_t ldc) {
-  if (!isa->small) {
+// (K,M). ct_gemm's contract, on `small` or `small_bf16` where the CPU has
+// them; `pack` is pack_words of scratch.
+static void block_product(const attn_isa *isa, uint32_t *pack, bool trans_a,
+                          int M, int N, int K, float alpha, const float *a,
+                          int64_t lda, const float *b, int64_t ldb, float beta,
+                          float *c, int64_t ldc) {
+  if (!isa->small && !isa->small_bf16) {
     ct_gemm_in_mode(&isa->gemm, trans_a, false, M, N, K, alpha, a, lda, b, ldb,
                     beta, c, ldc);
     return;
@@ -503,8 +625,24 @@ static void block_product(const attn_isa *isa, bool trans_a, int M, int N,
   if (isa->gemm.session && M > 0 && N > 0 && K > 0)
     ct_flops_add_to(isa->gemm.session, isa->gemm.precision,
                     2 * (uint64_t)M * (uint64_t)N * (uint64_t)K);
-  isa->small(M, N, K, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb,
-             beta != 0.0f, c, ldc);
+  if (isa->small) {
+    isa->small(M, N, K, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb,
+               beta != 0.0f, c, ldc);
+    return;
+  }
+#ifdef ATTN_X86
+  const int KP = (K + 1) / 2;
+  uint32_t *pa = pack, *pb = pack + (int64_t)M * KP;
+  if (trans_a)
+    pack_bf16_pairs(a, lda, K, M, pa, M);
+  else
+    pack_bf16_rows(a, lda, M, K, pa, KP);
+  pack_bf16_pairs(b, ldb, K, N, pb, N);
+  isa->small_bf16(M, N, KP, alpha, pa, trans_a ? 1 : KP, trans_a ? M : 1, pb, N,
+                  beta != 0.0f, c, ldc);
+#else
+  (void)pack;
+#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -588,6 +726,7 @@ static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
 typedef struct fwd_ws {
   float *s, *o, *m, *l, *kadd, *keep, *kt;
+  uint32_t *pack;  // pack_words for bf16 block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } fwd_ws;
@@ -599,7 +738,7 @@ static int64_t kt_ld(const ct_attn_params *p) {
 
 static size_t fwd_ws_floats(const ct_attn_params *p) {
   return (size_t)(2 * BQ * BK + BQ * p->Dh + 3 * BQ + kt_ld(p) +
-                  p->Dh * kt_ld(p) + BK + 16);
+                  p->Dh * kt_ld(p) + BK + 16 + pack_words(p));
 }
 
 static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
@@ -613,6 +752,7 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.kadd = (float *)(w.lim + BQ);
   w.kt = w.kadd + kt_ld(p);
   w.words = (uint32_t *)(w.kt + p->Dh * kt_ld(p));
+  w.pack = w.words + BK + 16;
   return w;
 }
 
@@ -637,8 +777,8 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
 
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    block_product(isa, false, mq, nk, (int)Dh, p->scale, qb, p->q.row, kt + j0,
-                  ldkt, 0.0f, w->s, BK);
+    block_product(isa, w->pack, false, mq, nk, (int)Dh, p->scale, qb, p->q.row,
+                  kt + j0, ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -652,7 +792,7 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    block_product(isa, false, mq, (int)Dh, nk, 1.0f, w->s, BK,
+    block_product(isa, w->pack, false, mq, (int)Dh, nk, 1.0f, w->s, BK,
                   vb + j0 * p->v.row, p->v.row, 1.0f, w->o, Dh);
   }
 
@@ -749,13 +889,14 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 
 typedef struct bwd_ws {
   float *s, *dp, *keep, *delta, *kadd, *kt, *vt;
+  uint32_t *pack;  // pack_words for bf16 block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } bwd_ws;
 
 static size_t bwd_ws_floats(const ct_attn_params *p) {
   return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p) + BK +
-                  16);
+                  16 + pack_words(p));
 }
 
 static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
@@ -770,6 +911,7 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
   w.kt = w.kadd + ldt;
   w.vt = w.kt + p->Dh * ldt;
   w.words = (uint32_t *)(w.vt + p->Dh * ldt);
+  w.pack = w.words + BK + 16;
   return w;
 }
 
@@ -829,9 +971,9 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      block_product(isa, false, mq, nk, (int)Dh, p->scale, qb, p->q.row,
-                    w->kt + j0, ldt, 0.0f, w->s, BK);
-      block_product(isa, false, mq, nk, (int)Dh, 1.0f, dob, p->out.row,
+      block_product(isa, w->pack, false, mq, nk, (int)Dh, p->scale, qb,
+                    p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
+      block_product(isa, w->pack, false, mq, nk, (int)Dh, 1.0f, dob, p->out.row,
                     w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
@@ -839,15 +981,15 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
-        block_product(isa, true, nk, (int)Dh, mq, 1.0f, w->s, BK, dob,
+        block_product(isa, w->pack, true, nk, (int)Dh, mq, 1.0f, w->s, BK, dob,
                       p->out.row, 1.0f, dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        block_product(isa, false, mq, (int)Dh, nk, p->scale, w->dp, BK,
+        block_product(isa, w->pack, false, mq, (int)Dh, nk, p->scale, w->dp, BK,
                       kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
                       p->q.row);
       if (dkh)
-        block_product(isa, true, nk, (int)Dh, mq, p->scale, w->dp, BK, qb,
-                      p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
+        block_product(isa, w->pack, true, nk, (int)Dh, mq, p->scale, w->dp, BK,
+                      qb, p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
         for (int r = 0; r < mq; r++) {
