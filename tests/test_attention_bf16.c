@@ -2,8 +2,9 @@
 // CT_GEMM_BF16): every block product must multiply its operands rounded to
 // bf16 (q, k, v, dO, the unnormalized weights of the forward pass, the
 // weights and the logit gradient of the backward pass) and accumulate in
-// fp32, on every bf16 path of ct_gemm (the hardware one the CPU has, and the
-// emulation forced).
+// fp32: on the automatic path (the kernel's own vdpbf16ps block products
+// where the CPU has AVX512-BF16, else ct_gemm's best bf16 path) and with
+// ct_gemm's emulation forced.
 //
 // The reference is computed in double from the same rounded operands, so it
 // differs from the kernel only by fp32 accumulation, and by the rare weight
