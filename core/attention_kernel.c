@@ -348,6 +348,52 @@ typedef void (*small_bf16_fn)(int M, int N, int KP, float alpha,
 #define SMALL_INLINE \
   static inline __attribute__((always_inline, target("avx512f")))
 
+// C = alpha acc (+ C) for rows [0, MR) and vectors [0, NV) of a block;
+// `tail` masks the last vector.
+SMALL_INLINE void store_block(const int MR, const int NV,
+                              const __m512 (*acc)[4], float alpha,
+                              __mmask16 tail, bool accumulate, float *c,
+                              int64_t ldc) {
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int r = 0; r < MR; r++)
+    for (int v = 0; v < NV; v++) {
+      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
+      float *cp = c + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(al, acc[r][v]);
+      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
+      _mm512_mask_storeu_ps(cp, m, x);
+    }
+}
+
+// The column chunks (64 wide) and row blocks of a product C (M,N), shared by
+// the fp32 and bf16 kernels: BLOCK(MR, NV) multiplies rows [i, i + MR) of
+// chunk j0, its last vector masked by `tail`.
+#define SMALL_DRIVER(BLOCK)                                               \
+  for (int j0 = 0; j0 < N; j0 += 64) {                                    \
+    const int n = N - j0 < 64 ? N - j0 : 64;                              \
+    const int nv = (n + 15) / 16;                                         \
+    const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u); \
+    int64_t i = 0;                                                        \
+    switch (nv) {                                                         \
+    case 1:                                                               \
+      for (; i + 8 <= M; i += 8) BLOCK(8, 1);                             \
+      for (; i < M; i++) BLOCK(1, 1);                                     \
+      break;                                                              \
+    case 2:                                                               \
+      for (; i + 8 <= M; i += 8) BLOCK(8, 2);                             \
+      for (; i < M; i++) BLOCK(1, 2);                                     \
+      break;                                                              \
+    case 3:                                                               \
+      for (; i + 4 <= M; i += 4) BLOCK(4, 3);                             \
+      for (; i < M; i++) BLOCK(1, 3);                                     \
+      break;                                                              \
+    default:                                                              \
+      for (; i + 4 <= M; i += 4) BLOCK(4, 4);                             \
+      for (; i < M; i++) BLOCK(1, 4);                                     \
+      break;                                                              \
+    }                                                                     \
+  }
+
 // Rows [0, MR) and vectors [0, NV) of a block; `tail` masks the last vector.
 SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
                               const float *a, int64_t a_rs, int64_t a_cs,
@@ -369,19 +415,10 @@ SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
         acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
-  const __m512 al = _mm512_set1_ps(alpha);
-  for (int r = 0; r < MR; r++)
-    for (int v = 0; v < NV; v++) {
-      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
-      float *cp = c + r * ldc + 16 * v;
-      __m512 x = _mm512_mul_ps(al, acc[r][v]);
-      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
-      _mm512_mask_storeu_ps(cp, m, x);
-    }
+  store_block(MR, NV, acc, alpha, tail, accumulate, c, ldc);
 }
 
-#define SMALL_ROWS(MR, NV)                                                 \
-  for (; i + (MR) <= M; i += (MR))                                         \
+#define F32_BLOCK(MR, NV)                                                  \
   small_block((MR), (NV), K, alpha, a + i * a_rs, a_rs, a_cs, b + j0, ldb, \
               tail, accumulate, c + i * ldc + j0, ldc)
 
@@ -389,32 +426,9 @@ __attribute__((target("avx512f"))) static void small_gemm_avx512(
     int M, int N, int K, float alpha, const float *a, int64_t a_rs,
     int64_t a_cs, const float *b, int64_t ldb, bool accumulate, float *c,
     int64_t ldc) {
-  for (int j0 = 0; j0 < N; j0 += 64) {
-    const int n = N - j0 < 64 ? N - j0 : 64;
-    const int nv = (n + 15) / 16;
-    const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u);
-    int64_t i = 0;
-    switch (nv) {
-    case 1:
-      SMALL_ROWS(8, 1);
-      SMALL_ROWS(1, 1);
-      break;
-    case 2:
-      SMALL_ROWS(8, 2);
-      SMALL_ROWS(1, 2);
-      break;
-    case 3:
-      SMALL_ROWS(4, 3);
-      SMALL_ROWS(1, 3);
-      break;
-    default:
-      SMALL_ROWS(4, 4);
-      SMALL_ROWS(1, 4);
-      break;
-    }
-  }
+  SMALL_DRIVER(F32_BLOCK)
 }
-#undef SMALL_ROWS
+#undef F32_BLOCK
 
 #define BF16_TARGET target("avx512f,avx512bf16")
 #define BF16_INLINE static inline __attribute__((always_inline, BF16_TARGET))
@@ -445,19 +459,10 @@ BF16_INLINE void small_block_bf16(const int MR, const int NV, int KP,
         acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
-  const __m512 al = _mm512_set1_ps(alpha);
-  for (int r = 0; r < MR; r++)
-    for (int v = 0; v < NV; v++) {
-      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
-      float *cp = c + r * ldc + 16 * v;
-      __m512 x = _mm512_mul_ps(al, acc[r][v]);
-      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
-      _mm512_mask_storeu_ps(cp, m, x);
-    }
+  store_block(MR, NV, acc, alpha, tail, accumulate, c, ldc);
 }
 
-#define SMALL_ROWS(MR, NV)                                                  \
-  for (; i + (MR) <= M; i += (MR))                                          \
+#define BF16_BLOCK(MR, NV)                                                  \
   small_block_bf16((MR), (NV), KP, alpha, a + i * a_rs, a_rs, a_cs, b + j0, \
                    ldb, tail, accumulate, c + i * ldc + j0, ldc)
 
@@ -465,32 +470,10 @@ __attribute__((BF16_TARGET)) static void small_bf16_avx512(
     int M, int N, int KP, float alpha, const uint32_t *a, int64_t a_rs,
     int64_t a_cs, const uint32_t *b, int64_t ldb, bool accumulate, float *c,
     int64_t ldc) {
-  for (int j0 = 0; j0 < N; j0 += 64) {
-    const int n = N - j0 < 64 ? N - j0 : 64;
-    const int nv = (n + 15) / 16;
-    const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u);
-    int64_t i = 0;
-    switch (nv) {
-    case 1:
-      SMALL_ROWS(8, 1);
-      SMALL_ROWS(1, 1);
-      break;
-    case 2:
-      SMALL_ROWS(8, 2);
-      SMALL_ROWS(1, 2);
-      break;
-    case 3:
-      SMALL_ROWS(4, 3);
-      SMALL_ROWS(1, 3);
-      break;
-    default:
-      SMALL_ROWS(4, 4);
-      SMALL_ROWS(1, 4);
-      break;
-    }
-  }
+  SMALL_DRIVER(BF16_BLOCK)
 }
-#undef SMALL_ROWS
+#undef BF16_BLOCK
+#undef SMALL_DRIVER
 
 // transpose_rows (above) with 8 x 8 blocks in registers; the edges as
 // there. A copy: the same values on every path.
