@@ -5,9 +5,10 @@
 // Blocking: query blocks of BQ = 64 rows against key blocks of BK = 128.
 // The block products (S = Q K^T, O += P V in the forward pass; S,
 // dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q in backward) run
-// single-threaded inside our parallel region: fp32 ones on AVX-512 in this
-// file's own register-blocked kernel (small_gemm_avx512, no packing), the
-// others through ct_gemm. K and V of one (b, h) are first transposed into
+// single-threaded inside our parallel region: on AVX-512 in this file's own
+// register-blocked kernels (fp32: small_gemm_avx512, no packing; bf16 where
+// the gemm would use AVX512-BF16: small_bf16_avx512), otherwise through
+// ct_gemm. K and V of one (b, h) are first transposed into
 // scratch (Dh, Tk), so that every product has a row-major right operand,
 // read in place; the strided [B,T,NH,Dh] rows of q, k, v, dout are read in
 // place too. The row
@@ -292,8 +293,8 @@ __attribute__((target("avx512f"))) static void keep_row_avx512(
 
 // dst (dh, n) with row stride ld = the first n rows of src (row stride rs)
 // transposed, so that q K^T and dO V^T become products with a row-major
-// right operand, which ct_gemm reads in place instead of transposing it on
-// every call. Bands of 16 rows keep the strided reads in a few cache lines.
+// right operand, which the block products read in place instead of
+// transposing it on every call. Bands of 16 rows keep the strided reads in a few cache lines.
 static void transpose_rows(const float *src, int64_t rs, int64_t n, int64_t dh,
                            float *restrict dst, int64_t ld) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -350,10 +351,9 @@ typedef void (*small_bf16_fn)(int M, int N, int KP, float alpha,
 
 // C = alpha acc (+ C) for rows [0, MR) and vectors [0, NV) of a block;
 // `tail` masks the last vector.
-SMALL_INLINE void store_block(const int MR, const int NV,
-                              const __m512 (*acc)[4], float alpha,
-                              __mmask16 tail, bool accumulate, float *c,
-                              int64_t ldc) {
+SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[4],
+                              float alpha, __mmask16 tail, bool accumulate,
+                              float *c, int64_t ldc) {
   const __m512 al = _mm512_set1_ps(alpha);
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) {
@@ -745,10 +745,10 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
                        const float *q, const float *v, float *out, float *lse,
                        int64_t b, int64_t h, int64_t i0, const float *kt,
                        int64_t ldkt, const float *kadd, fwd_ws *w) {
-  const float *vb = v + b * p->v.batch + h * p->v.head;
   const int64_t Dh = p->Dh;
   const int mq = imin64(BQ, p->Tq - i0);
   const float *qb = q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
+  const float *vb = v + b * p->v.batch + h * p->v.head;
   const int64_t len = key_len(p, b);
   const int64_t kend = block_key_end(p, b, i0, mq);
 
