@@ -16,7 +16,11 @@
 // and B are always packed: rounding needs a copy anyway.
 //
 // Threads take independent rectangles of whole tiles of C (or whole matrices
-// of a batch), each with its own packing buffers; K is never split.
+// of a batch), each with its own packing buffers. A small C over a long K
+// (a weight gradient: K is the batch's tokens) is instead cut along its K
+// blocks: each block's product goes to its own buffer, and the blocks are
+// then added into C in order with the kernels' own formula, so every
+// element is the same fixed sequence of fp32 operations either way.
 //
 // Not here: a bf16 tensor type. Inputs are rounded on every call, so a weight
 // used many times is rounded each time; caching packed weights is a later
@@ -24,6 +28,7 @@
 #include "core/gemm_bf16.h"
 
 #include "core/gemm_internal.h"
+#include "core/target_clones.h"
 
 #include <math.h>
 #include <omp.h>
@@ -37,8 +42,9 @@ float ct_bf16_to_f32(uint16_t h) { return ct_bf16_bits_to_f32(h); }
 // ---------------------------------------------------------------------------
 // Packing: the one place where fp32 becomes bf16.
 
-// The packing buffers of the calls this thread makes (for its whole team).
-static _Thread_local ct_gemm_scratch tls_bufs;
+// The packing buffers of the calls this thread makes (for its whole team),
+// and the K blocks' products of a call cut along K.
+static _Thread_local ct_gemm_scratch tls_bufs, tls_parts;
 
 // Portable helpers (ct_bf16_round_fn, ct_bf16_pair_fn); the AVX-512 ones
 // compute the same bits.
@@ -284,8 +290,93 @@ static void run_task(const ct_gemm_bf16_arch *arch, const operands *op,
     gemm_unpacked(op, m, n, a, b, bias, c);
 }
 
+// ---------------------------------------------------------------------------
+// Cutting one product along K.
+
+// Rows i0..i1 of C from the K blocks' products parts (nblocks of (M,N)),
+// as gemm_block would have stored them block by block: the first is
+// alpha * P (beta 0) or fma(alpha, P, beta * old), old the bias row or C;
+// every later one fma(alpha, P, c) (beta' = 1). The kernels compute exactly
+// this (core/gemm_avx512_store.h, gemm_bf16_emulated.c); fmaf is one
+// rounding on every ISA the clones target.
+CT_TARGET_CLONES static void add_blocks(const ct_gemm_call *c,
+                                        const float *parts, int64_t nblocks,
+                                        int64_t i0, int64_t i1) {
+  const int64_t N = c->N, mn = c->M * N;
+  const float alpha = c->alpha, beta = c->beta;
+  for (int64_t i = i0; i < i1; i++) {
+    float *restrict row = c->C + i * c->ldc;
+    const float *p = parts + i * N;
+    const float *old = c->bias ? c->bias : row;
+    if (beta == 0.0f)
+      for (int64_t j = 0; j < N; j++) row[j] = alpha * p[j];
+    else
+      for (int64_t j = 0; j < N; j++) row[j] = fmaf(alpha, p[j], beta * old[j]);
+    for (int64_t b = 1; b < nblocks; b++) {
+      const float *restrict q = p + b * mn;
+      for (int64_t j = 0; j < N; j++) row[j] = fmaf(alpha, q[j], row[j]);
+    }
+  }
+}
+
+// Packing words each thread reads for the product, cut over C (threads
+// rectangles, along M: each packs its rows of A and all of B) or along K
+// (each packs its share of the blocks of A and B, then adds its share of
+// the blocks' products into C, reading each product and C's rows).
+static bool cut_along_k(const ct_gemm_call *c, int threads, int64_t nblocks) {
+  if (c->batch != 1 || threads < 2 || nblocks < 2 * threads) return false;
+  const double M = (double)c->M, N = (double)c->N, K = (double)c->K;
+  const double over_c = K * (M / threads + N);
+  const double over_k = (K * (M + N) + 2.0 * (double)nblocks * M * N) / threads;
+  return over_k < over_c;
+}
+
+// The product cut along K: block b of op(A) and op(B) multiplied into
+// parts + b M N (alpha 1, beta 0: the kernel's sum itself), then added into
+// C. False, before touching C, when the buffers cannot be had.
+static bool run_along_k(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c,
+                        int threads) {
+  const int64_t kb = k_block(arch, c->K), nblocks = (c->K + kb - 1) / kb;
+  const buffers bs = buffer_sizes(arch, c->M, c->N, kb);
+  uint16_t *bufs = (uint16_t *)ct_gemm_scratch_get(
+      &tls_bufs, (bs.slot * (size_t)threads + 1) / 2);
+  float *parts =
+      bufs ? ct_gemm_scratch_get(&tls_parts, (size_t)(nblocks * c->M * c->N))
+           : NULL;
+  if (!parts) return false;
+#pragma omp parallel num_threads(threads)
+  {
+    uint16_t *buf = bufs + (size_t)omp_get_thread_num() * bs.slot;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < nblocks; b++) {
+      const int64_t k0 = b * kb;
+      operands op = *c;
+      op.K = c->K - k0 < kb ? c->K - k0 : kb;
+      op.A = c->A + (c->trans_a ? k0 * c->lda : k0);
+      op.B = c->B + (c->trans_b ? k0 : k0 * c->ldb);
+      op.alpha = 1.0f;
+      op.beta = 0.0f;
+      op.bias = NULL;
+      op.ldc = c->N;
+      gemm_block(arch, &op, &bs, c->M, c->N, op.A, op.B, NULL,
+                 parts + b * c->M * c->N, buf);
+    }
+#pragma omp for schedule(static)
+    for (int t = 0; t < threads; t++)
+      add_blocks(c, parts, nblocks, t * c->M / threads,
+                 (t + 1) * c->M / threads);
+  }
+  return true;
+}
+
 void ct_gemm_bf16_run(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c) {
   int threads = ct_gemm_threads(c);
+  if (c->K > 0 && c->alpha != 0.0f) {
+    const int64_t kb = k_block(arch, c->K);
+    if (cut_along_k(c, threads, (c->K + kb - 1) / kb) &&
+        run_along_k(arch, c, threads))
+      return;
+  }
   // Whole matrices per thread when the batch divides evenly or is large;
   // otherwise each matrix is cut in `threads` rectangles, across M first
   // (each thread then packs its own rows of A and all of B; measured no

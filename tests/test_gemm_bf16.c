@@ -8,7 +8,8 @@
 //     sizes (1 .. 257) mixed over M, N, K with all four transposes, alpha and
 //     beta variants (beta == 0 over NaN-filled C), padded leading dimensions,
 //     sizes past the cache blocks, degenerate sizes, strided batches;
-//   - bit-identical results at 1 and 2 threads, and for the emulated path
+//   - bit-identical results at 1 and 2 threads (1 and 3 where a long K is
+//     cut along its blocks), and for the emulated path
 //     the exact bits its definition gives (the same on every CPU);
 //   - subnormal inputs: rounded as ct_bf16_from_f32 on the emulated path,
 //     read as zero on the hardware paths (documented in gemm_bf16.h);
@@ -374,28 +375,68 @@ static void check_emulated_bits(int64_t M, int64_t N, int64_t K, bool ta,
   free(want);
 }
 
-// Same bits at 1 and 2 threads (and for a batch that does not split evenly).
-static void check_threads(int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-                          int64_t batch) {
+// Same bits at 1 and `threads` threads (and for a batch that does not split
+// evenly). beta == 0 runs over NaN-filled C (never read).
+static void check_threads_ab(int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                             int64_t batch, float alpha, float beta,
+                             int threads) {
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   size_t na = (size_t)(M * K * batch), nb = (size_t)(K * N * batch),
          nc = (size_t)(M * N * batch);
   float *A = random_floats(na), *B = random_floats(nb);
   float *C1 = random_floats(nc), *C2 = malloc(nc * sizeof(float));
+  if (beta == 0.0f)
+    for (size_t i = 0; i < nc; i++) C1[i] = NAN;
   memcpy(C2, C1, nc * sizeof(float));
   ct_set_threads(1);
-  ct_gemm_bf16_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N,
-                       0.5f, C1, N, M * N, batch);
+  ct_gemm_bf16_batched(ta, tb, M, N, K, alpha, A, lda, M * K, B, ldb, K * N,
+                       beta, C1, N, M * N, batch);
+  ct_set_threads(threads);
+  ct_gemm_bf16_batched(ta, tb, M, N, K, alpha, A, lda, M * K, B, ldb, K * N,
+                       beta, C2, N, M * N, batch);
   ct_set_threads(2);
-  ct_gemm_bf16_batched(ta, tb, M, N, K, 1.0f, A, lda, M * K, B, ldb, K * N,
-                       0.5f, C2, N, M * N, batch);
   CHECK(memcmp(C1, C2, nc * sizeof(float)) == 0,
-        "%s M=%lld N=%lld K=%lld ta=%d tb=%d batch=%lld: 1 and 2 threads "
-        "differ",
+        "%s M=%lld N=%lld K=%lld ta=%d tb=%d batch=%lld alpha=%g beta=%g: 1 "
+        "and %d threads differ",
         path_name(), (long long)M, (long long)N, (long long)K, ta, tb,
-        (long long)batch);
+        (long long)batch, alpha, beta, threads);
   free(A);
   free(B);
+  free(C1);
+  free(C2);
+}
+
+static void check_threads(int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                          int64_t batch) {
+  check_threads_ab(M, N, K, ta, tb, batch, 1.0f, 0.5f, 2);
+}
+
+// A small C over a long K (a weight gradient's shape) is cut along its K
+// blocks on 2 or more threads, then summed block by block: the same bits as
+// one thread, for every alpha and beta, and with the bias as the old C.
+static void check_along_k(void) {
+  for (int t = 2; t <= 3; t++) {
+    check_threads_ab(64, 64, 4100, 1, 0, 1, 1.0f, 0.5f, t);
+    check_threads_ab(33, 20, 3001, 0, 1, 1, -0.75f, 0.0f, t);
+    check_threads_ab(17, 130, 5000, 1, 1, 1, 2.0f, 1.0f, t);
+    check_threads_ab(64, 48, 6000, 0, 0, 1, 1.0f, 0.0f, t);
+  }
+  const int64_t M = 40, N = 72, K = 4500;
+  float *A = random_floats((size_t)(K * M)),
+        *B = random_floats((size_t)(K * N));
+  float *bias = random_floats((size_t)N);
+  float *C1 = malloc((size_t)(M * N) * sizeof(float));
+  float *C2 = malloc((size_t)(M * N) * sizeof(float));
+  ct_set_threads(1);
+  ct_gemm_bf16_bias(true, false, M, N, K, A, M, B, N, bias, C1, N);
+  ct_set_threads(2);
+  ct_gemm_bf16_bias(true, false, M, N, K, A, M, B, N, bias, C2, N);
+  CHECK(memcmp(C1, C2, (size_t)(M * N) * sizeof(float)) == 0,
+        "%s: ct_gemm_bf16_bias over a long K: 1 and 2 threads differ",
+        path_name());
+  free(A);
+  free(B);
+  free(bias);
   free(C1);
   free(C2);
 }
@@ -508,6 +549,7 @@ int main(void) {
     check_threads(50, 32, 50, 0, 0, 3);
     check_threads(29, 1100, 40, 1, 1, 1);
     check_threads(100, 40, 300, 0, 0, 1);
+    check_along_k();
     check_subnormal_inputs();
     for (int t = 0; t < 4; t++) {
       check_precision_switch(70, 45, 600, t & 1, t >> 1);
