@@ -354,10 +354,20 @@ static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
     }
 }
 
+// Each sum is its own chain over k, so the rows of op(A) split over threads
+// in blocks of 16 (a cache line of a stored-transposed A's rows) give the
+// same sums at any thread count.
 void ct_gemm_add_a_sums(bool trans_a, int64_t M, int64_t K, const float *A,
                         int64_t lda, float *a_sums) {
   const operands op = {.trans_a = trans_a, .K = K, .lda = lda};
-  add_a_sums(&op, M, A, a_sums);
+  const int64_t blocks = (M + 15) / 16;
+  const bool team =
+      blocks > 1 && (double)M * K >= 262144.0 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (team)
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    const int64_t i0 = 16 * blk, m = M - i0 < 16 ? M - i0 : 16;
+    add_a_sums(&op, m, A + (trans_a ? i0 : i0 * lda), a_sums + i0);
+  }
 }
 
 // ---------------------------------------------------------------------------

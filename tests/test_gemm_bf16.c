@@ -554,6 +554,7 @@ int main(void) {
     for (int t = 0; t < 4; t++) {
       check_precision_switch(70, 45, 600, t & 1, t >> 1);
       check_precision_switch(5, 130, 33, t & 1, t >> 1);
+      check_precision_switch(100, 20, 4000, t & 1, t >> 1);  // sums threaded
     }
     if (got == CT_GEMM_BF16_EMULATED) {
       check_emulated_bits(37, 45, 700, 0, 1, 1.0f, 0.0f);
