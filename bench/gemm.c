@@ -317,6 +317,12 @@ int main(int argc, char **argv) {
       // weight gradients dW = dy^T x over 6400 tokens
       {128, 512, 6400, 1, 0, 1},
       {512, 128, 6400, 1, 0, 1},
+      // Swin on Fashion-MNIST (swin_fmnist.ini), 64 images: weight gradients
+      // over 12544 tokens (stage 1, width 64) and 3136 (stage 2, 128)
+      {64, 64, 12544, 1, 0, 1},
+      {192, 64, 12544, 1, 0, 1},
+      {128, 128, 3136, 1, 0, 1},
+      {128, 256, 3136, 1, 0, 1},
       // attention per (batch, head): scores q k^T and context p v
       {50, 50, 32, 0, 1, 512},
       {50, 32, 50, 0, 0, 512},
