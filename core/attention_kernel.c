@@ -294,7 +294,8 @@ __attribute__((target("avx512f"))) static void keep_row_avx512(
 // dst (dh, n) with row stride ld = the first n rows of src (row stride rs)
 // transposed, so that q K^T and dO V^T become products with a row-major
 // right operand, which the block products read in place instead of
-// transposing it on every call. Bands of 16 rows keep the strided reads in a few cache lines.
+// transposing it on every call. Bands of 16 rows keep the strided reads in
+// a few cache lines.
 static void transpose_rows(const float *src, int64_t rs, int64_t n, int64_t dh,
                            float *restrict dst, int64_t ld) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {

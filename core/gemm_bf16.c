@@ -334,9 +334,9 @@ static bool cut_along_k(const ct_gemm_call *c, int threads, int64_t nblocks) {
 // The product cut along K: block b of op(A) and op(B) multiplied into
 // parts + b M N (alpha 1, beta 0: the kernel's sum itself), then added into
 // C. False, before touching C, when the buffers cannot be had.
+// kb is k_block's depth, nblocks the number of blocks of K.
 static bool run_along_k(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c,
-                        int threads) {
-  const int64_t kb = k_block(arch, c->K), nblocks = (c->K + kb - 1) / kb;
+                        int threads, int64_t kb, int64_t nblocks) {
   const buffers bs = buffer_sizes(arch, c->M, c->N, kb);
   uint16_t *bufs = (uint16_t *)ct_gemm_scratch_get(
       &tls_bufs, (bs.slot * (size_t)threads + 1) / 2);
@@ -372,9 +372,9 @@ static bool run_along_k(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c,
 void ct_gemm_bf16_run(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c) {
   int threads = ct_gemm_threads(c);
   if (c->K > 0 && c->alpha != 0.0f) {
-    const int64_t kb = k_block(arch, c->K);
-    if (cut_along_k(c, threads, (c->K + kb - 1) / kb) &&
-        run_along_k(arch, c, threads))
+    const int64_t kb = k_block(arch, c->K), nblocks = (c->K + kb - 1) / kb;
+    if (cut_along_k(c, threads, nblocks) &&
+        run_along_k(arch, c, threads, kb, nblocks))
       return;
   }
   // Whole matrices per thread when the batch divides evenly or is large;
