@@ -596,19 +596,20 @@ static void pack_bf16_pairs(const float *src, int64_t rs, int K, int cols,
 // One block product: C = alpha op(A) B + beta C, beta 0 (C not read) or 1;
 // op(A) is A (M,K) with row stride lda, or with trans_a the transpose of A
 // (K,M). ct_gemm's contract, on `small` or `small_bf16` where the CPU has
-// them; `pack` is pack_words of scratch.
-static void block_product(const attn_isa *isa, uint32_t *pack, bool trans_a,
-                          int M, int N, int K, float alpha, const float *a,
-                          int64_t lda, const float *b, int64_t ldb, float beta,
-                          float *c, int64_t ldc) {
+// them; `pack` is pack_words of scratch. Their FLOPs are added to *flops (the
+// thread's count, given to the session once per call: an atomic add per
+// block product cost 2% of the kernel at T = 50).
+static void block_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
+                          bool trans_a, int M, int N, int K, float alpha,
+                          const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc) {
   if (!isa->small && !isa->small_bf16) {
     ct_gemm_in_mode(&isa->gemm, trans_a, false, M, N, K, alpha, a, lda, b, ldb,
                     beta, c, ldc);
     return;
   }
-  if (isa->gemm.session && M > 0 && N > 0 && K > 0)
-    ct_flops_add_to(isa->gemm.session, isa->gemm.precision,
-                    2 * (uint64_t)M * (uint64_t)N * (uint64_t)K);
+  if (M > 0 && N > 0 && K > 0)
+    *flops += 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K;
   if (isa->small) {
     isa->small(M, N, K, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb,
                beta != 0.0f, c, ldc);
@@ -711,6 +712,7 @@ static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 typedef struct fwd_ws {
   float *s, *o, *m, *l, *kadd, *keep, *kt;
   uint32_t *pack;  // pack_words for bf16 block products
+  uint64_t flops;  // of this thread's block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } fwd_ws;
@@ -737,6 +739,7 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.kt = w.kadd + kt_ld(p);
   w.words = (uint32_t *)(w.kt + p->Dh * kt_ld(p));
   w.pack = w.words + BK + 16;
+  w.flops = 0;
   return w;
 }
 
@@ -757,12 +760,13 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
     w->m[r] = -INFINITY;
     w->l[r] = 0.0f;
   }
-  memset(w->o, 0, (size_t)mq * (size_t)Dh * sizeof(float));
 
+  // o is assigned by the first key block's product and read only where a
+  // key was visible (l != 0), so it needs no zeroing.
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    block_product(isa, w->pack, false, mq, nk, (int)Dh, p->scale, qb, p->q.row,
-                  kt + j0, ldkt, 0.0f, w->s, BK);
+    block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale, qb,
+                  p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -776,8 +780,9 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    block_product(isa, w->pack, false, mq, (int)Dh, nk, 1.0f, w->s, BK,
-                  vb + j0 * p->v.row, p->v.row, 1.0f, w->o, Dh);
+    block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f, w->s,
+                  BK, vb + j0 * p->v.row, p->v.row, j0 == 0 ? 0.0f : 1.0f, w->o,
+                  Dh);
   }
 
   const float drop_scale =
@@ -824,6 +829,12 @@ static int attn_threads(const ct_attn_params *p) {
   return work < 32768.0 ? 1 : omp_get_max_threads();
 }
 
+// A thread's count of block-product FLOPs, to the session's.
+static void give_flops(const attn_isa *isa, uint64_t flops) {
+  if (isa->gemm.session && flops > 0)
+    ct_flops_add_to(isa->gemm.session, isa->gemm.precision, flops);
+}
+
 // Scratch for all threads of a parallel region, from the step arena;
 // per_thread is a multiple of 16 floats, so each slice is 64-byte aligned.
 static float *thread_scratch(size_t per_thread, int threads) {
@@ -864,6 +875,7 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
                  &w);
       }
     }
+    give_flops(&isa, w.flops);
   }
   return CT_OK;
 }
@@ -874,6 +886,7 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 typedef struct bwd_ws {
   float *s, *dp, *keep, *delta, *kadd, *kt, *vt;
   uint32_t *pack;  // pack_words for bf16 block products
+  uint64_t flops;  // of this thread's block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } bwd_ws;
@@ -896,6 +909,7 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
   w.vt = w.kt + p->Dh * ldt;
   w.words = (uint32_t *)(w.vt + p->Dh * ldt);
   w.pack = w.words + BK + 16;
+  w.flops = 0;
   return w;
 }
 
@@ -903,6 +917,8 @@ typedef struct bwd_args {
   const float *q, *k, *v, *out, *lse, *dout;
   float *dq, *dk, *dv, *dbias;
 } bwd_args;
+
+enum { DELTA_ROWS = 8 };
 
 // n rows of dh floats, row stride rs (nothing when dst is NULL).
 static void zero_rows(float *dst, int64_t rs, int64_t n, int64_t dh) {
@@ -914,6 +930,14 @@ static void zero_rows(float *dst, int64_t rs, int64_t n, int64_t dh) {
 // All of (b, h): query blocks in order, and for each the key blocks in
 // order. Writes only rows [b, :, h, :] of dq/dk/dv, and dbias[h] (the caller
 // runs the b of one h in order on one thread).
+//
+// Assigned gradients are not zeroed and then added to where a product
+// writes them first: there the product assigns (beta 0), which gives the
+// same values as adding to zeros (up to the sign of a zero, which no later
+// sum sees: every sum starts from +0). A dq row block is written first by
+// its key block 0; dk/dv rows [0, kend0) by query block 0 (kend0 its key
+// end, the smallest of all blocks'), so only rows past kend0, and dq blocks
+// that see no key, are zeroed.
 static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                      const bwd_args *a, int64_t b, int64_t h, bwd_ws *w) {
   const int64_t Dh = p->Dh;
@@ -932,21 +956,39 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const int64_t ldt = kt_ld(p);
   isa->transpose(kh, p->k.row, len, Dh, w->kt, ldt);
   isa->transpose(vh, p->v.row, len, Dh, w->vt, ldt);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DQ ? dqh : NULL, p->q.row, p->Tq,
-            Dh);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DK ? dkh : NULL, p->k.row, p->Tk,
-            Dh);
-  zero_rows(p->assign_grads & CT_ATTN_ASSIGN_DV ? dvh : NULL, p->v.row, p->Tk,
-            Dh);
+  const bool assign_q = p->assign_grads & CT_ATTN_ASSIGN_DQ;
+  const bool assign_k = p->assign_grads & CT_ATTN_ASSIGN_DK;
+  const bool assign_v = p->assign_grads & CT_ATTN_ASSIGN_DV;
+  int64_t kend0 = p->Tq > 0 ? block_key_end(p, b, 0, imin64(BQ, p->Tq)) : 0;
+  if (kend0 < 0) kend0 = 0;
+  if (assign_k && dkh)
+    zero_rows(dkh + kend0 * p->k.row, p->k.row, p->Tk - kend0, Dh);
+  if (assign_v && dvh)
+    zero_rows(dvh + kend0 * p->v.row, p->v.row, p->Tk - kend0, Dh);
 
   for (int64_t i0 = 0; i0 < p->Tq; i0 += BQ) {
     const int mq = imin64(BQ, p->Tq - i0);
     const int64_t kend = block_key_end(p, b, i0, mq);
-    if (kend <= 0) continue;
+    if (kend <= 0) {
+      if (assign_q && dqh) zero_rows(dqh + i0 * p->q.row, p->q.row, mq, Dh);
+      continue;
+    }
+    const float beta_kv = i0 == 0 ? 0.0f : 1.0f;
     const float *qb = qh + i0 * p->q.row;
     const float *dob = doh + i0 * p->out.row;
-    // delta_i = dO_i . O_i = sum_j Z_ij dZ_ij (the softmax backward term).
-    for (int r = 0; r < mq; r++) {
+    // delta_i = dO_i . O_i = sum_j Z_ij dZ_ij (the softmax backward term):
+    // each row one chain of adds over d in order; eight rows' chains side
+    // by side, so they overlap instead of waiting on each other.
+    int r = 0;
+    for (; r + DELTA_ROWS <= mq; r += DELTA_ROWS) {
+      const float *o = oh + (i0 + r) * p->out.row, *g = dob + r * p->out.row;
+      float acc[DELTA_ROWS] = {0};
+      for (int64_t d = 0; d < Dh; d++)
+        for (int j = 0; j < DELTA_ROWS; j++)
+          acc[j] += o[j * p->out.row + d] * g[j * p->out.row + d];
+      memcpy(w->delta + r, acc, sizeof acc);
+    }
+    for (; r < mq; r++) {
       const float *o = oh + (i0 + r) * p->out.row;
       const float *g = dob + r * p->out.row;
       float acc = 0.0f;
@@ -955,25 +997,28 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     }
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      block_product(isa, w->pack, false, mq, nk, (int)Dh, p->scale, qb,
-                    p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
-      block_product(isa, w->pack, false, mq, nk, (int)Dh, 1.0f, dob, p->out.row,
-                    w->vt + j0, ldt, 0.0f, w->dp, BK);
+      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+                    qb, p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
+      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f, dob,
+                    p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
       isa->bwd(&t, w->s, w->dp, lseh + i0, w->delta, drop ? w->keep : NULL);
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
-        block_product(isa, w->pack, true, nk, (int)Dh, mq, 1.0f, w->s, BK, dob,
-                      p->out.row, 1.0f, dvh + j0 * p->v.row, p->v.row);
+        block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, 1.0f,
+                      w->s, BK, dob, p->out.row, assign_v ? beta_kv : 1.0f,
+                      dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        block_product(isa, w->pack, false, mq, (int)Dh, nk, p->scale, w->dp, BK,
-                      kh + j0 * p->k.row, p->k.row, 1.0f, dqh + i0 * p->q.row,
+        block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
+                      w->dp, BK, kh + j0 * p->k.row, p->k.row,
+                      assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
                       p->q.row);
       if (dkh)
-        block_product(isa, w->pack, true, nk, (int)Dh, mq, p->scale, w->dp, BK,
-                      qb, p->q.row, 1.0f, dkh + j0 * p->k.row, p->k.row);
+        block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
+                      w->dp, BK, qb, p->q.row, assign_k ? beta_kv : 1.0f,
+                      dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
         for (int r = 0; r < mq; r++) {
@@ -1020,6 +1065,7 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
       else
         bwd_pair(p, &isa, &a, u / p->NH, u % p->NH, &w);
     }
+    give_flops(&isa, w.flops);
   }
   return CT_OK;
 }

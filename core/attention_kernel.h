@@ -118,8 +118,8 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 // Given out and lse from the forward pass and dout = dL/dout, ADDS dL/dq,
 // dL/dk, dL/dv and dL/dbias (NH,Tq,Tk) into the buffers given; any of them may
 // be NULL when not wanted. dq, dk, dv may alias one fused qkv gradient.
-// With p->assign_grads bits, those of dq, dk, dv are assigned instead (each
-// thread zeroes its own rows first, while they are about to be used).
+// With p->assign_grads bits, those of dq, dk, dv are assigned instead (their
+// old contents are never read).
 ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
                                 const float *k, const float *v,
                                 const float *out, const float *lse,

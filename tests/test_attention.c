@@ -6,7 +6,8 @@
 //       mask combination, with and without dropout;
 //   (c) bit-identical outputs and gradients at 1, 2 and 3 threads;
 //   (d) fully masked query rows give zeros, not NaN, and zero gradients;
-//   (e) bad inputs return errors naming the op.
+//   (e) bad inputs return errors naming the op;
+//   (f) the kernel's assigned gradients equal added ones.
 #include "autograd/ops_attention.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"
@@ -415,6 +416,82 @@ static void test_grad_accumulates(void) {
   ct_arena_reset();
 }
 
+// The kernel's assign mode (CT_ATTN_ASSIGN_*): gradients assigned into
+// NaN-filled buffers equal gradients added into zeroed ones (compared with
+// ==, so a row the backward forgot to write stays NaN and fails), for
+// shapes whose dk/dv rows are written first by a later query block (causal,
+// several query blocks, Tk > Tq) or never (lengths, a zero-length row), and
+// whose dq blocks see no key at all (causal with Tq > Tk).
+static void test_assign_grads(void) {
+  const struct {
+    int64_t B, Tq, Tk, NH, Dh;
+    bool causal, lengths;
+  } cases[] = {
+      {2, 150, 150, 2, 16, true, false}, {2, 70, 100, 2, 8, true, true},
+      {3, 65, 65, 3, 32, false, true},   {2, 90, 40, 1, 8, true, false},
+      {4, 49, 49, 2, 32, false, false},
+  };
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int64_t B = cases[ci].B, Tq = cases[ci].Tq, Tk = cases[ci].Tk,
+                  NH = cases[ci].NH, Dh = cases[ci].Dh;
+    ct_attn_params p = ct_attn_params_make(B, Tq, Tk, NH, Dh);
+    p.causal = cases[ci].causal;
+    int32_t lengths[4];
+    for (int64_t b = 0; b < B; b++)
+      lengths[b] = (int32_t)(b == B - 1 ? 0 : Tk - 7 * b);
+    if (cases[ci].lengths) p.key_lengths = lengths;
+    const int64_t nq = B * Tq * NH * Dh, nk = B * Tk * NH * Dh;
+    float *q = malloc((size_t)(2 * nq + 2 * nk) * sizeof(float));
+    float *k = q + nq, *v = k + nk, *dout = v + nk;
+    float *out = malloc((size_t)nq * sizeof(float));
+    float *lse = malloc((size_t)(B * NH * Tq) * sizeof(float));
+    float *g[2][3];  // [assigned, added][dq, dk, dv]
+    for (int m = 0; m < 2; m++)
+      for (int i = 0; i < 3; i++)
+        g[m][i] = malloc((size_t)(i == 0 ? nq : nk) * sizeof(float));
+    ct_rng r = ct_rng_make(31, (uint64_t)ci);
+    ct_rng_fill_uniform(&r, q, 2 * nq + 2 * nk, -1.0f, 1.0f);
+    CHECK(ct_attention_forward(&p, q, k, v, out, lse) == CT_OK,
+          "assign case %zu: forward failed", ci);
+    for (int i = 0; i < 3; i++) {
+      const int64_t n = i == 0 ? nq : nk;
+      for (int64_t j = 0; j < n; j++) {
+        g[0][i][j] = NAN;
+        g[1][i][j] = 0.0f;
+      }
+    }
+    p.assign_grads = CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK | CT_ATTN_ASSIGN_DV;
+    CHECK(ct_attention_backward(&p, q, k, v, out, lse, dout, g[0][0], g[0][1],
+                                g[0][2], NULL) == CT_OK,
+          "assign case %zu: backward failed", ci);
+    p.assign_grads = 0;
+    CHECK(ct_attention_backward(&p, q, k, v, out, lse, dout, g[1][0], g[1][1],
+                                g[1][2], NULL) == CT_OK,
+          "assign case %zu: backward failed", ci);
+    int64_t bad = 0, first = -1;
+    for (int i = 0; i < 3; i++) {
+      const int64_t n = i == 0 ? nq : nk;
+      for (int64_t j = 0; j < n; j++)
+        if (!(g[0][i][j] == g[1][i][j])) {
+          if (first < 0) first = i * 1000000000 + j;
+          bad++;
+        }
+    }
+    CHECK(bad == 0,
+          "assign case %zu (Tq=%lld Tk=%lld causal=%d): %lld assigned "
+          "gradient elements differ from added ones (first: grad %lld, "
+          "element %lld)",
+          ci, (long long)Tq, (long long)Tk, cases[ci].causal, (long long)bad,
+          (long long)(first / 1000000000), (long long)(first % 1000000000));
+    for (int m = 0; m < 2; m++)
+      for (int i = 0; i < 3; i++) free(g[m][i]);
+    free(q);
+    free(out);
+    free(lse);
+    ct_arena_reset();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // (c) Thread-count independence: forward and backward at 1, 2 and 3 threads
 // give the same bits (multi-block shapes, every option on, bias grad on and
@@ -714,6 +791,7 @@ int main(void) {
   test_gradients();
   test_shared_input();
   test_grad_accumulates();
+  test_assign_grads();
   test_thread_determinism();
   test_fully_masked();
   test_nonfinite_inputs();
