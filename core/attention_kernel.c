@@ -172,10 +172,13 @@ ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
       row[c] = e;
       sum += e;
     }
-    float corr = m[r] == -INFINITY ? 0.0f : attn_exp(m[r] - mn);
+    // A row with nothing visible before holds no sum yet (the first key
+    // block's product assigns o; later ones added only zero weights).
+    const bool held = m[r] != -INFINITY;
+    float corr = held ? attn_exp(m[r] - mn) : 0.0f;
     l[r] = l[r] * corr + sum;
     m[r] = mn;
-    if (corr != 1.0f) {
+    if (held && corr != 1.0f) {
       float *restrict orow = o + r * dh;
 #pragma omp simd
       for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
