@@ -923,9 +923,21 @@ typedef struct bwd_args {
 
 enum { DELTA_ROWS = 8 };
 
-// n rows of dh floats, row stride rs (nothing when dst is NULL).
+// delta[j] = O_j . dO_j for rows j < R (R is DELTA_ROWS or 1), row stride
+// rs: each row one chain of adds over d in order, the R chains side by side.
+static inline __attribute__((always_inline)) void delta_rows(const float *o,
+                                                             const float *g,
+                                                             int64_t rs,
+                                                             int64_t dh, int R,
+                                                             float *delta) {
+  float acc[DELTA_ROWS] = {0};
+  for (int64_t d = 0; d < dh; d++)
+    for (int j = 0; j < R; j++) acc[j] += o[j * rs + d] * g[j * rs + d];
+  memcpy(delta, acc, (size_t)R * sizeof(float));
+}
+
+// n rows of dh floats, row stride rs.
 static void zero_rows(float *dst, int64_t rs, int64_t n, int64_t dh) {
-  if (!dst) return;
   for (int64_t r = 0; r < n; r++)
     memset(dst + r * rs, 0, (size_t)dh * sizeof(float));
 }
@@ -983,21 +995,12 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     // each row one chain of adds over d in order; eight rows' chains side
     // by side, so they overlap instead of waiting on each other.
     int r = 0;
-    for (; r + DELTA_ROWS <= mq; r += DELTA_ROWS) {
-      const float *o = oh + (i0 + r) * p->out.row, *g = dob + r * p->out.row;
-      float acc[DELTA_ROWS] = {0};
-      for (int64_t d = 0; d < Dh; d++)
-        for (int j = 0; j < DELTA_ROWS; j++)
-          acc[j] += o[j * p->out.row + d] * g[j * p->out.row + d];
-      memcpy(w->delta + r, acc, sizeof acc);
-    }
-    for (; r < mq; r++) {
-      const float *o = oh + (i0 + r) * p->out.row;
-      const float *g = dob + r * p->out.row;
-      float acc = 0.0f;
-      for (int64_t d = 0; d < Dh; d++) acc += o[d] * g[d];
-      w->delta[r] = acc;
-    }
+    for (; r + DELTA_ROWS <= mq; r += DELTA_ROWS)
+      delta_rows(oh + (i0 + r) * p->out.row, dob + r * p->out.row, p->out.row,
+                 Dh, DELTA_ROWS, w->delta + r);
+    for (; r < mq; r++)
+      delta_rows(oh + (i0 + r) * p->out.row, dob + r * p->out.row, p->out.row,
+                 Dh, 1, w->delta + r);
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
       block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,

@@ -468,13 +468,12 @@ static void test_assign_grads(void) {
     CHECK(ct_attention_backward(&p, q, k, v, out, lse, dout, g[1][0], g[1][1],
                                 g[1][2], NULL) == CT_OK,
           "assign case %zu: backward failed", ci);
-    int64_t bad = 0, first = -1;
+    int64_t bad = 0, first_grad = -1, first_elem = -1;
     for (int i = 0; i < 3; i++) {
       const int64_t n = i == 0 ? nq : nk;
       for (int64_t j = 0; j < n; j++)
         if (!(g[0][i][j] == g[1][i][j])) {
-          if (first < 0) first = i * 1000000000 + j;
-          bad++;
+          if (bad++ == 0) first_grad = i, first_elem = j;
         }
     }
     CHECK(bad == 0,
@@ -482,7 +481,7 @@ static void test_assign_grads(void) {
           "gradient elements differ from added ones (first: grad %lld, "
           "element %lld)",
           ci, (long long)Tq, (long long)Tk, cases[ci].causal, (long long)bad,
-          (long long)(first / 1000000000), (long long)(first % 1000000000));
+          (long long)first_grad, (long long)first_elem);
     for (int m = 0; m < 2; m++)
       for (int i = 0; i < 3; i++) free(g[m][i]);
     free(q);
