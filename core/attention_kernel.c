@@ -918,7 +918,14 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
 
 typedef struct bwd_args {
   const float *q, *k, *v, *out, *lse, *dout;
-  float *dq, *dk, *dv, *dbias;
+  float *dq, *dk, *dv;
+  // dS of (b, h) goes to dbias + (b - dbias_b0) * dbias_batch + h * Tq * Tk:
+  // added in place (dbias_batch 0, one thread walking b in order), or
+  // assigned into a stage of per-b slices (dbias_assign) that
+  // reduce_stage adds up in b order afterwards.
+  float *dbias;
+  int64_t dbias_b0, dbias_batch;
+  bool dbias_assign;
 } bwd_args;
 
 enum { DELTA_ROWS = 8 };
@@ -1026,15 +1033,58 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                       w->dp, BK, qb, p->q.row, assign_k ? beta_kv : 1.0f,
                       dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
-        float *db = a->dbias + (h * p->Tq + i0) * p->Tk + j0;
+        float *db = a->dbias + (b - a->dbias_b0) * a->dbias_batch +
+                    (h * p->Tq + i0) * p->Tk + j0;
         for (int r = 0; r < mq; r++) {
           float *restrict dst = db + r * p->Tk;
           const float *restrict src = w->dp + r * BK;
+          if (a->dbias_assign) {
+            memcpy(dst, src, (size_t)nk * sizeof(float));
+          } else {
 #pragma omp simd
-          for (int c = 0; c < nk; c++) dst[c] += src[c];
+            for (int c = 0; c < nk; c++) dst[c] += src[c];
+          }
         }
       }
     }
+  }
+}
+
+// The stage for dbias: at most this many floats of per-b slices at a time
+// (4 MiB), and at least one slice (the size of dbias itself).
+enum { STAGE_FLOATS = 1 << 20 };
+
+// dbias[e] += stage[bb][e] for bb = 0..nb-1 in order: per element the chain
+// of adds that one thread walking b in order makes, so the same bits.
+static void reduce_stage(float *dbias, const float *stage, int64_t nb,
+                         int64_t per_b, int threads) {
+  enum { CHUNK = 1024 };
+  const int64_t chunks = (per_b + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t e0 = c * CHUNK;
+    const int64_t n = per_b - e0 < CHUNK ? per_b - e0 : CHUNK;
+    float *restrict dst = dbias + e0;
+    for (int64_t bb = 0; bb < nb; bb++) {
+      const float *restrict src = stage + bb * per_b + e0;
+#pragma omp simd
+      for (int64_t e = 0; e < n; e++) dst[e] += src[e];
+    }
+  }
+}
+
+// Units (b, h) of batch rows [b0, b0 + nb), one thread each.
+static void bwd_pairs(const ct_attn_params *p, const attn_isa *isa,
+                      const bwd_args *a, int64_t b0, int64_t nb, int threads,
+                      float *scratch, size_t per) {
+  const int64_t units = nb * p->NH;
+#pragma omp parallel num_threads(threads)
+  {
+    bwd_ws w = bwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; u++)
+      bwd_pair(p, isa, a, b0 + u / p->NH, u % p->NH, &w);
+    give_flops(isa, w.flops);
   }
 }
 
@@ -1046,32 +1096,53 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
   ct_status st = ct_attention_check(p);
   if (st != CT_OK) return st;
   if (!dq && !dk && !dv && !dbias) return CT_OK;
+  if (p->B * p->NH == 0) return CT_OK;
   const attn_isa isa = pick_isa();
-
-  // With dbias (a sum over b) a unit is a head and walks b in order;
-  // otherwise a unit is one (b, h) pair. Either way each output element is
-  // accumulated by one thread in an order fixed by the loops alone.
-  const bool per_head = dbias != NULL;
-  const int64_t units = per_head ? p->NH : p->B * p->NH;
-  if (units == 0 || p->B == 0) return CT_OK;
-
   const int threads = attn_threads(p);
   const size_t per = (bwd_ws_floats(p) + 15) & ~(size_t)15;
   float *scratch = thread_scratch(per, threads);
   if (!scratch) return CT_ERR_NOMEM;
-  const bwd_args a = {q, k, v, out, lse, dout, dq, dk, dv, dbias};
-
+  bwd_args a = {q, k, v, out, lse, dout, dq, dk, dv, dbias, 0, 0, false};
+  if (!dbias) {  // a unit is one (b, h) pair
+    bwd_pairs(p, &isa, &a, 0, p->B, threads, scratch, per);
+    return CT_OK;
+  }
+  // dbias is a sum over b, which one thread makes in b order:
+  // - by heads: a unit is a head h, walking b in order, when the heads go
+  //   round the threads evenly, or when some (b, h) see only part of the
+  //   keys (causal, key lengths: their dS covers part of dbias);
+  // - else by (b, h) pairs, each assigning its dS into a stage of per-b
+  //   slices; reduce_stage then adds the slices in b order. Every key is
+  //   seen, so every element of a slice is assigned.
+  // Both make the same chain of adds per element of dbias, so the choice
+  // (which depends on the thread count) never changes a result.
+  const int64_t per_b = p->NH * p->Tq * p->Tk;
+  const bool by_heads =
+      p->NH % threads == 0 || p->causal || p->key_lengths != NULL || per_b == 0;
+  if (by_heads) {
 #pragma omp parallel num_threads(threads)
-  {
-    bwd_ws w = bwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
+    {
+      bwd_ws w = bwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t u = 0; u < units; u++) {
-      if (per_head)
-        for (int64_t b = 0; b < p->B; b++) bwd_pair(p, &isa, &a, b, u, &w);
-      else
-        bwd_pair(p, &isa, &a, u / p->NH, u % p->NH, &w);
+      for (int64_t h = 0; h < p->NH; h++)
+        for (int64_t b = 0; b < p->B; b++) bwd_pair(p, &isa, &a, b, h, &w);
+      give_flops(&isa, w.flops);
     }
-    give_flops(&isa, w.flops);
+    return CT_OK;
+  }
+  int64_t nb_max = STAGE_FLOATS / per_b;
+  if (nb_max < 1) nb_max = 1;
+  if (nb_max > p->B) nb_max = p->B;
+  float *stage = ct_arena_alloc((size_t)(nb_max * per_b) * sizeof(float));
+  if (!stage) return CT_ERR_NOMEM;
+  a.dbias = stage;
+  a.dbias_batch = per_b;
+  a.dbias_assign = true;
+  for (int64_t b0 = 0; b0 < p->B; b0 += nb_max) {
+    const int64_t nb = p->B - b0 < nb_max ? p->B - b0 : nb_max;
+    a.dbias_b0 = b0;
+    bwd_pairs(p, &isa, &a, b0, nb, threads, scratch, per);
+    reduce_stage(dbias, stage, nb, per_b, threads);
   }
   return CT_OK;
 }

@@ -45,9 +45,12 @@
 // block is computed by the same code, writing only its own rows of out and
 // lse. The backward pass gives each (b, h) pair to one
 // thread, which walks query blocks then key blocks in a fixed order and
-// accumulates its own rows of dq, dk and dv; when dbias is wanted (a sum over
-// b) a unit is a whole head h, walking b in order. No reduction is split
-// across threads and nothing is accumulated atomically.
+// accumulates its own rows of dq, dk and dv. dbias (a sum over b) is added
+// up in b order for each element: either a unit is a whole head h, walking
+// b in order, or, when the heads do not go round the threads evenly, each
+// (b, h) unit writes its term into a stage of per-b slices (at most 4 MiB,
+// at least one slice) that is then added up in b order, which is the same
+// chain of adds. Nothing is accumulated atomically.
 //
 // Not here: tensors, shapes and autograd (autograd/ops_attention.h), Dv != Dh.
 #ifndef CT_CORE_ATTENTION_KERNEL_H

@@ -494,7 +494,9 @@ static void test_assign_grads(void) {
 // ---------------------------------------------------------------------------
 // (c) Thread-count independence: forward and backward at 1, 2 and 3 threads
 // give the same bits (multi-block shapes, every option on, bias grad on and
-// off, which switches the backward split between heads and (b, h) pairs).
+// off, which switches the backward split between heads and (b, h) pairs;
+// with the bias grad on, 1 thread walks each head's b in order and 2 or 3
+// threads stage the heads that do not go round them).
 
 typedef struct snapshot {
   float *y, *g[4];
@@ -571,6 +573,10 @@ static void test_thread_determinism(void) {
        .fused = true,
        .bias = true,
        .nw = 4},
+      // One head (which never goes round 2 or 3 threads) and a bias
+      // gradient larger than the kernel's 4 MiB stage: staged one batch
+      // row at a time.
+      {.B = 3, .Tq = 1100, .Tk = 1100, .NH = 1, .Dh = 8, .bias = true},
   };
   const int saved = ct_get_threads();
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
