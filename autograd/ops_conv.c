@@ -30,6 +30,7 @@
 #include "core/gemm.h"
 #include "core/session_internal.h"
 #include "core/target_clones.h"
+#include "core/threads.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -613,7 +614,8 @@ ct_tensor *ct_conv2d_depthwise(ct_tensor *x, ct_tensor *w, int stride,
 // 64..256) instead of along map rows of Wo <= 16 outputs. They read the
 // weight transposed, wt (k*k, C), in the session's workspace. Threads take
 // output rows (n, oh) for y, images for dx (each writes only its own) and
-// blocks of CHANNEL_BLOCK channels for dw and the batch norm below, whose
+// blocks of CHANNEL_BLOCK channels for dw (single kernel offsets of a block
+// when there are fewer blocks than threads) and the batch norm below, whose
 // LANES x CHANNEL_BLOCK partial sums stay in L1.
 enum { CHANNEL_BLOCK = 32 };
 
@@ -718,23 +720,27 @@ CT_TARGET_CLONES static void dw_tokens_backward_input(const dw_tokens_args *a,
   }
 }
 
-// dw of channel block blk += sum over n, oh, ow of dy x, per offset.
+// dw of channel block blk += sum over n, oh, ow of dy x, for the kernel
+// offsets ki*k + kj in [o0, o1). Each (channel, offset, lane) sum runs over
+// n, oh, ow in order whatever the range, so the same bits for any split.
 CT_TARGET_CLONES static void dw_tokens_backward_weight(const dw_tokens_args *a,
-                                                       int64_t blk) {
+                                                       int64_t blk, int64_t o0,
+                                                       int64_t o1) {
   const dw_geom *g = a->g;
   const int64_t C = g->C, k = g->k, kk = k * k, s = g->stride, pad = g->pad;
   int64_t nc;
   const int64_t c0 = block_channels(C, blk, &nc);
   block_lanes *acc = a->acc + blk * kk;  // acc[kij]: offset kij's sums
-  memset(acc, 0, (size_t)kk * sizeof *acc);
+  memset(acc + o0, 0, (size_t)(o1 - o0) * sizeof *acc);
   for (int64_t n = 0; n < g->N; n++)
     for (int64_t oh = 0; oh < g->Ho; oh++) {
       const float *dyr = a->dy + (n * g->Ho + oh) * g->Wo * C + c0;
-      for (int64_t ki = 0; ki < k; ki++) {
+      for (int64_t ki = o0 / k; ki <= (o1 - 1) / k; ki++) {
         const int64_t ih = oh * s - pad + ki;
         if (ih < 0 || ih >= g->H) continue;
         const float *xr = a->x + (n * g->H + ih) * g->W * C + c0;
         for (int64_t kj = 0; kj < k; kj++) {
+          if (ki * k + kj < o0 || ki * k + kj >= o1) continue;
           int64_t ow0, ow1;
           valid_outputs(g->W, g->Wo, s, pad, kj, &ow0, &ow1);
           block_lanes *acc_k = &acc[ki * k + kj];
@@ -747,7 +753,7 @@ CT_TARGET_CLONES static void dw_tokens_backward_weight(const dw_tokens_args *a,
         }
       }
     }
-  for (int64_t kij = 0; kij < kk; kij++)
+  for (int64_t kij = o0; kij < o1; kij++)
     for (int64_t c = 0; c < nc; c++)
       a->dw[(c0 + c) * kk + kij] += (float)block_lanes_total(acc[kij], c);
 }
@@ -772,9 +778,19 @@ static void conv2d_depthwise_tokens_backward(ct_node *node) {
     for (int64_t n = 0; n < g->N; n++) dw_tokens_backward_input(&a, n);
   }
   if (!w->requires_grad) return;
-  const int64_t blocks = channel_blocks(g->C);
+  // A unit is a channel block with all its offsets, or, when the blocks do
+  // not go round the threads (CvT's 64..384 channels are 2..12 blocks), one
+  // offset of a block.
+  const int64_t blocks = channel_blocks(g->C), kk = g->k * g->k;
+  const bool by_offset = blocks < ct_get_threads();
+  const int64_t units = by_offset ? blocks * kk : blocks;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) dw_tokens_backward_weight(&a, blk);
+  for (int64_t u = 0; u < units; u++) {
+    if (by_offset)
+      dw_tokens_backward_weight(&a, u / kk, u % kk, u % kk + 1);
+    else
+      dw_tokens_backward_weight(&a, u, 0, kk);
+  }
 }
 
 ct_tensor *ct_conv2d_depthwise_tokens(ct_tensor *x, int64_t H, int64_t W,
@@ -1223,6 +1239,162 @@ CT_TARGET_CLONES static void bn_tokens_backward_block(const bn_tokens_args *a,
   }
 }
 
+// When there are fewer channel blocks than threads, a unit is one lane of
+// a block instead of the whole block: lane l's sums run over the tokens
+// t % LANES == l, images then tokens in order, with the block loops'
+// expressions, so every lane holds the same bits either way. Then each
+// block's channels get their coefficients, and the rows their outputs.
+
+// Lane `lane` of block blk's sums of x (mean NULL) or of (x - mean)^2.
+CT_TARGET_CLONES static void bn_tokens_lane_x(const bn_tokens_args *a,
+                                              int64_t blk, int lane,
+                                              const double *mean,
+                                              double *restrict l) {
+  const int64_t C = a->C;
+  int64_t nc;
+  const int64_t c0 = block_channels(C, blk, &nc);
+  for (int64_t c = 0; c < nc; c++) l[c] = 0.0;
+  for (int64_t n = 0; n < a->N; n++)
+    for (int64_t t = lane; t < a->T; t += LANES) {
+      const float *restrict xt = a->x + (n * a->T + t) * C + c0;
+      if (mean) {
+        for (int64_t c = 0; c < nc; c++) {
+          double d = xt[c] - mean[c];
+          l[c] += d * d;
+        }
+      } else {
+        for (int64_t c = 0; c < nc; c++) l[c] += xt[c];
+      }
+    }
+}
+
+// Lane `lane` of block blk's sums of dy and of dy (x - mean).
+CT_TARGET_CLONES static void bn_tokens_lane_grad(const bn_tokens_args *a,
+                                                 int64_t blk, int lane,
+                                                 double *restrict lg,
+                                                 double *restrict lgx) {
+  const int64_t C = a->C;
+  int64_t nc;
+  const int64_t c0 = block_channels(C, blk, &nc);
+  const double *mean = a->s->mean + c0;
+  for (int64_t c = 0; c < nc; c++) lg[c] = lgx[c] = 0.0;
+  for (int64_t n = 0; n < a->N; n++)
+    for (int64_t t = lane; t < a->T; t += LANES) {
+      const float *restrict xt = a->x + (n * a->T + t) * C + c0;
+      const float *restrict gt = a->dy + (n * a->T + t) * C + c0;
+      for (int64_t c = 0; c < nc; c++) {
+        lg[c] += gt[c];
+        lgx[c] += gt[c] * (xt[c] - mean[c]);
+      }
+    }
+}
+
+// The forward pass by lanes; f holds 2C floats (a, then b, per channel),
+// acc and acc2 a block_lanes per block.
+static void bn_tokens_forward_lanes(const bn_tokens_args *a, block_lanes *acc,
+                                    block_lanes *acc2, float *f) {
+  const int64_t C = a->C, M = a->N * a->T, blocks = channel_blocks(C);
+  const int64_t units = blocks * LANES;
+#pragma omp parallel
+  {
+    if (a->training) {  // two passes: mean, then the biased variance
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; u++)
+        bn_tokens_lane_x(a, u / LANES, (int)(u % LANES), NULL,
+                         acc[u / LANES][u % LANES]);
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; u++) {
+        int64_t nc;
+        block_channels(C, u / LANES, &nc);
+        double mean[CHANNEL_BLOCK];
+        for (int64_t c = 0; c < nc; c++)
+          mean[c] = block_lanes_total(acc[u / LANES], c) / M;
+        bn_tokens_lane_x(a, u / LANES, (int)(u % LANES), mean,
+                         acc2[u / LANES][u % LANES]);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; blk++) {
+      int64_t nc;
+      const int64_t c0 = block_channels(C, blk, &nc);
+      for (int64_t c = 0; c < nc; c++) {
+        double mean, var;
+        if (a->training) {
+          mean = block_lanes_total(acc[blk], c) / M;
+          var = block_lanes_total(acc2[blk], c) / M;
+          bn_update_running(a->terms, a->rm, a->rv, C, c0 + c, a->momentum,
+                            mean, var, M);
+        } else {
+          mean = a->rm[c0 + c];
+          var = a->rv[c0 + c];
+        }
+        const bn_affine af =
+            bn_channel_affine(a->s, c0 + c, mean, var, a->eps, a->w, a->b);
+        f[c0 + c] = af.a;
+        f[C + c0 + c] = af.b;
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < M; r++) {
+      const float *restrict xr = a->x + r * C;
+      float *restrict yr = a->y + r * C;
+      for (int64_t c = 0; c < C; c++) yr[c] = xr[c] * f[c] + f[C + c];
+    }
+  }
+}
+
+// The backward pass by lanes; k holds 4C floats (k, mean, gm, proj per
+// channel), acc_g and acc_gx a block_lanes per block.
+static void bn_tokens_backward_lanes(const bn_tokens_args *a,
+                                     block_lanes *acc_g, block_lanes *acc_gx,
+                                     float *k) {
+  const int64_t C = a->C, M = a->N * a->T, blocks = channel_blocks(C);
+  const int64_t units = blocks * LANES;
+  const bool sums = a->dw || a->db || (a->dx && a->s->training);
+#pragma omp parallel
+  {
+    if (sums) {
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; u++)
+        bn_tokens_lane_grad(a, u / LANES, (int)(u % LANES),
+                            acc_g[u / LANES][u % LANES],
+                            acc_gx[u / LANES][u % LANES]);
+    }
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; blk++) {
+      int64_t nc;
+      const int64_t c0 = block_channels(C, blk, &nc);
+      for (int64_t c = 0; c < nc; c++) {
+        const double sum_dy = sums ? block_lanes_total(acc_g[blk], c) : 0.0;
+        const double sum_dy_xmu =
+            sums ? block_lanes_total(acc_gx[blk], c) : 0.0;
+        const bn_dx d = bn_channel_grads(a->s, c0 + c, M, sum_dy, sum_dy_xmu,
+                                         a->w, a->dw, a->db);
+        k[c0 + c] = d.k;
+        k[C + c0 + c] = d.mean;
+        k[2 * C + c0 + c] = d.gm;
+        k[3 * C + c0 + c] = d.proj;
+      }
+    }
+    if (a->dx) {
+      const float *kk = k, *mf = k + C, *gm = k + 2 * C, *proj = k + 3 * C;
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < M; r++) {
+        const float *restrict xr = a->x + r * C, *restrict gr = a->dy + r * C;
+        float *restrict dxr = a->dx + r * C;
+        for (int64_t c = 0; c < C; c++)
+          dxr[c] += kk[c] * (gr[c] - gm[c] - (xr[c] - mf[c]) * proj[c]);
+      }
+    }
+  }
+}
+
+// Whether the lanes path runs: more threads than channel blocks, on work
+// worth a parallel region.
+static bool bn_tokens_by_lanes(int64_t C, int64_t numel) {
+  return numel >= PAR_MIN_WORK && channel_blocks(C) < ct_get_threads();
+}
+
 static void batchnorm_tokens_backward(ct_node *node) {
   ct_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
   const bn_tokens_args a = {.x = ct_f32(x),
@@ -1236,6 +1408,17 @@ static void batchnorm_tokens_backward(ct_node *node) {
                             .T = x->shape[1],
                             .C = x->shape[2]};
   const int64_t blocks = channel_blocks(a.C);
+  if (bn_tokens_by_lanes(a.C, x->numel)) {
+    ct_arena_mark mark = ct_arena_get_mark();
+    block_lanes *acc = ct_arena_alloc((size_t)(2 * blocks) * sizeof *acc);
+    float *k = ct_arena_alloc((size_t)(4 * a.C) * sizeof(float));
+    if (acc && k) {
+      bn_tokens_backward_lanes(&a, acc, acc + blocks, k);
+      ct_arena_rewind(mark);
+      return;
+    }
+    ct_arena_rewind(mark);  // no room for the lanes: by blocks
+  }
 #pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
   for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_backward_block(&a, blk);
 }
@@ -1275,8 +1458,19 @@ static ct_tensor *batchnorm_tokens(ct_tensor *x, ct_tensor *weight,
                             .eps = eps,
                             .training = training};
   const int64_t blocks = channel_blocks(C);
+  bool done = false;
+  if (bn_tokens_by_lanes(C, x->numel)) {
+    ct_arena_mark mark = ct_arena_get_mark();
+    block_lanes *acc = ct_arena_alloc((size_t)(2 * blocks) * sizeof *acc);
+    float *f = ct_arena_alloc((size_t)(2 * C) * sizeof(float));
+    if (acc && f) bn_tokens_forward_lanes(&a, acc, acc + blocks, f);
+    done = acc && f;
+    ct_arena_rewind(mark);  // without room for the lanes: by blocks
+  }
+  if (!done) {
 #pragma omp parallel for schedule(static) if (x->numel >= PAR_MIN_WORK)
-  for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_forward_block(&a, blk);
+    for (int64_t blk = 0; blk < blocks; blk++) bn_tokens_forward_block(&a, blk);
+  }
   if (CT_RECORD(op, batchnorm_tokens_backward, y, s, x, weight, bias) != CT_OK)
     return NULL;
   return y;

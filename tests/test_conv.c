@@ -431,13 +431,15 @@ static size_t bits_differ(const snapshot *a, const snapshot *b) {
 // them (outputs, dx, dweight, the batch norm's dweight and dbias, running
 // statistics, logged terms) for maps of 3x3 to 16x16, strides 1 and 2,
 // padding 0 and 1, channel counts below, at and past the vector blocks, one
-// or three images, the three batch norm modes; and at 1 and 2 threads.
+// or three images, the three batch norm modes; and at 1, 2 and 3 threads
+// (fewer channel blocks than threads split the weight gradient by kernel
+// offset: C = 5 at 2 threads, C = 5 and 64 at 3).
 static void test_tokens_layout(void) {
   printf("tokens (channels-last) ops against NCHW + transposes\n");
   static const int64_t maps[][2] = {{4, 5}, {7, 7}, {16, 16}, {3, 3}};
   static const int64_t channels[] = {5, 64, 67}, batches[] = {1, 3};
   const int saved = ct_get_threads();
-  for (int threads = 1; threads <= 2; threads++) {
+  for (int threads = 1; threads <= 3; threads++) {
     ct_set_threads(threads);
     int cases = 0, refused = 0;
     size_t values = 0, differ = 0;
