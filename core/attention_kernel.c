@@ -1099,27 +1099,35 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
   if (p->B * p->NH == 0) return CT_OK;
   const attn_isa isa = pick_isa();
   const int threads = attn_threads(p);
+  // The scratch and the stage are the call's own: given back at the end.
+  const ct_arena_mark mark = ct_arena_get_mark();
   const size_t per = (bwd_ws_floats(p) + 15) & ~(size_t)15;
   float *scratch = thread_scratch(per, threads);
   if (!scratch) return CT_ERR_NOMEM;
   bwd_args a = {q, k, v, out, lse, dout, dq, dk, dv, dbias, 0, 0, false};
-  if (!dbias) {  // a unit is one (b, h) pair
-    bwd_pairs(p, &isa, &a, 0, p->B, threads, scratch, per);
-    return CT_OK;
-  }
   // dbias is a sum over b, which one thread makes in b order:
   // - by heads: a unit is a head h, walking b in order, when the heads go
   //   round the threads evenly, or when some (b, h) see only part of the
-  //   keys (causal, key lengths: their dS covers part of dbias);
+  //   keys (causal, key lengths: their dS covers part of dbias), or when
+  //   there is no room for a stage;
   // - else by (b, h) pairs, each assigning its dS into a stage of per-b
   //   slices; reduce_stage then adds the slices in b order. Every key is
   //   seen, so every element of a slice is assigned.
   // Both make the same chain of adds per element of dbias, so the choice
   // (which depends on the thread count) never changes a result.
   const int64_t per_b = p->NH * p->Tq * p->Tk;
-  const bool by_heads =
-      p->NH % threads == 0 || p->causal || p->key_lengths != NULL || per_b == 0;
-  if (by_heads) {
+  float *stage = NULL;
+  int64_t nb_max = 0;
+  if (dbias && p->NH % threads != 0 && !p->causal && !p->key_lengths &&
+      per_b > 0) {
+    nb_max = STAGE_FLOATS / per_b;
+    if (nb_max < 1) nb_max = 1;
+    if (nb_max > p->B) nb_max = p->B;
+    stage = ct_arena_alloc((size_t)(nb_max * per_b) * sizeof(float));
+  }
+  if (!dbias) {  // a unit is one (b, h) pair
+    bwd_pairs(p, &isa, &a, 0, p->B, threads, scratch, per);
+  } else if (!stage) {
 #pragma omp parallel num_threads(threads)
     {
       bwd_ws w = bwd_ws_at(p, scratch + per * (size_t)omp_get_thread_num());
@@ -1128,21 +1136,17 @@ ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
         for (int64_t b = 0; b < p->B; b++) bwd_pair(p, &isa, &a, b, h, &w);
       give_flops(&isa, w.flops);
     }
-    return CT_OK;
+  } else {
+    a.dbias = stage;
+    a.dbias_batch = per_b;
+    a.dbias_assign = true;
+    for (int64_t b0 = 0; b0 < p->B; b0 += nb_max) {
+      const int64_t nb = p->B - b0 < nb_max ? p->B - b0 : nb_max;
+      a.dbias_b0 = b0;
+      bwd_pairs(p, &isa, &a, b0, nb, threads, scratch, per);
+      reduce_stage(dbias, stage, nb, per_b, threads);
+    }
   }
-  int64_t nb_max = STAGE_FLOATS / per_b;
-  if (nb_max < 1) nb_max = 1;
-  if (nb_max > p->B) nb_max = p->B;
-  float *stage = ct_arena_alloc((size_t)(nb_max * per_b) * sizeof(float));
-  if (!stage) return CT_ERR_NOMEM;
-  a.dbias = stage;
-  a.dbias_batch = per_b;
-  a.dbias_assign = true;
-  for (int64_t b0 = 0; b0 < p->B; b0 += nb_max) {
-    const int64_t nb = p->B - b0 < nb_max ? p->B - b0 : nb_max;
-    a.dbias_b0 = b0;
-    bwd_pairs(p, &isa, &a, b0, nb, threads, scratch, per);
-    reduce_stage(dbias, stage, nb, per_b, threads);
-  }
+  ct_arena_rewind(mark);
   return CT_OK;
 }

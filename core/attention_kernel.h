@@ -49,8 +49,9 @@
 // up in b order for each element: either a unit is a whole head h, walking
 // b in order, or, when the heads do not go round the threads evenly, each
 // (b, h) unit writes its term into a stage of per-b slices (at most 4 MiB,
-// at least one slice) that is then added up in b order, which is the same
-// chain of adds. Nothing is accumulated atomically.
+// at least one slice; without room for it, by heads) that is then added up
+// in b order, which is the same chain of adds. Nothing is accumulated
+// atomically.
 //
 // Not here: tensors, shapes and autograd (autograd/ops_attention.h), Dv != Dh.
 #ifndef CT_CORE_ATTENTION_KERNEL_H
@@ -122,7 +123,9 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 // dL/dk, dL/dv and dL/dbias (NH,Tq,Tk) into the buffers given; any of them may
 // be NULL when not wanted. dq, dk, dv may alias one fused qkv gradient.
 // With p->assign_grads bits, those of dq, dk, dv are assigned instead (their
-// old contents are never read).
+// old contents are never read). Its scratch (a few tiles per thread, and
+// the stage of a bias gradient) comes from the step arena and is given back
+// before it returns.
 ct_status ct_attention_backward(const ct_attn_params *p, const float *q,
                                 const float *k, const float *v,
                                 const float *out, const float *lse,
