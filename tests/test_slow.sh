@@ -11,11 +11,18 @@
 #   fmnist:   (needs dataset-fashion-mnist) configs/resnet_fmnist.ini reaches
 #             >= 92% test accuracy; over the seeds in CT_FMNIST_SEEDS
 #             (default "1 2 3 4 5 6 7", the seeds the README reports),
-#             configs/vit_fmnist.ini reaches >= 90% on the mean, and
-#             configs/deit_fmnist.ini, distilled from that ResNet with the
-#             ViT's budget, beats it by >= 0.5 points on the mean (one seed
-#             decides nothing: the ViT's test accuracy moves by up to 1.2
-#             points from seed to seed). About 8 hours on 2 cores.
+#             the ViT of deit_fmnist.ini's model and schedule (the dim-128
+#             recipe vit_fmnist.ini had before 2026-11-29, 22 epochs)
+#             reaches >= 90% on the mean, and configs/deit_fmnist.ini,
+#             distilled from that ResNet, beats it by >= 0.5 points on the
+#             mean (one seed decides nothing: the ViT's test accuracy moves
+#             by up to 1.2 points from seed to seed). About 8 hours on 2
+#             cores.
+#   vit:      (needs dataset-fashion-mnist) configs/vit_fmnist.ini (30
+#             minutes on 2 cores, planned by max_minutes) reaches >= 91%
+#             test accuracy on the mean of the seeds in CT_VIT_SEEDS
+#             (default "1 2 3"): issue 20's goal (measured: 91.70%). About
+#             1.5 hours.
 #   detr:     configs/detr_toy.ini (at most 60 minutes of training) reaches
 #             mAP@0.5 >= 0.9 on the generated validation images.
 #   digits:   configs/digits.ini on the corpus of tests/digits_corpus.awk
@@ -88,10 +95,14 @@ case "$which" in
     resnet=$(test_accuracy configs/resnet_fmnist.ini) || exit 1
     echo "resnet: test accuracy $resnet"
     at_least "$resnet" 0.92 || { echo "FAIL: resnet $resnet < 0.92"; exit 1; }
+    # DeiT's student: the ViT of vit_fmnist.ini before 2026-11-29.
+    dim128=(--set model.dim=128 --set model.mlp_dim=256 --set optim.lr=1e-3
+            --set train.epochs=22 --set schedule.warmup=800
+            --set train.max_minutes=0)
     sum_vit=0 sum_deit=0 n=0
     for seed in ${CT_FMNIST_SEEDS:-1 2 3 4 5 6 7}; do
       vit=$(test_accuracy configs/vit_fmnist.ini --set run.seed="$seed" \
-            --set run.name="vit_s$seed") || exit 1
+            --set run.name="vit_s$seed" "${dim128[@]}") || exit 1
       deit=$(test_accuracy configs/deit_fmnist.ini --set run.seed="$seed" \
              --set run.name="deit_s$seed" \
              --set model.teacher="$tmp/resnet_fmnist") || exit 1
@@ -108,12 +119,18 @@ case "$which" in
     at_least "$margin" 0.005 ||
       { echo "FAIL: deit beats vit by $margin on the mean, not 0.005"; exit 1; }
     ;;
+  vit)
+    models=(vit) seeds=${CT_VIT_SEEDS:-1 2 3}
+    ;;&
   hier)
+    models=(swin cvt) seeds=${CT_HIER_SEEDS:-1 2 3}
+    ;;&
+  vit | hier)
     [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
       { echo "no Fashion-MNIST (apt-get install dataset-fashion-mnist): skipped"; exit 77; }
-    for model in swin cvt; do
+    for model in "${models[@]}"; do
       sum=0 n=0
-      for seed in ${CT_HIER_SEEDS:-1 2 3}; do
+      for seed in $seeds; do
         line=$(test_eval configs/${model}_fmnist.ini --set run.seed="$seed" \
                --set run.name="${model}_s$seed") || exit 1
         acc=$(field accuracy "$line")
@@ -121,7 +138,7 @@ case "$which" in
         sum=$(awk -v a="$sum" -v b="$acc" 'BEGIN { print a + b }')
         n=$((n + 1))
       done
-      [ "$n" -gt 0 ] || { echo "FAIL: CT_HIER_SEEDS names no seed"; exit 1; }
+      [ "$n" -gt 0 ] || { echo "FAIL: no seed given ($seeds)"; exit 1; }
       mean=$(awk -v s="$sum" -v n="$n" 'BEGIN { print s / n }')
       echo "$model: mean test accuracy $mean over $n seeds"
       at_least "$mean" 0.91 || { echo "FAIL: $model mean $mean < 0.91"; exit 1; }
