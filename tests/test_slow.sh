@@ -3,8 +3,10 @@
 # the figures the README reports, asserted.
 #   toy:      configs/translate_toy.ini reaches >= 95% exact match on the
 #             held-out validation sentences.
-#   multi30k: configs/multi30k_de_en.ini (60 minutes of training on 2 cores)
-#             reaches corpus BLEU >= 35 on test_2016_flickr.
+#   multi30k: configs/multi30k_de_en.ini (BPE, bf16, 36 minutes of
+#             training on 2 cores, about 40 with its evaluations) reaches
+#             corpus BLEU >= 38 on test_2016_flickr: issue 20's goal
+#             (measured: 39.87 after 3400 steps).
 #   multi30k_rnn: configs/multi30k_rnn_de_en.ini (the attention GRU, at most
 #             60 minutes of training on 2 cores) reaches corpus BLEU >= 28.3
 #             on test_2016_flickr (the PyTorch tutorial's figure).
@@ -30,8 +32,9 @@
 #             times: word targets get exact match 0 on the test split (its
 #             numbers are unseen words), char targets >= 0.95, bpe (200 joint
 #             merges) >= 0.9. About 10 minutes on 2 cores.
-#   multi30k_bpe: configs/multi30k_de_en.ini with data.tokenizer = bpe (8000
-#             joint merges) reaches corpus BLEU >= 35 on test_2016_flickr.
+#   multi30k_word: configs/multi30k_de_en.ini as it was until 2026-11-29
+#             (word tokens, fp32, 60 minutes; by --set) reaches corpus BLEU
+#             >= 35 on test_2016_flickr (measured: 38.08).
 #   captions: configs/captions_toy.ini (4308 steps) reaches BLEU-4 >= 50
 #             and grounding >= 75% on the generated test split (measured
 #             67.86 and 86.9%).
@@ -75,7 +78,7 @@ case "$which" in
     test_out=$(test_eval configs/multi30k_de_en.ini) || exit 1
     bleu=$(field bleu "$test_out")
     echo "multi30k: $test_out"
-    at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
+    at_least "$bleu" 38 || { echo "FAIL: test BLEU $bleu < 38"; exit 1; }
     ;;
   multi30k_rnn)
     [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
@@ -164,12 +167,13 @@ case "$which" in
     at_least "$char" 0.95 || { echo "FAIL: char $char < 0.95"; exit 1; }
     at_least "$bpe" 0.9 || { echo "FAIL: bpe $bpe < 0.9"; exit 1; }
     ;;
-  multi30k_bpe)
+  multi30k_word)
     [ -f ../shared/data/multi30k/train.de.gz ] || { echo "no Multi30k data: skipped"; exit 77; }
-    test_out=$(test_eval configs/multi30k_de_en.ini --set data.tokenizer=bpe \
-               --set data.bpe_merges=8000 --set run.name=multi30k_de_en_bpe) || exit 1
+    test_out=$(test_eval configs/multi30k_de_en.ini --set data.tokenizer=word \
+               --set train.precision=fp32 --set train.max_minutes=60 \
+               --set run.name=multi30k_de_en_word) || exit 1
     bleu=$(field bleu "$test_out")
-    echo "multi30k bpe: $test_out"
+    echo "multi30k word: $test_out"
     at_least "$bleu" 35 || { echo "FAIL: test BLEU $bleu < 35"; exit 1; }
     ;;
   captions)

@@ -28,15 +28,17 @@
 #include "optim/schedule.h"
 #include "train/task.h"
 
-// Timed passes: at most this many steps, for at most this long (and at most
-// a fiftieth of the budget), after untimed warm-up steps.
+// Timed passes: after untimed warm-up steps, at most this many batches, as
+// many as this long holds (and at most a fiftieth of the budget), passed
+// once untimed and then again, timed.
 enum { CT_BUDGET_WARMUP_STEPS = 2, CT_BUDGET_MAX_TIMED_STEPS = 10 };
 #define CT_BUDGET_MAX_MEASURE_SECONDS 10.0
 
 typedef struct ct_budget_timing {
   double step_seconds;   // mean time of a timed step
-  int64_t timed_steps;   // how many were timed (>= 1)
-  double spent_seconds;  // the whole measurement, warm-up included
+  int64_t timed_steps;   // how many were timed (>= 1 unless an error)
+  double spent_seconds;  // the whole measurement, warm-up and untimed pass
+                         // included
 } ct_budget_timing;
 
 // Times steps of `accum` micro-batches (the training passes the trainer's
