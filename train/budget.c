@@ -47,7 +47,8 @@ ct_status ct_budget_measure(ct_task *task, ct_params *p, uint64_t seed,
     st = timed_step(task, p, seed, accum, first_micro, &bn);
   // The batches to be timed are passed once untimed, then again, timed:
   // where batches differ in shape (sentences of other lengths), one larger
-  // than all before grows the arena, and its step pays for the fresh pages.
+  // than all before grows the arena and packing buffers, and its step pays
+  // for the fresh pages.
   // A run pays that a few times in its first steps; timed in the first
   // pass, it made a Multi30k step look half as long again as it is.
   int64_t at_epoch, at_position;
