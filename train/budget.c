@@ -48,9 +48,9 @@ ct_status ct_budget_measure(ct_task *task, ct_params *p, uint64_t seed,
   // The batches to be timed are passed once untimed, then again, timed:
   // where batches differ in shape (sentences of other lengths), one larger
   // than all before grows the arena and packing buffers, and its step pays
-  // for the fresh pages.
-  // A run pays that a few times in its first steps; timed in the first
-  // pass, it made a Multi30k step look half as long again as it is.
+  // for the fresh pages. A run pays that a few times in its first steps;
+  // timed in the first pass, it made a Multi30k step look half as long
+  // again as it is.
   int64_t at_epoch, at_position;
   task->ops->data_position(task, &at_epoch, &at_position);
   const double first_from = ct_time_now();
