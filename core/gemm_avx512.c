@@ -2,10 +2,12 @@
 // accumulators (2 vectors of 16 per row). Per k: 2 vector loads of B, 14
 // broadcasts of A, 28 FMAs (the FMA ports stay busy; loads have room).
 //
-// Two A layouts, same arithmetic (one FMA chain per element, k in order):
+// Three A layouts, same arithmetic (one FMA chain per element, k in order):
 //   kernel_kmajor: packed A micro-panel, element (i, k) at pa[k * 14 + i]
 //   kernel_rows:   A rows, element (i, k) at pa[i * rsa + k], so row-major A
 //                  (trans_a == 0) is read in place, without a transposing pack
+//   kernel_cols:   A columns, element (i, k) at pa[k * rsa + i], so A stored
+//                  transposed (trans_a == 1) is read in place, without a copy
 // B rows are 32 floats at pb + k * rsb: a packed panel (rsb == 32) or, for
 // small products, row-major B read in place (n < 32 loads with a mask).
 //
@@ -37,11 +39,14 @@
 #define TARGET __attribute__((target("avx512f")))
 #define INLINE static inline __attribute__((always_inline))
 
-// The whole tile; `rows` selects the A layout and `masked` the B loads.
+// The A layouts of a tile (see top).
+enum { A_KMAJOR, A_ROWS, A_COLS };
+
+// The whole tile; `layout` selects the A layout and `masked` the B loads.
 // Both are compile-time constants at every call, so each variant is a
 // straight-line loop.
 INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
-                        int rows, const float *restrict pb, int64_t rsb,
+                        int layout, const float *restrict pb, int64_t rsb,
                         int masked, float *restrict c, int64_t ldc, float alpha,
                         float beta, int m, int n, const float *bias) {
   __mmask16 mask0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
@@ -54,9 +59,11 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
 
   // Row i of A is at base[i / 3] + (i % 3) * rsa: five pointers and x86
   // scaled-index addressing (rsa * 4, rsa * 8) reach all 14 rows without
-  // running out of general registers. The packed layout is the same walk
-  // with rsa == 1 and steps of MR.
-  const int64_t s = rows ? rsa : 1, step = rows ? 1 : MR;
+  // running out of general registers. The column layouts are the same walk
+  // with rsa == 1 and steps of MR (packed) or rsa (in place).
+  const int64_t s = layout == A_ROWS ? rsa : 1;
+  const int64_t step =
+      layout == A_ROWS ? 1 : (layout == A_COLS ? rsa : (int64_t)MR);
   const float *base[5];
 #pragma GCC unroll 5
   for (int j = 0; j < 5; j++) base[j] = pa + 3 * j * s;
@@ -102,9 +109,9 @@ static TARGET void kernel_kmajor(int64_t kc, const float *pa, int64_t rsa,
                                  int n, const float *bias) {
   (void)rsa;
   if (n == NR)
-    tile(kc, pa, 0, 0, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
+    tile(kc, pa, 0, A_KMAJOR, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
   else
-    tile(kc, pa, 0, 0, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
+    tile(kc, pa, 0, A_KMAJOR, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
 }
 
 static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
@@ -112,9 +119,19 @@ static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
                                int64_t ldc, float alpha, float beta, int m,
                                int n, const float *bias) {
   if (n == NR)
-    tile(kc, pa, rsa, 1, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
+    tile(kc, pa, rsa, A_ROWS, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
   else
-    tile(kc, pa, rsa, 1, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
+    tile(kc, pa, rsa, A_ROWS, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
+}
+
+static TARGET void kernel_cols(int64_t kc, const float *pa, int64_t rsa,
+                               const float *pb, int64_t rsb, float *c,
+                               int64_t ldc, float alpha, float beta, int m,
+                               int n, const float *bias) {
+  if (n == NR)
+    tile(kc, pa, rsa, A_COLS, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
+  else
+    tile(kc, pa, rsa, A_COLS, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
 }
 
 // Packing helper (see ct_gemm_copy_fn): one or two masked vector copies per
@@ -206,6 +223,7 @@ const ct_gemm_arch ct_gemm_arch_avx512 = {.mr = MR,
                                           .nc = AVX512_NC,
                                           .kernel = kernel_kmajor,
                                           .kernel_rows = kernel_rows,
+                                          .kernel_cols = kernel_cols,
                                           .masked_b = 1,
                                           .copy_rows = copy_rows,
                                           .pack_bt = pack_bt};

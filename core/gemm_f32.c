@@ -26,9 +26,9 @@
 // pass over dy).
 //
 // Packing copies without transposing where the kernel allows it: AVX-512
-// reads A in its row layout when A is row-major (kernel_rows) and k-major
-// when it is stored transposed, and products of few rows read a row-major B
-// in place. Only B stored transposed (and A, for kernels without a rows
+// reads A in place, by rows when A is row-major (kernel_rows) and k-major
+// when it is stored transposed (kernel_cols), and products of few rows read
+// a row-major B in place. Only B stored transposed (and A, for kernels without a rows
 // layout) is transposed while packing.
 //
 // Threads take independent rectangles of C (and whole matrices of a batch),
@@ -240,9 +240,10 @@ static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
 
 // A row-major A is read in place by the rows kernel (no copy into the
 // padded rows layout) unless its row stride is a multiple of 2 KiB, where
-// the 14 rows of a panel would crowd a few L1 sets. Only a last, partial
-// panel is still packed: the kernel reads all mr rows. The arithmetic is the
-// same either way.
+// the 14 rows of a panel would crowd a few L1 sets; so is an A stored
+// transposed by the columns kernel (each k a run of 14 floats, lda apart).
+// Only a last, partial panel is still packed: the kernel reads all mr rows.
+// The arithmetic is the same either way.
 static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 
 // Products with at most this many rows read a row-major B in place instead
@@ -263,10 +264,12 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = k_block(arch, K);
   const bool rows_a = arch->kernel_rows && !op->trans_a;
-  const bool inplace_a = rows_a && a_in_place(op->lda);
+  const bool cols_a = arch->kernel_cols && op->trans_a;
+  const bool inplace_a = (rows_a || cols_a) && a_in_place(op->lda);
   const bool direct_b =
       arch->masked_b && !op->trans_b && m <= DIRECT_B_MAX_ROWS;
-  const ct_gemm_kernel_fn kernel = rows_a ? arch->kernel_rows : arch->kernel;
+  const ct_gemm_kernel_fn kernel =
+      rows_a ? arch->kernel_rows : (cols_a ? arch->kernel_cols : arch->kernel);
   // Row stride of the rows layout: padded off a multiple of 4 KiB so the
   // 14 rows of a panel do not fight over the same L1 sets.
   const int64_t lda_p = ct_gemm_round_up(kb, 16) + 16;
@@ -306,17 +309,19 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
           pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
                  pa);
         else if (full < mc)  // the partial panel, at pa
-          pack_a(arch, false, true, A, op->lda, ic + full, pc, mc - full, kc,
-                 lda_p, pa);
+          pack_a(arch, op->trans_a, rows_a, A, op->lda, ic + full, pc,
+                 mc - full, kc, lda_p, pa);
         if (sum_panels && jc == 0)
           sum_block_a(A + pc * op->lda + ic, op->lda, kc, mc, acc + ic);
         int64_t panel_a = rows_a ? mr * lda_p : mr * kc;
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
           const float *a = pa + ir / mr * panel_a;
-          int64_t rsa = lda_p;
+          // Rows: lda_p apart; columns: a packed panel's mr (kernel_cols).
+          int64_t rsa = rows_a ? lda_p : mr;
           if (inplace_a && ir < full) {
-            a = A + (ic + ir) * op->lda + pc;
+            a = A +
+                (cols_a ? pc * op->lda + ic + ir : (ic + ir) * op->lda + pc);
             rsa = op->lda;
           } else if (inplace_a) {
             a = pa;

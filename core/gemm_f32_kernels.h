@@ -5,6 +5,8 @@
 //
 //   pa (kc, MR): A micro-panel, element (i, k) at pa[k * MR + i] (kernel),
 //                or at pa[i * rsa + k] (kernel_rows: A rows read in place)
+//                or at pa[k * rsa + i] (kernel_cols: A stored transposed,
+//                read in place; rsa == MR is a packed panel)
 //   pb (kc, NR): B rows, element (k, j) at pb[k * rsb + j]; rsb == NR for a
 //                packed panel. Only with masked_b may pb be the caller's B
 //                with n < NR columns (the kernel then reads just those).
@@ -40,12 +42,12 @@ typedef void (*ct_gemm_pack_bt_fn)(const float *src, int64_t ldb, int64_t kc,
                                    int cols, float *dst, int width);
 
 // Micro-kernels and the cache blocking tuned for them. mc is a multiple of
-// mr and nc of nr; kc is the largest depth of one block. kernel_rows may be
-// NULL (A is then always packed).
+// mr and nc of nr; kc is the largest depth of one block. kernel_rows and
+// kernel_cols may be NULL (A is then packed).
 typedef struct ct_gemm_arch {
   int mr, nr;
   int mc, kc, nc;
-  ct_gemm_kernel_fn kernel, kernel_rows;
+  ct_gemm_kernel_fn kernel, kernel_rows, kernel_cols;
   int masked_b;
   ct_gemm_copy_fn copy_rows;   // NULL: the portable one in gemm.c
   ct_gemm_pack_bt_fn pack_bt;  // NULL: the portable one in gemm.c
