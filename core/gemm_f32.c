@@ -250,6 +250,7 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 // of packing it: each B panel is then used by too few A panels to repay the
 // copy. The arithmetic is the same either way.
 #define DIRECT_B_MAX_ROWS 64
+#define DIRECT_B_MAX_LD 512
 
 // C (m, n) = alpha * op(A) op(B) + beta * C, where A, B, C (and bias, when
 // op->bias) already point at the sub-problem's first row/column; with a bias
@@ -266,8 +267,8 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
   const bool rows_a = arch->kernel_rows && !op->trans_a;
   const bool cols_a = arch->kernel_cols && op->trans_a;
   const bool inplace_a = (rows_a || cols_a) && a_in_place(op->lda);
-  const bool direct_b =
-      arch->masked_b && !op->trans_b && m <= DIRECT_B_MAX_ROWS;
+  const bool direct_b = arch->masked_b && !op->trans_b &&
+                        (m <= DIRECT_B_MAX_ROWS || op->ldb <= DIRECT_B_MAX_LD);
   const ct_gemm_kernel_fn kernel =
       rows_a ? arch->kernel_rows : (cols_a ? arch->kernel_cols : arch->kernel);
   // Row stride of the rows layout: padded off a multiple of 4 KiB so the
