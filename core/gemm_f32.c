@@ -27,9 +27,9 @@
 //
 // Packing copies without transposing where the kernel allows it: AVX-512
 // reads A in place, by rows when A is row-major (kernel_rows) and k-major
-// when it is stored transposed (kernel_cols), and products of few rows read
-// a row-major B in place. Only B stored transposed (and A, for kernels without a rows
-// layout) is transposed while packing.
+// when it is stored transposed (kernel_cols), and products of few rows or
+// narrow rows read a row-major B in place. Only B stored transposed (and A,
+// for kernels without a rows layout) is transposed while packing.
 //
 // Threads take independent rectangles of C (and whole matrices of a batch),
 // each running the loop nest above with its own packing buffers; K is never
@@ -248,7 +248,11 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 
 // Products with at most this many rows read a row-major B in place instead
 // of packing it: each B panel is then used by too few A panels to repay the
-// copy. The arithmetic is the same either way.
+// copy. So do products of any size whose B rows hold at most
+// DIRECT_B_MAX_LD floats (the weight gradients' activations, the input
+// gradients' weights): a block of such rows is as compact as its packed
+// copy; longer rows put a panel's k steps KiBs apart, onto few L1 sets.
+// The arithmetic is the same either way.
 #define DIRECT_B_MAX_ROWS 64
 #define DIRECT_B_MAX_LD 512
 
