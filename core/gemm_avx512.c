@@ -103,36 +103,23 @@ INLINE TARGET void tile(int64_t kc, const float *restrict pa, int64_t rsa,
   }
 }
 
-static TARGET void kernel_kmajor(int64_t kc, const float *pa, int64_t rsa,
-                                 const float *pb, int64_t rsb, float *c,
-                                 int64_t ldc, float alpha, float beta, int m,
-                                 int n, const float *bias) {
-  (void)rsa;
-  if (n == NR)
-    tile(kc, pa, 0, A_KMAJOR, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
-  else
-    tile(kc, pa, 0, A_KMAJOR, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
-}
+// A micro-kernel for one A layout: full tiles read B unmasked, edge tiles
+// (n < NR) masked; each call below is a straight-line variant of tile.
+#define MICRO_KERNEL(name, layout)                                             \
+  static TARGET void name(int64_t kc, const float *pa, int64_t rsa,            \
+                          const float *pb, int64_t rsb, float *c, int64_t ldc, \
+                          float alpha, float beta, int m, int n,               \
+                          const float *bias) {                                 \
+    if (n == NR)                                                               \
+      tile(kc, pa, rsa, layout, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);  \
+    else                                                                       \
+      tile(kc, pa, rsa, layout, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);  \
+  }
 
-static TARGET void kernel_rows(int64_t kc, const float *pa, int64_t rsa,
-                               const float *pb, int64_t rsb, float *c,
-                               int64_t ldc, float alpha, float beta, int m,
-                               int n, const float *bias) {
-  if (n == NR)
-    tile(kc, pa, rsa, A_ROWS, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
-  else
-    tile(kc, pa, rsa, A_ROWS, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
-}
-
-static TARGET void kernel_cols(int64_t kc, const float *pa, int64_t rsa,
-                               const float *pb, int64_t rsb, float *c,
-                               int64_t ldc, float alpha, float beta, int m,
-                               int n, const float *bias) {
-  if (n == NR)
-    tile(kc, pa, rsa, A_COLS, pb, rsb, 0, c, ldc, alpha, beta, m, n, bias);
-  else
-    tile(kc, pa, rsa, A_COLS, pb, rsb, 1, c, ldc, alpha, beta, m, n, bias);
-}
+MICRO_KERNEL(kernel_kmajor, A_KMAJOR)  // rsa unused: steps of MR
+MICRO_KERNEL(kernel_rows, A_ROWS)
+MICRO_KERNEL(kernel_cols, A_COLS)
+#undef MICRO_KERNEL
 
 // Packing helper (see ct_gemm_copy_fn): one or two masked vector copies per
 // row instead of a scalar loop; the mask also writes the zero padding.
