@@ -3,7 +3,7 @@
 // (bench/ref/) measured in the same run.
 //
 //   bench_step [--threads N] [--steps N] [--config NAME]
-//              [--precision fp32|bf16|both] [--no-torch]
+//              [--precision fp32|bf16|both] [--no-torch] [--rounds R]
 //
 // One line per config and precision (both by default, fp32 first):
 //   step config=mt_toy_b64 precision=fp32 threads=2 ctrain_ms=.. torch_ms=..
@@ -12,9 +12,16 @@
 // ratio = ctrain_ms / torch_ms (targets: <= 0.5 in fp32; in bf16, <= 0.8
 // against PyTorch's bf16 autocast). In bf16 ctrain's matrix products round
 // their inputs to bf16 ([train] precision = bf16, core/gemm.h) and the twin
-// runs its forward pass under torch.autocast (bench/ref/step_timer.py). ctrain_ms is the median
-// over two rounds of --steps timed steps, one before and one after the
-// PyTorch twin runs, so slow drift of a shared machine hits both sides.
+// runs its forward pass under torch.autocast (bench/ref/step_timer.py).
+// ctrain_ms is the median over two rounds of --steps timed steps, one before
+// and one after the PyTorch twin runs, so slow drift of a shared machine
+// hits both sides. With --rounds R (default 1) the twin runs R times,
+// between R + 1 rounds of ctrain: ctrain_ms is the median over all of
+// ctrain's rounds, torch_ms the median of the twin's R runs, ratio the
+// median of the R ratios of each run to the median of the two ctrain
+// rounds around it, and the line adds ratio_lo= and ratio_hi= (the
+// smallest and largest of those R ratios): on a machine whose speed
+// moves by the minute, the spread says how far one ratio can be trusted.
 // ctrain_peak_mb is the step arena's high-water mark (activations, tape,
 // temporaries); torch_peak_mb the twin's counterpart, the high-water mark of
 // live CPU tensor memory during one step above what is live when it starts
@@ -1135,18 +1142,22 @@ static double torch_ms(const bench_config *bc, const char *precision,
 }
 
 static int run_config(const bench_config *bc, const char *precision,
-                      int threads, int steps, bool with_torch) {
+                      int threads, int steps, bool with_torch, int rounds) {
   ct_gemm_set_precision(strcmp(precision, "bf16") ? CT_GEMM_FP32
                                                   : CT_GEMM_BF16);
   trainee tr = {.bc = bc};
   ct_params_init(&tr.params);
   ct_optim_config oc = bc->optimizer();
-  double *ms = malloc((size_t)(2 * steps) * sizeof *ms);
+  // ctrain's rounds of steps, then the twin's runs and their ratios.
+  const int cr = rounds + 1, nt = cr * steps;
+  double *ms = malloc((size_t)(nt + 2 * rounds + 2 * steps) * sizeof *ms);
+  double *tms_r = ms ? ms + nt : NULL, *ratio_r = tms_r ? tms_r + rounds : NULL;
+  double *around = ratio_r ? ratio_r + rounds : NULL;
   bool ok = ms && bc->work->build(&tr.state, &tr.params, bc->cfg) == CT_OK &&
             ct_optim_init(&tr.opt, &oc) == CT_OK;
   const bool bf16 = strcmp(precision, "bf16") == 0;
   gemm_probe probe;
-  ok = gemm_probe_init(&probe, bf16, 2 * steps) && ok;
+  ok = gemm_probe_init(&probe, bf16, nt) && ok;
   if (ok) {  // warm-up of the probe's products
     gemm_probe_time(&probe, CT_GEMM_FP32, 0.0);
     if (bf16) gemm_probe_time(&probe, CT_GEMM_BF16, 0.0);
@@ -1155,9 +1166,20 @@ static int run_config(const bench_config *bc, const char *precision,
   ok = ok && time_steps(&tr, warmup, 3, NULL, 0);
   ok = ok && time_steps(&tr, ms, steps, &probe, 0);
   double tpeak = -1.0;
-  double tms =
-      with_torch ? torch_ms(bc, precision, threads, steps, &tpeak) : -1.0;
-  ok = ok && time_steps(&tr, ms + steps, steps, &probe, steps);
+  int twin_runs = 0;  // the twin's runs that gave a time
+  for (int r = 1; ok && r < cr; r++) {
+    double peak = -1.0;
+    const double t =
+        with_torch ? torch_ms(bc, precision, threads, steps, &peak) : -1.0;
+    if (peak >= 0.0) tpeak = peak;
+    ok = time_steps(&tr, ms + r * steps, steps, &probe, r * steps);
+    if (ok && t > 0.0) {
+      // The two ctrain rounds around this run (copied: median sorts).
+      memcpy(around, ms + (r - 1) * steps, (size_t)(2 * steps) * sizeof *ms);
+      tms_r[twin_runs] = t;
+      ratio_r[twin_runs++] = bench_median(around, 2 * steps) / t;
+    }
+  }
   step_profile prof = {0};
   ok = ok && profile_steps(&tr, steps, &prof);
   if (ok) {
@@ -1165,28 +1187,36 @@ static int run_config(const bench_config *bc, const char *precision,
     // its efficiency; the line gives the medians.
     const double per_flop =
         1.0 / (2.0 * GEMM_RATE_N * GEMM_RATE_N * GEMM_RATE_N);
-    double *fl = malloc((size_t)(4 * steps) * sizeof *fl);
+    double *fl = malloc((size_t)(2 * nt) * sizeof *fl);
     if (!fl) {
       ok = false;
       goto done;
     }
-    double *eff = fl + 2 * steps;
-    for (int i = 0; i < 2 * steps; i++) {
+    double *eff = fl + nt;
+    for (int i = 0; i < nt; i++) {
       fl[i] = 1e3 * per_flop *
               ((double)prof.flops.fp32 * probe.g32[i] +
                (bf16 ? (double)prof.flops.bf16 * probe.g16[i] : 0.0));
       eff[i] = fl[i] / ms[i];
     }
-    const double floor_ms = bench_median(fl, 2 * steps);
-    const double efficiency = bench_median(eff, 2 * steps);
+    const double floor_ms = bench_median(fl, nt);
+    const double efficiency = bench_median(eff, nt);
     free(fl);
     const double rate =
-        1e-9 / per_flop / bench_median(bf16 ? probe.g16 : probe.g32, 2 * steps);
-    double cms = bench_median(ms, 2 * steps);
+        1e-9 / per_flop / bench_median(bf16 ? probe.g16 : probe.g32, nt);
+    double cms = bench_median(ms, nt);
     char torch_s[32] = "na", ratio_s[32] = "na", tpeak_s[32] = "na";
-    if (tms > 0.0) {
-      snprintf(torch_s, sizeof torch_s, "%.1f", tms);
-      snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms);
+    char spread_s[64] = "";
+    if (twin_runs > 0) {
+      snprintf(torch_s, sizeof torch_s, "%.1f", bench_median(tms_r, twin_runs));
+      if (twin_runs == 1) {  // one run: the ratio of the medians, as always
+        snprintf(ratio_s, sizeof ratio_s, "%.3f", cms / tms_r[0]);
+      } else {
+        snprintf(ratio_s, sizeof ratio_s, "%.3f",
+                 bench_median(ratio_r, twin_runs));  // sorts ratio_r
+        snprintf(spread_s, sizeof spread_s, " ratio_lo=%.3f ratio_hi=%.3f",
+                 ratio_r[0], ratio_r[twin_runs - 1]);
+      }
     }
     if (tpeak >= 0.0) snprintf(tpeak_s, sizeof tpeak_s, "%.1f", tpeak);
     const double flops = (double)prof.flops.fp32 + (double)prof.flops.bf16;
@@ -1194,11 +1224,11 @@ static int run_config(const bench_config *bc, const char *precision,
         "step config=%s precision=%s threads=%d ctrain_ms=%.1f "
         "torch_ms=%s ratio=%s ctrain_peak_mb=%.1f torch_peak_mb=%s "
         "params_mb=%.1f flops=%.4g gemm_gflops=%.1f floor_ms=%.1f "
-        "efficiency=%.3f\n",
+        "efficiency=%.3f%s\n",
         bc->name, precision, threads, cms, torch_s, ratio_s,
         (double)ct_arena_peak_bytes() / (1 << 20), tpeak_s,
         (double)ct_params_bytes(&tr.params) / (1 << 20), flops, rate, floor_ms,
-        efficiency);
+        efficiency, spread_s);
     printf("breakdown config=%s precision=%s step_ms=%.1f", bc->name, precision,
            prof.step_ms);
     for (int k = 0; k < CT_PROF_KINDS; k++)
@@ -1222,14 +1252,14 @@ static int usage(void) {
   fprintf(stderr,
           "usage: bench_step [--threads N] [--steps N] "
           "[--config NAME] [--precision fp32|bf16|both] "
-          "[--no-torch]\nconfigs:");
+          "[--no-torch] [--rounds R]\nconfigs:");
   for (int i = 0; i < N_CONFIGS; i++) fprintf(stderr, " %s", configs[i].name);
   fprintf(stderr, "\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  int threads = 2, steps = 10;
+  int threads = 2, steps = 10, rounds = 1;
   const char *only = NULL, *precision = "both";
   bool with_torch = true;
   for (int i = 1; i < argc; i++) {
@@ -1243,10 +1273,12 @@ int main(int argc, char **argv) {
       precision = argv[++i];
     else if (strcmp(argv[i], "--no-torch") == 0)
       with_torch = false;
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+      rounds = atoi(argv[++i]);
     else
       return usage();
   }
-  if (threads < 1 || steps < 1) return usage();
+  if (threads < 1 || steps < 1 || rounds < 1 || rounds > 100) return usage();
   static const char *const precisions[] = {"fp32", "bf16"};
   bool want[2] = {true, true};
   if (strcmp(precision, "both") != 0) {
@@ -1280,8 +1312,8 @@ int main(int argc, char **argv) {
       fflush(NULL);
       pid_t pid = fork();
       if (pid == 0)
-        _exit(
-            run_config(&configs[i], precisions[p], threads, steps, with_torch));
+        _exit(run_config(&configs[i], precisions[p], threads, steps, with_torch,
+                         rounds));
       int status = 0;
       if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
           WEXITSTATUS(status) != 0) {
