@@ -9,7 +9,8 @@
 //   kernel_cols:   A columns, element (i, k) at pa[k * rsa + i], so A stored
 //                  transposed (trans_a == 1) is read in place, without a copy
 // B rows are 32 floats at pb + k * rsb: a packed panel (rsb == 32) or, for
-// small products, row-major B read in place (n < 32 loads with a mask).
+// small products and narrow B, row-major B read in place (n < 32 loads with
+// a mask).
 //
 // Compiled with a function target attribute, not -mavx512f, so the library
 // still runs on any x86-64; the dispatcher (gemm.c) picks them only after

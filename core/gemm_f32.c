@@ -250,8 +250,9 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 // of packing it: each B panel is then used by too few A panels to repay the
 // copy. So do products of any size whose B rows hold at most
 // DIRECT_B_MAX_LD floats (the weight gradients' activations, the input
-// gradients' weights): a block of such rows is as compact as its packed
-// copy; longer rows put a panel's k steps KiBs apart, onto few L1 sets.
+// gradients' weights): their k steps are at most 2 KiB apart, so a block
+// stays in L2 and the prefetchers follow a panel's rows (measured faster
+// than the copy, README "gemm"); longer rows put the steps on few L1 sets.
 // The arithmetic is the same either way.
 #define DIRECT_B_MAX_ROWS 64
 #define DIRECT_B_MAX_LD 512
