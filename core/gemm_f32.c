@@ -21,9 +21,10 @@
 // Two neighbouring passes of a linear layer ride along (same bits as doing
 // them apart): ct_gemm_bias hands the micro-kernel the bias row where the
 // first K block would load the old C (no fill pass over C), and
-// ct_gemm_sum_a sums the rows of a stored-transposed A block by block right
-// after packing it, while it is in cache (a bias gradient without another
-// pass over dy).
+// ct_gemm_sum_a sums the rows of a stored-transposed A block by block just
+// before the kernels read the block (after packing it, where it is packed),
+// so it is in cache for them (a bias gradient without another pass over
+// dy).
 //
 // Packing copies without transposing where the kernel allows it: AVX-512
 // reads A in place, by rows when A is row-major (kernel_rows) and k-major
@@ -199,7 +200,8 @@ static void pack_b(const ct_gemm_arch *arch, bool trans, const float *B,
 typedef ct_gemm_call operands;
 
 // acc[i] += sum over k < kc of src[k * lds + i], i < w, k in order: the
-// block of a stored-transposed A that was just packed (so it is in cache).
+// block of a stored-transposed A the kernels are about to read (or that was
+// just packed), so the reads warm the cache for them.
 // Compiled per ISA: wider vectors across i, the same sums.
 CT_TARGET_CLONES static void sum_block_a(const float *src, int64_t lds,
                                          int64_t kc, int64_t w,
@@ -261,8 +263,8 @@ static bool a_in_place(int64_t lda) { return lda % 512 != 0; }
 // op->bias) already point at the sub-problem's first row/column; with a bias
 // the first K block reads the old C from the bias row instead of C. With
 // a_sums (m), the row sums of op(A) are added to it; a stored-transposed A
-// is summed block by block right after each block is packed (in cache),
-// during the first column block. Returns
+// is summed block by block just before the kernels read each block (after
+// packing it, where it is packed), during the first column block. Returns
 // false, before touching C or a_sums, if the buffers cannot be allocated.
 static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
                        int64_t n, const float *A, const float *B,
