@@ -15,9 +15,15 @@
 // pass rounds the weights of each block of 128 keys relative to the running
 // max, as the kernel's online softmax does; the reference follows those
 // blocks. The automatic path and the emulated bf16 gemm round the same
-// weights, so they must agree to 2e-5 (observed: up to 3e-6 between
-// AVX512-BF16, which sums in its own order and reads subnormals as zero,
-// and the emulation). Last, the same problem in fp32 must
+// operands, so they must agree row by row to 2e-5 (observed: up to 3e-6
+// between AVX512-BF16, which sums in its own order and reads subnormals as
+// zero, and the emulation), except where the two paths' score sums, taken
+// in different orders, put one weight on two sides of a bf16 rounding
+// boundary: that moves one row of dv (or of the output) by 2^-8 of one
+// term (AMX on 2026-12-01: one row of dv in 784, 2.3e-5 over the whole
+// tensor). So at most 1% of the rows may differ by more, and the whole
+// tensor by 1e-4; an operand one path left unrounded moves every row by
+// about 1e-3. Last, the same problem in fp32 must
 // differ from the reference by more than 1e-3, so the test cannot pass with
 // the rounding switched off.
 //
@@ -217,6 +223,25 @@ static double rel_err(const float *got, const double *want, int64_t n) {
   return sqrt(num / (den + 1e-30));
 }
 
+// Rows of n values (Dh, one (b, t, h)) whose rms(got - want) exceeds tol
+// times rms(want) over all the rows.
+static int64_t rows_apart(const float *got, const double *want, int64_t rows,
+                          int64_t n, double tol) {
+  double den = 0.0;
+  for (int64_t i = 0; i < rows * n; i++) den += want[i] * want[i];
+  const double limit = tol * tol * (den / (double)rows + 1e-30);
+  int64_t apart = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    double num = 0.0;
+    for (int64_t d = 0; d < n; d++) {
+      const double x = (double)got[r * n + d] - want[r * n + d];
+      num += isnan(x) ? INFINITY : x * x;
+    }
+    apart += !(num <= limit);
+  }
+  return apart;
+}
+
 typedef struct result {
   float *out, *lse, *dq, *dk, *dv;
 } result;
@@ -280,10 +305,12 @@ static void check_shape(const shape *s, const char *name) {
     double *want = malloc((size_t)pairs[i].n * sizeof *want);
     for (int64_t j = 0; j < pairs[i].n; j++) want[j] = pairs[i].b[j];
     const double e = rel_err(pairs[i].a, want, pairs[i].n);
-    CHECK(e < 2e-5,
-          "%s: %s of the automatic and the emulated bf16 path "
-          "differ by %.2e (< 2e-5)",
-          name, pairs[i].what, e);
+    const int64_t rows = pairs[i].n / s->Dh;
+    const int64_t apart = rows_apart(pairs[i].a, want, rows, s->Dh, 2e-5);
+    CHECK(e < 1e-4 && apart * 100 <= rows,
+          "%s: %s of the automatic and the emulated bf16 path differ by "
+          "%.2e (< 1e-4), %lld of %lld rows by more than 2e-5 (at most 1%%)",
+          name, pairs[i].what, e, (long long)apart, (long long)rows);
     free(want);
   }
   result_free(&r[0]);
