@@ -13,6 +13,14 @@
 // exp: Cephes expf, as core/attention_kernel.c's attn_exp: x = n ln2 + r, degree-6
 // polynomial, 2^n from the exponent bits.
 //
+// exp in double (the cross-entropy's softmax): x = n ln2 + r with |r| <=
+// ln2 / 2 (ln2 in two parts, fdlibm's ln2_hi with 32 trailing zero bits and
+// the rest), exp(r) by its Taylor series to r^13 (the next term is below
+// 5e-18 of the result), times 2^n as two factors 2^floor(n/2) and
+// 2^(n - floor(n/2)), each a normal double, so that a subnormal or
+// overflowing result is rounded once. x is clamped to [-746, 710] first:
+// beyond it the result is 0 or +inf anyway.
+//
 // tanh: Cephes tanhf: for |x| < 0.625 the odd polynomial x + x^3 P(x^2)
 // (small x keep their relative accuracy), beyond it 1 - 2 / (exp(2|x|) + 1)
 // with the sign of x. sigmoid: 1 / (1 + exp(-x)).
@@ -79,6 +87,29 @@ static const float EXP_P[6] = {1.9875691500e-4f, 1.3981999507e-3f,
                                8.3334519073e-3f, 4.1665795894e-2f,
                                1.6666665459e-1f, 5.0000001201e-1f};
 
+// exp in double.
+static const double EXPD_LO = -746.0, EXPD_HI = 710.0;
+static const double LOG2E_D = 1.4426950408889634;
+static const double ROUND_MAGIC_D = 6755399441055744.0;  // 1.5 * 2^52
+static const double LN2_HI_D = 6.93147180369123816490e-01;
+static const double LN2_LO_D = 1.90821492927058770002e-10;
+enum { EXPD_DEG = 13 };
+// 1 / k!, highest degree first.
+static const double EXPD_C[EXPD_DEG + 1] = {1.6059043836821613e-10,
+                                            2.08767569878681e-09,
+                                            2.505210838544172e-08,
+                                            2.755731922398589e-07,
+                                            2.7557319223985893e-06,
+                                            2.48015873015873e-05,
+                                            1.984126984126984e-04,
+                                            1.388888888888889e-03,
+                                            8.333333333333333e-03,
+                                            4.1666666666666664e-02,
+                                            1.6666666666666666e-01,
+                                            0.5,
+                                            1.0,
+                                            1.0};
+
 // Cephes tanhf: the polynomial's coefficients (highest first) and where the
 // exp form takes over.
 static const float TANH_P[5] = {-5.70498872745e-3f, 2.06390887954e-2f,
@@ -143,6 +174,42 @@ static float tanh_scalar(float x) {
 }
 
 static float sigmoid_scalar(float x) { return 1.0f / (1.0f + exp_scalar(-x)); }
+
+// 2^k for an integer-valued double k in [-1022, 1023].
+static double pow2_scalar(double k) {
+  double t = k + ROUND_MAGIC_D, m = ROUND_MAGIC_D;
+  uint64_t tb, mb;
+  memcpy(&tb, &t, sizeof tb);
+  memcpy(&mb, &m, sizeof mb);
+  const uint64_t bits = (tb - mb + 1023u) << 52;
+  double r;
+  memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+static double expd_scalar(double x) {
+  if (x != x) return x;
+  const double xc = x < EXPD_LO ? EXPD_LO : (x > EXPD_HI ? EXPD_HI : x);
+  const double n = (xc * LOG2E_D + ROUND_MAGIC_D) - ROUND_MAGIC_D;
+  double r = xc - n * LN2_HI_D;
+  r = r - n * LN2_LO_D;
+  double y = EXPD_C[0];
+  for (int j = 1; j <= EXPD_DEG; j++) y = y * r + EXPD_C[j];
+  const double n1 = floor(n * 0.5);
+  return y * pow2_scalar(n1) * pow2_scalar(n - n1);
+}
+
+static void expd_rows_scalar(const float *x, double shift, double *y,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = expd_scalar((double)x[i] - shift);
+}
+
+// n a multiple of 8; lanes[8] the partial sums, updated.
+static void expd_sum_scalar(const float *x, double shift, int64_t n,
+                            double *lanes) {
+  for (int64_t i = 0; i < n; i++)
+    lanes[i % 8] += expd_scalar((double)x[i] - shift);
+}
 
 static void run_scalar(vm_op op, const float *x, const float *g, float *y,
                        int64_t n) {
@@ -251,6 +318,57 @@ VM_INLINE T512 __m512 gelu_deriv512(__m512 v) {
   const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), v), v);
   return _mm512_fmadd_ps(_mm512_mul_ps(v, _mm512_set1_ps(INV_SQRT_2PI)),
                          exp512(q), cdf);
+}
+
+VM_INLINE T512 __m512d pow2_512(__m512d k) {
+  const __m512d m = _mm512_set1_pd(ROUND_MAGIC_D);
+  const __m512i bits = _mm512_slli_epi64(
+      _mm512_add_epi64(
+          _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(k, m)),
+                           _mm512_castpd_si512(m)),
+          _mm512_set1_epi64(1023)),
+      52);
+  return _mm512_castsi512_pd(bits);
+}
+
+VM_INLINE T512 __m512d expd512(__m512d x) {
+  // max/min return their second operand for NaN: NaN stays NaN.
+  const __m512d xc = _mm512_min_pd(_mm512_set1_pd(EXPD_HI),
+                                   _mm512_max_pd(_mm512_set1_pd(EXPD_LO), x));
+  const __m512d magic = _mm512_set1_pd(ROUND_MAGIC_D);
+  const __m512d n =
+      _mm512_sub_pd(_mm512_fmadd_pd(xc, _mm512_set1_pd(LOG2E_D), magic), magic);
+  __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_HI_D), xc);
+  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(LN2_LO_D), r);
+  __m512d y = _mm512_set1_pd(EXPD_C[0]);
+  for (int j = 1; j <= EXPD_DEG; j++)
+    y = _mm512_fmadd_pd(y, r, _mm512_set1_pd(EXPD_C[j]));
+  const __m512d n1 =
+      _mm512_roundscale_pd(_mm512_mul_pd(n, _mm512_set1_pd(0.5)),
+                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  return _mm512_mul_pd(_mm512_mul_pd(y, pow2_512(n1)),
+                       pow2_512(_mm512_sub_pd(n, n1)));
+}
+
+VM_INLINE T512 __m512d expd_at512(const float *x, __m512d shift) {
+  return expd512(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x)), shift));
+}
+
+// n a multiple of 8.
+static T512 void expd_rows_avx512(const float *x, double shift, double *y,
+                                  int64_t n) {
+  const __m512d sh = _mm512_set1_pd(shift);
+  for (int64_t i = 0; i < n; i += 8)
+    _mm512_storeu_pd(y + i, expd_at512(x + i, sh));
+}
+
+static T512 void expd_sum_avx512(const float *x, double shift, int64_t n,
+                                 double *lanes) {
+  const __m512d sh = _mm512_set1_pd(shift);
+  __m512d acc = _mm512_loadu_pd(lanes);
+  for (int64_t i = 0; i < n; i += 8)
+    acc = _mm512_add_pd(acc, expd_at512(x + i, sh));
+  _mm512_storeu_pd(lanes, acc);
 }
 
 // n a multiple of 16.
@@ -380,6 +498,57 @@ VM_INLINE T256 __m256 gelu_deriv256(__m256 v) {
                          exp256(q), cdf);
 }
 
+VM_INLINE T256 __m256d pow2_256(__m256d k) {
+  const __m256d m = _mm256_set1_pd(ROUND_MAGIC_D);
+  const __m256i bits = _mm256_slli_epi64(
+      _mm256_add_epi64(
+          _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(k, m)),
+                           _mm256_castpd_si256(m)),
+          _mm256_set1_epi64x(1023)),
+      52);
+  return _mm256_castsi256_pd(bits);
+}
+
+VM_INLINE T256 __m256d expd256(__m256d x) {
+  const __m256d xc = _mm256_min_pd(_mm256_set1_pd(EXPD_HI),
+                                   _mm256_max_pd(_mm256_set1_pd(EXPD_LO), x));
+  const __m256d magic = _mm256_set1_pd(ROUND_MAGIC_D);
+  const __m256d n =
+      _mm256_sub_pd(_mm256_fmadd_pd(xc, _mm256_set1_pd(LOG2E_D), magic), magic);
+  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_HI_D), xc);
+  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(LN2_LO_D), r);
+  __m256d y = _mm256_set1_pd(EXPD_C[0]);
+  for (int j = 1; j <= EXPD_DEG; j++)
+    y = _mm256_fmadd_pd(y, r, _mm256_set1_pd(EXPD_C[j]));
+  const __m256d n1 = _mm256_floor_pd(_mm256_mul_pd(n, _mm256_set1_pd(0.5)));
+  return _mm256_mul_pd(_mm256_mul_pd(y, pow2_256(n1)),
+                       pow2_256(_mm256_sub_pd(n, n1)));
+}
+
+VM_INLINE T256 __m256d expd_at256(const float *x, __m256d shift) {
+  return expd256(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x)), shift));
+}
+
+// n a multiple of 8.
+static T256 void expd_rows_avx2(const float *x, double shift, double *y,
+                                int64_t n) {
+  const __m256d sh = _mm256_set1_pd(shift);
+  for (int64_t i = 0; i < n; i += 4)
+    _mm256_storeu_pd(y + i, expd_at256(x + i, sh));
+}
+
+static T256 void expd_sum_avx2(const float *x, double shift, int64_t n,
+                               double *lanes) {
+  const __m256d sh = _mm256_set1_pd(shift);
+  __m256d lo = _mm256_loadu_pd(lanes), hi = _mm256_loadu_pd(lanes + 4);
+  for (int64_t i = 0; i < n; i += 8) {
+    lo = _mm256_add_pd(lo, expd_at256(x + i, sh));
+    hi = _mm256_add_pd(hi, expd_at256(x + i + 4, sh));
+  }
+  _mm256_storeu_pd(lanes, lo);
+  _mm256_storeu_pd(lanes + 4, hi);
+}
+
 // n a multiple of 8.
 static T256 void run_avx2(vm_op op, const float *x, const float *g, float *y,
                           int64_t n) {
@@ -488,6 +657,58 @@ void ct_vmath_tanh(const float *x, float *y, int64_t n) {
 
 void ct_vmath_sigmoid(const float *x, float *y, int64_t n) {
   run(VM_SIGMOID, x, NULL, y, n);
+}
+
+typedef void (*expd_rows_fn)(const float *, double, double *, int64_t);
+typedef void (*expd_sum_fn)(const float *, double, int64_t, double *);
+
+// The exp-in-double kernels for this CPU (each takes a multiple of 8).
+static void pick_expd(expd_rows_fn *rows, expd_sum_fn *sum) {
+  *rows = expd_rows_scalar;
+  *sum = expd_sum_scalar;
+#ifdef VM_X86
+  if (__builtin_cpu_supports("avx512f")) {
+    *rows = expd_rows_avx512;
+    *sum = expd_sum_avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    *rows = expd_rows_avx2;
+    *sum = expd_sum_avx2;
+  }
+#endif
+}
+
+void ct_vmath_exp_shifted_f64(const float *x, double shift, double *y,
+                              int64_t n) {
+  expd_rows_fn rows;
+  expd_sum_fn sum;
+  pick_expd(&rows, &sum);
+  const int64_t body = n - n % 8, rest = n - body;
+  if (body > 0) rows(x, shift, y, body);
+  if (rest == 0) return;
+  float xb[8] = {0};
+  double yb[8];
+  memcpy(xb, x + body, (size_t)rest * sizeof(float));
+  rows(xb, shift, yb, 8);
+  memcpy(y + body, yb, (size_t)rest * sizeof(double));
+}
+
+double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n) {
+  expd_rows_fn rows;
+  expd_sum_fn sum;
+  pick_expd(&rows, &sum);
+  double lanes[8] = {0};
+  const int64_t body = n - n % 8, rest = n - body;
+  if (body > 0) sum(x, shift, body, lanes);
+  if (rest > 0) {
+    // The last elements go to lanes 0..rest-1, as in a whole vector.
+    float xb[8] = {0};
+    double yb[8];
+    memcpy(xb, x + body, (size_t)rest * sizeof(float));
+    rows(xb, shift, yb, 8);
+    for (int64_t j = 0; j < rest; j++) lanes[j] += yb[j];
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 int64_t ct_vmath_first_nonfinite(const float *x, int64_t n) {

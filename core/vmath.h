@@ -1,8 +1,9 @@
 // Vectorized float math over arrays: erf, exp, the exact (erf) GELU with
 // its derivative, tanh and sigmoid, for the elementwise ops and the
-// recurrent cells. libm's erff and expf are calls
-// the vectorizer cannot use (without -ffast-math), and erff per element was
-// a fifth of a ViT training step.
+// recurrent cells; exp in double over float inputs, for the cross-entropy.
+// libm's erff, expf and exp are calls the vectorizer cannot use (without
+// -ffast-math): erff per element was a fifth of a ViT training step, exp
+// in the cross-entropy a sixth of a Multi30k one.
 //
 // Accuracy: erf within 7e-8 absolute of the exact erf (piecewise degree-7
 // polynomials on 16 intervals of [0, 4), 1 beyond); exp within ~2 ulp
@@ -35,6 +36,17 @@ void ct_vmath_gelu(const float *x, float *y, int64_t n);
 // gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
                             int64_t n, bool accumulate);
+
+// Double precision, for a softmax over a row of float logits (the
+// cross-entropy's): y[i] = exp((double)x[i] - shift), and the sum of those
+// values. exp within 1 ulp of the exact value (measured against libm's exp
+// in tests/test_vmath.c), 0 below -745.2, +inf above 709.8, NaN for NaN.
+// The sum is taken in eight partial sums (element i into sum i % 8, each
+// in index order), added as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 +
+// s7)): a fixed order, whatever the vector width. y may not alias x.
+void ct_vmath_exp_shifted_f64(const float *x, double shift, double *y,
+                              int64_t n);
+double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n);
 
 // The index of the first NaN or Inf in x[0..n), or -1 when all are finite
 // (large arrays are scanned on all threads; the answer is the same).

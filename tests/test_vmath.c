@@ -1,6 +1,8 @@
 // core/vmath.h against double-precision libm: erf, exp, the exact GELU and
-// its derivative, tanh and sigmoid, with the max errors printed; special values; and results
-// that do not depend on where an array is split (tails run the vector code).
+// its derivative, tanh and sigmoid, with the max errors printed; exp in
+// double against long double expl, in ulps, and its sum's fixed order;
+// special values; and results that do not depend on where an array is
+// split (tails run the vector code).
 #include "core/vmath.h"
 #include "harness.h"
 
@@ -173,9 +175,85 @@ static void test_tanh_sigmoid(void) {
   free(piece);
 }
 
+// |got - want| in units of the spacing of doubles at want (subnormal
+// spacing below the normal range), want from long double expl.
+static double ulps(double got, long double want) {
+  const double w = (double)want;
+  const double spacing =
+      fabs(w) < DBL_MIN ? ldexp(1.0, -1074) : ldexp(1.0, ilogb(w) - 52);
+  return (double)(fabsl((long double)got - want) / spacing);
+}
+
+static void test_exp_f64(void) {
+  // Float inputs over the whole range where exp is neither 0 nor inf, with
+  // a shift that is not a float (the argument is x - shift in double).
+  const double shifts[3] = {0.0, 3.3333333333333335, -0.7071067811865476};
+  double worst = 0.0, worst_at = 0.0;
+  float *x = grid(-744.0f, 709.0f, N);
+  double *y = malloc(N * sizeof *y);
+  for (int k = 0; k < 3; k++) {
+    ct_vmath_exp_shifted_f64(x, shifts[k], y, N);
+    for (int64_t i = 0; i < N; i++) {
+      const double a = (double)x[i] - shifts[k];
+      if (a > 709.7) continue;
+      const double e = ulps(y[i], expl((long double)a));
+      if (e > worst) worst = e, worst_at = a;
+    }
+  }
+  // The range of a softmax: (-40, 0], densely.
+  float *z = grid(-40.0f, 0.0f, N);
+  ct_vmath_exp_shifted_f64(z, 0.1, y, N);
+  for (int64_t i = 0; i < N; i++) {
+    const double a = (double)z[i] - 0.1, e = ulps(y[i], expl((long double)a));
+    if (e > worst) worst = e, worst_at = a;
+  }
+  printf("exp (double): max error %.3f ulp at %.17g\n", worst, worst_at);
+  CHECK(worst <= 1.0, "exp (double) max error %.3f ulp at %.17g", worst,
+        worst_at);
+
+  float sp[8] = {NAN,    -INFINITY, INFINITY, -745.5f,
+                 709.5f, 710.0f,    -1e30f,   0.0f};
+  double r[8];
+  ct_vmath_exp_shifted_f64(sp, 0.0, r, 8);
+  CHECK(isnan(r[0]), "exp(nan) = %g", r[0]);
+  CHECK(r[1] == 0.0 && r[6] == 0.0 && r[3] == 0.0,
+        "exp(-inf), exp(-1e30), exp(-745.5) = %g %g %g", r[1], r[6], r[3]);
+  CHECK(r[2] == INFINITY && r[5] == INFINITY, "exp(inf), exp(710) = %g %g",
+        r[2], r[5]);
+  CHECK(isfinite(r[4]) && ulps(r[4], expl(709.5L)) <= 1.0,
+        "exp(709.5) = %g (finite, within 1 ulp)", r[4]);
+  CHECK(r[7] == 1.0, "exp(0) = %.17g", r[7]);
+
+  // The sum: eight partial sums in a fixed order, whatever n, the same
+  // exps as the row function; tails run the vector code.
+  double *piece = malloc(N * sizeof *piece);
+  for (int64_t i = 0; i < N;) {
+    int64_t len = 1 + (i * 7919) % 37;
+    if (len > N - i) len = N - i;
+    ct_vmath_exp_shifted_f64(z + i, 0.1, piece + i, len);
+    i += len;
+  }
+  CHECK(memcmp(piece, y, N * sizeof *y) == 0, "split exp (double) differs");
+  const int64_t lens[4] = {1, 7, 1000, 4099};
+  for (int k = 0; k < 4; k++) {
+    double lane[8] = {0};
+    for (int64_t i = 0; i < lens[k]; i++) lane[i % 8] += y[i];
+    const double want = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                        ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    const double got = ct_vmath_sum_exp_shifted_f64(z, 0.1, lens[k]);
+    CHECK(got == want, "sum of %lld exps %.17g, want %.17g in lane order",
+          (long long)lens[k], got, want);
+  }
+  free(x);
+  free(y);
+  free(z);
+  free(piece);
+}
+
 int main(void) {
   test_erf();
   test_exp();
+  test_exp_f64();
   test_gelu();
   test_tanh_sigmoid();
   return test_summary("vmath");
