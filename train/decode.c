@@ -8,6 +8,7 @@
 
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/vmath.h"
 #include "data/vocab.h"
 
 typedef struct candidate {
@@ -24,13 +25,13 @@ static int candidate_cmp(const void *a, const void *b) {
   return (x->token > y->token) - (x->token < y->token);
 }
 
-// log_softmax of one row of logits, in double.
+// log_softmax of one row of logits, in double (the exps and their sum as
+// the cross-entropy takes them, core/vmath.h).
 static void log_softmax_row(const float *logits, int64_t V, double *out) {
-  double mx = -INFINITY;
-  for (int64_t v = 0; v < V; v++) mx = fmax(mx, logits[v]);
-  double sum = 0.0;
-  for (int64_t v = 0; v < V; v++) sum += exp(logits[v] - mx);
-  double lse = mx + log(sum);
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+  double lse = mx + log(ct_vmath_sum_exp_shifted_f64(logits, mx, V));
   for (int64_t v = 0; v < V; v++) out[v] = logits[v] - lse;
 }
 
