@@ -40,7 +40,7 @@ void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
 // Double precision, for a softmax over a row of float logits (the
 // cross-entropy's): y[i] = exp((double)x[i] - shift), and the sum of those
 // values. exp within 1 ulp of the exact value (measured against libm's exp
-// in tests/test_vmath.c), 0 below -745.2, +inf above 709.8, NaN for NaN.
+// in tests/test_vmath.c), 0 below -745.1, +inf above 709.8, NaN for NaN.
 // The sum is taken in eight partial sums (element i into sum i % 8, each
 // in index order), added as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 +
 // s7)): a fixed order, whatever the vector width. y may not alias x.
