@@ -4,9 +4,10 @@
 // Every loss returns a scalar (0-dim tensor). Sums are accumulated in double
 // over fixed pieces (one row, or a fixed-size chunk of elements) that are
 // computed in parallel and then added in order on one thread, so a loss is
-// bit-identical at any thread count. The cross-entropy's softmax takes its
-// exps in double from core/vmath.h (vectorized; libm's exp per logit was a
-// sixth of a Multi30k step), a row's sums in eight fixed partial sums.
+// bit-identical at any thread count. The cross-entropy's softmax over rows
+// of CT_VMATH_ROW_MIN classes or more (vocabularies) takes its exps in
+// double from core/vmath.h (vectorized; libm's exp per logit was a sixth of
+// a Multi30k step), a row's sums in eight fixed partial sums.
 //
 // Not here: reductions other than those listed per op ('none' outputs), and
 // gradients for class weights (they are constants, as in PyTorch).
@@ -90,7 +91,10 @@ static void cross_entropy_backward(ct_node *node) {
     double p[CE_CHUNK];
     for (int64_t j0 = 0; j0 < K; j0 += CE_CHUNK) {
       const int64_t len = K - j0 < CE_CHUNK ? K - j0 : CE_CHUNK;
-      ct_vmath_exp_shifted_f64(xr + j0, s->lse[n], p, len);
+      if (K >= CT_VMATH_ROW_MIN)
+        ct_vmath_exp_shifted_f64(xr + j0, s->lse[n], p, len);
+      else
+        for (int64_t i = 0; i < len; i++) p[i] = exp(xr[j0 + i] - s->lse[n]);
       for (int64_t i = 0; i < len; i++) {
         const int64_t j = j0 + i;
         double g = (1.0 - eps) * wt * (p[i] - (j == t[n]));
@@ -101,10 +105,16 @@ static void cross_entropy_backward(ct_node *node) {
   }
 }
 
-// sum_k x[k] w[k] (w NULL: 1) in double, in eight partial sums (k % 8, in
-// order) added pairwise: eight chains instead of one, the same order at
-// any vector width.
+// sum_k x[k] w[k] (w NULL: 1) in double: rows of CT_VMATH_ROW_MIN classes
+// or more in eight partial sums (k % 8, in order) added pairwise (eight
+// chains instead of one, the same order at any vector width), shorter
+// rows in one chain (core/vmath.h says why).
 static double dot_lanes(const float *x, const float *w, int64_t K) {
+  if (K < CT_VMATH_ROW_MIN) {
+    double wx = 0.0;
+    for (int64_t k = 0; k < K; k++) wx += (w ? w[k] : 1.0) * x[k];
+    return wx;
+  }
   double lane[8] = {0};
   int64_t k = 0;
   for (; k + 8 <= K; k += 8)
@@ -201,13 +211,7 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *targets,
       continue;
     }
     const float *xr = x + n * K;
-    // The largest logit, NaNs skipped (as fmax does; a NaN still makes the
-    // sum below NaN).
-    float mf = -INFINITY;
-#pragma omp simd reduction(max : mf)
-    for (int64_t k = 0; k < K; k++) mf = xr[k] > mf ? xr[k] : mf;
-    const double m = mf;
-    double lse = m + log(ct_vmath_sum_exp_shifted_f64(xr, m, K));
+    double lse = ct_vmath_logsumexp_f64(xr, K);
     double wt = w ? w[t[n]] : 1.0;
     double l = (1.0 - eps) * wt * (lse - xr[t[n]]);
     if (eps != 0.0)  // sum_k w[k] (lse - x[k]) = W lse - sum_k w[k] x[k]

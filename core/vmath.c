@@ -711,6 +711,22 @@ double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n) {
          ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+double ct_vmath_logsumexp_f64(const float *x, int64_t n) {
+  double m, se = 0.0;
+  if (n < CT_VMATH_ROW_MIN) {
+    m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, x[i]);
+    for (int64_t i = 0; i < n; i++) se += exp(x[i] - m);
+  } else {
+    float mf = -INFINITY;
+#pragma omp simd reduction(max : mf)
+    for (int64_t i = 0; i < n; i++) mf = x[i] > mf ? x[i] : mf;
+    m = mf;
+    se = ct_vmath_sum_exp_shifted_f64(x, m, n);
+  }
+  return m + log(se);
+}
+
 int64_t ct_vmath_first_nonfinite(const float *x, int64_t n) {
   enum { CHUNK = 1 << 15 };
   const int64_t chunks = (n + CHUNK - 1) / CHUNK;

@@ -48,6 +48,20 @@ void ct_vmath_exp_shifted_f64(const float *x, double shift, double *y,
                               int64_t n);
 double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n);
 
+// Rows of at least this many values (vocabularies) take the functions
+// above in a softmax; shorter rows (classes, a contrastive batch) keep
+// libm's exp and one chain of adds in index order, as before those
+// functions existed: there the exps cost little next to a step, and the
+// recorded results of the classification, contrastive and captioning
+// configs keep their bits.
+enum { CT_VMATH_ROW_MIN = 512 };
+
+// log sum_i exp(x[i]) of a row of n >= 1 floats, in double, after its
+// largest value m (NaNs skipped, as fmax does): m + log sum exp(x - m).
+// Rows of CT_VMATH_ROW_MIN or more values through
+// ct_vmath_sum_exp_shifted_f64, shorter ones through libm.
+double ct_vmath_logsumexp_f64(const float *x, int64_t n);
+
 // The index of the first NaN or Inf in x[0..n), or -1 when all are finite
 // (large arrays are scanned on all threads; the answer is the same).
 int64_t ct_vmath_first_nonfinite(const float *x, int64_t n);

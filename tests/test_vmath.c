@@ -244,6 +244,28 @@ static void test_exp_f64(void) {
     CHECK(got == want, "sum of %lld exps %.17g, want %.17g in lane order",
           (long long)lens[k], got, want);
   }
+  // The row log-sum-exp: short rows exactly as libm in one chain, long
+  // ones through the sum above.
+  const int64_t rows[2] = {CT_VMATH_ROW_MIN - 1, CT_VMATH_ROW_MIN};
+  for (int k = 0; k < 2; k++) {
+    const int64_t n = rows[k];
+    double m = -INFINITY, se = 0.0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, z[i * 97]);
+    if (n < CT_VMATH_ROW_MIN) {
+      for (int64_t i = 0; i < n; i++) se += exp(z[i * 97] - m);
+    } else {
+      float *row = malloc((size_t)n * sizeof *row);
+      for (int64_t i = 0; i < n; i++) row[i] = z[i * 97];
+      se = ct_vmath_sum_exp_shifted_f64(row, m, n);
+      free(row);
+    }
+    float *row = malloc((size_t)n * sizeof *row);
+    for (int64_t i = 0; i < n; i++) row[i] = z[i * 97];
+    const double got = ct_vmath_logsumexp_f64(row, n), want = m + log(se);
+    CHECK(got == want, "logsumexp of %lld values %.17g, want %.17g",
+          (long long)n, got, want);
+    free(row);
+  }
   free(x);
   free(y);
   free(z);

@@ -25,13 +25,10 @@ static int candidate_cmp(const void *a, const void *b) {
   return (x->token > y->token) - (x->token < y->token);
 }
 
-// log_softmax of one row of logits, in double (the exps and their sum as
-// the cross-entropy takes them, core/vmath.h).
+// log_softmax of one row of logits, in double (its log-sum-exp as the
+// cross-entropy takes it, core/vmath.h).
 static void log_softmax_row(const float *logits, int64_t V, double *out) {
-  float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-  double lse = mx + log(ct_vmath_sum_exp_shifted_f64(logits, mx, V));
+  const double lse = ct_vmath_logsumexp_f64(logits, V);
   for (int64_t v = 0; v < V; v++) out[v] = logits[v] - lse;
 }
 
