@@ -31,6 +31,7 @@
 #include "core/session_internal.h"
 #include "core/target_clones.h"
 #include "core/threads.h"
+#include "core/vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -77,11 +78,6 @@ static inline void lanes_add_dot_dev(double acc[LANES], const float *g,
   for (int j = 0; i + j < n; j++) acc[j] += g[i + j] * (x[i + j] - mean);
 }
 
-static inline double lanes_total(const double acc[LANES]) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 // out[c] += sum over n and s < S of x[(n*C + c)*S + s]: the gradient of a
 // per-channel broadcast. Channels run in parallel, each in a fixed order.
 static void add_channel_sums(float *out, const float *x, int64_t N, int64_t C,
@@ -90,7 +86,7 @@ static void add_channel_sums(float *out, const float *x, int64_t N, int64_t C,
   for (int64_t c = 0; c < C; c++) {
     double acc[LANES] = {0};
     for (int64_t n = 0; n < N; n++) lanes_add(acc, x + (n * C + c) * S, S);
-    out[c] += (float)lanes_total(acc);
+    out[c] += (float)ct_vmath_total8(acc);
   }
 }
 
@@ -525,7 +521,7 @@ static void conv2d_depthwise_backward(ct_node *node) {
               acc, dyp + oh * Wo + ow0,
               xp + (oh * s - pad + ki) * W + ow0 * s - pad + kj, ow1 - ow0, s);
       }
-      w->grad[c * kk + kij] += (float)lanes_total(acc);
+      w->grad[c * kk + kij] += (float)ct_vmath_total8(acc);
     }
   }
 }
@@ -634,12 +630,12 @@ static inline int64_t block_channels(int64_t C, int64_t blk, int64_t *nc) {
 // side, so that adding a token's channels is one loop along them.
 typedef double block_lanes[LANES][CHANNEL_BLOCK];
 
-// lanes_total of channel c.
+// ct_vmath_total8 of channel c's lanes.
 static inline double block_lanes_total(double (*acc)[CHANNEL_BLOCK],
                                        int64_t c) {
   double lanes[LANES];
   for (int j = 0; j < LANES; j++) lanes[j] = acc[j][c];
-  return lanes_total(lanes);
+  return ct_vmath_total8(lanes);
 }
 
 // The channels-last kernels below are compiled for the baseline ISA and
@@ -936,8 +932,8 @@ static void batchnorm_backward(ct_node *node) {
         lanes_add(acc_g, gr, S);
         lanes_add_dot_dev(acc_gx, gr, xr, S, s->mean[c]);
       }
-      sum_dy = lanes_total(acc_g);
-      sum_dy_xmu = lanes_total(acc_gx);
+      sum_dy = ct_vmath_total8(acc_g);
+      sum_dy_xmu = ct_vmath_total8(acc_gx);
     }
     const bn_dx d = bn_channel_grads(s, c, M, sum_dy, sum_dy_xmu, wd, dw, db);
     if (!dx) continue;
@@ -1085,11 +1081,11 @@ static ct_tensor *batchnorm2d(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     if (training) {  // two passes: mean, then the biased variance
       double acc[LANES] = {0};
       for (int64_t n = 0; n < N; n++) lanes_add(acc, xd + (n * C + c) * S, S);
-      mean = lanes_total(acc) / M;
+      mean = ct_vmath_total8(acc) / M;
       double acc2[LANES] = {0};
       for (int64_t n = 0; n < N; n++)
         lanes_add_sq_dev(acc2, xd + (n * C + c) * S, S, mean);
-      var = lanes_total(acc2) / M;
+      var = ct_vmath_total8(acc2) / M;
       bn_update_running(terms, rm, rv, C, c, momentum, mean, var, M);
     } else {
       mean = rm[c];
@@ -1684,7 +1680,7 @@ ct_tensor *ct_global_avg_pool2d(ct_tensor *x) {
   for (int64_t pl = 0; pl < planes; pl++) {
     double acc[LANES] = {0};
     lanes_add(acc, xd + pl * S, S);
-    yd[pl] = (float)(lanes_total(acc) / (double)S);
+    yd[pl] = (float)(ct_vmath_total8(acc) / (double)S);
   }
   if (CT_RECORD(op, global_avg_pool_backward, y, NULL, x) != CT_OK) return NULL;
   return y;

@@ -122,8 +122,7 @@ static double dot_lanes(const float *x, const float *w, int64_t K) {
     for (int j = 0; j < 8; j++)
       lane[j] += (double)x[k + j] * (w ? (double)w[k + j] : 1.0);
   for (; k < K; k++) lane[k % 8] += (double)x[k] * (w ? (double)w[k] : 1.0);
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  return ct_vmath_total8(lane);
 }
 
 static bool check_ce_args(const ct_tensor *logits, const ct_tensor *targets,

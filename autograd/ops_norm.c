@@ -12,6 +12,7 @@
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "core/arena.h"
+#include "core/vmath.h"
 
 #include <math.h>
 
@@ -198,10 +199,6 @@ enum { LN_COL_BLOCK = 16 };
 enum { LN_ROWS = 4, LN_LANES = 8 };
 #define LN_INLINE static inline __attribute__((always_inline))
 
-LN_INLINE double lanes_total(const double *a) {
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
 // Rows x[r * C ..] for r < R (R is LN_ROWS or 1 at each call): mean and
 // rstd = 1 / sqrt(var + eps), both summed in double.
 LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
@@ -215,7 +212,7 @@ LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
     for (int64_t c = body; c < C; c++) m[r][c - body] += xr[c];
   }
   double mean[LN_ROWS];
-  for (int r = 0; r < R; r++) mean[r] = lanes_total(m[r]) / C;
+  for (int r = 0; r < R; r++) mean[r] = ct_vmath_total8(m[r]) / C;
   for (int r = 0; r < R; r++) {
     const float *xr = x + r * C;
     const double mr = mean[r];
@@ -227,7 +224,7 @@ LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
   }
   for (int r = 0; r < R; r++) {
     mu[r] = mean[r];
-    rs[r] = 1.0 / sqrt(lanes_total(v[r]) / C + eps);
+    rs[r] = 1.0 / sqrt(ct_vmath_total8(v[r]) / C + eps);
   }
 }
 
@@ -254,8 +251,8 @@ LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
     }
   }
   for (int r = 0; r < R; r++) {
-    mean_g[r] = lanes_total(sg[r]) / C;
-    mean_gx[r] = lanes_total(sgx[r]) / C;
+    mean_g[r] = ct_vmath_total8(sg[r]) / C;
+    mean_gx[r] = ct_vmath_total8(sgx[r]) / C;
   }
 }
 

@@ -707,8 +707,7 @@ double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n) {
     rows(xb, shift, yb, 8);
     for (int64_t j = 0; j < rest; j++) lanes[j] += yb[j];
   }
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return ct_vmath_total8(lanes);
 }
 
 double ct_vmath_logsumexp_f64(const float *x, int64_t n) {

@@ -44,6 +44,14 @@ void ct_vmath_gelu_backward(const float *x, const float *g, float *gx,
 // The sum is taken in eight partial sums (element i into sum i % 8, each
 // in index order), added as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 +
 // s7)): a fixed order, whatever the vector width. y may not alias x.
+// The fixed order in which eight partial sums s[0..8) are added:
+// ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)) (here, and in the
+// layer norm's, convolutions' and cross-entropy's lane sums).
+static inline __attribute__((always_inline)) double ct_vmath_total8(
+    const double *s) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 void ct_vmath_exp_shifted_f64(const float *x, double shift, double *y,
                               int64_t n);
 double ct_vmath_sum_exp_shifted_f64(const float *x, double shift, int64_t n);
