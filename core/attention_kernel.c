@@ -278,10 +278,6 @@ __attribute__((target("avx2,fma"))) static void keep_row_avx2(
     uint32_t *words, float *keep) {
   keep_row_impl(seed, stream, first, n, thr, inv, words, keep);
 }
-__attribute__((target("avx512f"))) static void fwd_tile_avx512(
-    const tile *t, float *s, float *m, float *l, float *o, int64_t dh) {
-  fwd_tile_impl(t, s, m, l, o, dh);
-}
 __attribute__((target("avx512f"))) static void bwd_tile_avx512(
     const tile *t, float *s, float *dp, const float *lse, const float *delta,
     const float *keep) {
@@ -478,6 +474,150 @@ __attribute__((BF16_TARGET)) static void small_bf16_avx512(
 }
 #undef BF16_BLOCK
 #undef SMALL_DRIVER
+
+// The forward row work (fwd_tile_impl) on AVX-512, written out. Compiled
+// from the plain C, a row's sum of exps cost as much as its exps: its 16
+// lane sums went through the stack and were added one by one, every row
+// waiting on its own. Here the lane sums of 16 rows are transposed in
+// registers and added for the 16 rows at once. The order of the adds is
+// the compiled loop's (the same values as before, checked on every tile
+// shape): lane i sums columns i, i + 16, ... of the whole vectors in
+// order, then the last nk % 16 columns are added to lane 0 one by one, and
+// the row's sum is (((0 + lane 0) + lane 1) + ...) + lane 15. exp16 is
+// attn_exp on 16 lanes, the same operations in the same order (no fused
+// multiply-adds: the project compiles without contraction).
+SMALL_INLINE __m512 exp16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3365447504f);
+  const __m512 hi = _mm512_set1_ps(88.0f);
+  const __m512 shift = _mm512_set1_ps(12582912.0f);
+  // max(lo, x) is x < lo ? lo : x, and min(hi, .) is . > hi ? hi : .: both
+  // return the second operand for a NaN, as attn_exp's comparisons do.
+  const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+  const __m512 t =
+      _mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                    shift);
+  const __m512 n = _mm512_sub_ps(t, shift);
+  __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(y, r), r), r),
+                    _mm512_set1_ps(1.0f));
+  const __m512i bits = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t),
+                                        _mm512_set1_epi32(0x4B400000)),
+                       _mm512_set1_epi32(127)),
+      23);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  return _mm512_maskz_mul_ps((__mmask16)~under, y, _mm512_castsi512_ps(bits));
+}
+
+// v[j] becomes lane j of the 16 input vectors: v[j][i] = old v[i][j].
+SMALL_INLINE void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // v[4q + k] (q: rows 4q..4q+3) holds, in 128-bit lane L, columns
+  // 4L + k of those rows. Gather the lanes: first pairs of row quads, then
+  // quads.
+  for (int k = 0; k < 4; k++) {
+    t[k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0x88);       // L0 L2 | L0 L2
+    t[4 + k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0xdd);   // L1 L3 | L1 L3
+    t[8 + k] = _mm512_shuffle_f32x4(v[8 + k], v[12 + k], 0x88);
+    t[12 + k] = _mm512_shuffle_f32x4(v[8 + k], v[12 + k], 0xdd);
+  }
+  for (int k = 0; k < 4; k++) {
+    v[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);        // column k
+    v[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);    // column 8 + k
+    v[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);  // 4 + k
+    v[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd); // 12 + k
+  }
+}
+
+__attribute__((target("avx512f"))) static void fwd_tile_avx512(
+    const tile *t, float *s, float *m, float *l, float *o, int64_t dh) {
+  tile_logits(t, s);
+  const int nk = t->nk, nv = (nk + 15) / 16;
+  const __mmask16 tail =
+      (__mmask16)(nk % 16 ? (1u << (nk % 16)) - 1u : 0xffffu);
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  for (int r0 = 0; r0 < t->mq; r0 += 16) {
+    const int g = t->mq - r0 < 16 ? t->mq - r0 : 16;
+    __m512 acc[16];
+    float mnew[16];
+    __mmask16 live = 0;  // rows whose state this tile updates
+    for (int i = 0; i < g; i++) {
+      float *restrict row = s + (int64_t)(r0 + i) * BK;
+      __m512 vm = ninf;
+      for (int v = 0; v < nv; v++) {
+        const __mmask16 k = v == nv - 1 ? tail : (__mmask16)0xffff;
+        const __m512 x = _mm512_mask_loadu_ps(ninf, k, row + 16 * v);
+        // x > vm ? x : vm, as the plain loop's max: a NaN is never taken.
+        vm = _mm512_mask_mov_ps(vm, _mm512_cmp_ps_mask(x, vm, _CMP_GT_OQ), x);
+      }
+      const float bm = _mm512_reduce_max_ps(vm);
+      float mn = bm > m[r0 + i] ? bm : m[r0 + i];
+      acc[i] = _mm512_setzero_ps();
+      if (mn == -INFINITY) {  // as in fwd_tile_impl
+        bool nan = false;
+        for (int c = 0; c < nk; c++) nan |= row[c] != row[c];
+        if (!nan) {
+          memset(row, 0, (size_t)nk * sizeof(float));
+          continue;
+        }
+        mn = NAN;
+      }
+      live |= (__mmask16)(1u << i);
+      mnew[i] = mn;
+      const __m512 mv = _mm512_set1_ps(mn);
+      for (int v = 0; v < nv; v++) {
+        const __mmask16 k = v == nv - 1 ? tail : (__mmask16)0xffff;
+        const __m512 e =
+            exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + 16 * v), mv));
+        _mm512_mask_storeu_ps(row + 16 * v, k, e);
+        if (16 * v + 16 <= nk) acc[i] = _mm512_add_ps(acc[i], e);
+      }
+      // The last nk % 16 columns go to lane 0, one after another.
+      if (nk % 16) {
+        float lane0 = _mm512_cvtss_f32(acc[i]);
+        for (int c = nk - nk % 16; c < nk; c++) lane0 += row[c];
+        acc[i] = _mm512_mask_mov_ps(acc[i], 1, _mm512_set1_ps(lane0));
+      }
+    }
+    for (int i = g; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    transpose16(acc);
+    __m512 sum = acc[0];
+    for (int j = 1; j < 16; j++) sum = _mm512_add_ps(sum, acc[j]);
+    float sums[16];
+    _mm512_storeu_ps(sums, sum);
+    for (int i = 0; i < g; i++) {
+      if (!(live >> i & 1)) continue;
+      const int r = r0 + i;
+      const float mn = mnew[i];
+      const bool held = m[r] != -INFINITY;
+      const float corr = held ? attn_exp(m[r] - mn) : 0.0f;
+      l[r] = l[r] * corr + sums[i];
+      m[r] = mn;
+      if (held && corr != 1.0f) {
+        float *restrict orow = o + r * dh;
+#pragma omp simd
+        for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
+      }
+    }
+  }
+}
 
 // transpose_rows (above) with 8 x 8 blocks in registers; the edges as
 // there. A copy: the same values on every path.
