@@ -619,6 +619,30 @@ __attribute__((target("avx512f"))) static void fwd_tile_avx512(
   }
 }
 
+// delta[j] = O_j . dO_j for 16 rows j (row stride rs), each row one chain
+// of adds over d in order as in delta_rows, the 16 chains in the lanes of
+// one vector: 16 x 16 blocks of O and dO transposed in registers, so that
+// vector d holds column d of the 16 rows.
+__attribute__((target("avx512f"))) static void delta16_avx512(
+    const float *o, const float *g, int64_t rs, int64_t dh, float *delta) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t d0 = 0;
+  for (; d0 + 16 <= dh; d0 += 16) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i++) {
+      a[i] = _mm512_loadu_ps(o + i * rs + d0);
+      b[i] = _mm512_loadu_ps(g + i * rs + d0);
+    }
+    transpose16(a);
+    transpose16(b);
+    for (int k = 0; k < 16; k++)
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(a[k], b[k]));
+  }
+  _mm512_storeu_ps(delta, acc);
+  for (int j = 0; j < 16; j++)
+    for (int64_t d = d0; d < dh; d++) delta[j] += o[j * rs + d] * g[j * rs + d];
+}
+
 // transpose_rows (above) with 8 x 8 blocks in registers; the edges as
 // there. A copy: the same values on every path.
 __attribute__((target("avx2"))) static void transpose_rows_avx2(
@@ -675,6 +699,9 @@ typedef struct attn_isa {
   small_gemm_fn small;
   small_bf16_fn small_bf16;
   transpose_fn transpose;
+  // delta of 16 rows (delta16_avx512), or NULL: delta_rows only
+  void (*delta16)(const float *o, const float *g, int64_t rs, int64_t dh,
+                  float *delta);
   ct_gemm_mode gemm;
 } attn_isa;
 
@@ -690,6 +717,7 @@ static attn_isa pick_isa(void) {
     k.bwd = bwd_tile_avx512;
     k.keep = keep_row_avx512;
     k.transpose = transpose_rows_avx2;
+    k.delta16 = delta16_avx512;
     if (k.gemm.precision == CT_GEMM_FP32 && k.gemm.path == CT_GEMM_AUTO)
       k.small = small_gemm_avx512;
     if (k.gemm.precision == CT_GEMM_BF16 &&
@@ -1142,6 +1170,10 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     // each row one chain of adds over d in order; eight rows' chains side
     // by side, so they overlap instead of waiting on each other.
     int r = 0;
+    if (isa->delta16)
+      for (; r + 16 <= mq; r += 16)
+        isa->delta16(oh + (i0 + r) * p->out.row, dob + r * p->out.row,
+                     p->out.row, Dh, w->delta + r);
     for (; r + DELTA_ROWS <= mq; r += DELTA_ROWS)
       delta_rows(oh + (i0 + r) * p->out.row, dob + r * p->out.row, p->out.row,
                  Dh, DELTA_ROWS, w->delta + r);
