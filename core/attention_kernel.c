@@ -346,22 +346,25 @@ typedef void (*small_bf16_fn)(int M, int N, int KP, float alpha,
 #ifdef ATTN_X86
 #include <immintrin.h>
 
+#include "core/gemm_avx512_store.h"
+
 #define SMALL_INLINE \
   static inline __attribute__((always_inline, target("avx512f")))
 
 // C = alpha acc (+ C) for rows [0, MR) and vectors [0, NV) of a block;
-// `tail` masks the last vector.
+// `tail` masks the last vector. The gemm's own epilogue
+// (core/gemm_avx512_store.h: one fused multiply-add when accumulating), so
+// a block product has the values ct_gemm gives it.
 SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[4],
                               float alpha, __mmask16 tail, bool accumulate,
                               float *c, int64_t ldc) {
-  const __m512 al = _mm512_set1_ps(alpha);
+  const __m512 al = _mm512_set1_ps(alpha), one = _mm512_set1_ps(1.0f);
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) {
-      const __mmask16 m = v == NV - 1 ? tail : (__mmask16)0xffff;
       float *cp = c + r * ldc + 16 * v;
-      __m512 x = _mm512_mul_ps(al, acc[r][v]);
-      if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cp));
-      _mm512_mask_storeu_ps(cp, m, x);
+      ct_avx512_store_row(cp, cp, acc[r][v],
+                          v == NV - 1 ? tail : (__mmask16)0xffff, al, one,
+                          !accumulate);
     }
 }
 

@@ -7,12 +7,14 @@
 //   (c) bit-identical outputs and gradients at 1, 2 and 3 threads;
 //   (d) fully masked query rows give zeros, not NaN, and zero gradients;
 //   (e) bad inputs return errors naming the op;
-//   (f) the kernel's assigned gradients equal added ones.
+//   (f) the kernel's assigned gradients equal added ones;
+//   (g) its own fp32 block products give ct_gemm's values, to the bit.
 #include "autograd/ops_attention.h"
 #include "autograd/gradcheck.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
 #include "core/attention_kernel.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "tests/harness.h"
@@ -491,6 +493,96 @@ static void test_assign_grads(void) {
   }
 }
 
+// (g) On AVX-512 the kernel multiplies its fp32 blocks itself
+// (small_gemm_avx512); with a gemm path forced it hands them to ct_gemm.
+// The two must give the same bits, outputs and gradients, including the
+// products that add to what is there (a second key block's P V and dQ, a
+// second query block's dK and dV, gradients added to non-zero buffers,
+// dbias): the kernel's results then do not depend on which product path a
+// machine or a test takes (a store with a multiply and a separate add, not
+// the gemm's fused multiply-add, once moved a CLIP run's figures).
+static void test_products_match_gemm(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!__builtin_cpu_supports("avx512f")) {
+    printf("products vs ct_gemm: no AVX-512 here, both paths are ct_gemm\n");
+    return;
+  }
+#else
+  return;
+#endif
+  const struct {
+    int64_t B, Tq, Tk, NH, Dh;
+    bool causal, lengths, bias;
+    float drop;
+    unsigned assign;
+  } cases[] = {
+      {2, 150, 150, 2, 24, false, false, false, 0.0f, 7u},
+      {2, 150, 150, 2, 24, true, false, false, 0.1f, 0u},
+      {3, 65, 65, 3, 64, false, true, true, 0.0f, 0u},
+      {2, 70, 200, 2, 40, true, true, false, 0.0f, 7u},
+      {4, 50, 50, 4, 32, false, false, true, 0.1f, 7u},
+  };
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int64_t B = cases[ci].B, Tq = cases[ci].Tq, Tk = cases[ci].Tk,
+                  NH = cases[ci].NH, Dh = cases[ci].Dh;
+    ct_attn_params p = ct_attn_params_make(B, Tq, Tk, NH, Dh);
+    p.causal = cases[ci].causal;
+    p.dropout_p = cases[ci].drop;
+    p.dropout_seed = 11;
+    p.assign_grads = cases[ci].assign;
+    int32_t lengths[4];
+    for (int64_t b = 0; b < B; b++)
+      lengths[b] = (int32_t)(Tk - 5 * b - 1);
+    if (cases[ci].lengths) p.key_lengths = lengths;
+    const int64_t nq = B * Tq * NH * Dh, nk = B * Tk * NH * Dh,
+                  nb = NH * Tq * Tk;
+    float *in = malloc((size_t)(2 * nq + 2 * nk + nb) * sizeof(float));
+    float *q = in, *k = q + nq, *v = k + nk, *dout = v + nk, *bias = dout + nq;
+    ct_rng r = ct_rng_make(41, (uint64_t)ci);
+    ct_rng_fill_uniform(&r, in, 2 * nq + 2 * nk + nb, -1.5f, 1.5f);
+    if (cases[ci].bias) p.bias = bias;
+    // [auto, forced]: out, lse, dq, dk, dv, dbias
+    const int64_t sizes[6] = {nq, B * NH * Tq, nq, nk, nk, nb};
+    float *res[2][6];
+    for (int m = 0; m < 2; m++) {
+      for (int i = 0; i < 6; i++) {
+        res[m][i] = malloc((size_t)sizes[i] * sizeof(float));
+        // Gradients are added to these (assign 0) or overwritten.
+        for (int64_t j = 0; j < sizes[i]; j++)
+          res[m][i][j] = i >= 2 ? 0.25f * (float)((j % 7) - 3) : 0.0f;
+      }
+      ct_gemm_force_path(m == 0 ? CT_GEMM_AUTO : CT_GEMM_AVX512);
+      CHECK(ct_attention_forward(&p, q, k, v, res[m][0], res[m][1]) == CT_OK,
+            "products case %zu: forward failed", ci);
+      CHECK(ct_attention_backward(&p, q, k, v, res[m][0], res[m][1], dout,
+                                  res[m][2], res[m][3], res[m][4],
+                                  cases[ci].bias ? res[m][5] : NULL) == CT_OK,
+            "products case %zu: backward failed", ci);
+      ct_arena_reset();
+    }
+    ct_gemm_force_path(CT_GEMM_AUTO);
+    static const char *names[6] = {"out", "lse", "dq", "dk", "dv", "dbias"};
+    for (int i = 0; i < 6; i++) {
+      int64_t bad = 0, first = -1;
+      for (int64_t j = 0; j < sizes[i]; j++)
+        if (memcmp(&res[0][i][j], &res[1][i][j], sizeof(float)) != 0 &&
+            bad++ == 0)
+          first = j;
+      CHECK(bad == 0,
+            "products case %zu (Tq=%lld Tk=%lld Dh=%lld): %lld elements of %s "
+            "differ between the kernel's block products and ct_gemm's "
+            "(first %lld: %.9g vs %.9g)",
+            ci, (long long)Tq, (long long)Tk, (long long)Dh, (long long)bad,
+            names[i], (long long)first,
+            first >= 0 ? (double)res[0][i][first] : 0.0,
+            first >= 0 ? (double)res[1][i][first] : 0.0);
+    }
+    for (int m = 0; m < 2; m++)
+      for (int i = 0; i < 6; i++) free(res[m][i]);
+    free(in);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // (c) Thread-count independence: forward and backward at 1, 2 and 3 threads
 // give the same bits (multi-block shapes, every option on, bias grad on and
@@ -797,6 +889,7 @@ int main(void) {
   test_shared_input();
   test_grad_accumulates();
   test_assign_grads();
+  test_products_match_gemm();
   test_thread_determinism();
   test_fully_masked();
   test_nonfinite_inputs();
