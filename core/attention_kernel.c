@@ -496,9 +496,8 @@ SMALL_INLINE __m512 exp16(__m512 x) {
   // max(lo, x) is x < lo ? lo : x, and min(hi, .) is . > hi ? hi : .: both
   // return the second operand for a NaN, as attn_exp's comparisons do.
   const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-  const __m512 t =
-      _mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                    shift);
+  const __m512 t = _mm512_add_ps(
+      _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), shift);
   const __m512 n = _mm512_sub_ps(t, shift);
   __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
   r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
@@ -532,20 +531,22 @@ SMALL_INLINE void transpose16(__m512 v[16]) {
     v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
     v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
-  // v[4q + k] (q: rows 4q..4q+3) holds, in 128-bit lane L, columns
-  // 4L + k of those rows. Gather the lanes: first pairs of row quads, then
-  // quads.
+  // Now v[4q + k] holds, in its 128-bit lane L, column 4L + k of rows
+  // 4q..4q+3. The last two steps move whole 128-bit lanes (0x88 takes
+  // lanes 0 and 2 of each operand, 0xdd lanes 1 and 3): first between row
+  // quads 0 and 1 (2 and 3), then between the resulting pairs, so that v[c]
+  // ends holding column c of rows 0..15 in order.
   for (int k = 0; k < 4; k++) {
-    t[k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0x88);       // L0 L2 | L0 L2
-    t[4 + k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0xdd);   // L1 L3 | L1 L3
+    t[k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0x88);
+    t[4 + k] = _mm512_shuffle_f32x4(v[k], v[4 + k], 0xdd);
     t[8 + k] = _mm512_shuffle_f32x4(v[8 + k], v[12 + k], 0x88);
     t[12 + k] = _mm512_shuffle_f32x4(v[8 + k], v[12 + k], 0xdd);
   }
   for (int k = 0; k < 4; k++) {
-    v[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);        // column k
-    v[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);    // column 8 + k
-    v[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);  // 4 + k
-    v[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd); // 12 + k
+    v[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    v[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+    v[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+    v[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
   }
 }
 

@@ -531,8 +531,7 @@ static void test_products_match_gemm(void) {
     p.dropout_seed = 11;
     p.assign_grads = cases[ci].assign;
     int32_t lengths[4];
-    for (int64_t b = 0; b < B; b++)
-      lengths[b] = (int32_t)(Tk - 5 * b - 1);
+    for (int64_t b = 0; b < B; b++) lengths[b] = (int32_t)(Tk - 5 * b - 1);
     if (cases[ci].lengths) p.key_lengths = lengths;
     const int64_t nq = B * Tq * NH * Dh, nk = B * Tk * NH * Dh,
                   nb = NH * Tq * Tk;
