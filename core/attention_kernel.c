@@ -72,23 +72,30 @@ ct_status ct_attention_check(const ct_attn_params *p) {
 // polynomial, ~1 ulp), with x < -87.3 (including -inf) giving exactly 0.
 // libm's expf is a call the vectorizer cannot use without -ffast-math.
 
+// Its constants, shared with its 16-lane copy exp16 (AVX-512, below).
+#define ATTN_EXP_LO (-87.3365447504f)  // below: exactly 0
+#define ATTN_EXP_HI 88.0f
+#define ATTN_EXP_LOG2E 1.44269504088896341f
+#define ATTN_EXP_SHIFT 12582912.0f  // 1.5 * 2^23, rounds to an integer
+#define ATTN_EXP_LN2_HI 0.693359375f
+#define ATTN_EXP_LN2_LO (-2.12194440e-4f)
+static const float attn_exp_poly[6] = {1.9875691500e-4f, 1.3981999507e-3f,
+                                       8.3334519073e-3f, 4.1665795894e-2f,
+                                       1.6666665459e-1f, 5.0000001201e-1f};
+
 ATTN_INLINE float attn_exp(float x) {
-  const float lo = -87.3365447504f, hi = 88.0f;
+  const float lo = ATTN_EXP_LO, hi = ATTN_EXP_HI;
   float xc = x < lo ? lo : (x > hi ? hi : x);
   // Round x*log2(e) to nearest with the 1.5*2^23 trick (no libm call): t's
   // low mantissa bits then hold n, read as unsigned bits below, never by a
   // float-to-int cast (undefined for the NaN a non-finite score brings;
   // NaN comes out as NaN through y).
-  float t = xc * 1.44269504088896341f + 12582912.0f;
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  float t = xc * ATTN_EXP_LOG2E + ATTN_EXP_SHIFT;
+  float n = t - ATTN_EXP_SHIFT;
+  float r = xc - n * ATTN_EXP_LN2_HI;
+  r = r - n * ATTN_EXP_LN2_LO;
+  float y = attn_exp_poly[0];
+  for (int j = 1; j < 6; j++) y = y * r + attn_exp_poly[j];
   y = y * r * r + r + 1.0f;
   uint32_t tb;
   memcpy(&tb, &t, sizeof tb);
@@ -490,23 +497,21 @@ __attribute__((BF16_TARGET)) static void small_bf16_avx512(
 // attn_exp on 16 lanes, the same operations in the same order (no fused
 // multiply-adds: the project compiles without contraction).
 SMALL_INLINE __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3365447504f);
-  const __m512 hi = _mm512_set1_ps(88.0f);
-  const __m512 shift = _mm512_set1_ps(12582912.0f);
+  const __m512 lo = _mm512_set1_ps(ATTN_EXP_LO);
+  const __m512 hi = _mm512_set1_ps(ATTN_EXP_HI);
+  const __m512 shift = _mm512_set1_ps(ATTN_EXP_SHIFT);
   // max(lo, x) is x < lo ? lo : x, and min(hi, .) is . > hi ? hi : .: both
   // return the second operand for a NaN, as attn_exp's comparisons do.
   const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-  const __m512 t = _mm512_add_ps(
-      _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), shift);
+  const __m512 t =
+      _mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(ATTN_EXP_LOG2E)), shift);
   const __m512 n = _mm512_sub_ps(t, shift);
-  __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r =
+      _mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_HI)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_LO)));
+  __m512 y = _mm512_set1_ps(attn_exp_poly[0]);
+  for (int k = 1; k < 6; k++)
+    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(attn_exp_poly[k]));
   y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(y, r), r), r),
                     _mm512_set1_ps(1.0f));
   const __m512i bits = _mm512_slli_epi32(
