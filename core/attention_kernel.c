@@ -147,6 +147,43 @@ ATTN_INLINE void tile_logits(const tile *t, float *restrict s) {
   }
 }
 
+// The new running max of a row whose visible max in this tile is bm, from
+// its old one m: -INFINITY when nothing is visible yet, in which case the
+// row's P is set to 0 and its state stays as it is. Unless the row holds a
+// NaN, which no max comparison sees: then the max is NaN, which makes the
+// row's output and log-sum-exp NaN too.
+ATTN_INLINE float row_max_or_skip(float *restrict row, int nk, float bm,
+                                  float m) {
+  float mn = bm > m ? bm : m;
+  if (mn == -INFINITY) {
+    bool nan = false;
+    for (int c = 0; c < nk; c++) nan |= row[c] != row[c];
+    if (!nan) {
+      memset(row, 0, (size_t)nk * sizeof(float));
+      return -INFINITY;
+    }
+    mn = NAN;
+  }
+  return mn;
+}
+
+// The row's state after a tile whose exps (shifted by the new max mn) sum
+// to `sum`: l and m, and the output accumulator o rescaled. A row with
+// nothing visible before holds no sum yet (the first key block's product
+// assigns o; later ones added only zero weights).
+ATTN_INLINE void row_state_update(float *restrict m, float *restrict l,
+                                  float *restrict orow, int64_t dh, float mn,
+                                  float sum) {
+  const bool held = *m != -INFINITY;
+  const float corr = held ? attn_exp(*m - mn) : 0.0f;
+  *l = *l * corr + sum;
+  *m = mn;
+  if (held && corr != 1.0f) {
+#pragma omp simd
+    for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
+  }
+}
+
 // Forward online-softmax step for one tile. m, l: running max and sum of
 // exp per row; corr: the factor each row of the output accumulator must be
 // multiplied by before P V is added. s becomes P = exp(x - m_new).
@@ -159,19 +196,8 @@ ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
     float bm = -INFINITY;
 #pragma omp simd reduction(max : bm)
     for (int c = 0; c < t->nk; c++) bm = row[c] > bm ? row[c] : bm;
-    float mn = bm > m[r] ? bm : m[r];
-    if (mn == -INFINITY) {
-      // Nothing visible yet: P = 0, state unchanged. Unless the row holds a
-      // NaN, which no comparison above sees: then the max is NaN, which
-      // makes the row's output and log-sum-exp NaN too.
-      bool nan = false;
-      for (int c = 0; c < t->nk; c++) nan |= row[c] != row[c];
-      if (!nan) {
-        memset(row, 0, (size_t)t->nk * sizeof(float));
-        continue;
-      }
-      mn = NAN;
-    }
+    const float mn = row_max_or_skip(row, t->nk, bm, m[r]);
+    if (mn == -INFINITY) continue;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < t->nk; c++) {
@@ -179,17 +205,7 @@ ATTN_INLINE void fwd_tile_impl(const tile *t, float *restrict s,
       row[c] = e;
       sum += e;
     }
-    // A row with nothing visible before holds no sum yet (the first key
-    // block's product assigns o; later ones added only zero weights).
-    const bool held = m[r] != -INFINITY;
-    float corr = held ? attn_exp(m[r] - mn) : 0.0f;
-    l[r] = l[r] * corr + sum;
-    m[r] = mn;
-    if (held && corr != 1.0f) {
-      float *restrict orow = o + r * dh;
-#pragma omp simd
-      for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
-    }
+    row_state_update(&m[r], &l[r], o + r * dh, dh, mn, sum);
   }
 }
 
@@ -576,18 +592,10 @@ __attribute__((target("avx512f"))) static void fwd_tile_avx512(
         // x > vm ? x : vm, as the plain loop's max: a NaN is never taken.
         vm = _mm512_mask_mov_ps(vm, _mm512_cmp_ps_mask(x, vm, _CMP_GT_OQ), x);
       }
-      const float bm = _mm512_reduce_max_ps(vm);
-      float mn = bm > m[r0 + i] ? bm : m[r0 + i];
+      const float mn =
+          row_max_or_skip(row, nk, _mm512_reduce_max_ps(vm), m[r0 + i]);
       acc[i] = _mm512_setzero_ps();
-      if (mn == -INFINITY) {  // as in fwd_tile_impl
-        bool nan = false;
-        for (int c = 0; c < nk; c++) nan |= row[c] != row[c];
-        if (!nan) {
-          memset(row, 0, (size_t)nk * sizeof(float));
-          continue;
-        }
-        mn = NAN;
-      }
+      if (mn == -INFINITY) continue;
       live |= (__mmask16)(1u << i);
       mnew[i] = mn;
       const __m512 mv = _mm512_set1_ps(mn);
@@ -611,20 +619,10 @@ __attribute__((target("avx512f"))) static void fwd_tile_avx512(
     for (int j = 1; j < 16; j++) sum = _mm512_add_ps(sum, acc[j]);
     float sums[16];
     _mm512_storeu_ps(sums, sum);
-    for (int i = 0; i < g; i++) {
-      if (!(live >> i & 1)) continue;
-      const int r = r0 + i;
-      const float mn = mnew[i];
-      const bool held = m[r] != -INFINITY;
-      const float corr = held ? attn_exp(m[r] - mn) : 0.0f;
-      l[r] = l[r] * corr + sums[i];
-      m[r] = mn;
-      if (held && corr != 1.0f) {
-        float *restrict orow = o + r * dh;
-#pragma omp simd
-        for (int64_t d = 0; d < dh; d++) orow[d] *= corr;
-      }
-    }
+    for (int i = 0; i < g; i++)
+      if (live >> i & 1)
+        row_state_update(&m[r0 + i], &l[r0 + i], o + (r0 + i) * dh, dh, mnew[i],
+                         sums[i]);
   }
 }
 
