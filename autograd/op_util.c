@@ -18,6 +18,13 @@ bool ct_check_f32(const char *op, const ct_tensor *t, const char *what) {
   return false;
 }
 
+bool ct_check_mask_dtype(const char *op, const ct_tensor *t, const char *what) {
+  if (t->dtype == CT_F32 || t->dtype == CT_I32) return true;
+  ct_error(CT_ERR_DTYPE, "%s: %s must be f32 or i32, got %s %s", op, what,
+           ct_dtype_name(t->dtype), ct_shape_of(t));
+  return false;
+}
+
 bool ct_check_i32(const char *op, const ct_tensor *t, const char *what) {
   if (t->dtype == CT_I32) return true;
   ct_error(CT_ERR_DTYPE, "%s: %s must be i32, got %s %s", op, what,

@@ -10,6 +10,8 @@
 // Each returns false after recording an error that names the op.
 bool ct_check_f32(const char *op, const ct_tensor *t, const char *what);
 bool ct_check_i32(const char *op, const ct_tensor *t, const char *what);
+// A mask read as "nonzero or not": f32 or i32 (not bf16 storage).
+bool ct_check_mask_dtype(const char *op, const ct_tensor *t, const char *what);
 bool ct_check_same_shape(const char *op, const ct_tensor *a,
                          const ct_tensor *b);
 bool ct_check_min_dims(const char *op, const ct_tensor *t, int ndim,

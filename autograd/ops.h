@@ -62,7 +62,13 @@ ct_tensor *ct_add_dropout(ct_tensor *x, ct_tensor *y, float p, uint64_t seed,
 // dims of a and b must be equal, or b is 2-D and shared by the whole batch.
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b);
 // x (..., IN), w (OUT, IN), bias (OUT) or NULL -> x w^T + bias (..., OUT)
+// x may be f32 or bf16 storage (read as the floats it widens to; its
+// gradient is f32).
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias);
+// ct_linear with the output stored as out_dtype: CT_F32, or CT_BF16 (each
+// output rounded as bf16 products round their inputs, core/gemm_bf16.h).
+ct_tensor *ct_linear_as(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
+                        ct_dtype out_dtype);
 // What ct_linear_fused folds into a linear.
 typedef struct ct_linear_fusion {
   bool gelu_input;      // the input goes through the exact GELU first
@@ -72,6 +78,7 @@ typedef struct ct_linear_fusion {
 // ct_add(residual, ct_linear(ct_gelu(x, CT_GELU_ERF), w, bias)), with less
 // kept for backward: not gelu(x) (recomputed there) nor the linear's own
 // output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
+// x may be bf16 storage, as for ct_linear.
 ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
                            const ct_linear_fusion *f);
 
@@ -113,6 +120,10 @@ ct_tensor *ct_l2_normalize(ct_tensor *x, float eps);
 // biased variance as PyTorch. weight and bias are (C) or NULL.
 ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
                         float eps);
+// The same with the output stored as out_dtype (CT_F32 or CT_BF16: each
+// value rounded as bf16 products round their inputs); x stays f32.
+ct_tensor *ct_layernorm_as(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                           float eps, ct_dtype out_dtype);
 
 // ---- losses (ops_loss.c) ------------------------------------------------------
 typedef struct ct_ce_opts {

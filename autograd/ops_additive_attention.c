@@ -181,6 +181,7 @@ ct_tensor *ct_additive_attention(ct_tensor *q, ct_tensor *keys, ct_tensor *v,
   *s = (additive_saved){.B = B, .S = S, .A = A, .D = D};
   if (key_padding_mask) {
     const ct_tensor *m = key_padding_mask;
+    if (!ct_check_mask_dtype(op, m, "key_padding_mask")) return NULL;
     if (m->ndim != 2 || m->shape[0] != B || m->shape[1] != S) {
       ct_error(CT_ERR_SHAPE,
                "%s: key_padding_mask %s must be (B, S) = [%lld, %lld]", op,

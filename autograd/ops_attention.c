@@ -5,11 +5,17 @@
 // Saved for backward: the kernel parameters (pointing at the mask, lengths
 // and bias data, which live at least as long as the step) and lse (B,NH,Tq).
 // q, k, v and out are the node's inputs and output.
+//
+// A qkv stored in bf16 (core/tensor.h) is widened whole into scratch for
+// each pass: the kernel reads q, k and v only through its products, which
+// round them to bf16 again in bf16 precision, so the bits are those of the
+// f32 qkv the storage rounded.
 #include "autograd/ops_attention.h"
 
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/attention_kernel.h"
+#include "core/gemm_bf16.h"
 
 typedef struct attn_saved {
   ct_attn_params p;
@@ -58,6 +64,7 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
   }
   if (o->key_mask) {
     const ct_tensor *t = o->key_mask;
+    if (!ct_check_mask_dtype(op, t, "key_mask")) return false;
     if (t->ndim != 2 || t->shape[0] != B || t->shape[1] != Tk) {
       ct_error(CT_ERR_SHAPE, "%s: key_mask %s must be (B, Tk) = [%lld, %lld]",
                op, ct_shape_of(t), (long long)B, (long long)Tk);
@@ -103,16 +110,27 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
   return true;
 }
 
+// The floats of a qkv input: its own, or widened into the arena (NULL when
+// out of memory; the caller rewinds).
+static const float *qkv_f32(const ct_tensor *qkv) {
+  if (qkv->dtype == CT_F32) return ct_f32(qkv);
+  float *buf = ct_arena_alloc((size_t)qkv->numel * sizeof(float));
+  if (buf) ct_bf16_load(ct_bf16(qkv), qkv->numel, buf);
+  return buf;
+}
+
 static void attention_backward(ct_node *n) {
   attn_saved *s = n->saved;
   const ct_attn_params *p = &s->p;
   const float *q, *k, *v;
   float *dq = NULL, *dk = NULL, *dv = NULL;
   ct_tensor *bias;
+  ct_arena_mark mark = ct_arena_get_mark();
   if (s->fused) {
     ct_tensor *qkv = n->in[0];
     const int64_t off = p->NH * p->Dh;
-    q = ct_f32(qkv);
+    q = qkv_f32(qkv);
+    if (!q) return;
     k = q + off;
     v = q + 2 * off;
     if (qkv->requires_grad) {
@@ -138,9 +156,11 @@ static void attention_backward(ct_node *n) {
   pa.assign_grads = s->fused ? (n->fresh & 1u ? all : 0u) : n->fresh & all;
   ct_attention_backward(&pa, q, k, v, ct_f32(n->out), s->lse, n->out->grad, dq,
                         dk, dv, dbias);
+  ct_arena_rewind(mark);
 }
 
-// Runs the kernel into a new (B,Tq,NH,Dh) output and records the node.
+// Runs the kernel into a new (B,Tq,NH,Dh) output and records the node. For
+// the fused op q, k, v are NULL: they are read from the qkv tensor in[0].
 static ct_tensor *attention_run(const char *op, ct_attn_params *p,
                                 const float *q, const float *k, const float *v,
                                 int n_in, ct_tensor **in, bool fused) {
@@ -154,6 +174,13 @@ static ct_tensor *attention_run(const char *op, ct_attn_params *p,
       s ? ct_arena_alloc((size_t)(p->B * p->NH * p->Tq) * sizeof(float)) : NULL;
   if (!lse) return NULL;
   if (wants) mark = ct_arena_get_mark();
+  if (fused) {
+    const float *base = qkv_f32(in[0]);
+    if (!base) return NULL;
+    q = base;
+    k = base + p->NH * p->Dh;
+    v = base + 2 * p->NH * p->Dh;
+  }
   ct_status st = ct_attention_forward(p, q, k, v, ct_f32(out), lse);
   ct_arena_rewind(mark);
   if (st != CT_OK) return NULL;
@@ -201,7 +228,7 @@ ct_tensor *ct_attention_qkv(ct_tensor *qkv, const ct_attention_opts *opts) {
   static const char *op = "attention_qkv";
   if (!qkv) return NULL;
   ct_attention_opts o = opts ? *opts : ct_attention_defaults();
-  if (!ct_check_f32(op, qkv, "qkv")) return NULL;
+  if (qkv->dtype != CT_BF16 && !ct_check_f32(op, qkv, "qkv")) return NULL;
   if (qkv->ndim != 5 || qkv->shape[2] != 3 || qkv->shape[4] < 1) {
     ct_error(CT_ERR_SHAPE, "%s: need qkv (B,T,3,NH,Dh), got %s", op,
              ct_shape_of(qkv));
@@ -212,8 +239,6 @@ ct_tensor *ct_attention_qkv(ct_tensor *qkv, const ct_attention_opts *opts) {
   ct_attn_params p = ct_attn_params_make(B, T, T, NH, Dh);
   p.q = p.k = p.v = ct_attn_layout_qkv(T, NH, Dh);
   if (!params_from_opts(op, &o, &p)) return NULL;
-  const float *base = ct_f32(qkv);
   ct_tensor *in[2] = {qkv, o.bias};
-  return attention_run(op, &p, base, base + NH * Dh, base + 2 * NH * Dh, 2, in,
-                       true);
+  return attention_run(op, &p, NULL, NULL, NULL, 2, in, true);
 }

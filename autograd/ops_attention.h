@@ -50,6 +50,8 @@ ct_attention_opts ct_attention_defaults(void);
 // [0, 1); NULL inputs pass an earlier error through.
 ct_tensor *ct_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
                         const ct_attention_opts *opts);
+// qkv (B,T,3,NH,Dh) may be f32 or bf16 storage (read as the floats it
+// widens to; its gradient is f32); the output is f32.
 ct_tensor *ct_attention_qkv(ct_tensor *qkv, const ct_attention_opts *opts);
 
 #endif

@@ -1,8 +1,15 @@
 // Matrix products: batched matmul with transpose flags, linear, and
-// linear_fused (a GELU before it, a residual add after it). All call ct_gemm (core/gemm.h); backward passes are gemms with beta = 1,
-// which accumulate into the gradients as the tape requires.
+// linear_fused (a GELU before it, a residual add after it). All call
+// ct_gemm (core/gemm.h); backward passes are gemms with beta = 1, which
+// accumulate into the gradients as the tape requires.
+//
+// The linear ops also take an input stored in bf16 (core/tensor.h), and
+// ct_linear_as makes one: such rows are widened to floats where a product
+// or the GELU reads them, in chunks that stay in cache (forward, dx), or
+// whole in scratch for the weight gradient, which sums over all rows.
 #include "autograd/ops.h"
 #include "autograd/op_util.h"
+#include "core/arena.h"
 #include "core/gemm.h"
 
 // ---- matmul -------------------------------------------------------------------
@@ -118,6 +125,31 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b, bool trans_a, bool trans_b) {
 
 // ---- linear -------------------------------------------------------------------
 
+// Rows of the (N, IN) input handled at a time where rows are independent:
+// about 1 MiB of floats, still in cache when the next step reads them.
+static int64_t chunk_rows(int64_t IN) {
+  const int64_t rows = ((int64_t)1 << 18) / (IN > 0 ? IN : 1);
+  return rows < 16 ? 16 : rows;
+}
+
+// Rows [r0, r0 + rows) of x (., IN) as floats: x's own (f32), or widened
+// into buf (bf16).
+static const float *rows_f32(const ct_tensor *x, int64_t r0, int64_t rows,
+                             int64_t IN, float *buf) {
+  if (x->dtype == CT_F32) return ct_f32(x) + r0 * IN;
+  ct_bf16_load(ct_bf16(x) + r0 * IN, rows * IN, buf);
+  return buf;
+}
+
+// All of x as floats: its own data, or a widened copy in the arena (the
+// caller rewinds). NULL when out of memory.
+static const float *all_f32(const ct_tensor *x) {
+  if (x->dtype == CT_F32) return ct_f32(x);
+  float *buf = ct_arena_alloc((size_t)x->numel * sizeof(float));
+  if (buf) ct_bf16_load(ct_bf16(x), x->numel, buf);
+  return buf;
+}
+
 // The weight and bias gradients of y = h w^T + bias, h (N,IN):
 // dw (OUT,IN) += dy^T (OUT,N) h (N,IN), dbias (OUT) += column sums of dy.
 static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
@@ -143,16 +175,23 @@ static void linear_backward(ct_node *node) {
   if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
     ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN, beta_x,
             x->grad, IN);
-  linear_param_grads(node, ct_f32(x), N, IN);
+  ct_arena_mark mark = ct_arena_get_mark();
+  const float *h = all_f32(x);
+  if (h) linear_param_grads(node, h, N, IN);
+  ct_arena_rewind(mark);
+}
+
+static bool check_linear_input(const char *op, const ct_tensor *x) {
+  if (x->dtype == CT_BF16) return true;
+  return ct_check_f32(op, x, "input");
 }
 
 // Checks x, w, bias of a linear op and returns y (..., OUT) uninitialized,
 // or NULL with an error.
 static ct_tensor *linear_output(const char *op, ct_tensor *x, ct_tensor *w,
-                                ct_tensor *bias) {
+                                ct_tensor *bias, ct_dtype out_dtype) {
   if (!x || !w) return NULL;
-  if (!ct_check_f32(op, x, "input") || !ct_check_f32(op, w, "weight"))
-    return NULL;
+  if (!check_linear_input(op, x) || !ct_check_f32(op, w, "weight")) return NULL;
   if (!ct_check_min_dims(op, x, 1, "input")) return NULL;
   if (w->ndim != 2 || w->shape[1] != ct_last_dim(x)) {
     ct_error(CT_ERR_SHAPE,
@@ -175,7 +214,7 @@ static ct_tensor *linear_output(const char *op, ct_tensor *x, ct_tensor *w,
   int64_t shape[CT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = OUT;
-  return ct_tensor_empty(CT_F32, x->ndim, shape);
+  return ct_tensor_empty(out_dtype, x->ndim, shape);
 }
 
 // y (N,OUT) = h (N,IN) w^T + bias: the gemm adds the product to the bias
@@ -190,11 +229,50 @@ static void linear_into(const float *h, int64_t N, int64_t IN,
     ct_gemm(false, true, N, OUT, IN, 1.0f, h, IN, ct_f32(w), IN, 0.0f, y, OUT);
 }
 
+// y = x w^T + bias for x and y of either storage: by row chunks through
+// float scratch where one of them is bf16 (rows are independent products,
+// so the bits are those of one whole product). False when out of memory.
+static bool linear_rows(const ct_tensor *x, const ct_tensor *w,
+                        const ct_tensor *bias, ct_tensor *y) {
+  const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
+  if (x->dtype == CT_F32 && y->dtype == CT_F32) {
+    linear_into(ct_f32(x), N, IN, w, bias, ct_f32(y));
+    return true;
+  }
+  const int64_t chunk = chunk_rows(IN > OUT ? IN : OUT);
+  const int64_t most = N < chunk ? N : chunk;
+  ct_arena_mark mark = ct_arena_get_mark();
+  float *in = x->dtype == CT_F32
+                  ? NULL
+                  : ct_arena_alloc((size_t)(most * IN) * sizeof(float));
+  float *out = y->dtype == CT_F32
+                   ? NULL
+                   : ct_arena_alloc((size_t)(most * OUT) * sizeof(float));
+  const bool ok = (x->dtype == CT_F32 || in) && (y->dtype == CT_F32 || out);
+  for (int64_t r0 = 0; ok && r0 < N; r0 += chunk) {
+    const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
+    float *dst = out ? out : ct_f32(y) + r0 * OUT;
+    linear_into(rows_f32(x, r0, rows, IN, in), rows, IN, w, bias, dst);
+    if (out) ct_bf16_store(out, rows * OUT, ct_bf16(y) + r0 * OUT);
+  }
+  ct_arena_rewind(mark);
+  return ok;
+}
+
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
+  return ct_linear_as(x, w, bias, CT_F32);
+}
+
+ct_tensor *ct_linear_as(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
+                        ct_dtype out_dtype) {
   const char *op = "linear";
-  ct_tensor *y = linear_output(op, x, w, bias);
-  if (!y) return NULL;
-  linear_into(ct_f32(x), ct_rows(x), ct_last_dim(x), w, bias, ct_f32(y));
+  if (out_dtype != CT_F32 && out_dtype != CT_BF16) {
+    ct_error(CT_ERR_DTYPE, "linear: output must be f32 or bf16, not %s",
+             ct_dtype_name(out_dtype));
+    return NULL;
+  }
+  ct_tensor *y = linear_output(op, x, w, bias, out_dtype);
+  if (!y || !linear_rows(x, w, bias, y)) return NULL;
   if (CT_RECORD(op, linear_backward, y, NULL, x, w, bias) != CT_OK) return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1));
   return y;
@@ -216,14 +294,6 @@ typedef struct fused_saved {
   bool gelu;
 } fused_saved;
 
-// Rows of gelu(x) computed at a time where the rows are independent (the
-// forward product, dx): about 1 MiB, still in cache when the gemm or the
-// GELU derivative reads it, instead of a round trip through memory.
-static int64_t gelu_chunk_rows(int64_t IN) {
-  const int64_t rows = ((int64_t)1 << 18) / (IN > 0 ? IN : 1);
-  return rows < 16 ? 16 : rows;
-}
-
 // x (N, IN), w (OUT, IN), bias (OUT), r (N, OUT) -> y (N, OUT)
 static void linear_fused_backward(ct_node *node) {
   const fused_saved *s = node->saved;
@@ -243,30 +313,44 @@ static void linear_fused_backward(ct_node *node) {
     }
   }
   const bool fresh = node->fresh & 1u;
+  ct_arena_mark mark = ct_arena_get_mark();
   if (!s->gelu) {
-    linear_param_grads(node, ct_f32(x), N, IN);
+    const float *h = all_f32(x);
+    if (h) linear_param_grads(node, h, N, IN);
+    ct_arena_rewind(mark);
     if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
       ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN,
               fresh ? 0.0f : 1.0f, x->grad, IN);
     return;
   }
-  // dw sums over all rows: h = gelu(x) whole, in scratch.
-  ct_arena_mark mark = ct_arena_get_mark();
-  float *h = ct_arena_alloc((size_t)x->numel * sizeof(float));
-  if (!h) return;
-  ct_gelu_erf_blocks(ct_f32(x), h, NULL, NULL, x->numel, false);
+  // dw sums over all rows: h = gelu(x) whole (a bf16 x widened into it
+  // first). Its room is x's gradient buffer when that is fresh (contents
+  // undefined, and overwritten by dx once h has served dw), else scratch.
+  const bool bf16 = x->dtype == CT_BF16, dx = x->requires_grad;
+  const int64_t chunk = chunk_rows(IN), most = N < chunk ? N : chunk;
+  const size_t chunk_bytes = (size_t)(most * IN) * sizeof(float);
+  float *h =
+      dx && fresh ? x->grad : ct_arena_alloc((size_t)x->numel * sizeof(float));
+  float *dh = dx ? ct_arena_alloc(chunk_bytes) : NULL;
+  float *xc = bf16 ? ct_arena_alloc(chunk_bytes) : NULL;
+  if (!h || (dx && !dh) || (bf16 && !xc)) {
+    ct_arena_rewind(mark);
+    return;
+  }
+  if (bf16) {
+    ct_bf16_load(ct_bf16(x), x->numel, h);
+    ct_gelu_erf_blocks(h, h, NULL, NULL, x->numel, false);
+  } else {
+    ct_gelu_erf_blocks(ct_f32(x), h, NULL, NULL, x->numel, false);
+  }
   linear_param_grads(node, h, N, IN);
-  if (x->requires_grad) {
-    // By row chunks, into the scratch (h is no longer needed):
-    // dh = dy w, then dx = (or +=) dh gelu'(x).
-    const int64_t chunk = gelu_chunk_rows(IN);
-    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-      const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT, ct_f32(w),
-              IN, 0.0f, h, IN);
-      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, NULL, h, x->grad + r0 * IN,
-                         rows * IN, !fresh);
-    }
+  // By row chunks: dh = dy w, then dx = (or +=) dh gelu'(x).
+  for (int64_t r0 = 0; dx && r0 < N; r0 += chunk) {
+    const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
+    ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT, ct_f32(w),
+            IN, 0.0f, dh, IN);
+    ct_gelu_erf_blocks(rows_f32(x, r0, rows, IN, xc), NULL, dh,
+                       x->grad + r0 * IN, rows * IN, !fresh);
   }
   ct_arena_rewind(mark);
 }
@@ -276,7 +360,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   const char *op = "linear_fused";
   const ct_linear_fusion none = {0};
   if (!f) f = &none;
-  ct_tensor *y = linear_output(op, x, w, bias);
+  ct_tensor *y = linear_output(op, x, w, bias, CT_F32);
   if (!y) return NULL;
   ct_tensor *r = f->residual;
   if (r && (!ct_check_f32(op, r, "residual") || !ct_check_same_shape(op, r, y)))
@@ -284,16 +368,18 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   float *py = ct_f32(y);
   const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
   if (!f->gelu_input) {
-    linear_into(ct_f32(x), N, IN, w, bias, py);
+    if (!linear_rows(x, w, bias, y)) return NULL;
   } else {  // by row chunks: gelu(x) into scratch, then its product
-    const int64_t chunk = gelu_chunk_rows(IN);
+    const int64_t chunk = chunk_rows(IN);
     ct_arena_mark mark = ct_arena_get_mark();
     float *h =
         ct_arena_alloc((size_t)((N < chunk ? N : chunk) * IN) * sizeof(float));
     if (!h) return NULL;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      ct_gelu_erf_blocks(ct_f32(x) + r0 * IN, h, NULL, NULL, rows * IN, false);
+      // A bf16 x is widened into h, and the GELU runs there in place.
+      ct_gelu_erf_blocks(rows_f32(x, r0, rows, IN, h), h, NULL, NULL, rows * IN,
+                         false);
       linear_into(h, rows, IN, w, bias, py + r0 * OUT);
     }
     ct_arena_rewind(mark);

@@ -12,6 +12,7 @@
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "core/arena.h"
+#include "core/gemm_bf16.h"
 #include "core/vmath.h"
 
 #include <math.h>
@@ -472,7 +473,17 @@ static bool check_layernorm_param(const ct_tensor *p, const ct_tensor *x,
 
 ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
                         float eps) {
+  return ct_layernorm_as(x, weight, bias, eps, CT_F32);
+}
+
+ct_tensor *ct_layernorm_as(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                           float eps, ct_dtype out_dtype) {
   if (!x) return NULL;
+  if (out_dtype != CT_F32 && out_dtype != CT_BF16) {
+    ct_error(CT_ERR_DTYPE, "layernorm: output must be f32 or bf16, not %s",
+             ct_dtype_name(out_dtype));
+    return NULL;
+  }
   if (!ct_check_f32("layernorm", x, "input") ||
       !ct_check_min_dims("layernorm", x, 1, "input"))
     return NULL;
@@ -484,7 +495,7 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     return NULL;
   }
   int64_t C = ct_last_dim(x), N = ct_rows(x);
-  ct_tensor *y = ct_tensor_empty(CT_F32, x->ndim, x->shape);
+  ct_tensor *y = ct_tensor_empty(out_dtype, x->ndim, x->shape);
   if (!y) return NULL;
 
   ct_tensor *in[3] = {x, weight, bias};
@@ -498,10 +509,17 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
     saved->rstd = buf + N;
   }
 
+  // A bf16 output is computed in float scratch and rounded (the backward
+  // reads x, mean and rstd, never y).
+  ct_arena_mark mark = ct_arena_get_mark();
+  float *y32 = out_dtype == CT_F32
+                   ? ct_f32(y)
+                   : ct_arena_alloc((size_t)y->numel * sizeof(float));
+  if (!y32) return NULL;
   const ln_fwd_args a = {ct_f32(x),
                          weight ? ct_f32(weight) : NULL,
                          bias ? ct_f32(bias) : NULL,
-                         ct_f32(y),
+                         y32,
                          saved ? saved->mean : NULL,
                          saved ? saved->rstd : NULL,
                          N,
@@ -511,6 +529,8 @@ ct_tensor *ct_layernorm(ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
   const int64_t groups = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN_WORK)
   for (int64_t g = 0; g < groups; g++) isa.fwd(&a, g * LN_ROWS);
+  if (out_dtype == CT_BF16) ct_bf16_store(y32, y->numel, ct_bf16(y));
+  ct_arena_rewind(mark);
   if (ct_tape_record("layernorm", layernorm_backward, y, 3, in, saved) != CT_OK)
     return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0));

@@ -176,7 +176,11 @@ static void zero_floats(float *buf, int64_t n) {
   }
 }
 
-// A buffer for numel floats from the pool (contents undefined), or NULL.
+// A buffer for numel floats from the pool (contents undefined), or NULL:
+// the smallest that fits, unless even that is more than twice the size. A
+// small gradient that took a big buffer would hold it while the big
+// gradients that come next (a transformer block's MLP after the residual
+// stream's) each needed new memory; a new small buffer costs less.
 static float *grad_pool_take(int64_t numel) {
   ct_session *s = ct_session_current();
   ct_pooled_grad *pool = s->grad_pool;
@@ -185,17 +189,37 @@ static float *grad_pool_take(int64_t numel) {
     if (pool[i].numel >= numel &&
         (best < 0 || pool[i].numel < pool[best].numel))
       best = i;
-  if (best < 0) return NULL;
+  if (best < 0 || pool[best].numel > 2 * numel) return NULL;
   float *buf = pool[best].buf;
   pool[best] = pool[--s->grad_pool_n];
   return buf;
+}
+
+// A gradient buffer from the arena carries its size in floats in the 64
+// bytes before it, so that the pool offers it whole again after a smaller
+// tensor has used it (without that, a big buffer taken by a small gradient
+// would come back at the small size, and the next big one need new memory).
+enum { GRAD_HEADER_FLOATS = 16 };
+
+static float *grad_alloc(int64_t numel) {
+  float *p =
+      ct_arena_alloc((size_t)(numel + GRAD_HEADER_FLOATS) * sizeof(float));
+  if (!p) return NULL;
+  memcpy(p, &numel, sizeof numel);
+  return p + GRAD_HEADER_FLOATS;
+}
+
+static int64_t grad_capacity(const float *buf) {
+  int64_t numel;
+  memcpy(&numel, buf - GRAD_HEADER_FLOATS, sizeof numel);
+  return numel;
 }
 
 // A gradient buffer for t with undefined contents, or NULL when out of
 // memory.
 static float *grad_uninit(const ct_tensor *t) {
   float *buf = grad_pool_take(t->numel);
-  return buf ? buf : ct_arena_alloc((size_t)t->numel * sizeof(float));
+  return buf ? buf : grad_alloc(t->numel);
 }
 
 // Gives the gradient buffer of an op's output to the pool; t->grad becomes
@@ -204,7 +228,8 @@ static void grad_pool_put(ct_tensor *t) {
   if (!t->grad || t->persistent || !t->node) return;
   ct_session *s = ct_session_current();
   if (s->grad_pool_n < CT_GRAD_POOL_MAX)
-    s->grad_pool[s->grad_pool_n++] = (ct_pooled_grad){t->grad, t->numel};
+    s->grad_pool[s->grad_pool_n++] =
+        (ct_pooled_grad){t->grad, grad_capacity(t->grad)};
   t->grad = NULL;
 }
 

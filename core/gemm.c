@@ -108,6 +108,14 @@ ct_gemm_precision ct_gemm_get_precision(void) {
   return ct_session_current()->gemm.precision;
 }
 
+void ct_gemm_set_bf16_activations(bool on) {
+  ct_session_current()->bf16_activations_off = !on;
+}
+
+bool ct_gemm_bf16_activations(void) {
+  return !ct_session_current()->bf16_activations_off;
+}
+
 ct_gemm_mode ct_gemm_current_mode(void) {
   ct_session *s = ct_session_current();
   ct_gemm_mode mode = s->gemm;
@@ -239,4 +247,30 @@ void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   dispatch_timed(
       &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
                             B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+}
+
+// ---------------------------------------------------------------------------
+// bf16 storage (core/gemm_bf16.h).
+
+enum { BF16_STORE_CHUNK = 1 << 16 };  // elements per task of a parallel copy
+
+void ct_bf16_store(const float *src, int64_t n, uint16_t *dst) {
+  const ct_gemm_bf16_arch *a = bf16_arch(ct_session_current()->gemm.bf16_path);
+  const int64_t chunks = (n + BF16_STORE_CHUNK - 1) / BF16_STORE_CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t i0 = c * BF16_STORE_CHUNK;
+    const int64_t len = n - i0 < BF16_STORE_CHUNK ? n - i0 : BF16_STORE_CHUNK;
+    if (a->round_row) {
+      a->round_row(src + i0, len, dst + i0);
+    } else {
+      for (int64_t j = i0; j < i0 + len; j++)
+        dst[j] = ct_bf16_round_bits(src[j]);
+    }
+  }
+}
+
+void ct_bf16_load(const uint16_t *src, int64_t n, float *dst) {
+#pragma omp parallel for simd schedule(static) if (n > 2 * BF16_STORE_CHUNK)
+  for (int64_t i = 0; i < n; i++) dst[i] = ct_bf16_bits_to_f32(src[i]);
 }

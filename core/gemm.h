@@ -76,6 +76,11 @@ typedef enum ct_gemm_precision { CT_GEMM_FP32, CT_GEMM_BF16 } ct_gemm_precision;
 
 void ct_gemm_set_precision(ct_gemm_precision precision);
 ct_gemm_precision ct_gemm_get_precision(void);
+// Whether models keep, in CT_GEMM_BF16 precision, the activations whose
+// readers are bf16 products in bf16 storage (ct_nn_activation_dtype,
+// nn/module.h): on by default; a setting of the calling thread's session.
+void ct_gemm_set_bf16_activations(bool on);
+bool ct_gemm_bf16_activations(void);
 
 // All of a session's gemm settings at once: what a kernel captures in the
 // calling thread before it multiplies from its own OpenMP workers, which

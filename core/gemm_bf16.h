@@ -28,7 +28,10 @@
 // are bit-identical for any thread count. Different paths may differ in the
 // last bits (they group the sum differently).
 //
-// Not here: bf16 storage of tensors or gradients; this is the kernel layer.
+// bf16 storage of activations (CT_BF16 tensors, core/tensor.h) rounds with
+// ct_bf16_store, which is the packing's rounding on the session's bf16
+// path: a bf16 product of the stored values, widened back by
+// ct_bf16_load, gives the same bits as one of the fp32 values.
 #ifndef CT_CORE_GEMM_BF16_H
 #define CT_CORE_GEMM_BF16_H
 
@@ -77,5 +80,10 @@ const char *ct_gemm_bf16_path_name(ct_gemm_bf16_path path);
 // (exact).
 uint16_t ct_bf16_from_f32(float x);
 float ct_bf16_to_f32(uint16_t h);
+// n values rounded as the calling session's bf16 products round them while
+// packing (on the AVX512-BF16 and AMX paths the conversion instruction,
+// which reads subnormal inputs as zero), and widened back (exact).
+void ct_bf16_store(const float *src, int64_t n, uint16_t *dst);
+void ct_bf16_load(const uint16_t *src, int64_t n, float *dst);
 
 #endif

@@ -48,6 +48,9 @@ struct ct_session {
   int grad_pool_n;
   // Matrix products: precision and forced kernel paths.
   ct_gemm_mode gemm;
+  // Activations stay fp32 in bf16 precision (ct_gemm_set_bf16_activations);
+  // false, the default, keeps them in bf16 where that is exact.
+  bool bf16_activations_off;
   // Work counters (core/flops.h): fp32, bf16. Atomic because the OpenMP
   // workers of a kernel add the products they issue on the session's behalf.
   _Atomic uint64_t flops[2];

@@ -2,14 +2,12 @@
 #include "core/tensor.h"
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/gemm_bf16.h"
 #include "core/rng.h"
 
 #include <string.h>
 
-size_t ct_dtype_size(ct_dtype dtype) {
-  (void)dtype;
-  return 4;
-}
+size_t ct_dtype_size(ct_dtype dtype) { return dtype == CT_BF16 ? 2 : 4; }
 
 char *ct_shape_str(int ndim, const int64_t *shape, char *buf, size_t size) {
   size_t n = 0;
@@ -68,6 +66,8 @@ ct_tensor *ct_tensor_full(ct_dtype dtype, double value, int ndim,
   for (int64_t i = 0; i < t->numel; i++) {
     if (dtype == CT_F32)
       ct_f32(t)[i] = (float)value;
+    else if (dtype == CT_BF16)
+      ct_bf16(t)[i] = ct_bf16_from_f32((float)value);
     else
       ct_i32(t)[i] = (int32_t)value;
   }
@@ -89,6 +89,8 @@ ct_tensor *ct_tensor_arange(ct_dtype dtype, double start, double step,
     double v = start + step * (double)i;
     if (dtype == CT_F32)
       ct_f32(t)[i] = (float)v;
+    else if (dtype == CT_BF16)
+      ct_bf16(t)[i] = ct_bf16_from_f32((float)v);
     else
       ct_i32(t)[i] = (int32_t)v;
   }
@@ -185,6 +187,8 @@ void ct_tensor_print(const ct_tensor *t, const char *label, int max_items,
   for (int64_t i = 0; i < n; i++) {
     if (t->dtype == CT_F32)
       fprintf(out, i ? ", %.6g" : "%.6g", ct_f32(t)[i]);
+    else if (t->dtype == CT_BF16)
+      fprintf(out, i ? ", %.6g" : "%.6g", ct_bf16_to_f32(ct_bf16(t)[i]));
     else
       fprintf(out, i ? ", %d" : "%d", ct_i32(t)[i]);
   }

@@ -1,4 +1,11 @@
-// Tensors: float32 or int32, row-major, contiguous, up to 5 dims.
+// Tensors: float32, int32 or bfloat16, row-major, contiguous, up to 5 dims.
+//
+// bf16 is a storage type only: activations that every reader rounds to bf16
+// anyway (inputs of matrix products in bf16 precision) can be kept in half
+// the memory (ct_nn_activation_dtype, nn/module.h). Ops read such a tensor
+// as the fp32 values it widens to, and its gradient is fp32 like any other;
+// the ops that accept one say so (the linear ops, layernorm's output,
+// attention_qkv), the rest reject it.
 //
 // Dimension letters used across ctrain: B batch, T time (sequence), C channels,
 // H W height and width, NH attention heads, Dh head size, V vocabulary, N rows,
@@ -21,7 +28,7 @@
 
 #define CT_MAX_DIMS 5
 
-typedef enum ct_dtype { CT_F32, CT_I32 } ct_dtype;
+typedef enum ct_dtype { CT_F32, CT_I32, CT_BF16 } ct_dtype;
 
 struct ct_node;
 struct ct_rng;
@@ -31,7 +38,7 @@ typedef struct ct_tensor {
   int ndim;  // 0 (a scalar) .. CT_MAX_DIMS
   int64_t shape[CT_MAX_DIMS];
   int64_t numel;
-  void *data;   // float* or int32_t*, per dtype
+  void *data;   // float*, int32_t* or uint16_t* (bf16 bits), per dtype
   float *grad;  // d(loss)/d(this), f32 only; NULL until needed
   bool requires_grad;
   bool persistent;       // data outside the arena (a parameter)
@@ -48,8 +55,12 @@ typedef struct ct_tensor {
 
 static inline float *ct_f32(const ct_tensor *t) { return (float *)t->data; }
 static inline int32_t *ct_i32(const ct_tensor *t) { return (int32_t *)t->data; }
+// The bf16 bit patterns (CT_BF16 tensors).
+static inline uint16_t *ct_bf16(const ct_tensor *t) {
+  return (uint16_t *)t->data;
+}
 static inline const char *ct_dtype_name(ct_dtype d) {
-  return d == CT_F32 ? "f32" : "i32";
+  return d == CT_F32 ? "f32" : d == CT_I32 ? "i32" : "bf16";
 }
 
 // Creation (arena). All return NULL with an error recorded on a bad shape

@@ -30,7 +30,7 @@ void ct_vmath_tanh(const float *x, float *y, int64_t n);
 void ct_vmath_sigmoid(const float *x, float *y, int64_t n);
 
 // GELU, x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2:
-// y[i] = 0.5 x (1 + erf(x / sqrt 2)).
+// y[i] = 0.5 x (1 + erf(x / sqrt 2)). y may equal x.
 void ct_vmath_gelu(const float *x, float *y, int64_t n);
 // Its backward: gx[i] = g[i] gelu'(x[i]) (or += when accumulate), where
 // gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).

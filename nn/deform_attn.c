@@ -150,6 +150,7 @@ static bool check_inputs(const ct_nn_ms_deform_attn *m, const ct_tensor *query,
     ct_error(CT_ERR_ARG, "%s: no level shapes", op);
     return false;
   }
+  if (mask && !ct_check_mask_dtype(op, mask, "padding_mask")) return false;
   if (mask && (mask->ndim != 2 || mask->shape[0] != input->shape[0] ||
                mask->shape[1] != input->shape[1])) {
     ct_error(CT_ERR_SHAPE, "%s: padding_mask %s must be (N, S) as %s", op,

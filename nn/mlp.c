@@ -12,15 +12,19 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                               const ct_nn_linear *fc2, ct_nn_activation act,
                               float dropout, ct_tensor *x,
                               ct_tensor *residual) {
-  ct_tensor *u = ct_nn_linear_forward(fc1, x);
   if (!ct_nn_dropout_active(ctx, dropout)) {
     if (ctx) ct_nn_next_dropout_stream(ctx);
     ct_linear_fusion f = {.gelu_input = act == CT_NN_GELU,
                           .residual = residual};
+    // The folded GELU is u's only reader: u may be kept in bf16.
+    ct_tensor *u =
+        ct_linear_as(x, fc1->weight, fc1->bias,
+                     f.gelu_input ? ct_nn_activation_dtype() : CT_F32);
     if (!f.gelu_input) u = ct_nn_activate(u, act);
     if (!u) return NULL;
     return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
   }
+  ct_tensor *u = ct_nn_linear_forward(fc1, x);
   ct_tensor *h;
   if (act == CT_NN_RELU) {  // one pass, relu(u) not stored (same bits)
     const uint64_t stream = ct_nn_next_dropout_stream(ctx);

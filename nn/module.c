@@ -10,6 +10,7 @@
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "core/gemm.h"
 
 ct_nn_ctx ct_nn_train_ctx(uint64_t seed, uint64_t step) {
   return (ct_nn_ctx){.training = true, .seed = seed, .step = step, .site = 0};
@@ -78,6 +79,12 @@ ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act) {
   }
   ct_error(CT_ERR_ARG, "nn: unknown activation %d", (int)act);
   return NULL;
+}
+
+ct_dtype ct_nn_activation_dtype(void) {
+  return ct_gemm_get_precision() == CT_GEMM_BF16 && ct_gemm_bf16_activations()
+             ? CT_BF16
+             : CT_F32;
 }
 
 ct_nn_attention_layer *ct_nn_attention_record(ct_nn_ctx *ctx,

@@ -158,6 +158,15 @@ typedef enum ct_nn_activation {
 
 ct_tensor *ct_nn_activate(ct_tensor *x, ct_nn_activation act);
 
+// The storage of activations whose only readers are matrix products (a
+// layer norm's output before a linear, the attention's qkv, the input of
+// a GELU folded into the next linear): CT_BF16 when the session multiplies
+// in bf16 and keeps bf16 activations (core/gemm.h), else CT_F32. Products
+// round those inputs to bf16 anyway, so storing them rounded changes no
+// product; the folded GELU then reads its rounded input (as PyTorch's
+// autocast, whose linear outputs are bf16).
+ct_dtype ct_nn_activation_dtype(void);
+
 // Beam-search caches (nn/rnn_seq2seq, nn/captioner) start from t with each
 // of its first dim's B row blocks `repeat` times in a row (a new tensor in
 // the arena; NULL when t is NULL or out of memory).

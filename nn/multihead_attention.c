@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "autograd/op_util.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops.h"
 #include "nn/init.h"
@@ -71,6 +72,7 @@ static bool check_masks(const ct_nn_attn_masks *mk, int64_t B, int64_t NH,
                         int64_t Tq, int64_t Tk) {
   const ct_tensor *am = mk->attn_mask, *kpm = mk->key_padding_mask;
   if (am) {
+    if (!ct_check_mask_dtype("mha", am, "attn_mask")) return false;
     bool square = am->ndim == 2 && am->shape[0] == Tq && am->shape[1] == Tk;
     bool per_head = am->ndim == 3 && am->shape[0] == B * NH &&
                     am->shape[1] == Tq && am->shape[2] == Tk;
@@ -202,7 +204,9 @@ static ct_tensor *mha_heads(const ct_nn_mha *m, ct_nn_ctx *ctx,
       if (!o.bias) return NULL;
     }
     if (query == key && key == value) {
-      ct_tensor *qkv = ct_linear(query, m->in_proj_weight, m->in_proj_bias);
+      // Read by the kernel's products only.
+      ct_tensor *qkv = ct_linear_as(query, m->in_proj_weight, m->in_proj_bias,
+                                    ct_nn_activation_dtype());
       heads = ct_attention_qkv(
           ct_reshape(qkv, CT_SHAPE(B, Tq, 3, NH, m->head_dim)), &o);
     } else {

@@ -22,3 +22,8 @@ ct_status ct_nn_layernorm_init(ct_nn_layernorm *m, ct_params *p,
 ct_tensor *ct_nn_layernorm_forward(const ct_nn_layernorm *m, ct_tensor *x) {
   return ct_layernorm(x, m->weight, m->bias, m->eps);
 }
+
+ct_tensor *ct_nn_layernorm_forward_as(const ct_nn_layernorm *m, ct_tensor *x,
+                                      ct_dtype out_dtype) {
+  return ct_layernorm_as(x, m->weight, m->bias, m->eps, out_dtype);
+}

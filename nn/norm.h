@@ -16,5 +16,9 @@ ct_status ct_nn_layernorm_init(ct_nn_layernorm *m, ct_params *p,
 
 // x (..., C) -> (..., C)
 ct_tensor *ct_nn_layernorm_forward(const ct_nn_layernorm *m, ct_tensor *x);
+// The same stored as out_dtype (ct_layernorm_as): for an output whose only
+// readers are products, ct_nn_activation_dtype() (nn/module.h).
+ct_tensor *ct_nn_layernorm_forward_as(const ct_nn_layernorm *m, ct_tensor *x,
+                                      ct_dtype out_dtype);
 
 #endif

@@ -108,10 +108,13 @@ ct_status ct_nn_decoder_layer_init(ct_nn_decoder_layer *l, ct_params *p,
 
 // ---- layer forward ----------------------------------------------------------
 
-// The input a sublayer sees: norm(x) in pre-norm, x in post-norm.
+// The input a sublayer sees: norm(x) in pre-norm (read by the sublayer's
+// products only, so kept as ct_nn_activation_dtype()), x in post-norm.
 static ct_tensor *sublayer_input(const ct_nn_layernorm *norm, bool norm_first,
                                  ct_tensor *x) {
-  return norm_first ? ct_nn_layernorm_forward(norm, x) : x;
+  return norm_first
+             ? ct_nn_layernorm_forward_as(norm, x, ct_nn_activation_dtype())
+             : x;
 }
 
 // The residual around a sublayer with output y (one dropout site):

@@ -164,7 +164,9 @@ static ct_tensor *block_forward(const ct_nn_vit_block *b, ct_nn_ctx *ctx,
                                 float dropout, ct_tensor *x,
                                 ct_tensor **weights) {
   const bool no_drop_path = !ct_nn_drop_path_active(ctx, b->drop_path);
-  ct_tensor *h = ct_nn_layernorm_forward(&b->norm1, x);
+  // The norms' outputs are read by products only (the qkv projection, fc1).
+  const ct_dtype store = ct_nn_activation_dtype();
+  ct_tensor *h = ct_nn_layernorm_forward_as(&b->norm1, x, store);
   if (no_drop_path && !ct_nn_dropout_active(ctx, dropout)) {
     x = ct_nn_mha_forward_residual(&b->attn, ctx, h, h, h, NULL, weights, x);
     if (ctx) {  // the sites of the dropout and the drop path
@@ -175,7 +177,7 @@ static ct_tensor *block_forward(const ct_nn_vit_block *b, ct_nn_ctx *ctx,
     h = ct_nn_mha_forward(&b->attn, ctx, h, h, h, NULL, weights);
     x = residual(ctx, x, ct_nn_dropout(ctx, h, dropout), b->drop_path);
   }
-  h = ct_nn_layernorm_forward(&b->norm2, x);
+  h = ct_nn_layernorm_forward_as(&b->norm2, x, store);
   if (no_drop_path) {
     x = ct_nn_mlp_forward_residual(&b->mlp, ctx, h, x);
     if (ctx) ct_nn_next_dropout_stream(ctx);  // the drop path's site
