@@ -152,19 +152,44 @@ static const float *all_f32(const ct_tensor *x) {
 
 // The weight and bias gradients of y = h w^T + bias, h (N,IN):
 // dw (OUT,IN) += dy^T (OUT,N) h (N,IN), dbias (OUT) += column sums of dy.
-static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
-                               int64_t IN) {
+// h is fp32 values, or (h NULL) the bf16 storage h16.
+static void linear_param_grads_src(const ct_node *node, const float *h,
+                                   const uint16_t *h16, int64_t N, int64_t IN) {
   ct_tensor *w = node->in[1], *bias = node->in[2];
   const int64_t OUT = w->shape[0];
   const float *dy = node->out->grad;
   // A fresh (uninitialized) gradient is assigned: beta 0 instead of 1.
   const float beta_w = node->fresh & 2u ? 0.0f : 1.0f;
   float *db = bias && bias->requires_grad ? bias->grad : NULL;
-  if (w->requires_grad)  // db summed from dy's packed panels (same bits)
+  if (w->requires_grad && h) {  // db summed from dy's packed panels
     ct_gemm_sum_a(true, false, OUT, IN, N, 1.0f, dy, OUT, h, IN, beta_w,
                   w->grad, IN, db);
-  else if (db)
+  } else if (w->requires_grad) {
+    const ct_gemm_src a = {.f = dy, .ld = OUT}, b = {.h = h16, .ld = IN};
+    ct_gemm_bf16_stored(true, false, OUT, IN, N, 1.0f, &a, &b, beta_w, NULL,
+                        w->grad, NULL, IN, db);
+  } else if (db) {
     ct_add_column_sums(db, dy, N, OUT, 1.0f);
+  }
+}
+
+static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
+                               int64_t IN) {
+  linear_param_grads_src(node, h, NULL, N, IN);
+}
+
+// The same for the input x of either storage: a bf16 x is read in place by
+// bf16 products, and widened into scratch for fp32 ones.
+static void linear_param_grads_of(const ct_node *node, const ct_tensor *x) {
+  const int64_t N = ct_rows(x), IN = ct_last_dim(x);
+  if (x->dtype == CT_BF16 && ct_gemm_get_precision() == CT_GEMM_BF16) {
+    linear_param_grads_src(node, NULL, ct_bf16(x), N, IN);
+    return;
+  }
+  ct_arena_mark mark = ct_arena_get_mark();
+  const float *h = all_f32(x);
+  if (h) linear_param_grads(node, h, N, IN);
+  ct_arena_rewind(mark);
 }
 
 // x (N, IN), w (OUT, IN), bias (OUT) -> y (N, OUT)
@@ -175,10 +200,7 @@ static void linear_backward(ct_node *node) {
   if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
     ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN, beta_x,
             x->grad, IN);
-  ct_arena_mark mark = ct_arena_get_mark();
-  const float *h = all_f32(x);
-  if (h) linear_param_grads(node, h, N, IN);
-  ct_arena_rewind(mark);
+  linear_param_grads_of(node, x);
 }
 
 static bool check_linear_input(const char *op, const ct_tensor *x) {
@@ -237,6 +259,20 @@ static bool linear_rows(const ct_tensor *x, const ct_tensor *w,
   const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
   if (x->dtype == CT_F32 && y->dtype == CT_F32) {
     linear_into(ct_f32(x), N, IN, w, bias, ct_f32(y));
+    return true;
+  }
+  if (ct_gemm_get_precision() == CT_GEMM_BF16) {
+    // bf16 products read a bf16 x in place and round a bf16 y from their
+    // own output strips.
+    const ct_gemm_src a = x->dtype == CT_F32
+                              ? (ct_gemm_src){.f = ct_f32(x), .ld = IN}
+                              : (ct_gemm_src){.h = ct_bf16(x), .ld = IN};
+    const ct_gemm_src b = {.f = ct_f32(w), .ld = IN};
+    const bool y16 = y->dtype == CT_BF16;
+    ct_gemm_bf16_stored(false, true, N, OUT, IN, 1.0f, &a, &b,
+                        bias ? 1.0f : 0.0f, bias ? ct_f32(bias) : NULL,
+                        y16 ? NULL : ct_f32(y), y16 ? ct_bf16(y) : NULL, OUT,
+                        NULL);
     return true;
   }
   const int64_t chunk = chunk_rows(IN > OUT ? IN : OUT);
@@ -313,11 +349,8 @@ static void linear_fused_backward(ct_node *node) {
     }
   }
   const bool fresh = node->fresh & 1u;
-  ct_arena_mark mark = ct_arena_get_mark();
   if (!s->gelu) {
-    const float *h = all_f32(x);
-    if (h) linear_param_grads(node, h, N, IN);
-    ct_arena_rewind(mark);
+    linear_param_grads_of(node, x);
     if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
       ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN,
               fresh ? 0.0f : 1.0f, x->grad, IN);
@@ -326,6 +359,7 @@ static void linear_fused_backward(ct_node *node) {
   // dw sums over all rows: h = gelu(x) whole (a bf16 x widened into it
   // first). Its room is x's gradient buffer when that is fresh (contents
   // undefined, and overwritten by dx once h has served dw), else scratch.
+  ct_arena_mark mark = ct_arena_get_mark();
   const bool bf16 = x->dtype == CT_BF16, dx = x->requires_grad;
   const int64_t chunk = chunk_rows(IN), most = N < chunk ? N : chunk;
   const size_t chunk_bytes = (size_t)(most * IN) * sizeof(float);

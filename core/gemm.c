@@ -137,8 +137,10 @@ static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
     ct_gemm_call one = c;
     one.batch = 1;
     for (int64_t b = 0; b < c.batch; b++) {
-      one.A = c.A + b * c.stride_a;
-      one.B = c.B + b * c.stride_b;
+      one.A = c.A ? c.A + b * c.stride_a : NULL;
+      one.B = c.B ? c.B + b * c.stride_b : NULL;
+      one.A16 = c.A16 ? c.A16 + b * c.stride_a : NULL;
+      one.B16 = c.B16 ? c.B16 + b * c.stride_b : NULL;
       one.beta = b == 0 ? c.beta : 1.0f;
       dispatch(mode, one);
     }
@@ -171,17 +173,21 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
                      int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta,
-                                       A, lda, stride_a, B, ldb, stride_b, C,
-                                       ldc, stride_c, batch, NULL, NULL});
+  dispatch_timed(&mode,
+                 (ct_gemm_call){trans_a,  trans_b, M,    N,        K,     alpha,
+                                beta,     A,       lda,  stride_a, B,     ldb,
+                                stride_b, C,       ldc,  stride_c, batch, NULL,
+                                NULL,     NULL,    NULL, NULL});
 }
 
 void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
                      int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb,
                      float beta, float *C, int64_t ldc) {
-  dispatch(mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda,
-                                0, B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+  dispatch(mode,
+           (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
+                          lda,     0,       B,    ldb,  0,    C,     ldc,  0,
+                          1,       NULL,    NULL, NULL, NULL, NULL});
 }
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -189,8 +195,9 @@ void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
   dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
-                            B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
+                            lda,     0,       B,    ldb,  0,    C,     ldc,  0,
+                            1,       NULL,    NULL, NULL, NULL, NULL});
 }
 
 void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -198,8 +205,9 @@ void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
   dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda, 0, B,
-                            ldb, 0, C, ldc, 0, 1, bias, NULL});
+      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    1.0f, 1.0f, A,
+                            lda,     0,       B,    ldb,  0,    C,    ldc,  0,
+                            1,       bias,    NULL, NULL, NULL, NULL});
 }
 
 void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -207,9 +215,10 @@ void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                    int64_t ldb, float beta, float *C, int64_t ldc,
                    float *a_sums) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
-                            B, ldb, 0, C, ldc, 0, 1, NULL, a_sums});
+  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M,    N,   K, alpha,
+                                       beta,    A,       lda,  0,   B, ldb,
+                                       0,       C,       ldc,  0,   1, NULL,
+                                       a_sums,  NULL,    NULL, NULL});
 }
 
 // The bf16 entry points: bf16 whatever the session's precision, on its
@@ -226,9 +235,11 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta,
-                                       A, lda, stride_a, B, ldb, stride_b, C,
-                                       ldc, stride_c, batch, NULL, NULL});
+  dispatch_timed(&mode,
+                 (ct_gemm_call){trans_a,  trans_b, M,    N,        K,     alpha,
+                                beta,     A,       lda,  stride_a, B,     ldb,
+                                stride_b, C,       ldc,  stride_c, batch, NULL,
+                                NULL,     NULL,    NULL, NULL});
 }
 
 void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -236,8 +247,9 @@ void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                        int64_t ldb, const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
   dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, 1.0f, 1.0f, A, lda, 0, B,
-                            ldb, 0, C, ldc, 0, 1, bias, NULL});
+      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    1.0f, 1.0f, A,
+                            lda,     0,       B,    ldb,  0,    C,    ldc,  0,
+                            1,       bias,    NULL, NULL, NULL, NULL});
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -245,8 +257,39 @@ void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
   dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0,
-                            B, ldb, 0, C, ldc, 0, 1, NULL, NULL});
+      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
+                            lda,     0,       B,    ldb,  0,    C,     ldc,  0,
+                            1,       NULL,    NULL, NULL, NULL, NULL});
+}
+
+void ct_gemm_bf16_stored(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, float alpha, const ct_gemm_src *A,
+                         const ct_gemm_src *B, float beta, const float *bias,
+                         float *C, uint16_t *C16, int64_t ldc, float *a_sums) {
+  const ct_gemm_mode mode = bf16_mode();
+  const ct_gemm_call c = {trans_a,
+                          trans_b,
+                          M,
+                          N,
+                          K,
+                          alpha,
+                          beta,
+                          A->f,
+                          A->ld,
+                          0,
+                          B->f,
+                          B->ld,
+                          0,
+                          C16 ? NULL : C,
+                          ldc,
+                          0,
+                          1,
+                          bias,
+                          a_sums,
+                          A->f ? NULL : A->h,
+                          B->f ? NULL : B->h,
+                          C16};
+  dispatch_timed(&mode, c);
 }
 
 // ---------------------------------------------------------------------------

@@ -22,9 +22,11 @@
 // then added into C in order with the kernels' own formula, so every
 // element is the same fixed sequence of fp32 operations either way.
 //
-// Not here: a bf16 tensor type. Inputs are rounded on every call, so a weight
-// used many times is rounded each time; caching packed weights is a later
-// step.
+// An operand may also come as bf16 storage (ct_gemm_bf16_stored: CT_BF16
+// activations, core/tensor.h): its packing then copies the bits instead of
+// rounding, which gives the bits the rounding of the widened values would.
+// Weights are rounded on every call, so a weight used many times is
+// rounded each time; caching packed weights is a later step.
 #include "core/gemm_bf16.h"
 
 #include "core/gemm_internal.h"
@@ -42,9 +44,38 @@ float ct_bf16_to_f32(uint16_t h) { return ct_bf16_bits_to_f32(h); }
 // ---------------------------------------------------------------------------
 // Packing: the one place where fp32 becomes bf16.
 
+// An operand: fp32 values to round (f), or bf16 bits to copy (h); exactly
+// one is set.
+typedef struct operand {
+  const float *f;
+  const uint16_t *h;
+} operand;
+
+static operand operand_at(operand o, int64_t offset) {
+  return (operand){o.f ? o.f + offset : NULL, o.h ? o.h + offset : NULL};
+}
+
+static float operand_value(operand o, int64_t i) {
+  return o.f ? ct_bf16_bits_to_f32(ct_bf16_round_bits(o.f[i]))
+             : ct_bf16_bits_to_f32(o.h[i]);
+}
+
+// Row (or pair of rows) of a stored operand into the packing layouts.
+static void copy_row(const uint16_t *src, int64_t n, uint16_t *dst) {
+  memcpy(dst, src, (size_t)n * sizeof *dst);
+}
+
+static void pair_stored_rows(const uint16_t *r0, const uint16_t *r1, int64_t n,
+                             uint16_t *dst) {
+  for (int64_t j = 0; j < n; j++) {
+    dst[2 * j] = r0[j];
+    dst[2 * j + 1] = r1 ? r1[j] : 0;
+  }
+}
+
 // The packing buffers of the calls this thread makes (for its whole team),
 // and the K blocks' products of a call cut along K.
-static _Thread_local ct_gemm_scratch tls_bufs, tls_parts;
+static _Thread_local ct_gemm_scratch tls_bufs, tls_parts, tls_out;
 
 // Portable helpers (ct_bf16_round_fn, ct_bf16_pair_fn); the AVX-512 ones
 // compute the same bits.
@@ -78,22 +109,39 @@ static ct_bf16_pair_fn pairer(const ct_gemm_bf16_arch *arch) {
   return arch->pair_rows ? arch->pair_rows : pair_rows;
 }
 
+// One row of an operand rounded (or copied) into the packing.
+static void row_of(const ct_gemm_bf16_arch *arch, operand o, int64_t n,
+                   uint16_t *dst) {
+  if (o.f)
+    rounder(arch)(o.f, n, dst);
+  else
+    copy_row(o.h, n, dst);
+}
+
+// Rows r0 and r0 + ld (when has_r1) interleaved.
+static void pair_of(const ct_gemm_bf16_arch *arch, operand r0, bool has_r1,
+                    int64_t ld, int64_t n, uint16_t *dst) {
+  if (r0.f)
+    pairer(arch)(r0.f, has_r1 ? r0.f + ld : NULL, n, dst);
+  else
+    pair_stored_rows(r0.h, has_r1 ? r0.h + ld : NULL, n, dst);
+}
+
 // A block: rows i0..i0+mc, depth k0..k0+kc of op(A), as micro-panels of mr
 // rows (mr * lda_p values each), depth zero-padded to kp. A stored (M,K) is
 // rounded row by row. A stored (K,M) is rounded two k-rows at a time into
 // rows of pair words (tmp: kc/2 rows of mc words), which one transpose of
 // words then turns into the panel rows.
-static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
+static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, operand A,
                    int64_t lda, int64_t i0, int64_t k0, int64_t mc, int64_t kc,
                    int64_t kp, int64_t lda_p, uint16_t *dst, uint16_t *tmp) {
   const int mr = arch->mr;
   const int64_t panels = (mc + mr - 1) / mr;
   if (!trans) {
-    const ct_bf16_round_fn round = rounder(arch);
     for (int64_t i = 0; i < panels * mr; i++) {
       uint16_t *d = dst + i * lda_p;
       if (i < mc) {
-        round(A + (i0 + i) * lda + k0, kc, d);
+        row_of(arch, operand_at(A, (i0 + i) * lda + k0), kc, d);
         memset(d + kc, 0, (size_t)(kp - kc) * sizeof *d);
       } else {
         memset(d, 0, (size_t)kp * sizeof *d);
@@ -101,12 +149,10 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
     }
     return;
   }
-  const ct_bf16_pair_fn pair = pairer(arch);
   const int64_t kc2 = ct_gemm_round_up(kc, 2);
-  for (int64_t k = 0; k < kc; k += 2) {
-    const float *r0 = A + (k0 + k) * lda + i0;
-    pair(r0, k + 1 < kc ? r0 + lda : NULL, mc, tmp + k * mc);
-  }
+  for (int64_t k = 0; k < kc; k += 2)
+    pair_of(arch, operand_at(A, (k0 + k) * lda + i0), k + 1 < kc, lda, mc,
+            tmp + k * mc);
   transposer(arch)((const uint32_t *)tmp, mc, kc2 / 2, mc, (uint32_t *)dst,
                    lda_p / 2);
   for (int64_t i = 0; i < panels * mr; i++) {
@@ -121,21 +167,20 @@ static void pack_a(const ct_gemm_bf16_arch *arch, bool trans, const float *A,
 // two rows directly. B stored (N,K) has each pair adjacent in a row: the nr
 // rows of a panel are rounded (tmp: nr rows of kp values, zero rows past
 // nc), and a transpose of words makes them the panel's columns.
-static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
+static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, operand B,
                    int64_t ldb, int64_t k0, int64_t j0, int64_t kc, int64_t nc,
                    int64_t kp, uint16_t *dst, uint16_t *tmp) {
   const int nr = arch->nr;
   const int64_t panels = (nc + nr - 1) / nr, panel = kp * nr;
   if (!trans) {
-    const ct_bf16_pair_fn pair = pairer(arch);
     for (int64_t p = 0; p < kp / 2; p++) {
       const int64_t k = 2 * p;
-      const float *r0 = B + (k0 + k) * ldb + j0;
       for (int64_t jp = 0; jp < panels; jp++) {
         uint16_t *d = dst + jp * panel + p * 2 * nr;
         int64_t cols = nc - jp * nr < nr ? nc - jp * nr : nr;
         if (k < kc) {
-          pair(r0 + jp * nr, k + 1 < kc ? r0 + ldb + jp * nr : NULL, cols, d);
+          pair_of(arch, operand_at(B, (k0 + k) * ldb + j0 + jp * nr),
+                  k + 1 < kc, ldb, cols, d);
           memset(d + 2 * cols, 0, (size_t)(2 * (nr - cols)) * sizeof *d);
         } else {
           memset(d, 0, (size_t)(2 * nr) * sizeof *d);
@@ -144,14 +189,13 @@ static void pack_b(const ct_gemm_bf16_arch *arch, bool trans, const float *B,
     }
     return;
   }
-  const ct_bf16_round_fn round = rounder(arch);
   const ct_bf16_transpose_fn transpose = transposer(arch);
   for (int64_t jp = 0; jp < panels; jp++) {
     for (int64_t j = 0; j < nr; j++) {
       uint16_t *t = tmp + j * kp;
       int64_t col = jp * nr + j;
       int64_t from = col < nc ? kc : 0;
-      if (col < nc) round(B + (j0 + col) * ldb + k0, kc, t);
+      if (col < nc) row_of(arch, operand_at(B, (j0 + col) * ldb + k0), kc, t);
       memset(t + from, 0, (size_t)(kp - from) * sizeof *t);
     }
     transpose((const uint32_t *)tmp, kp / 2, nr, kp / 2,
@@ -176,7 +220,9 @@ static int64_t k_block(const ct_gemm_bf16_arch *arch, int64_t K) {
 // Per-thread packing buffers for one call, sized for the largest blocks.
 typedef struct buffers {
   int64_t kb, lda_p, mc_max, nc_max;
-  size_t pa, pb, tmp, slot;  // uint16_t counts; slot = all three, 64 B aligned
+  // uint16_t counts; slot = all four, 64 B aligned. strip: mr rows of
+  // nc_max floats, where a bf16 output's rows are made before rounding.
+  size_t pa, pb, tmp, strip, slot;
 } buffers;
 
 static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M, int64_t N,
@@ -194,20 +240,26 @@ static buffers buffer_sizes(const ct_gemm_bf16_arch *arch, int64_t M, int64_t N,
   // transposed B panel (nr x kb).
   int64_t tmp_a = b.kb * b.mc_max, tmp_b = (int64_t)arch->nr * b.kb;
   b.tmp = (size_t)ct_gemm_round_up(tmp_a > tmp_b ? tmp_a : tmp_b, 32);
-  b.slot = (size_t)ct_gemm_round_up((int64_t)(b.pa + b.pb + b.tmp), 32);
+  b.strip = (size_t)(2 * arch->mr * b.nc_max);
+  b.slot =
+      (size_t)ct_gemm_round_up((int64_t)(b.pa + b.pb + b.tmp + b.strip), 32);
   return b;
 }
 
 // C (m, n) = alpha * op(A) op(B) + beta * C (or beta * the bias rows),
 // where A, B, C and bias already point at the sub-problem's first
-// row/column; buf is one thread's slot.
+// row/column; buf is one thread's slot. With C16 instead of C (bf16
+// output, K in one block, beta 0 or the bias rows), each strip of mr rows
+// is made in the slot's strip and rounded into C16 while in cache.
 static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
-                       const buffers *bs, int64_t m, int64_t n, const float *A,
-                       const float *B, const float *bias, float *C,
+                       const buffers *bs, int64_t m, int64_t n, operand A,
+                       operand B, const float *bias, float *C, uint16_t *C16,
                        uint16_t *buf) {
   const int mr = arch->mr, nr = arch->nr;
   const int64_t K = op->K, kb = bs->kb, lda_p = bs->lda_p;
   uint16_t *pa = buf, *pb = buf + bs->pa, *tmp = pb + bs->pb;
+  float *strip = (float *)(tmp + bs->tmp);
+  const int64_t ldc = C16 ? bs->nc_max : op->ldc;
 
   if (arch->begin) arch->begin();
   for (int64_t jc = 0; jc < n; jc += arch->nc) {
@@ -224,16 +276,19 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
           const uint16_t *a = pa + ir * lda_p;
-          float *c = C + (ic + ir) * op->ldc + jc;
+          float *c = C16 ? strip : C + (ic + ir) * op->ldc + jc;
           // The first K block reads the bias rows instead of C.
           const bool from_bias = bias && pc == 0;
           const float *old = from_bias ? bias + jc : c;
-          const int64_t ldo = from_bias ? 0 : op->ldc;
+          const int64_t ldo = from_bias ? 0 : ldc;
           for (int64_t jr = 0; jr < nc; jr += nr) {
             int nt = nc - jr < nr ? (int)(nc - jr) : nr;
-            arch->kernel(kp, a, lda_p, pb + jr / nr * (kp * nr), c + jr,
-                         op->ldc, old + jr, ldo, op->alpha, beta, mt, nt);
+            arch->kernel(kp, a, lda_p, pb + jr / nr * (kp * nr), c + jr, ldc,
+                         old + jr, ldo, op->alpha, beta, mt, nt);
           }
+          for (int r = 0; C16 && r < mt; r++)
+            rounder(arch)(strip + r * ldc, nc,
+                          C16 + (ic + ir + r) * op->ldc + jc);
         }
       }
     }
@@ -244,17 +299,17 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
 // Out of memory for the packing buffers (of any thread; the call then takes
 // this path for the whole of C, so threads never mix paths): the emulated
 // arithmetic in plain loops.
-static void gemm_unpacked(const operands *op, int64_t m, int64_t n,
-                          const float *A, const float *B, const float *bias,
-                          float *C) {
+static void gemm_unpacked(const operands *op, int64_t m, int64_t n, operand A,
+                          operand B, const float *bias, float *C) {
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       float acc = 0.0f;
       for (int64_t k = 0; k < op->K; k++) {
-        float a = op->trans_a ? A[k * op->lda + i] : A[i * op->lda + k];
-        float b = op->trans_b ? B[j * op->ldb + k] : B[k * op->ldb + j];
-        acc = fmaf(ct_bf16_bits_to_f32(ct_bf16_round_bits(a)),
-                   ct_bf16_bits_to_f32(ct_bf16_round_bits(b)), acc);
+        float a =
+            operand_value(A, op->trans_a ? k * op->lda + i : i * op->lda + k);
+        float b =
+            operand_value(B, op->trans_b ? j * op->ldb + k : k * op->ldb + j);
+        acc = fmaf(a, b, acc);
       }
       float *c = C + i * op->ldc + j;
       float old = bias ? bias[j] : *c;
@@ -273,18 +328,22 @@ static void run_task(const ct_gemm_bf16_arch *arch, const operands *op,
                      int64_t t, int thread) {
   const ct_gemm_rect r = ct_gemm_grid_rect(g, op, t);
   const int64_t m = r.i1 - r.i0, n = r.j1 - r.j0;
-  float *c = op->C + r.b * op->stride_c + r.i0 * op->ldc + r.j0;
+  const int64_t c_at = r.b * op->stride_c + r.i0 * op->ldc + r.j0;
+  float *c = op->C ? op->C + c_at : NULL;
+  uint16_t *c16 = op->C16 ? op->C16 + c_at : NULL;
   const float *bias = op->bias ? op->bias + r.j0 : NULL;
   if (op->K <= 0 || op->alpha == 0.0f) {
     ct_gemm_scale_c(m, n, op->beta, bias, c, op->ldc);
     return;
   }
-  const float *a =
-      op->A + r.b * op->stride_a + (op->trans_a ? r.i0 : r.i0 * op->lda);
-  const float *b =
-      op->B + r.b * op->stride_b + (op->trans_b ? r.j0 * op->ldb : r.j0);
+  const operand a =
+      operand_at((operand){op->A, op->A16},
+                 r.b * op->stride_a + (op->trans_a ? r.i0 : r.i0 * op->lda));
+  const operand b =
+      operand_at((operand){op->B, op->B16},
+                 r.b * op->stride_b + (op->trans_b ? r.j0 * op->ldb : r.j0));
   if (bufs)
-    gemm_block(arch, op, bs, m, n, a, b, bias, c,
+    gemm_block(arch, op, bs, m, n, a, b, bias, c, c16,
                bufs + (size_t)thread * bs->slot);
   else
     gemm_unpacked(op, m, n, a, b, bias, c);
@@ -352,14 +411,16 @@ static bool run_along_k(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c,
       const int64_t k0 = b * kb;
       operands op = *c;
       op.K = c->K - k0 < kb ? c->K - k0 : kb;
-      op.A = c->A + (c->trans_a ? k0 * c->lda : k0);
-      op.B = c->B + (c->trans_b ? k0 : k0 * c->ldb);
+      const operand ao =
+          operand_at((operand){c->A, c->A16}, c->trans_a ? k0 * c->lda : k0);
+      const operand bo =
+          operand_at((operand){c->B, c->B16}, c->trans_b ? k0 : k0 * c->ldb);
       op.alpha = 1.0f;
       op.beta = 0.0f;
       op.bias = NULL;
       op.ldc = c->N;
-      gemm_block(arch, &op, &bs, c->M, c->N, op.A, op.B, NULL,
-                 parts + b * c->M * c->N, buf);
+      gemm_block(arch, &op, &bs, c->M, c->N, ao, bo, NULL,
+                 parts + b * c->M * c->N, NULL, buf);
     }
 #pragma omp for schedule(static)
     for (int t = 0; t < threads; t++)
@@ -369,7 +430,53 @@ static bool run_along_k(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c,
   return true;
 }
 
+// A bf16 output the strips cannot make (K in several blocks, beta reading
+// C, no K, out of memory for the packing): the product into fp32 scratch,
+// C's old values widened into it first where beta reads them, then
+// rounded into C16.
+static void run_via_scratch(const ct_gemm_bf16_arch *arch,
+                            const ct_gemm_call *c) {
+  const int64_t M = c->M, N = c->N;
+  float *out = ct_gemm_scratch_get(&tls_out, (size_t)(M * N));
+  ct_gemm_call f = *c;
+  f.C16 = NULL;
+  f.C = out;
+  f.ldc = N;
+  if (out && c->beta != 0.0f)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++)
+        out[i * N + j] = ct_bf16_bits_to_f32(c->C16[i * c->ldc + j]);
+  if (out) ct_gemm_bf16_run(arch, &f);
+  for (int64_t i = 0; i < M; i++) {
+    if (out) {
+      rounder(arch)(out + i * N, N, c->C16 + i * c->ldc);
+      continue;
+    }
+    // No scratch either: element by element.
+    for (int64_t j = 0; j < N; j++) {
+      float v = 0.0f;
+      f.C = &v;
+      f.ldc = 1;
+      f.M = f.N = 1;
+      f.A = c->A ? c->A + (c->trans_a ? i : i * c->lda) : NULL;
+      f.A16 = c->A16 ? c->A16 + (c->trans_a ? i : i * c->lda) : NULL;
+      f.B = c->B ? c->B + (c->trans_b ? j * c->ldb : j) : NULL;
+      f.B16 = c->B16 ? c->B16 + (c->trans_b ? j * c->ldb : j) : NULL;
+      f.bias = c->bias ? c->bias + j : NULL;
+      if (c->beta != 0.0f) v = ct_bf16_bits_to_f32(c->C16[i * c->ldc + j]);
+      gemm_unpacked(&f, 1, 1, (operand){f.A, f.A16}, (operand){f.B, f.B16},
+                    f.bias, &v);
+      rounder(arch)(&v, 1, c->C16 + i * c->ldc + j);
+    }
+  }
+}
+
 void ct_gemm_bf16_run(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c) {
+  if (c->C16 && (c->batch != 1 || c->K <= 0 || c->K > arch->kc ||
+                 c->alpha == 0.0f || (c->beta != 0.0f && !c->bias))) {
+    run_via_scratch(arch, c);
+    return;
+  }
   int threads = ct_gemm_threads(c);
   if (c->K > 0 && c->alpha != 0.0f) {
     const int64_t kb = k_block(arch, c->K), nblocks = (c->K + kb - 1) / kb;
@@ -395,6 +502,10 @@ void ct_gemm_bf16_run(const ct_gemm_bf16_arch *arch, const ct_gemm_call *c) {
   if (c->K > 0 && c->alpha != 0.0f)
     bufs = (uint16_t *)ct_gemm_scratch_get(&tls_bufs,
                                            (bs.slot * (size_t)threads + 1) / 2);
+  if (c->C16 && !bufs) {
+    run_via_scratch(arch, c);
+    return;
+  }
   if (threads <= 1) {
     for (int64_t t = 0; t < g.tasks; t++)
       run_task(arch, c, &g, &bs, bufs, t, 0);

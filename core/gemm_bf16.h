@@ -80,6 +80,24 @@ const char *ct_gemm_bf16_path_name(ct_gemm_bf16_path path);
 // (exact).
 uint16_t ct_bf16_from_f32(float x);
 float ct_bf16_to_f32(uint16_t h);
+// An operand of ct_gemm_bf16_stored: fp32 values (f), or, when f is NULL,
+// bf16 bits (h), with leading dimension ld in elements.
+typedef struct ct_gemm_src {
+  const float *f;
+  const uint16_t *h;
+  int64_t ld;
+} ct_gemm_src;
+// ct_gemm_bf16 with the bias of ct_gemm_bf16_bias (or NULL) and the row
+// sums of ct_gemm_sum_a (or NULL; A must then be fp32), where an operand may
+// be bf16 storage: its bits are packed as they are, which gives the bits
+// of the same product of the widened values, without widening them. With
+// C16 (not NULL) the output is bf16 storage instead of C: each value is
+// the fp32 result rounded as ct_bf16_store rounds (beta reads C16's values
+// widened).
+void ct_gemm_bf16_stored(bool trans_a, bool trans_b, int64_t M, int64_t N,
+                         int64_t K, float alpha, const ct_gemm_src *A,
+                         const ct_gemm_src *B, float beta, const float *bias,
+                         float *C, uint16_t *C16, int64_t ldc, float *a_sums);
 // n values rounded as the calling session's bf16 products round them while
 // packing (on the AVX512-BF16 and AMX paths the conversion instruction,
 // which reads subnormal inputs as zero), and widened back (exact).

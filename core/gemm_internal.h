@@ -29,6 +29,11 @@ typedef struct ct_gemm_call {
   int64_t batch;
   const float *bias;  // (N) or NULL: the old C is this row in every row
   float *a_sums;      // (M) or NULL: += the row sums of op(A) (fp32 driver)
+  // bf16 driver only: A or B given as bf16 storage (then A or B is NULL),
+  // in elements of uint16_t with the same lda/ldb and strides; C16 a bf16
+  // output instead of C (C NULL), rounded as the packing rounds.
+  const uint16_t *A16, *B16;
+  uint16_t *C16;
 } ct_gemm_call;
 
 static inline int64_t ct_gemm_round_up(int64_t x, int64_t m) {

@@ -1,7 +1,9 @@
 // bf16 storage of activations (core/tensor.h, ct_nn_activation_dtype):
 // (a) ct_bf16_store rounds as the packing does: on every bf16 path, a bf16
 //     product of stored-and-widened operands has the bits of the product of
-//     the fp32 ones, subnormals, ties, NaN and Inf included;
+//     the fp32 ones, subnormals, ties, NaN and Inf included; products that
+//     read stored operands in place (ct_gemm_bf16_stored) give those bits,
+//     and its bf16 output is the fp32 output rounded;
 // (b) the ops that take a bf16 input read it as the floats it widens to:
 //     output and every gradient equal, bit for bit, those of the same graph
 //     fed the widened values as an f32 tensor (linear, linear_fused with
@@ -47,7 +49,7 @@ static float *copy_floats(const float *src, int64_t n) {
 // ---- (a) the storage's rounding is the packing's ---------------------------------
 
 static void test_store_matches_packing(void) {
-  enum { M = 37, K = 70, N = 29 };
+  enum { M = 37, K = 71, N = 29 };  // K odd: a pair with one row
   static float A[M * K], B[K * N], A2[M * K], A3[M * K], B2[K * N], C1[M * N],
       C2[M * N];
   static uint16_t s[M * K > K * N ? M * K : K * N];
@@ -88,6 +90,54 @@ static void test_store_matches_packing(void) {
     CHECK(memcmp(C1, C2, sizeof C1) == 0,
           "path %s: the product of the stored operands differs",
           ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()));
+    // The product with one operand given as the stored bits (packed as
+    // they are) has the bits of the product of the widened values, for
+    // either operand, transposed or not, with a bias and row sums.
+    static uint16_t a16[M * K], b16[K * N];
+    static float bias[N], C3[M * N], sums1[M], sums2[M];
+    for (int j = 0; j < N; j++) bias[j] = 0.25f * (float)j;
+    ct_bf16_store(A, M * K, a16);
+    ct_bf16_store(B, K * N, b16);
+    for (int t = 0; t < 4; t++) {
+      const bool ta = t & 1, tb = t & 2;
+      // The same memory read as (M,K) or (K,M), (K,N) or (N,K).
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      for (int which = 0; which < 2; which++) {
+        const ct_gemm_src as = {.f = which ? A2 : NULL, .h = a16, .ld = lda};
+        const ct_gemm_src bs = {.f = which ? NULL : B2, .h = b16, .ld = ldb};
+        for (int i = 0; i < M * N; i++) C1[i] = 0.0f;
+        ct_gemm_bf16(ta, tb, M, N, K, 1.0f, A2, lda, B2, ldb, 0.0f, C1, N);
+        for (int i = 0; i < M * N; i++) C3[i] = -1.0f;
+        ct_gemm_bf16_stored(ta, tb, M, N, K, 1.0f, &as, &bs, 0.0f, NULL, C3,
+                            NULL, N, NULL);
+        CHECK(memcmp(C1, C3, sizeof C1) == 0,
+              "path %s, trans %d%d, %s stored: differs from the widened "
+              "product",
+              ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()), ta, tb,
+              which ? "B" : "A");
+        for (int i = 0; i < M * N; i++) C3[i] = -1.0f;
+        ct_gemm_bf16_stored(ta, tb, M, N, K, 1.0f, &as, &bs, 1.0f, bias, C3,
+                            NULL, N, NULL);
+        ct_gemm_bf16_bias(ta, tb, M, N, K, A2, lda, B2, ldb, bias, C2, N);
+        CHECK(memcmp(C2, C3, sizeof C2) == 0,
+              "path %s, trans %d%d, %s stored, bias: differs",
+              ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()), ta, tb,
+              which ? "B" : "A");
+        if (which) {  // row sums of an fp32 A, beside a stored B
+          memset(sums1, 0, sizeof sums1);
+          memset(sums2, 0, sizeof sums2);
+          for (int i = 0; i < M * N; i++) C2[i] = C3[i] = 1.0f;
+          ct_gemm_sum_a(ta, tb, M, N, K, 1.0f, A2, lda, B2, ldb, 1.0f, C2, N,
+                        sums1);
+          ct_gemm_bf16_stored(ta, tb, M, N, K, 1.0f, &as, &bs, 1.0f, NULL, C3,
+                              NULL, N, sums2);
+          CHECK(memcmp(C2, C3, sizeof C2) == 0 &&
+                    memcmp(sums1, sums2, sizeof sums1) == 0,
+                "path %s, trans %d%d: row sums beside a stored B differ",
+                ct_gemm_bf16_path_name(ct_gemm_bf16_active_path()), ta, tb);
+        }
+      }
+    }
     // Stored once more, the widened values do not move.
     ct_bf16_store(A2, M * K, s);
     ct_bf16_load(s, M * K, A3);
@@ -104,6 +154,51 @@ static void test_store_matches_packing(void) {
     if (fabsf(B[i]) >= 1.2e-38f || B[i] == 0.0f)
       same = same && s[i] == ct_bf16_from_f32(B[i]);
   CHECK(same, "stored bits differ from ct_bf16_from_f32 on normal values");
+}
+
+// A bf16 output (C16) is the fp32 output rounded by ct_bf16_store, on every
+// path: K in one block (rounded from the kernel's strips) and K past the
+// block depth (through scratch), with beta 0, a bias, or beta 1 reading the
+// old bf16 values.
+static void test_stored_output(void) {
+  enum { M = 70, N = 45, KMAX = 1100 };
+  static float A[M * KMAX], B[KMAX * N], bias[N], C[M * N];
+  static uint16_t C16[M * N], want[M * N];
+  ct_rng r = ct_rng_make(8, 2);
+  ct_rng_fill_normal(&r, A, M * KMAX, 0.0f, 1.0f);
+  ct_rng_fill_normal(&r, B, KMAX * N, 0.0f, 1.0f);
+  ct_rng_fill_normal(&r, bias, N, 0.0f, 1.0f);
+  const ct_gemm_bf16_path paths[] = {CT_GEMM_BF16_EMULATED,
+                                     CT_GEMM_BF16_AVX512BF16, CT_GEMM_BF16_AMX};
+  const int64_t Ks[] = {71, KMAX};
+  for (int p = 0; p < 3; p++) {
+    ct_gemm_bf16_force_path(paths[p]);
+    const char *name = ct_gemm_bf16_path_name(ct_gemm_bf16_active_path());
+    for (int k = 0; k < 2; k++) {
+      const int64_t K = Ks[k];
+      const ct_gemm_src as = {.f = A, .ld = K}, bs = {.f = B, .ld = N};
+      for (int mode = 0; mode < 3; mode++) {  // beta 0, bias, beta 1
+        const float beta = mode ? 1.0f : 0.0f;
+        const float *b = mode == 1 ? bias : NULL;
+        for (int i = 0; i < M * N; i++) {
+          C16[i] = ct_bf16_from_f32(0.5f * (float)(i % 13));
+          C[i] = ct_bf16_to_f32(C16[i]);
+        }
+        ct_gemm_bf16_stored(false, false, M, N, K, 1.0f, &as, &bs, beta, b, C,
+                            NULL, N, NULL);
+        ct_bf16_store(C, M * N, want);
+        ct_gemm_bf16_stored(false, false, M, N, K, 1.0f, &as, &bs, beta, b,
+                            NULL, C16, N, NULL);
+        CHECK(memcmp(C16, want, sizeof want) == 0,
+              "path %s, K %lld, %s: bf16 output is not the rounded fp32 one",
+              name, (long long)K,
+              mode == 0   ? "beta 0"
+              : mode == 1 ? "bias"
+                          : "beta 1");
+      }
+    }
+  }
+  ct_gemm_bf16_force_path(CT_GEMM_BF16_AUTO);
 }
 
 // ---- (b) bf16 inputs read as their widened floats ------------------------------
@@ -457,6 +552,7 @@ static void test_vit_step(void) {
 
 int main(void) {
   test_store_matches_packing();
+  test_stored_output();
   for (int c = C_LINEAR; c <= C_ATTN_CAUSAL; c++)
     for (int twice = 0; twice < 2; twice++) {
       check_consumer((consumer)c, twice, false);
