@@ -6,16 +6,16 @@
 // and bias data, which live at least as long as the step) and lse (B,NH,Tq).
 // q, k, v and out are the node's inputs and output.
 //
-// A qkv stored in bf16 (core/tensor.h) is widened whole into scratch for
-// each pass: the kernel reads q, k and v only through its products, which
-// round them to bf16 again in bf16 precision, so the bits are those of the
-// f32 qkv the storage rounded.
+// A qkv stored in bf16 (core/tensor.h) is read by the kernel, which widens
+// each (b, h) into its scratch (ct_attn_params.q16): the results of the
+// widened values as an f32 qkv. In bf16 precision the kernel reads q, k and
+// v only through products, which round them to bf16 again, so the bits are
+// those of the f32 qkv the storage rounded.
 #include "autograd/ops_attention.h"
 
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/attention_kernel.h"
-#include "core/gemm_bf16.h"
 
 typedef struct attn_saved {
   ct_attn_params p;
@@ -110,29 +110,21 @@ static bool params_from_opts(const char *op, const ct_attention_opts *o,
   return true;
 }
 
-// The floats of a qkv input: its own, or widened into the arena (NULL when
-// out of memory; the caller rewinds).
-static const float *qkv_f32(const ct_tensor *qkv) {
-  if (qkv->dtype == CT_F32) return ct_f32(qkv);
-  float *buf = ct_arena_alloc((size_t)qkv->numel * sizeof(float));
-  if (buf) ct_bf16_load(ct_bf16(qkv), qkv->numel, buf);
-  return buf;
-}
-
 static void attention_backward(ct_node *n) {
   attn_saved *s = n->saved;
   const ct_attn_params *p = &s->p;
   const float *q, *k, *v;
   float *dq = NULL, *dk = NULL, *dv = NULL;
   ct_tensor *bias;
-  ct_arena_mark mark = ct_arena_get_mark();
   if (s->fused) {
     ct_tensor *qkv = n->in[0];
     const int64_t off = p->NH * p->Dh;
-    q = qkv_f32(qkv);
-    if (!q) return;
-    k = q + off;
-    v = q + 2 * off;
+    q = k = v = NULL;  // bf16 storage: read through p->q16
+    if (qkv->dtype == CT_F32) {
+      q = ct_f32(qkv);
+      k = q + off;
+      v = q + 2 * off;
+    }
     if (qkv->requires_grad) {
       dq = qkv->grad;
       dk = dq + off;
@@ -156,7 +148,6 @@ static void attention_backward(ct_node *n) {
   pa.assign_grads = s->fused ? (n->fresh & 1u ? all : 0u) : n->fresh & all;
   ct_attention_backward(&pa, q, k, v, ct_f32(n->out), s->lse, n->out->grad, dq,
                         dk, dv, dbias);
-  ct_arena_rewind(mark);
 }
 
 // Runs the kernel into a new (B,Tq,NH,Dh) output and records the node. For
@@ -174,12 +165,15 @@ static ct_tensor *attention_run(const char *op, ct_attn_params *p,
       s ? ct_arena_alloc((size_t)(p->B * p->NH * p->Tq) * sizeof(float)) : NULL;
   if (!lse) return NULL;
   if (wants) mark = ct_arena_get_mark();
-  if (fused) {
-    const float *base = qkv_f32(in[0]);
-    if (!base) return NULL;
-    q = base;
-    k = base + p->NH * p->Dh;
-    v = base + 2 * p->NH * p->Dh;
+  if (fused && in[0]->dtype == CT_F32) {
+    q = ct_f32(in[0]);
+    k = q + p->NH * p->Dh;
+    v = q + 2 * p->NH * p->Dh;
+  } else if (fused) {  // bf16 storage, which the kernel widens
+    const uint16_t *base = ct_bf16(in[0]);
+    p->q16 = base;
+    p->k16 = base + p->NH * p->Dh;
+    p->v16 = base + 2 * p->NH * p->Dh;
   }
   ct_status st = ct_attention_forward(p, q, k, v, ct_f32(out), lse);
   ct_arena_rewind(mark);

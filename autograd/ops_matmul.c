@@ -11,6 +11,9 @@
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/gemm.h"
+#include "core/vmath.h"
+
+#include <string.h>
 
 // ---- matmul -------------------------------------------------------------------
 
@@ -330,6 +333,42 @@ typedef struct fused_saved {
   bool gelu;
 } fused_saved;
 
+// n bf16 values widened, on the calling thread.
+static void widen(const uint16_t *restrict src, int64_t n,
+                  float *restrict dst) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) {
+    const uint32_t u = (uint32_t)src[i] << 16;
+    memcpy(dst + i, &u, sizeof u);
+  }
+}
+
+// gelu(x) for all of x (either storage) into h (fp32) or h16 (rounded as
+// ct_bf16_store rounds): one parallel pass by blocks, each widened, made
+// and rounded in the thread's own stack buffer.
+enum { GELU_ROWS_BLOCK = 4096 };
+static void gelu_rows(const ct_tensor *x, float *h, uint16_t *h16) {
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  const int64_t n = x->numel;
+  const int64_t blocks = (n + GELU_ROWS_BLOCK - 1) / GELU_ROWS_BLOCK;
+#pragma omp parallel if (blocks > 8)
+  {
+    float buf[GELU_ROWS_BLOCK];
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < blocks; k++) {
+      const int64_t lo = k * GELU_ROWS_BLOCK;
+      const int64_t len = n - lo < GELU_ROWS_BLOCK ? n - lo : GELU_ROWS_BLOCK;
+      const float *src = buf;
+      if (x->dtype == CT_F32)
+        src = ct_f32(x) + lo;
+      else
+        widen(ct_bf16(x) + lo, len, buf);
+      ct_vmath_gelu(src, h16 ? buf : h + lo, len);
+      if (h16) ct_bf16_store_in_mode(&mode, buf, len, h16 + lo);
+    }
+  }
+}
+
 // x (N, IN), w (OUT, IN), bias (OUT), r (N, OUT) -> y (N, OUT)
 static void linear_fused_backward(ct_node *node) {
   const fused_saved *s = node->saved;
@@ -356,28 +395,30 @@ static void linear_fused_backward(ct_node *node) {
               fresh ? 0.0f : 1.0f, x->grad, IN);
     return;
   }
-  // dw sums over all rows: h = gelu(x) whole (a bf16 x widened into it
-  // first). Its room is x's gradient buffer when that is fresh (contents
-  // undefined, and overwritten by dx once h has served dw), else scratch.
+  // dw sums over all rows: h = gelu(x) whole, kept in bf16 where the
+  // products are bf16 (they would round it anyway; read in place). Its
+  // room is x's gradient buffer when that is fresh (contents undefined, and
+  // overwritten by dx once h has served dw), else scratch.
   ct_arena_mark mark = ct_arena_get_mark();
   const bool bf16 = x->dtype == CT_BF16, dx = x->requires_grad;
+  const bool h_bf16 = ct_gemm_get_precision() == CT_GEMM_BF16;
   const int64_t chunk = chunk_rows(IN), most = N < chunk ? N : chunk;
   const size_t chunk_bytes = (size_t)(most * IN) * sizeof(float);
-  float *h =
-      dx && fresh ? x->grad : ct_arena_alloc((size_t)x->numel * sizeof(float));
+  void *h = dx && fresh
+                ? (void *)x->grad
+                : ct_arena_alloc((size_t)x->numel *
+                                 (h_bf16 ? sizeof(uint16_t) : sizeof(float)));
   float *dh = dx ? ct_arena_alloc(chunk_bytes) : NULL;
   float *xc = bf16 ? ct_arena_alloc(chunk_bytes) : NULL;
   if (!h || (dx && !dh) || (bf16 && !xc)) {
     ct_arena_rewind(mark);
     return;
   }
-  if (bf16) {
-    ct_bf16_load(ct_bf16(x), x->numel, h);
-    ct_gelu_erf_blocks(h, h, NULL, NULL, x->numel, false);
-  } else {
-    ct_gelu_erf_blocks(ct_f32(x), h, NULL, NULL, x->numel, false);
-  }
-  linear_param_grads(node, h, N, IN);
+  gelu_rows(x, h_bf16 ? NULL : h, h_bf16 ? h : NULL);
+  if (h_bf16)
+    linear_param_grads_src(node, NULL, h, N, IN);
+  else
+    linear_param_grads(node, h, N, IN);
   // By row chunks: dh = dy w, then dx = (or +=) dh gelu'(x).
   for (int64_t r0 = 0; dx && r0 < N; r0 += chunk) {
     const int64_t rows = N - r0 < chunk ? N - r0 : chunk;

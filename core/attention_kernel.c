@@ -889,8 +889,9 @@ static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
 typedef struct fwd_ws {
   float *s, *o, *m, *l, *kadd, *keep, *kt;
-  uint32_t *pack;  // pack_words for bf16 block products
-  uint64_t flops;  // of this thread's block products
+  float *ql, *kl, *vl;  // q, k, v of one (b, h) widened from bf16 storage
+  uint32_t *pack;       // pack_words for bf16 block products
+  uint64_t flops;       // of this thread's block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } fwd_ws;
@@ -900,9 +901,36 @@ static int64_t kt_ld(const ct_attn_params *p) {
   return (p->Tk + 15) & ~(int64_t)15;
 }
 
+// Floats of one (b, h)'s q, k, v widened from bf16 storage (0 without).
+static int64_t widened_floats(const ct_attn_params *p) {
+  return p->q16 ? (p->Tq + 2 * p->Tk) * p->Dh : 0;
+}
+
 static size_t fwd_ws_floats(const ct_attn_params *p) {
   return (size_t)(2 * BQ * BK + BQ * p->Dh + 3 * BQ + kt_ld(p) +
-                  p->Dh * kt_ld(p) + BK + 16 + pack_words(p));
+                  p->Dh * kt_ld(p) + BK + 16 + pack_words(p) +
+                  widened_floats(p));
+}
+
+// Rows [r0, r1) of head h of batch b of a bf16-stored q, k or v (layout l)
+// into dst as fp32, row r at dst + r * Dh.
+static void widen_head(const uint16_t *src, ct_attn_layout l, int64_t b,
+                       int64_t h, int64_t r0, int64_t r1, int64_t Dh,
+                       float *dst) {
+  for (int64_t r = r0; r < r1; r++) {
+    const uint16_t *restrict s = src + b * l.batch + h * l.head + r * l.row;
+    float *restrict d = dst + r * Dh;
+#pragma omp simd
+    for (int64_t c = 0; c < Dh; c++) {
+      const uint32_t u = (uint32_t)s[c] << 16;
+      memcpy(d + c, &u, sizeof u);
+    }
+  }
+}
+
+// The layout of widened rows of one (b, h): row stride Dh.
+static ct_attn_layout widened_layout(int64_t Dh) {
+  return (ct_attn_layout){.batch = 0, .row = Dh, .head = 0};
 }
 
 static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
@@ -917,6 +945,9 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.kt = w.kadd + kt_ld(p);
   w.words = (uint32_t *)(w.kt + p->Dh * kt_ld(p));
   w.pack = w.words + BK + 16;
+  w.ql = (float *)(w.pack + pack_words(p));
+  w.kl = w.ql + p->Tq * p->Dh;
+  w.vl = w.kl + p->Tk * p->Dh;
   w.flops = 0;
   return w;
 }
@@ -990,6 +1021,18 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
   const int64_t last0 = (qb1 - 1) * BQ;
   int64_t kend = block_key_end(p, b, last0, i_last - last0);
   if (kend < 0) kend = 0;
+  ct_attn_params wp;
+  if (p->q16) {  // this (b, h)'s rows widened; the block code reads those
+    widen_head(p->q16, p->q, b, h, qb0 * BQ, i_last, p->Dh, w->ql);
+    widen_head(p->k16, p->k, b, h, 0, kend, p->Dh, w->kl);
+    widen_head(p->v16, p->v, b, h, 0, kend, p->Dh, w->vl);
+    wp = *p;
+    wp.q = wp.k = wp.v = widened_layout(p->Dh);
+    p = &wp;
+    q = w->ql;
+    k = w->kl;
+    v = w->vl;
+  }
   const int64_t ldkt = kt_ld(p);
   isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, p->Dh,
                  w->kt, ldkt);
@@ -1063,15 +1106,16 @@ ct_status ct_attention_forward(const ct_attn_params *p, const float *q,
 
 typedef struct bwd_ws {
   float *s, *dp, *keep, *delta, *kadd, *kt, *vt;
-  uint32_t *pack;  // pack_words for bf16 block products
-  uint64_t flops;  // of this thread's block products
+  float *ql, *kl, *vl;  // q, k, v of one (b, h) widened from bf16 storage
+  uint32_t *pack;       // pack_words for bf16 block products
+  uint64_t flops;       // of this thread's block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
 } bwd_ws;
 
 static size_t bwd_ws_floats(const ct_attn_params *p) {
   return (size_t)(3 * BQ * BK + 2 * BQ + kt_ld(p) + 2 * p->Dh * kt_ld(p) + BK +
-                  16 + pack_words(p));
+                  16 + pack_words(p) + widened_floats(p));
 }
 
 static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
@@ -1087,6 +1131,9 @@ static bwd_ws bwd_ws_at(const ct_attn_params *p, float *base) {
   w.vt = w.kt + p->Dh * ldt;
   w.words = (uint32_t *)(w.vt + p->Dh * ldt);
   w.pack = w.words + BK + 16;
+  w.ql = (float *)(w.pack + pack_words(p));
+  w.kl = w.ql + p->Tq * p->Dh;
+  w.vl = w.kl + p->Tk * p->Dh;
   w.flops = 0;
   return w;
 }
@@ -1138,21 +1185,35 @@ static void zero_rows(float *dst, int64_t rs, int64_t n, int64_t dh) {
 static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                      const bwd_args *a, int64_t b, int64_t h, bwd_ws *w) {
   const int64_t Dh = p->Dh;
-  const float *qh = a->q + b * p->q.batch + h * p->q.head;
-  const float *kh = a->k + b * p->k.batch + h * p->k.head;
-  const float *vh = a->v + b * p->v.batch + h * p->v.head;
+  const int64_t len = key_len(p, b);
+  // q, k, v rows of (b, h) and their row strides (the gradients keep the
+  // inputs' layouts): in place, or widened from bf16 storage.
+  const float *qh, *kh, *vh;
+  int64_t q_rs = p->q.row, k_rs = p->k.row, v_rs = p->v.row;
+  if (p->q16) {
+    widen_head(p->q16, p->q, b, h, 0, p->Tq, Dh, w->ql);
+    widen_head(p->k16, p->k, b, h, 0, len, Dh, w->kl);
+    widen_head(p->v16, p->v, b, h, 0, len, Dh, w->vl);
+    qh = w->ql;
+    kh = w->kl;
+    vh = w->vl;
+    q_rs = k_rs = v_rs = Dh;
+  } else {
+    qh = a->q + b * p->q.batch + h * p->q.head;
+    kh = a->k + b * p->k.batch + h * p->k.head;
+    vh = a->v + b * p->v.batch + h * p->v.head;
+  }
   const float *oh = a->out + b * p->out.batch + h * p->out.head;
   const float *doh = a->dout + b * p->out.batch + h * p->out.head;
   float *dqh = a->dq ? a->dq + b * p->q.batch + h * p->q.head : NULL;
   float *dkh = a->dk ? a->dk + b * p->k.batch + h * p->k.head : NULL;
   float *dvh = a->dv ? a->dv + b * p->v.batch + h * p->v.head : NULL;
   const float *lseh = a->lse + (b * p->NH + h) * p->Tq;
-  const int64_t len = key_len(p, b);
   const float *kadd = key_add(p, b, w->kadd);
   const bool drop = p->dropout_p > 0.0f;
   const int64_t ldt = kt_ld(p);
-  isa->transpose(kh, p->k.row, len, Dh, w->kt, ldt);
-  isa->transpose(vh, p->v.row, len, Dh, w->vt, ldt);
+  isa->transpose(kh, k_rs, len, Dh, w->kt, ldt);
+  isa->transpose(vh, v_rs, len, Dh, w->vt, ldt);
   const bool assign_q = p->assign_grads & CT_ATTN_ASSIGN_DQ;
   const bool assign_k = p->assign_grads & CT_ATTN_ASSIGN_DK;
   const bool assign_v = p->assign_grads & CT_ATTN_ASSIGN_DV;
@@ -1171,7 +1232,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       continue;
     }
     const float beta_kv = i0 == 0 ? 0.0f : 1.0f;
-    const float *qb = qh + i0 * p->q.row;
+    const float *qb = qh + i0 * q_rs;
     const float *dob = doh + i0 * p->out.row;
     // delta_i = dO_i . O_i = sum_j Z_ij dZ_ij (the softmax backward term):
     // each row one chain of adds over d in order; eight rows' chains side
@@ -1190,7 +1251,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
       block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-                    qb, p->q.row, w->kt + j0, ldt, 0.0f, w->s, BK);
+                    qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
       block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f, dob,
                     p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
@@ -1204,12 +1265,12 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                       dvh + j0 * p->v.row, p->v.row);
       if (dqh)
         block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
-                      w->dp, BK, kh + j0 * p->k.row, p->k.row,
+                      w->dp, BK, kh + j0 * k_rs, k_rs,
                       assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
                       p->q.row);
       if (dkh)
         block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
-                      w->dp, BK, qb, p->q.row, assign_k ? beta_kv : 1.0f,
+                      w->dp, BK, qb, q_rs, assign_k ? beta_kv : 1.0f,
                       dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (b - a->dbias_b0) * a->dbias_batch +

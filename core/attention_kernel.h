@@ -95,6 +95,11 @@ typedef struct ct_attn_params {
   // Backward only: CT_ATTN_ASSIGN_* bits for the gradients whose buffers are
   // uninitialized; the backward then assigns them instead of adding.
   unsigned assign_grads;
+  // q, k, v as bf16 storage (core/tensor.h) in their layouts, or NULL. When
+  // set, the q, k, v pointers of the calls are not read (pass NULL): each
+  // (b, h) is widened into thread scratch, which gives the results of the
+  // widened values as fp32 inputs.
+  const uint16_t *q16, *k16, *v16;
 } ct_attn_params;
 
 enum {

@@ -313,6 +313,16 @@ void ct_bf16_store(const float *src, int64_t n, uint16_t *dst) {
   }
 }
 
+void ct_bf16_store_in_mode(const ct_gemm_mode *mode, const float *src,
+                           int64_t n, uint16_t *dst) {
+  const ct_gemm_bf16_arch *a = bf16_arch(mode->bf16_path);
+  if (a->round_row) {
+    a->round_row(src, n, dst);
+  } else {
+    for (int64_t j = 0; j < n; j++) dst[j] = ct_bf16_round_bits(src[j]);
+  }
+}
+
 void ct_bf16_load(const uint16_t *src, int64_t n, float *dst) {
 #pragma omp parallel for simd schedule(static) if (n > 2 * BF16_STORE_CHUNK)
   for (int64_t i = 0; i < n; i++) dst[i] = ct_bf16_bits_to_f32(src[i]);

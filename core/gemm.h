@@ -95,6 +95,10 @@ typedef struct ct_gemm_mode {
 } ct_gemm_mode;
 
 ct_gemm_mode ct_gemm_current_mode(void);
+// ct_bf16_store (core/gemm_bf16.h) with the rounding of `mode`'s bf16 path,
+// on the calling thread only: for kernels' OpenMP workers.
+void ct_bf16_store_in_mode(const ct_gemm_mode *mode, const float *src,
+                           int64_t n, uint16_t *dst);
 // ct_gemm with the settings of `mode` instead of the session's.
 void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
                      int64_t M, int64_t N, int64_t K, float alpha,

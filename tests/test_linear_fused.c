@@ -2,9 +2,11 @@
 // checks, and the same bits as the separate ops,
 // ct_add(r, ct_linear(ct_gelu(x, CT_GELU_ERF), w, b)), forward and backward,
 // with and without the GELU and the residual, both when x's gradient starts
-// with this op (assigned) and when another op wrote it first (accumulated).
+// with this op (assigned) and when another op wrote it first (accumulated),
+// in fp32 and in bf16 precision.
 // Prints the max differences.
 #include "autograd/ops.h"
+#include "core/gemm.h"
 #include "tests/grad_util.h"
 
 #include <stdlib.h>
@@ -100,6 +102,11 @@ int main(void) {
     check_same_bits(&c, true, 37, 131, 29);
     check_same_bits(&c, false, 40, 8200, 3);
     check_same_bits(&c, true, 40, 8200, 3);
+    // In bf16 precision too (the GELU's output for dw then kept in bf16).
+    ct_gemm_set_precision(CT_GEMM_BF16);
+    check_same_bits(&c, false, 37, 131, 29);
+    check_same_bits(&c, true, 40, 8200, 3);
+    ct_gemm_set_precision(CT_GEMM_FP32);
   }
   // Errors name the op.
   ct_tensor *x = ct_tensor_zeros(CT_F32, CT_SHAPE(2, 3));
