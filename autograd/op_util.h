@@ -7,6 +7,10 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 // Each returns false after recording an error that names the op.
 bool ct_check_f32(const char *op, const ct_tensor *t, const char *what);
 bool ct_check_i32(const char *op, const ct_tensor *t, const char *what);
@@ -45,6 +49,26 @@ void ct_add_column_sums(float *out, const float *x, int64_t rows, int64_t cols,
 // accumulate (g may equal gx).
 void ct_gelu_erf_blocks(const float *x, float *y, const float *g, float *gx,
                         int64_t n, bool accumulate);
+
+// 1.0f when on, else 0.0f, built from bits: the compiler turns a ?: of the
+// two constants, once multiplied into a gradient, back into a branch that
+// mispredicts on random signs and keeps the loop scalar.
+static inline float step01(bool on) {
+  uint32_t bits = 0x3f800000u & (0u - (uint32_t)on);
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// v when keep, else +0.0f, by masking v's bits (a branch-free ?:, see
+// step01).
+static inline float keep_or_zero(bool keep, float v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  bits &= 0u - (uint32_t)keep;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
 
 // Records a node with inputs given inline: CT_RECORD("relu", bw, y, NULL, x).
 #define CT_RECORD(op, bw, out, saved, ...)                               \

@@ -71,13 +71,17 @@ ct_tensor *ct_linear_as(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
                         ct_dtype out_dtype);
 // What ct_linear_fused folds into a linear.
 typedef struct ct_linear_fusion {
-  bool gelu_input;      // the input goes through the exact GELU first
+  bool gelu_input;  // the input goes through the exact GELU first
+  // Or, p in (0, 1] (0: none): the input goes through
+  // ct_relu_dropout(x, p, dropout_seed, dropout_stream) first, same mask.
+  float relu_dropout;
+  uint64_t dropout_seed, dropout_stream;
   ct_tensor *residual;  // added to the output (shape of the output), or NULL
 } ct_linear_fusion;
-// [residual +] (gelu(x) or x) w^T + bias: the same bits as
-// ct_add(residual, ct_linear(ct_gelu(x, CT_GELU_ERF), w, bias)), with less
-// kept for backward: not gelu(x) (recomputed there) nor the linear's own
-// output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
+// [residual +] (gelu(x), relu_dropout(x) or x) w^T + bias: the same bits as
+// ct_add(residual, ct_linear(ct_gelu(x, CT_GELU_ERF), w, bias)) (or with
+// ct_relu_dropout), with less kept for backward: not the activation's
+// output (recomputed there) nor the linear's own output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
 // x may be bf16 storage, as for ct_linear.
 ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
                            const ct_linear_fusion *f);

@@ -306,26 +306,6 @@ static inline float unary_fwd(un_kind k, float x, float s) {
   return 0.0f;
 }
 
-// 1.0f when on, else 0.0f, built from bits: the compiler turns a ?: of the
-// two constants, once multiplied into a gradient, back into a branch that
-// mispredicts on random signs and keeps the loop scalar.
-static inline float step01(bool on) {
-  uint32_t bits = 0x3f800000u & (0u - (uint32_t)on);
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// v when keep, else +0.0f, by masking v's bits (a branch-free ?:, see
-// step01).
-static inline float keep_or_zero(bool keep, float v) {
-  uint32_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  bits &= 0u - (uint32_t)keep;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
 static inline float unary_deriv(un_kind k, float x, float y, float s) {
   switch (k) {
   case UN_SCALE: return s;

@@ -11,6 +11,7 @@
 #include "autograd/op_util.h"
 #include "core/arena.h"
 #include "core/gemm.h"
+#include "core/rng.h"
 #include "core/vmath.h"
 
 #include <string.h>
@@ -319,19 +320,60 @@ ct_tensor *ct_linear_as(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
 
 // ---- linear_fused --------------------------------------------------------------
 //
-// y = act(x) w^T + bias (+ r) with act the exact GELU or the identity: the
-// GELU before a linear and the residual add after it, folded in.
-// - GELU: h = gelu(x) lives in scratch during the forward pass and is
-//   recomputed by the backward pass (cheap next to the gemms), instead of
-//   staying in the step arena as the separate gelu and linear ops keep it.
+// y = act(x) w^T + bias (+ r) with act the exact GELU, dropout(relu(x)) or
+// the identity: the activation before a linear and the residual add after
+// it, folded in.
+// - GELU, ReLU + dropout: h = act(x) lives in scratch during the forward
+//   pass and is recomputed by the backward pass (cheap next to the gemms),
+//   instead of staying in the step arena as the separate ops keep it; the
+//   dropout's mask (one byte per element, as ct_relu_dropout keeps it) is
+//   drawn once and kept.
 // - residual: y is computed as the linear's output and r added in place, so
 //   the branch tensor is never kept.
 // The arithmetic is that of the separate ops (gelu, linear, add(r, branch)),
 // so the results are the same bits.
 
+typedef enum fused_input { IN_PLAIN, IN_GELU, IN_RELU_DROP } fused_input;
+
 typedef struct fused_saved {
-  bool gelu;
+  fused_input kind;
+  float scale;             // IN_RELU_DROP: 1/(1-p), 0 for p = 1
+  const uint8_t *dropped;  // IN_RELU_DROP: the mask, one byte per element
 } fused_saved;
+
+// h = act(v) for elements [lo, lo + n) of the input, v their floats (h may
+// equal v), on the calling thread.
+static void activate(const fused_saved *s, const float *v, int64_t lo,
+                     int64_t n, float *h) {
+  if (s->kind == IN_GELU) {
+    ct_vmath_gelu(v, h, n);
+    return;
+  }
+  const uint8_t *restrict d = s->dropped + lo;
+  const float scale = s->scale;
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++)
+    h[i] = keep_or_zero(!d[i], (v[i] > 0.0f ? v[i] : 0.0f) * scale);
+}
+
+// Rows [r0, r0 + rows) of act(x) into h (all threads): the arithmetic of
+// ct_gelu / ct_relu_dropout, element by element.
+static void activate_rows(const fused_saved *s, const ct_tensor *x, int64_t r0,
+                          int64_t rows, int64_t IN, float *h) {
+  const float *v = rows_f32(x, r0, rows, IN, h);
+  if (s->kind == IN_GELU) {
+    ct_gelu_erf_blocks(v, h, NULL, NULL, rows * IN, false);
+    return;
+  }
+  const int64_t n = rows * IN, lo = r0 * IN;
+  enum { BLOCK = 4096 };
+  const int64_t blocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 8)
+  for (int64_t k = 0; k < blocks; k++) {
+    const int64_t o = k * BLOCK, len = n - o < BLOCK ? n - o : BLOCK;
+    activate(s, v + o, lo + o, len, h + o);
+  }
+}
 
 // n bf16 values widened, on the calling thread.
 static void widen(const uint16_t *restrict src, int64_t n,
@@ -343,11 +385,12 @@ static void widen(const uint16_t *restrict src, int64_t n,
   }
 }
 
-// gelu(x) for all of x (either storage) into h (fp32) or h16 (rounded as
+// act(x) for all of x (either storage) into h (fp32) or h16 (rounded as
 // ct_bf16_store rounds): one parallel pass by blocks, each widened, made
 // and rounded in the thread's own stack buffer.
 enum { GELU_ROWS_BLOCK = 4096 };
-static void gelu_rows(const ct_tensor *x, float *h, uint16_t *h16) {
+static void activate_all(const fused_saved *s, const ct_tensor *x, float *h,
+                         uint16_t *h16) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
   const int64_t n = x->numel;
   const int64_t blocks = (n + GELU_ROWS_BLOCK - 1) / GELU_ROWS_BLOCK;
@@ -363,8 +406,40 @@ static void gelu_rows(const ct_tensor *x, float *h, uint16_t *h16) {
         src = ct_f32(x) + lo;
       else
         widen(ct_bf16(x) + lo, len, buf);
-      ct_vmath_gelu(src, h16 ? buf : h + lo, len);
+      activate(s, src, lo, len, h16 ? buf : h + lo);
       if (h16) ct_bf16_store_in_mode(&mode, buf, len, h16 + lo);
+    }
+  }
+}
+
+// g = g act'(x) in place for all of x (either storage): one parallel pass
+// by blocks, the arithmetic of the chunked loop below element by element.
+static void activate_backward_all(const fused_saved *s, const ct_tensor *x,
+                                  float *g) {
+  const int64_t n = x->numel;
+  const int64_t blocks = (n + GELU_ROWS_BLOCK - 1) / GELU_ROWS_BLOCK;
+#pragma omp parallel if (blocks > 8)
+  {
+    float buf[GELU_ROWS_BLOCK];
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < blocks; k++) {
+      const int64_t lo = k * GELU_ROWS_BLOCK;
+      const int64_t len = n - lo < GELU_ROWS_BLOCK ? n - lo : GELU_ROWS_BLOCK;
+      const float *v = buf;
+      if (x->dtype == CT_F32)
+        v = ct_f32(x) + lo;
+      else
+        widen(ct_bf16(x) + lo, len, buf);
+      float *restrict gx = g + lo;
+      if (s->kind == IN_GELU) {
+        ct_vmath_gelu_backward(v, gx, gx, len, false);
+        continue;
+      }
+      const uint8_t *restrict d = s->dropped + lo;
+      const float scale = s->scale;
+#pragma omp simd
+      for (int64_t i = 0; i < len; i++)
+        gx[i] = keep_or_zero(!d[i], gx[i] * scale) * step01(v[i] > 0.0f);
     }
   }
 }
@@ -388,14 +463,14 @@ static void linear_fused_backward(ct_node *node) {
     }
   }
   const bool fresh = node->fresh & 1u;
-  if (!s->gelu) {
+  if (s->kind == IN_PLAIN) {
     linear_param_grads_of(node, x);
     if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
       ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN,
               fresh ? 0.0f : 1.0f, x->grad, IN);
     return;
   }
-  // dw sums over all rows: h = gelu(x) whole, kept in bf16 where the
+  // dw sums over all rows: h = act(x) whole, kept in bf16 where the
   // products are bf16 (they would round it anyway; read in place). Its
   // room is x's gradient buffer when that is fresh (contents undefined, and
   // overwritten by dx once h has served dw), else scratch.
@@ -414,18 +489,39 @@ static void linear_fused_backward(ct_node *node) {
     ct_arena_rewind(mark);
     return;
   }
-  gelu_rows(x, h_bf16 ? NULL : h, h_bf16 ? h : NULL);
+  activate_all(s, x, h_bf16 ? NULL : h, h_bf16 ? h : NULL);
   if (h_bf16)
     linear_param_grads_src(node, NULL, h, N, IN);
   else
     linear_param_grads(node, h, N, IN);
-  // By row chunks: dh = dy w, then dx = (or +=) dh gelu'(x).
+  // dh = dy w, then dx = (or +=) dh act'(x): for the ReLU and dropout,
+  // keep_or_zero(kept, dh * scale) * step(x > 0), as ct_relu_dropout's
+  // backward. A fresh dx takes dh whole (h has served) and act' in place;
+  // one that adds goes by row chunks through scratch.
+  if (dx && fresh) {
+    ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN, 0.0f,
+            x->grad, IN);
+    activate_backward_all(s, x, x->grad);
+    ct_arena_rewind(mark);
+    return;
+  }
   for (int64_t r0 = 0; dx && r0 < N; r0 += chunk) {
-    const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
+    const int64_t rows = N - r0 < chunk ? N - r0 : chunk, n = rows * IN;
     ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT, ct_f32(w),
             IN, 0.0f, dh, IN);
-    ct_gelu_erf_blocks(rows_f32(x, r0, rows, IN, xc), NULL, dh,
-                       x->grad + r0 * IN, rows * IN, !fresh);
+    const float *v = rows_f32(x, r0, rows, IN, xc);
+    float *restrict gx = x->grad + r0 * IN;
+    if (s->kind == IN_GELU) {
+      ct_gelu_erf_blocks(v, NULL, dh, gx, n, !fresh);
+      continue;
+    }
+    const uint8_t *restrict d = s->dropped + r0 * IN;
+    const float scale = s->scale;
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) {
+      const float g = keep_or_zero(!d[i], dh[i] * scale) * step01(v[i] > 0.0f);
+      gx[i] = fresh ? g : gx[i] + g;
+    }
   }
   ct_arena_rewind(mark);
 }
@@ -440,11 +536,48 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   ct_tensor *r = f->residual;
   if (r && (!ct_check_f32(op, r, "residual") || !ct_check_same_shape(op, r, y)))
     return NULL;
+  const float p = f->relu_dropout;
+  if (!(p >= 0.0f && p <= 1.0f) || (p > 0.0f && f->gelu_input)) {
+    ct_error(CT_ERR_ARG,
+             "%s: relu_dropout = %g must be in [0, 1], and 0 with gelu_input",
+             op, (double)p);
+    return NULL;
+  }
+  fused_saved fs = {.kind = f->gelu_input ? IN_GELU
+                            : p > 0.0f    ? IN_RELU_DROP
+                                          : IN_PLAIN};
   float *py = ct_f32(y);
   const int64_t N = ct_rows(x), IN = ct_last_dim(x), OUT = w->shape[0];
-  if (!f->gelu_input) {
+  if (fs.kind == IN_RELU_DROP) {  // ct_relu_dropout's mask and scale
+    uint8_t *dropped = ct_arena_alloc((size_t)(x->numel > 0 ? x->numel : 1));
+    if (!dropped) return NULL;
+    ct_rng rng = ct_rng_make(f->dropout_seed, f->dropout_stream);
+    ct_rng_fill_bernoulli(&rng, dropped, x->numel, p);
+    fs.dropped = dropped;
+    fs.scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  }
+  if (fs.kind == IN_PLAIN) {
     if (!linear_rows(x, w, bias, y)) return NULL;
-  } else {  // by row chunks: gelu(x) into scratch, then its product
+  } else if (ct_gemm_get_precision() == CT_GEMM_BF16) {
+    // act(x) whole in bf16 scratch (the product would round it anyway),
+    // read in place by one product.
+    ct_arena_mark mark = ct_arena_get_mark();
+    uint16_t *h16 = ct_arena_alloc((size_t)x->numel * sizeof(uint16_t));
+    if (!h16) return NULL;
+    activate_all(&fs, x, NULL, h16);
+    const ct_gemm_src a = {.h = h16, .ld = IN}, b = {.f = ct_f32(w), .ld = IN};
+    ct_gemm_bf16_stored(false, true, N, OUT, IN, 1.0f, &a, &b,
+                        bias ? 1.0f : 0.0f, bias ? ct_f32(bias) : NULL, py,
+                        NULL, OUT, NULL);
+    ct_arena_rewind(mark);
+  } else if (fs.kind == IN_RELU_DROP) {  // act(x) whole, one product
+    ct_arena_mark mark = ct_arena_get_mark();
+    float *h = ct_arena_alloc((size_t)x->numel * sizeof(float));
+    if (!h) return NULL;
+    activate_all(&fs, x, h, NULL);
+    linear_into(h, N, IN, w, bias, py);
+    ct_arena_rewind(mark);
+  } else {  // by row chunks: act(x) into scratch, then its product
     const int64_t chunk = chunk_rows(IN);
     ct_arena_mark mark = ct_arena_get_mark();
     float *h =
@@ -452,9 +585,8 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
     if (!h) return NULL;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      // A bf16 x is widened into h, and the GELU runs there in place.
-      ct_gelu_erf_blocks(rows_f32(x, r0, rows, IN, h), h, NULL, NULL, rows * IN,
-                         false);
+      // A bf16 x is widened into h, and act runs there in place.
+      activate_rows(&fs, x, r0, rows, IN, h);
       linear_into(h, rows, IN, w, bias, py + r0 * OUT);
     }
     ct_arena_rewind(mark);
@@ -469,7 +601,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   if (ct_tape_wants(4, (ct_tensor *[]){x, w, bias, r})) {
     s = ct_arena_alloc(sizeof *s);
     if (!s) return NULL;
-    s->gelu = f->gelu_input;
+    *s = fs;
   }
   if (CT_RECORD(op, linear_fused_backward, y, s, x, w, bias, r) != CT_OK)
     return NULL;

@@ -51,6 +51,12 @@
 //   breakdown config=.. precision=.. step_ms=.. gemm_ms=.. elementwise_ms=..
 //     norm_ms=.. attention_ms=.. loss_ms=.. optimizer_ms=.. layout_ms=..
 //     other_ms=..
+// and one of where the arena's bytes go, from one more (untimed) step:
+//   memory config=.. precision=.. forward_mb=.. backward_mb=.. OP=MB ...
+// forward_mb is what the forward pass leaves in the arena (what backward
+// reads), backward_mb what backward adds (gradient buffers; transients
+// come on top of both up to ctrain_peak_mb), and OP=MB the forward's op
+// outputs by op name, largest first (views left out, 0.05 MiB and up).
 // The kinds add up to step_ms. gemm_ms is the products called from the
 // ops (the fused attention's own block products are in attention_ms);
 // idle threads are not measured apart (time spent waiting in OpenMP
@@ -1106,6 +1112,71 @@ static bool profile_steps(trainee *tr, int steps, step_profile *out) {
   return ok;
 }
 
+// ---- where the arena's bytes go ------------------------------------------------
+
+// Op outputs of one forward pass by op name (views, which own no data, left
+// out), and the arena's growth during backward.
+enum { MEM_OPS = 48 };
+typedef struct mem_row {
+  const char *op;
+  double bytes;
+} mem_row;
+typedef struct mem_walk {
+  size_t last, peak_before;
+  double backward_bytes;  // arena growth over the backward pass
+} mem_walk;
+
+static void mem_hook(void *arg, const ct_node *node, int64_t index) {
+  (void)node;
+  (void)index;
+  mem_walk *m = arg;
+  const size_t used = ct_arena_used_bytes();
+  m->backward_bytes += (double)used - (double)m->last;
+  m->last = used;
+}
+
+static int mem_row_cmp(const void *a, const void *b) {
+  const double x = ((const mem_row *)a)->bytes, y = ((const mem_row *)b)->bytes;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// One step as timed_step takes it (not timed), with the tape read after the
+// forward pass: prints
+//   memory config=.. precision=.. forward_mb=.. backward_mb=.. op=MB ...
+// forward_mb: the arena after the forward pass (what backward keeps),
+// backward_mb: what the backward pass added (gradient buffers), and the
+// forward's op outputs by op, largest first (MiB).
+static bool memory_step(trainee *tr, const char *precision) {
+  ct_nn_ctx ctx = ct_nn_train_ctx(1, (uint64_t)tr->step);
+  ct_params_zero_grad(&tr->params);
+  const size_t before = ct_arena_used_bytes();
+  ct_tensor *loss = tr->bc->work->loss(tr->state, &ctx);
+  if (!loss) return false;
+  mem_row rows[MEM_OPS];
+  int n = 0;
+  for (const ct_node *node = ct_tape_newest(); node; node = node->prev) {
+    if (node->flags & CT_NODE_GRAD_IDENTITY) continue;  // a view
+    int i = 0;
+    while (i < n && strcmp(rows[i].op, node->op) != 0) i++;
+    if (i == n && n == MEM_OPS) continue;
+    if (i == n) rows[n++] = (mem_row){node->op, 0.0};
+    rows[i].bytes += (double)ct_tensor_bytes(node->out);
+  }
+  mem_walk m = {.last = ct_arena_used_bytes()};
+  const double forward = (double)(m.last - before);
+  if (ct_backward_with_hook(loss, mem_hook, &m) != CT_OK) return false;
+  ct_arena_reset();
+  tr->step++;
+  qsort(rows, (size_t)n, sizeof rows[0], mem_row_cmp);
+  const double mib = 1 << 20;
+  printf("memory config=%s precision=%s forward_mb=%.1f backward_mb=%.1f",
+         tr->bc->name, precision, forward / mib, m.backward_bytes / mib);
+  for (int i = 0; i < n && rows[i].bytes >= 0.05 * mib; i++)
+    printf(" %s=%.1f", rows[i].op, rows[i].bytes / mib);
+  printf("\n");
+  return true;
+}
+
 static bool torch_available(void) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", PYTHON);
@@ -1234,6 +1305,7 @@ static int run_config(const bench_config *bc, const char *precision,
     for (int k = 0; k < CT_PROF_KINDS; k++)
       printf(" %s_ms=%.1f", ct_prof_kind_name(k), prof.kind_ms[k]);
     printf("\n");
+    ok = memory_step(&tr, precision);
     fflush(stdout);
   }
 done:

@@ -6,8 +6,10 @@
 // fc2(dropout(act(fc1(x)))) [+ residual]. Without dropping, GELU, fc2 and
 // the residual add run as one op (ct_linear_fused), which keeps only fc1's
 // output for backward, not gelu of it nor fc2's; the dropout site is taken
-// all the same. With dropping, a ReLU and the dropout run as one op
-// (ct_relu_dropout), which does not keep relu(fc1(x)).
+// all the same. With dropping, a ReLU, the dropout, fc2 and the residual
+// add run as one op too (ct_linear_fused's relu_dropout: the mask and fc1's
+// output kept, not relu(fc1(x)) dropped). fc1's output, read only by that
+// op, is kept as ct_nn_activation_dtype() (bf16 in bf16 precision).
 static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                               const ct_nn_linear *fc2, ct_nn_activation act,
                               float dropout, ct_tensor *x,
@@ -24,14 +26,18 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
     if (!u) return NULL;
     return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
   }
-  ct_tensor *u = ct_nn_linear_forward(fc1, x);
-  ct_tensor *h;
-  if (act == CT_NN_RELU) {  // one pass, relu(u) not stored (same bits)
-    const uint64_t stream = ct_nn_next_dropout_stream(ctx);
-    h = ct_relu_dropout(u, dropout, ctx->seed, stream);
-  } else {
-    h = ct_nn_dropout(ctx, ct_nn_activate(u, act), dropout);
+  if (act == CT_NN_RELU) {  // ReLU, dropout, fc2 and the residual as one op
+    const ct_linear_fusion f = {
+        .relu_dropout = dropout,
+        .dropout_seed = ctx->seed,
+        .dropout_stream = ct_nn_next_dropout_stream(ctx),
+        .residual = residual};
+    ct_tensor *u =
+        ct_linear_as(x, fc1->weight, fc1->bias, ct_nn_activation_dtype());
+    return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
   }
+  ct_tensor *u = ct_nn_linear_forward(fc1, x);
+  ct_tensor *h = ct_nn_dropout(ctx, ct_nn_activate(u, act), dropout);
   ct_tensor *y = ct_nn_linear_forward(fc2, h);
   return residual ? ct_add(residual, y) : y;
 }

@@ -1,7 +1,8 @@
 // ct_linear_fused (autograd/ops_matmul.c): finite-difference gradient
 // checks, and the same bits as the separate ops,
-// ct_add(r, ct_linear(ct_gelu(x, CT_GELU_ERF), w, b)), forward and backward,
-// with and without the GELU and the residual, both when x's gradient starts
+// ct_add(r, ct_linear(ct_gelu(x, CT_GELU_ERF), w, b)) (or ct_relu_dropout
+// for the GELU), forward and backward, with and without the GELU, the ReLU
+// and dropout, and the residual, both when x's gradient starts
 // with this op (assigned) and when another op wrote it first (accumulated),
 // in fp32 and in bf16 precision.
 // Prints the max differences.
@@ -14,11 +15,18 @@
 
 typedef struct fcase {
   bool gelu, residual, bias;
+  bool relu_drop;  // instead of the GELU: ct_relu_dropout(x, 0.3, 5, 9)
 } fcase;
+
+enum { DROP_SEED = 5, DROP_STREAM = 9 };
+static const float drop_p = 0.3f;
 
 static ct_tensor *run_fused(ct_tensor *const *in, void *ctx) {
   const fcase *c = ctx;
   ct_linear_fusion f = {.gelu_input = c->gelu,
+                        .relu_dropout = c->relu_drop ? drop_p : 0.0f,
+                        .dropout_seed = DROP_SEED,
+                        .dropout_stream = DROP_STREAM,
                         .residual = c->residual ? in[3] : NULL};
   return ct_linear_fused(in[0], in[1], c->bias ? in[2] : NULL, &f);
 }
@@ -43,7 +51,10 @@ static void forward_backward(const fcase *c, bool fused, bool twice,
   if (fused) {
     y = run_fused(in, (void *)c);
   } else {
-    ct_tensor *h = c->gelu ? ct_gelu(x, CT_GELU_ERF) : x;
+    ct_tensor *h = c->gelu ? ct_gelu(x, CT_GELU_ERF)
+                   : c->relu_drop
+                       ? ct_relu_dropout(x, drop_p, DROP_SEED, DROP_STREAM)
+                       : x;
     y = ct_linear(h, w, b);
     if (r) y = ct_add(r, y);
   }
@@ -73,14 +84,17 @@ static void check_same_bits(const fcase *c, bool twice, int64_t N, int64_t IN,
   forward_backward(c, false, twice, in, s, t, g);
   static const char *names[N_OUT] = {"y", "dx", "dw", "db", "dr"};
   const int64_t sizes[N_OUT] = {N * OUT, N * IN, OUT * IN, OUT, N * OUT};
-  printf("  (%lld, %lld, %lld) gelu %d residual %d bias %d %s: max diff",
-         (long long)N, (long long)IN, (long long)OUT, c->gelu, c->residual,
-         c->bias, twice ? "accumulated dx" : "assigned dx");
+  printf(
+      "  (%lld, %lld, %lld) gelu %d relu_dropout %d residual %d bias %d "
+      "%s: max diff",
+      (long long)N, (long long)IN, (long long)OUT, c->gelu, c->relu_drop,
+      c->residual, c->bias, twice ? "accumulated dx" : "assigned dx");
   for (int i = 0; i < N_OUT; i++) {
     printf(" %s %g", names[i], max_diff(f[i], g[i], sizes[i]));
     CHECK(memcmp(f[i], g[i], (size_t)sizes[i] * sizeof(float)) == 0,
-          "fused %s differs (gelu %d residual %d bias %d twice %d)", names[i],
-          c->gelu, c->residual, c->bias, twice);
+          "fused %s differs (gelu %d relu_dropout %d residual %d bias %d "
+          "twice %d)",
+          names[i], c->gelu, c->relu_drop, c->residual, c->bias, twice);
     free(f[i]);
     free(g[i]);
   }
@@ -89,14 +103,20 @@ static void check_same_bits(const fcase *c, bool twice, int64_t N, int64_t IN,
 }
 
 int main(void) {
-  for (int k = 0; k < 8; k++) {
-    fcase c = {.gelu = k & 1, .residual = k & 2, .bias = k & 4};
+  for (int k = 0; k < 12; k++) {
+    // k 0-7: GELU or not; 8-11: ReLU and dropout.
+    const int j = k < 8 ? k : 2 * (k - 8);  // its residual and bias bits
+    fcase c = {.gelu = k < 8 && (k & 1),
+               .residual = j & 2,
+               .bias = j & 4,
+               .relu_drop = k >= 8};
     ct_tensor *in[4] = {grad_input(CT_SHAPE(2, 3, 5)),
                         grad_input(CT_SHAPE(4, 5)), grad_input(CT_SHAPE(4)),
                         grad_input(CT_SHAPE(2, 3, 4))};
     char what[64];
-    snprintf(what, sizeof what, "linear_fused gelu %d residual %d bias %d",
-             c.gelu, c.residual, c.bias);
+    snprintf(what, sizeof what,
+             "linear_fused gelu %d relu_dropout %d residual %d bias %d", c.gelu,
+             c.relu_drop, c.residual, c.bias);
     grad_check(what, run_fused, &c, in, 4, NULL);
     check_same_bits(&c, false, 37, 131, 29);
     check_same_bits(&c, true, 37, 131, 29);
@@ -119,6 +139,12 @@ int main(void) {
   CHECK(ct_linear_fused(x, w, NULL, &f) == NULL &&
             strstr(ct_last_error(), "linear_fused") != NULL,
         "residual shape error: %s", ct_last_error());
+  ct_linear_fusion both = {.gelu_input = true, .relu_dropout = 0.5f};
+  ct_linear_fusion bad_p = {.relu_dropout = 1.5f};
+  CHECK(ct_linear_fused(x, w, NULL, &both) == NULL &&
+            ct_linear_fused(x, w, NULL, &bad_p) == NULL &&
+            strstr(ct_last_error(), "relu_dropout") != NULL,
+        "relu_dropout errors: %s", ct_last_error());
   ct_arena_reset();
   return test_summary("linear_fused");
 }
