@@ -77,11 +77,16 @@ typedef struct ct_linear_fusion {
   float relu_dropout;
   uint64_t dropout_seed, dropout_stream;
   ct_tensor *residual;  // added to the output (shape of the output), or NULL
+  // p in (0, 1] (0: none; needs a residual): the output is
+  // ct_add_dropout(residual, x w^T + bias, p, dropout_seed, residual_stream).
+  float residual_dropout;
+  uint64_t residual_stream;
 } ct_linear_fusion;
 // [residual +] (gelu(x), relu_dropout(x) or x) w^T + bias: the same bits as
 // ct_add(residual, ct_linear(ct_gelu(x, CT_GELU_ERF), w, bias)) (or with
-// ct_relu_dropout), with less kept for backward: not the activation's
-// output (recomputed there) nor the linear's own output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
+// ct_relu_dropout, or ct_add_dropout for the residual add), with less kept
+// for backward: not the activation's output (recomputed there) nor the
+// linear's own output. For MLPs and residual blocks (nn/mlp.c, nn/vit.c). f NULL: none.
 // x may be bf16 storage, as for ct_linear.
 ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
                            const ct_linear_fusion *f);

@@ -157,11 +157,13 @@ static const float *all_f32(const ct_tensor *x) {
 // The weight and bias gradients of y = h w^T + bias, h (N,IN):
 // dw (OUT,IN) += dy^T (OUT,N) h (N,IN), dbias (OUT) += column sums of dy.
 // h is fp32 values, or (h NULL) the bf16 storage h16.
-static void linear_param_grads_src(const ct_node *node, const float *h,
-                                   const uint16_t *h16, int64_t N, int64_t IN) {
+// dy is the gradient of the product's output (the node's own, or, for
+// linear_fused with a dropped branch, the branch's).
+static void linear_param_grads_src(const ct_node *node, const float *dy,
+                                   const float *h, const uint16_t *h16,
+                                   int64_t N, int64_t IN) {
   ct_tensor *w = node->in[1], *bias = node->in[2];
   const int64_t OUT = w->shape[0];
-  const float *dy = node->out->grad;
   // A fresh (uninitialized) gradient is assigned: beta 0 instead of 1.
   const float beta_w = node->fresh & 2u ? 0.0f : 1.0f;
   float *db = bias && bias->requires_grad ? bias->grad : NULL;
@@ -177,22 +179,23 @@ static void linear_param_grads_src(const ct_node *node, const float *h,
   }
 }
 
-static void linear_param_grads(const ct_node *node, const float *h, int64_t N,
-                               int64_t IN) {
-  linear_param_grads_src(node, h, NULL, N, IN);
+static void linear_param_grads(const ct_node *node, const float *dy,
+                               const float *h, int64_t N, int64_t IN) {
+  linear_param_grads_src(node, dy, h, NULL, N, IN);
 }
 
 // The same for the input x of either storage: a bf16 x is read in place by
 // bf16 products, and widened into scratch for fp32 ones.
-static void linear_param_grads_of(const ct_node *node, const ct_tensor *x) {
+static void linear_param_grads_of(const ct_node *node, const float *dy,
+                                  const ct_tensor *x) {
   const int64_t N = ct_rows(x), IN = ct_last_dim(x);
   if (x->dtype == CT_BF16 && ct_gemm_get_precision() == CT_GEMM_BF16) {
-    linear_param_grads_src(node, NULL, ct_bf16(x), N, IN);
+    linear_param_grads_src(node, dy, NULL, ct_bf16(x), N, IN);
     return;
   }
   ct_arena_mark mark = ct_arena_get_mark();
   const float *h = all_f32(x);
-  if (h) linear_param_grads(node, h, N, IN);
+  if (h) linear_param_grads(node, dy, h, N, IN);
   ct_arena_rewind(mark);
 }
 
@@ -204,7 +207,7 @@ static void linear_backward(ct_node *node) {
   if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
     ct_gemm(false, false, N, IN, OUT, 1.0f, y->grad, OUT, ct_f32(w), IN, beta_x,
             x->grad, IN);
-  linear_param_grads_of(node, x);
+  linear_param_grads_of(node, y->grad, x);
 }
 
 static bool check_linear_input(const char *op, const ct_tensor *x) {
@@ -339,6 +342,9 @@ typedef struct fused_saved {
   fused_input kind;
   float scale;             // IN_RELU_DROP: 1/(1-p), 0 for p = 1
   const uint8_t *dropped;  // IN_RELU_DROP: the mask, one byte per element
+  // The branch's dropout before the residual add (rdropped NULL: none).
+  float rscale;
+  const uint8_t *rdropped;
 } fused_saved;
 
 // h = act(v) for elements [lo, lo + n) of the input, v their floats (h may
@@ -444,27 +450,53 @@ static void activate_backward_all(const fused_saved *s, const ct_tensor *x,
   }
 }
 
-// x (N, IN), w (OUT, IN), bias (OUT), r (N, OUT) -> y (N, OUT)
+static void fused_backward_body(ct_node *node, const float *dy);
+
+// x (N, IN), w (OUT, IN), bias (OUT), r (N, OUT) -> y (N, OUT). With the
+// branch dropped before the residual add, the product's gradient is
+// keep_or_zero(kept, dy * scale) (add_dropout's), in scratch.
 static void linear_fused_backward(ct_node *node) {
+  const fused_saved *s = node->saved;
+  ct_tensor *y = node->out;
+  if (!s->rdropped) {
+    fused_backward_body(node, y->grad);
+    return;
+  }
+  ct_arena_mark mark = ct_arena_get_mark();
+  const int64_t n = y->numel;
+  float *restrict db = ct_arena_alloc((size_t)n * sizeof(float));
+  if (db) {
+    const float *restrict g = y->grad;
+    const uint8_t *restrict d = s->rdropped;
+    const float scale = s->rscale;
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) db[i] = keep_or_zero(!d[i], g[i] * scale);
+    fused_backward_body(node, db);
+  }
+  ct_arena_rewind(mark);
+}
+
+// The backward with dy the product's gradient (the residual's is y's own).
+static void fused_backward_body(ct_node *node, const float *dy) {
   const fused_saved *s = node->saved;
   ct_tensor *x = node->in[0], *w = node->in[1], *r = node->in[3];
   ct_tensor *y = node->out;
   const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
-  const float *dy = y->grad;
   if (r && r->requires_grad) {  // dr = dy (add's backward)
+    const float *g = y->grad;
     float *dr = r->grad;
     const int64_t n = y->numel;
     if (node->fresh & (1u << 3)) {  // in[3] = r fresh: assign
 #pragma omp parallel for schedule(static) if (n > 32768)
-      for (int64_t i = 0; i < n; i++) dr[i] = dy[i];
+      for (int64_t i = 0; i < n; i++) dr[i] = 1.0f * g[i];
     } else {
 #pragma omp parallel for schedule(static) if (n > 32768)
-      for (int64_t i = 0; i < n; i++) dr[i] += dy[i];
+      for (int64_t i = 0; i < n; i++) dr[i] += 1.0f * g[i];
     }
   }
   const bool fresh = node->fresh & 1u;
   if (s->kind == IN_PLAIN) {
-    linear_param_grads_of(node, x);
+    linear_param_grads_of(node, dy, x);
     if (x->requires_grad)  // dx (N,IN) += dy (N,OUT) w (OUT,IN)
       ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN,
               fresh ? 0.0f : 1.0f, x->grad, IN);
@@ -491,9 +523,9 @@ static void linear_fused_backward(ct_node *node) {
   }
   activate_all(s, x, h_bf16 ? NULL : h, h_bf16 ? h : NULL);
   if (h_bf16)
-    linear_param_grads_src(node, NULL, h, N, IN);
+    linear_param_grads_src(node, dy, NULL, h, N, IN);
   else
-    linear_param_grads(node, h, N, IN);
+    linear_param_grads(node, dy, h, N, IN);
   // dh = dy w, then dx = (or +=) dh act'(x): for the ReLU and dropout,
   // keep_or_zero(kept, dh * scale) * step(x > 0), as ct_relu_dropout's
   // backward. A fresh dx takes dh whole (h has served) and act' in place;
@@ -536,11 +568,18 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   ct_tensor *r = f->residual;
   if (r && (!ct_check_f32(op, r, "residual") || !ct_check_same_shape(op, r, y)))
     return NULL;
-  const float p = f->relu_dropout;
+  const float p = f->relu_dropout, rp = f->residual_dropout;
   if (!(p >= 0.0f && p <= 1.0f) || (p > 0.0f && f->gelu_input)) {
     ct_error(CT_ERR_ARG,
              "%s: relu_dropout = %g must be in [0, 1], and 0 with gelu_input",
              op, (double)p);
+    return NULL;
+  }
+  if (!(rp >= 0.0f && rp <= 1.0f) || (rp > 0.0f && !r)) {
+    ct_error(CT_ERR_ARG,
+             "%s: residual_dropout = %g must be in [0, 1], and 0 without a "
+             "residual",
+             op, (double)rp);
     return NULL;
   }
   fused_saved fs = {.kind = f->gelu_input ? IN_GELU
@@ -591,7 +630,20 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
     }
     ct_arena_rewind(mark);
   }
-  if (r) {
+  if (r && rp > 0.0f) {  // ct_add_dropout(r, branch)'s mask and arithmetic
+    const int64_t n = y->numel;
+    uint8_t *restrict d = ct_arena_alloc((size_t)(n > 0 ? n : 1));
+    if (!d) return NULL;
+    ct_rng rng = ct_rng_make(f->dropout_seed, f->residual_stream);
+    ct_rng_fill_bernoulli(&rng, d, n, rp);
+    fs.rdropped = d;
+    fs.rscale = rp < 1.0f ? 1.0f / (1.0f - rp) : 0.0f;
+    const float *restrict pr = ct_f32(r);
+    const float scale = fs.rscale;
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; i++)
+      py[i] = pr[i] + keep_or_zero(!d[i], py[i] * scale);
+  } else if (r) {
     const float *pr = ct_f32(r);
     const int64_t n = y->numel;
 #pragma omp parallel for schedule(static) if (n > 32768)

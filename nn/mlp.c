@@ -42,6 +42,30 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
   return residual ? ct_add(residual, y) : y;
 }
 
+ct_tensor *ct_nn_feedforward_add_dropout(ct_nn_ctx *ctx,
+                                         const ct_nn_linear *fc1,
+                                         const ct_nn_linear *fc2,
+                                         ct_nn_activation act, float dropout,
+                                         ct_tensor *x, ct_tensor *residual,
+                                         float p) {
+  if (act != CT_NN_RELU || !ct_nn_dropout_active(ctx, dropout) ||
+      !ct_nn_dropout_active(ctx, p) || !residual)
+    return ct_nn_add_dropout(
+        ctx, residual, feedforward(ctx, fc1, fc2, act, dropout, x, NULL), p);
+  // The activation's dropout site, then the add's, as in the separate ops.
+  const uint64_t act_stream = ct_nn_next_dropout_stream(ctx);
+  const ct_linear_fusion f = {
+      .relu_dropout = dropout,
+      .dropout_seed = ctx->seed,
+      .dropout_stream = act_stream,
+      .residual = residual,
+      .residual_dropout = p,
+      .residual_stream = ct_nn_next_dropout_stream(ctx)};
+  ct_tensor *u =
+      ct_linear_as(x, fc1->weight, fc1->bias, ct_nn_activation_dtype());
+  return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
+}
+
 ct_tensor *ct_nn_feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                              const ct_nn_linear *fc2, ct_nn_activation act,
                              float dropout, ct_tensor *x) {

@@ -10,6 +10,16 @@
 ct_tensor *ct_nn_feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                              const ct_nn_linear *fc2, ct_nn_activation act,
                              float dropout, ct_tensor *x);
+// ct_nn_add_dropout(ctx, residual, ct_nn_feedforward(...), p), the same bits
+// (same dropout streams); with the ReLU while dropping, the whole block is
+// one op (ct_linear_fused: no activation, branch or sum kept but the
+// output).
+ct_tensor *ct_nn_feedforward_add_dropout(ct_nn_ctx *ctx,
+                                         const ct_nn_linear *fc1,
+                                         const ct_nn_linear *fc2,
+                                         ct_nn_activation act, float dropout,
+                                         ct_tensor *x, ct_tensor *residual,
+                                         float p);
 
 typedef struct ct_nn_mlp {
   ct_nn_linear fc1;  // "prefix.fc1.*"  IN -> HIDDEN

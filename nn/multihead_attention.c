@@ -225,6 +225,27 @@ ct_tensor *ct_nn_mha_forward(const ct_nn_mha *m, ct_nn_ctx *ctx,
       &m->out_proj, mha_heads(m, ctx, query, key, value, masks, weights));
 }
 
+ct_tensor *ct_nn_mha_forward_add_dropout(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                                         ct_tensor *query, ct_tensor *key,
+                                         ct_tensor *value,
+                                         const ct_nn_attn_masks *masks,
+                                         ct_tensor *residual, float p) {
+  if (!ct_nn_dropout_active(ctx, p) || !residual)
+    return ct_nn_add_dropout(
+        ctx, residual,
+        ct_nn_mha_forward(m, ctx, query, key, value, masks, NULL), p);
+  ct_tensor *heads = mha_heads(m, ctx, query, key, value, masks, NULL);
+  if (!heads) return NULL;
+  // The add's dropout site comes after the attention's own, as in the
+  // separate ops.
+  const ct_linear_fusion f = {
+      .residual = residual,
+      .residual_dropout = p,
+      .dropout_seed = ctx->seed,
+      .residual_stream = ct_nn_next_dropout_stream(ctx)};
+  return ct_linear_fused(heads, m->out_proj.weight, m->out_proj.bias, &f);
+}
+
 ct_tensor *ct_nn_mha_forward_residual(const ct_nn_mha *m, ct_nn_ctx *ctx,
                                       ct_tensor *query, ct_tensor *key,
                                       ct_tensor *value,

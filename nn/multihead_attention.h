@@ -72,6 +72,14 @@ ct_tensor *ct_nn_mha_forward_residual(const ct_nn_mha *m, ct_nn_ctx *ctx,
                                       ct_tensor *value,
                                       const ct_nn_attn_masks *masks,
                                       ct_tensor **weights, ct_tensor *residual);
+// ct_nn_add_dropout(ctx, residual, ct_nn_mha_forward(..., NULL), p), the
+// same bits (same dropout streams); while dropping, the dropped add is
+// folded into out_proj, whose own output is then not kept for backward.
+ct_tensor *ct_nn_mha_forward_add_dropout(const ct_nn_mha *m, ct_nn_ctx *ctx,
+                                         ct_tensor *query, ct_tensor *key,
+                                         ct_tensor *value,
+                                         const ct_nn_attn_masks *masks,
+                                         ct_tensor *residual, float p);
 
 // The causal mask (Tq,Tk) as an attn_mask: i32 with 1 where key j is hidden
 // from query i (j > i + Tk - Tq), or f32 with -inf there and 0 elsewhere

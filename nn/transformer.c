@@ -117,25 +117,39 @@ static ct_tensor *sublayer_input(const ct_nn_layernorm *norm, bool norm_first,
              : x;
 }
 
-// The residual around a sublayer with output y (one dropout site):
-// x + dropout(y) in pre-norm, norm(x + dropout(y)) in post-norm.
-static ct_tensor *sublayer_output(ct_nn_ctx *ctx, const ct_nn_layernorm *norm,
+// The residual around a sublayer with output y (one dropout site): x +
+// dropout(y) in pre-norm, norm(x + dropout(y)) in post-norm, the dropped add
+// folded into the sublayer's last op where it can be; `sum` is x +
+// dropout(y).
+static ct_tensor *sublayer_output(const ct_nn_layernorm *norm,
                                   const ct_nn_transformer_config *cfg,
-                                  ct_tensor *x, ct_tensor *y) {
-  ct_tensor *sum = ct_nn_add_dropout(ctx, x, y, cfg->dropout);
+                                  ct_tensor *sum) {
   return cfg->norm_first ? sum : ct_nn_layernorm_forward(norm, sum);
 }
 
-// x (B,T,E) -> (B,T,E)
+// x (B,T,E) -> (B,T,E): the feed-forward sublayer
+// (ct_nn_feedforward_add_dropout).
 static ct_tensor *feedforward_block(ct_nn_ctx *ctx, const ct_nn_linear *linear1,
                                     const ct_nn_linear *linear2,
                                     const ct_nn_layernorm *norm,
                                     const ct_nn_transformer_config *cfg,
                                     ct_tensor *x) {
   ct_tensor *h = sublayer_input(norm, cfg->norm_first, x);
-  ct_tensor *y = ct_nn_feedforward(ctx, linear1, linear2, cfg->activation,
-                                   cfg->dropout, h);
-  return sublayer_output(ctx, norm, cfg, x, y);
+  ct_tensor *sum = ct_nn_feedforward_add_dropout(
+      ctx, linear1, linear2, cfg->activation, cfg->dropout, h, x, cfg->dropout);
+  return sublayer_output(norm, cfg, sum);
+}
+
+// The attention sublayer with query q and keys/values kv (self-attention:
+// q = kv), the dropped add in out_proj (ct_nn_mha_forward_add_dropout).
+static ct_tensor *attention_block(ct_nn_ctx *ctx, const ct_nn_mha *m,
+                                  const ct_nn_layernorm *norm,
+                                  const ct_nn_transformer_config *cfg,
+                                  ct_tensor *x, ct_tensor *q, ct_tensor *kv,
+                                  const ct_nn_attn_masks *masks) {
+  ct_tensor *sum =
+      ct_nn_mha_forward_add_dropout(m, ctx, q, kv, kv, masks, x, cfg->dropout);
+  return sublayer_output(norm, cfg, sum);
 }
 
 // src (B,T,E) -> (B,T,E)
@@ -144,9 +158,8 @@ ct_tensor *ct_nn_encoder_layer_forward(const ct_nn_encoder_layer *l,
                                        const ct_nn_attn_masks *src_masks) {
   const ct_nn_transformer_config *cfg = &l->cfg;
   ct_tensor *h = sublayer_input(&l->norm1, cfg->norm_first, src);
-  ct_tensor *a =
-      ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, src_masks, NULL);
-  ct_tensor *x = sublayer_output(ctx, &l->norm1, cfg, src, a);
+  ct_tensor *x =
+      attention_block(ctx, &l->self_attn, &l->norm1, cfg, src, h, h, src_masks);
   return feedforward_block(ctx, &l->linear1, &l->linear2, &l->norm2, cfg, x);
 }
 
@@ -158,13 +171,11 @@ ct_tensor *ct_nn_decoder_layer_forward(const ct_nn_decoder_layer *l,
                                        const ct_nn_attn_masks *memory_masks) {
   const ct_nn_transformer_config *cfg = &l->cfg;
   ct_tensor *h = sublayer_input(&l->norm1, cfg->norm_first, tgt);
-  ct_tensor *a =
-      ct_nn_mha_forward(&l->self_attn, ctx, h, h, h, tgt_masks, NULL);
-  ct_tensor *x = sublayer_output(ctx, &l->norm1, cfg, tgt, a);
+  ct_tensor *x =
+      attention_block(ctx, &l->self_attn, &l->norm1, cfg, tgt, h, h, tgt_masks);
   h = sublayer_input(&l->norm2, cfg->norm_first, x);
-  a = ct_nn_mha_forward(&l->multihead_attn, ctx, h, memory, memory,
-                        memory_masks, NULL);
-  x = sublayer_output(ctx, &l->norm2, cfg, x, a);
+  x = attention_block(ctx, &l->multihead_attn, &l->norm2, cfg, x, h, memory,
+                      memory_masks);
   return feedforward_block(ctx, &l->linear1, &l->linear2, &l->norm3, cfg, x);
 }
 

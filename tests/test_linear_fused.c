@@ -1,8 +1,8 @@
 // ct_linear_fused (autograd/ops_matmul.c): finite-difference gradient
 // checks, and the same bits as the separate ops,
 // ct_add(r, ct_linear(ct_gelu(x, CT_GELU_ERF), w, b)) (or ct_relu_dropout
-// for the GELU), forward and backward, with and without the GELU, the ReLU
-// and dropout, and the residual, both when x's gradient starts
+// for the GELU, ct_add_dropout for the add), forward and backward, with and
+// without the GELU, the ReLU and dropout, and the residual (dropped or not), both when x's gradient starts
 // with this op (assigned) and when another op wrote it first (accumulated),
 // in fp32 and in bf16 precision.
 // Prints the max differences.
@@ -16,10 +16,11 @@
 typedef struct fcase {
   bool gelu, residual, bias;
   bool relu_drop;  // instead of the GELU: ct_relu_dropout(x, 0.3, 5, 9)
+  bool res_drop;   // ct_add_dropout(r, branch, 0.2, 5, 11) for the add
 } fcase;
 
-enum { DROP_SEED = 5, DROP_STREAM = 9 };
-static const float drop_p = 0.3f;
+enum { DROP_SEED = 5, DROP_STREAM = 9, RES_STREAM = 11 };
+static const float drop_p = 0.3f, res_p = 0.2f;
 
 static ct_tensor *run_fused(ct_tensor *const *in, void *ctx) {
   const fcase *c = ctx;
@@ -27,7 +28,9 @@ static ct_tensor *run_fused(ct_tensor *const *in, void *ctx) {
                         .relu_dropout = c->relu_drop ? drop_p : 0.0f,
                         .dropout_seed = DROP_SEED,
                         .dropout_stream = DROP_STREAM,
-                        .residual = c->residual ? in[3] : NULL};
+                        .residual = c->residual ? in[3] : NULL,
+                        .residual_dropout = c->res_drop ? res_p : 0.0f,
+                        .residual_stream = RES_STREAM};
   return ct_linear_fused(in[0], in[1], c->bias ? in[2] : NULL, &f);
 }
 
@@ -56,7 +59,9 @@ static void forward_backward(const fcase *c, bool fused, bool twice,
                        ? ct_relu_dropout(x, drop_p, DROP_SEED, DROP_STREAM)
                        : x;
     y = ct_linear(h, w, b);
-    if (r) y = ct_add(r, y);
+    if (r)
+      y = c->res_drop ? ct_add_dropout(r, y, res_p, DROP_SEED, RES_STREAM)
+                      : ct_add(r, y);
   }
   ct_tensor *loss = ct_sum(ct_mul(y, s));
   if (twice) loss = ct_add(loss, ct_sum(ct_mul(x, t)));
@@ -85,10 +90,11 @@ static void check_same_bits(const fcase *c, bool twice, int64_t N, int64_t IN,
   static const char *names[N_OUT] = {"y", "dx", "dw", "db", "dr"};
   const int64_t sizes[N_OUT] = {N * OUT, N * IN, OUT * IN, OUT, N * OUT};
   printf(
-      "  (%lld, %lld, %lld) gelu %d relu_dropout %d residual %d bias %d "
+      "  (%lld, %lld, %lld) gelu %d relu_dropout %d residual %d%s bias %d "
       "%s: max diff",
       (long long)N, (long long)IN, (long long)OUT, c->gelu, c->relu_drop,
-      c->residual, c->bias, twice ? "accumulated dx" : "assigned dx");
+      c->residual, c->res_drop ? " (dropped)" : "", c->bias,
+      twice ? "accumulated dx" : "assigned dx");
   for (int i = 0; i < N_OUT; i++) {
     printf(" %s %g", names[i], max_diff(f[i], g[i], sizes[i]));
     CHECK(memcmp(f[i], g[i], (size_t)sizes[i] * sizeof(float)) == 0,
@@ -103,20 +109,23 @@ static void check_same_bits(const fcase *c, bool twice, int64_t N, int64_t IN,
 }
 
 int main(void) {
-  for (int k = 0; k < 12; k++) {
-    // k 0-7: GELU or not; 8-11: ReLU and dropout.
-    const int j = k < 8 ? k : 2 * (k - 8);  // its residual and bias bits
-    fcase c = {.gelu = k < 8 && (k & 1),
+  for (int k = 0; k < 15; k++) {
+    // k 0-7: GELU or not; 8-11: ReLU and dropout; 12-14: the residual's
+    // branch dropped (plain, GELU, ReLU and dropout).
+    const int j = k < 8 ? k : k < 12 ? 2 * (k - 8) : 6;  // residual, bias
+    fcase c = {.gelu = (k < 8 && (k & 1)) || k == 13,
                .residual = j & 2,
                .bias = j & 4,
-               .relu_drop = k >= 8};
+               .relu_drop = (k >= 8 && k < 12) || k == 14,
+               .res_drop = k >= 12};
     ct_tensor *in[4] = {grad_input(CT_SHAPE(2, 3, 5)),
                         grad_input(CT_SHAPE(4, 5)), grad_input(CT_SHAPE(4)),
                         grad_input(CT_SHAPE(2, 3, 4))};
-    char what[64];
+    char what[96];
     snprintf(what, sizeof what,
-             "linear_fused gelu %d relu_dropout %d residual %d bias %d", c.gelu,
-             c.relu_drop, c.residual, c.bias);
+             "linear_fused gelu %d relu_dropout %d residual %d%s bias %d",
+             c.gelu, c.relu_drop, c.residual, c.res_drop ? " (dropped)" : "",
+             c.bias);
     grad_check(what, run_fused, &c, in, 4, NULL);
     check_same_bits(&c, false, 37, 131, 29);
     check_same_bits(&c, true, 37, 131, 29);
@@ -141,6 +150,10 @@ int main(void) {
         "residual shape error: %s", ct_last_error());
   ct_linear_fusion both = {.gelu_input = true, .relu_dropout = 0.5f};
   ct_linear_fusion bad_p = {.relu_dropout = 1.5f};
+  ct_linear_fusion no_r = {.residual_dropout = 0.5f};
+  CHECK(ct_linear_fused(x, w, NULL, &no_r) == NULL &&
+            strstr(ct_last_error(), "residual_dropout") != NULL,
+        "residual_dropout without a residual: %s", ct_last_error());
   CHECK(ct_linear_fused(x, w, NULL, &both) == NULL &&
             ct_linear_fused(x, w, NULL, &bad_p) == NULL &&
             strstr(ct_last_error(), "relu_dropout") != NULL,
