@@ -394,24 +394,34 @@ static void widen(const uint16_t *restrict src, int64_t n,
 // act(x) for all of x (either storage) into h (fp32) or h16 (rounded as
 // ct_bf16_store rounds): one parallel pass by blocks, each widened, made
 // and rounded in the thread's own stack buffer.
-enum { GELU_ROWS_BLOCK = 4096 };
+enum { ACT_BLOCK = 4096 };
+
+static int64_t act_blocks(const ct_tensor *x) {
+  return (x->numel + ACT_BLOCK - 1) / ACT_BLOCK;
+}
+
+// Block k (ACT_BLOCK elements from *lo, *len of them) of x as floats: x's
+// own, or widened into buf.
+static const float *act_block(const ct_tensor *x, int64_t k, float *buf,
+                              int64_t *lo, int64_t *len) {
+  *lo = k * ACT_BLOCK;
+  *len = x->numel - *lo < ACT_BLOCK ? x->numel - *lo : ACT_BLOCK;
+  if (x->dtype == CT_F32) return ct_f32(x) + *lo;
+  widen(ct_bf16(x) + *lo, *len, buf);
+  return buf;
+}
+
 static void activate_all(const fused_saved *s, const ct_tensor *x, float *h,
                          uint16_t *h16) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  const int64_t n = x->numel;
-  const int64_t blocks = (n + GELU_ROWS_BLOCK - 1) / GELU_ROWS_BLOCK;
+  const int64_t blocks = act_blocks(x);
 #pragma omp parallel if (blocks > 8)
   {
-    float buf[GELU_ROWS_BLOCK];
+    float buf[ACT_BLOCK];
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < blocks; k++) {
-      const int64_t lo = k * GELU_ROWS_BLOCK;
-      const int64_t len = n - lo < GELU_ROWS_BLOCK ? n - lo : GELU_ROWS_BLOCK;
-      const float *src = buf;
-      if (x->dtype == CT_F32)
-        src = ct_f32(x) + lo;
-      else
-        widen(ct_bf16(x) + lo, len, buf);
+      int64_t lo, len;
+      const float *src = act_block(x, k, buf, &lo, &len);
       activate(s, src, lo, len, h16 ? buf : h + lo);
       if (h16) ct_bf16_store_in_mode(&mode, buf, len, h16 + lo);
     }
@@ -422,20 +432,14 @@ static void activate_all(const fused_saved *s, const ct_tensor *x, float *h,
 // by blocks, the arithmetic of the chunked loop below element by element.
 static void activate_backward_all(const fused_saved *s, const ct_tensor *x,
                                   float *g) {
-  const int64_t n = x->numel;
-  const int64_t blocks = (n + GELU_ROWS_BLOCK - 1) / GELU_ROWS_BLOCK;
+  const int64_t blocks = act_blocks(x);
 #pragma omp parallel if (blocks > 8)
   {
-    float buf[GELU_ROWS_BLOCK];
+    float buf[ACT_BLOCK];
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < blocks; k++) {
-      const int64_t lo = k * GELU_ROWS_BLOCK;
-      const int64_t len = n - lo < GELU_ROWS_BLOCK ? n - lo : GELU_ROWS_BLOCK;
-      const float *v = buf;
-      if (x->dtype == CT_F32)
-        v = ct_f32(x) + lo;
-      else
-        widen(ct_bf16(x) + lo, len, buf);
+      int64_t lo, len;
+      const float *v = act_block(x, k, buf, &lo, &len);
       float *restrict gx = g + lo;
       if (s->kind == IN_GELU) {
         ct_vmath_gelu_backward(v, gx, gx, len, false);
