@@ -1,12 +1,14 @@
 // Matrix products: batched matmul with transpose flags, linear, and
-// linear_fused (a GELU before it, a residual add after it). All call
+// linear_fused (an activation before it, a residual add after it). All call
 // ct_gemm (core/gemm.h); backward passes are gemms with beta = 1, which
 // accumulate into the gradients as the tape requires.
 //
 // The linear ops also take an input stored in bf16 (core/tensor.h), and
-// ct_linear_as makes one: such rows are widened to floats where a product
-// or the GELU reads them, in chunks that stay in cache (forward, dx), or
-// whole in scratch for the weight gradient, which sums over all rows.
+// ct_linear_as makes one. In bf16 precision the products read and write
+// that storage in place (ct_gemm_bf16_stored); elsewhere (fp32 products,
+// the GELU and ReLU) its rows are widened to floats in chunks that stay in
+// cache, or whole in scratch for an fp32 weight gradient, which sums over
+// all rows.
 #include "autograd/ops.h"
 #include "autograd/op_util.h"
 #include "core/arena.h"
