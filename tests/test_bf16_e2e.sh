@@ -7,6 +7,8 @@
 # - the switch does something: the same run in fp32 ends elsewhere;
 # - eval of a bf16 checkpoint runs its products in bf16 as well (its
 #   accuracy line matches the run's last evaluation exactly);
+# - [train] bf16_activations = false gives other weights (deterministic at
+#   any thread count); in fp32 it changes nothing;
 # - a bad value is refused with the allowed ones.
 #
 # usage: test_bf16_e2e.sh CTRAIN [SOURCE_ROOT]
@@ -52,12 +54,27 @@ d32=$(run_digest fp32 2 train.precision=fp32)
 expect "bf16: 1 and 2 threads give the same weights ($d1)" "[ -n '$d1' ] && [ '$d1' = '$d2' ]"
 expect "fp32 and bf16 runs end in different weights" "[ -n '$d32' ] && [ '$d32' != '$d1' ]"
 
+# ---- bf16 activations: the switch does something, deterministically --------------
+# (fc1's output is rounded before the GELU with them, so the runs part.)
+a1=$(run_digest act1 1 train.bf16_activations=false)
+a2=$(run_digest act2 2 train.bf16_activations=false)
+expect "bf16_activations = false: 1 and 2 threads agree ($a1), and differ from the default" \
+  "[ -n '$a1' ] && [ '$a1' = '$a2' ] && [ '$a1' != '$d1' ]"
+f32a=$(run_digest fp32a 2 train.precision=fp32 train.bf16_activations=false)
+expect "in fp32 the setting changes nothing ($f32a)" "[ -n '$f32a' ] && [ '$f32a' = '$d32' ]"
+
 # ---- bad value ------------------------------------------------------------------
 mapfile -t args < <(sets "${vit[@]}" run.name=bad train.precision=fp16)
 "$ctrain" train "$empty" "${args[@]}" >/dev/null 2>"$tmp/err"
 rc=$?
 expect "precision = fp16 is refused, naming fp32, bf16 (exit $rc)" \
   "[ $rc -ne 0 ] && grep -q 'precision.*fp32, bf16' '$tmp/err' && [ ! -e runs/bad/metrics.jsonl ]"
+
+mapfile -t args < <(sets "${vit[@]}" run.name=bad2 train.bf16_activations=maybe)
+"$ctrain" train "$empty" "${args[@]}" >/dev/null 2>"$tmp/err"
+rc=$?
+expect "bf16_activations = maybe is refused (exit $rc): $(head -c 160 "$tmp/err")" \
+  "[ $rc -ne 0 ] && grep -q 'bf16_activations' '$tmp/err' && [ ! -e runs/bad2/metrics.jsonl ]"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -299,7 +299,7 @@ ct_status ct_analyze_run(const char *ckpt, int64_t images, const char *split,
                   ckpt, m.task.ops->name);
   ct_classification_view v = {0};
   if (st == CT_OK) {
-    ct_gemm_set_precision(m.run.precision);
+    ct_run_apply_precision(&m.run);
     ct_classification_view_of(&m.task, &v);
     if (!v.grid_h)
       st = ct_error(CT_ERR_ARG,

@@ -404,7 +404,7 @@ static int cmd_eval(int argc, char **argv) {
     ct_run_model_close(&m);
     return rc;
   }
-  ct_gemm_set_precision(m.run.precision);
+  ct_run_apply_precision(&m.run);
   int beam = o.beam ? o.beam : m.run.final_beam;
   printf("checkpoint %s (step %lld)\n", ckpt, (long long)m.state.step);
   ct_eval_metrics metrics = {0};
@@ -483,7 +483,7 @@ static int open_model_of(ct_run_model *m, const char *ckpt,
                          const ct_task_ops *want, const char *cmd) {
   if (ct_run_model_open(m, ckpt, CT_TASK_MODEL_ONLY) != CT_OK)
     return runtime_error();
-  ct_gemm_set_precision(m->run.precision);
+  ct_run_apply_precision(&m->run);
   if (m->task.ops != want) {
     fprintf(stderr, "ctrain: error: %s: %s is a %s checkpoint, not a %s one\n",
             cmd, ckpt, m->task.ops->name, want->name);
@@ -877,7 +877,7 @@ static int cmd_forward(int argc, char **argv) {
             m.task.ops->name);
     rc = 1;
   } else {
-    ct_gemm_set_precision(m.run.precision);
+    ct_run_apply_precision(&m.run);
     if (m.task.ops->forward(&m.task, &in, &out) != CT_OK ||
         ct_safetensors_save(pos[2], &out, NULL) != CT_OK)
       rc = runtime_error();

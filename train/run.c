@@ -119,6 +119,7 @@ ct_status ct_run_settings_read(const ct_config *cfg, ct_run_settings *out) {
       .threads = ct_config_int(cfg, "train", "threads"),
       .precision = CT_SCHEMA_ENUM(cfg, "train", "precision", CT_PRECISIONS,
                                   ct_gemm_precision),
+      .bf16_activations = ct_config_bool(cfg, "train", "bf16_activations"),
       .shard_optimizer = ct_config_bool(cfg, "train", "shard_optimizer"),
       .bucket_mb = ct_config_float(cfg, "train", "bucket_mb"),
   };
@@ -361,4 +362,9 @@ void ct_run_model_close(ct_run_model *m) {
   ct_config_free(m->cfg);
   ct_ckpt_free(m->ckpt);
   memset(m, 0, sizeof *m);
+}
+
+void ct_run_apply_precision(const ct_run_settings *run) {
+  ct_gemm_set_precision(run->precision);
+  ct_gemm_set_bf16_activations(run->bf16_activations);
 }

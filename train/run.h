@@ -33,11 +33,18 @@ typedef struct ct_run_settings {
   // that runs the model (ct_gemm_set_precision); a teacher's config does
   // not change it.
   ct_gemm_precision precision;
+  // In bf16 precision, whether activations read only by products are kept
+  // in bf16 (ct_gemm_set_bf16_activations; [train] bf16_activations).
+  bool bf16_activations;
   // Data-parallel runs (train/data_parallel.h): ZeRO-1, and the size of
   // the gradient buckets exchanged during backward.
   bool shard_optimizer;
   double bucket_mb;
 } ct_run_settings;
+
+// Sets the calling thread's session to the run's precision and bf16
+// activations (core/gemm.h): what a command does before the model runs.
+void ct_run_apply_precision(const ct_run_settings *run);
 
 // The training state a checkpoint holds beyond parameters and moments.
 typedef struct ct_run_state {

@@ -383,6 +383,10 @@ static const ct_config_key schema[] = {
      CT_SCHEMA_CHOICES(CT_PRECISIONS),
      "bf16: matrix products round their inputs to bfloat16 (AMX where the "
      "CPU has it); everything else stays fp32"},
+    {"train", "bf16_activations", CT_CONFIG_BOOL, "true", NULL,
+     "with precision = bf16: keep the activations that only matrix products "
+     "read (norm outputs before linears, qkv, fc1's output before a folded "
+     "GELU or ReLU) in bf16, half the memory; false keeps them fp32"},
 };
 
 const char *const ct_model_shape_keys[] = {

@@ -484,7 +484,7 @@ static int open_run(trainer *t, ct_ckpt **resume_ckpt) {
     ct_set_threads(threads);
   else  // ranks on one machine share its cores
     ct_threads_from_env_shared(ct_dist_node_size());
-  ct_gemm_set_precision(t->run.precision);
+  ct_run_apply_precision(&t->run);
   t->run_dir = ct_run_dir(&t->run);
   if (!t->run_dir) return fail("out of memory");
   // The longest name the run writes besides checkpoints (which check theirs).
