@@ -364,25 +364,6 @@ static void activate(const fused_saved *s, const float *v, int64_t lo,
     h[i] = keep_or_zero(!d[i], (v[i] > 0.0f ? v[i] : 0.0f) * scale);
 }
 
-// Rows [r0, r0 + rows) of act(x) into h (all threads): the arithmetic of
-// ct_gelu / ct_relu_dropout, element by element.
-static void activate_rows(const fused_saved *s, const ct_tensor *x, int64_t r0,
-                          int64_t rows, int64_t IN, float *h) {
-  const float *v = rows_f32(x, r0, rows, IN, h);
-  if (s->kind == IN_GELU) {
-    ct_gelu_erf_blocks(v, h, NULL, NULL, rows * IN, false);
-    return;
-  }
-  const int64_t n = rows * IN, lo = r0 * IN;
-  enum { BLOCK = 4096 };
-  const int64_t blocks = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static) if (blocks > 8)
-  for (int64_t k = 0; k < blocks; k++) {
-    const int64_t o = k * BLOCK, len = n - o < BLOCK ? n - o : BLOCK;
-    activate(s, v + o, lo + o, len, h + o);
-  }
-}
-
 // n bf16 values widened, on the calling thread.
 static void widen(const uint16_t *restrict src, int64_t n,
                   float *restrict dst) {
@@ -513,7 +494,7 @@ static void fused_backward_body(ct_node *node, const float *dy) {
   // room is x's gradient buffer when that is fresh (contents undefined, and
   // overwritten by dx once h has served dw), else scratch.
   ct_arena_mark mark = ct_arena_get_mark();
-  const bool bf16 = x->dtype == CT_BF16, dx = x->requires_grad;
+  const bool dx = x->requires_grad, chunked = dx && !fresh;
   const bool h_bf16 = ct_gemm_get_precision() == CT_GEMM_BF16;
   const int64_t chunk = chunk_rows(IN), most = N < chunk ? N : chunk;
   const size_t chunk_bytes = (size_t)(most * IN) * sizeof(float);
@@ -521,9 +502,11 @@ static void fused_backward_body(ct_node *node, const float *dy) {
                 ? (void *)x->grad
                 : ct_arena_alloc((size_t)x->numel *
                                  (h_bf16 ? sizeof(uint16_t) : sizeof(float)));
-  float *dh = dx ? ct_arena_alloc(chunk_bytes) : NULL;
-  float *xc = bf16 ? ct_arena_alloc(chunk_bytes) : NULL;
-  if (!h || (dx && !dh) || (bf16 && !xc)) {
+  // Scratch for a dx that adds (by row chunks): dh, and x's rows widened.
+  float *dh = chunked ? ct_arena_alloc(chunk_bytes) : NULL;
+  float *xc =
+      chunked && x->dtype == CT_BF16 ? ct_arena_alloc(chunk_bytes) : NULL;
+  if (!h || (chunked && (!dh || (x->dtype == CT_BF16 && !xc)))) {
     ct_arena_rewind(mark);
     return;
   }
@@ -540,26 +523,22 @@ static void fused_backward_body(ct_node *node, const float *dy) {
     ct_gemm(false, false, N, IN, OUT, 1.0f, dy, OUT, ct_f32(w), IN, 0.0f,
             x->grad, IN);
     activate_backward_all(s, x, x->grad);
-    ct_arena_rewind(mark);
-    return;
   }
-  for (int64_t r0 = 0; dx && r0 < N; r0 += chunk) {
+  for (int64_t r0 = 0; chunked && r0 < N; r0 += chunk) {
     const int64_t rows = N - r0 < chunk ? N - r0 : chunk, n = rows * IN;
     ct_gemm(false, false, rows, IN, OUT, 1.0f, dy + r0 * OUT, OUT, ct_f32(w),
             IN, 0.0f, dh, IN);
     const float *v = rows_f32(x, r0, rows, IN, xc);
     float *restrict gx = x->grad + r0 * IN;
     if (s->kind == IN_GELU) {
-      ct_gelu_erf_blocks(v, NULL, dh, gx, n, !fresh);
+      ct_gelu_erf_blocks(v, NULL, dh, gx, n, true);
       continue;
     }
     const uint8_t *restrict d = s->dropped + r0 * IN;
     const float scale = s->scale;
 #pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; i++) {
-      const float g = keep_or_zero(!d[i], dh[i] * scale) * step01(v[i] > 0.0f);
-      gx[i] = fresh ? g : gx[i] + g;
-    }
+    for (int64_t i = 0; i < n; i++)
+      gx[i] += keep_or_zero(!d[i], dh[i] * scale) * step01(v[i] > 0.0f);
   }
   ct_arena_rewind(mark);
 }
@@ -622,7 +601,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
     activate_all(&fs, x, h, NULL);
     linear_into(h, N, IN, w, bias, py);
     ct_arena_rewind(mark);
-  } else {  // by row chunks: act(x) into scratch, then its product
+  } else {  // the GELU in fp32: by row chunks into scratch, then the product
     const int64_t chunk = chunk_rows(IN);
     ct_arena_mark mark = ct_arena_get_mark();
     float *h =
@@ -630,8 +609,9 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
     if (!h) return NULL;
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-      // A bf16 x is widened into h, and act runs there in place.
-      activate_rows(&fs, x, r0, rows, IN, h);
+      // A bf16 x is widened into h, and the GELU runs there in place.
+      ct_gelu_erf_blocks(rows_f32(x, r0, rows, IN, h), h, NULL, NULL, rows * IN,
+                         false);
       linear_into(h, rows, IN, w, bias, py + r0 * OUT);
     }
     ct_arena_rewind(mark);
