@@ -297,22 +297,6 @@ void ct_gemm_bf16_stored(bool trans_a, bool trans_b, int64_t M, int64_t N,
 
 enum { BF16_STORE_CHUNK = 1 << 16 };  // elements per task of a parallel copy
 
-void ct_bf16_store(const float *src, int64_t n, uint16_t *dst) {
-  const ct_gemm_bf16_arch *a = bf16_arch(ct_session_current()->gemm.bf16_path);
-  const int64_t chunks = (n + BF16_STORE_CHUNK - 1) / BF16_STORE_CHUNK;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; c++) {
-    const int64_t i0 = c * BF16_STORE_CHUNK;
-    const int64_t len = n - i0 < BF16_STORE_CHUNK ? n - i0 : BF16_STORE_CHUNK;
-    if (a->round_row) {
-      a->round_row(src + i0, len, dst + i0);
-    } else {
-      for (int64_t j = i0; j < i0 + len; j++)
-        dst[j] = ct_bf16_round_bits(src[j]);
-    }
-  }
-}
-
 void ct_bf16_store_in_mode(const ct_gemm_mode *mode, const float *src,
                            int64_t n, uint16_t *dst) {
   const ct_gemm_bf16_arch *a = bf16_arch(mode->bf16_path);
@@ -320,6 +304,17 @@ void ct_bf16_store_in_mode(const ct_gemm_mode *mode, const float *src,
     a->round_row(src, n, dst);
   } else {
     for (int64_t j = 0; j < n; j++) dst[j] = ct_bf16_round_bits(src[j]);
+  }
+}
+
+void ct_bf16_store(const float *src, int64_t n, uint16_t *dst) {
+  const ct_gemm_mode mode = ct_gemm_current_mode();
+  const int64_t chunks = (n + BF16_STORE_CHUNK - 1) / BF16_STORE_CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t i0 = c * BF16_STORE_CHUNK;
+    const int64_t len = n - i0 < BF16_STORE_CHUNK ? n - i0 : BF16_STORE_CHUNK;
+    ct_bf16_store_in_mode(&mode, src + i0, len, dst + i0);
   }
 }
 

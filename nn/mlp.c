@@ -10,6 +10,24 @@
 // add run as one op too (ct_linear_fused's relu_dropout: the mask and fc1's
 // output kept, not relu(fc1(x)) dropped). fc1's output, read only by that
 // op, is kept as ct_nn_activation_dtype() (bf16 in bf16 precision).
+// fc2(dropout(relu(fc1(x)))) + residual, the residual's branch dropped
+// with residual_p > 0, as one op: the activation's dropout site, then the
+// add's (when dropped), as in the separate ops. Dropout is active.
+static ct_tensor *relu_dropout_block(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
+                                     const ct_nn_linear *fc2, float dropout,
+                                     ct_tensor *x, ct_tensor *residual,
+                                     float residual_p) {
+  ct_linear_fusion f = {.relu_dropout = dropout,
+                        .dropout_seed = ctx->seed,
+                        .residual = residual,
+                        .residual_dropout = residual_p};
+  f.dropout_stream = ct_nn_next_dropout_stream(ctx);
+  if (residual_p > 0.0f) f.residual_stream = ct_nn_next_dropout_stream(ctx);
+  ct_tensor *u =
+      ct_linear_as(x, fc1->weight, fc1->bias, ct_nn_activation_dtype());
+  return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
+}
+
 static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
                               const ct_nn_linear *fc2, ct_nn_activation act,
                               float dropout, ct_tensor *x,
@@ -26,16 +44,8 @@ static ct_tensor *feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
     if (!u) return NULL;
     return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
   }
-  if (act == CT_NN_RELU) {  // ReLU, dropout, fc2 and the residual as one op
-    const ct_linear_fusion f = {
-        .relu_dropout = dropout,
-        .dropout_seed = ctx->seed,
-        .dropout_stream = ct_nn_next_dropout_stream(ctx),
-        .residual = residual};
-    ct_tensor *u =
-        ct_linear_as(x, fc1->weight, fc1->bias, ct_nn_activation_dtype());
-    return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
-  }
+  if (act == CT_NN_RELU)  // ReLU, dropout, fc2 and the residual as one op
+    return relu_dropout_block(ctx, fc1, fc2, dropout, x, residual, 0.0f);
   ct_tensor *u = ct_nn_linear_forward(fc1, x);
   ct_tensor *h = ct_nn_dropout(ctx, ct_nn_activate(u, act), dropout);
   ct_tensor *y = ct_nn_linear_forward(fc2, h);
@@ -52,18 +62,7 @@ ct_tensor *ct_nn_feedforward_add_dropout(ct_nn_ctx *ctx,
       !ct_nn_dropout_active(ctx, p) || !residual)
     return ct_nn_add_dropout(
         ctx, residual, feedforward(ctx, fc1, fc2, act, dropout, x, NULL), p);
-  // The activation's dropout site, then the add's, as in the separate ops.
-  const uint64_t act_stream = ct_nn_next_dropout_stream(ctx);
-  const ct_linear_fusion f = {
-      .relu_dropout = dropout,
-      .dropout_seed = ctx->seed,
-      .dropout_stream = act_stream,
-      .residual = residual,
-      .residual_dropout = p,
-      .residual_stream = ct_nn_next_dropout_stream(ctx)};
-  ct_tensor *u =
-      ct_linear_as(x, fc1->weight, fc1->bias, ct_nn_activation_dtype());
-  return ct_linear_fused(u, fc2->weight, fc2->bias, &f);
+  return relu_dropout_block(ctx, fc1, fc2, dropout, x, residual, p);
 }
 
 ct_tensor *ct_nn_feedforward(ct_nn_ctx *ctx, const ct_nn_linear *fc1,
