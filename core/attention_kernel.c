@@ -928,6 +928,16 @@ static void widen_head(const uint16_t *src, ct_attn_layout l, int64_t b,
   }
 }
 
+// Query rows [q0, q1) and key/value rows [0, kv_end) of (b, h) from bf16
+// storage into ql, kl, vl (row stride Dh).
+static void widen_qkv(const ct_attn_params *p, int64_t b, int64_t h, int64_t q0,
+                      int64_t q1, int64_t kv_end, float *ql, float *kl,
+                      float *vl) {
+  widen_head(p->q16, p->q, b, h, q0, q1, p->Dh, ql);
+  widen_head(p->k16, p->k, b, h, 0, kv_end, p->Dh, kl);
+  widen_head(p->v16, p->v, b, h, 0, kv_end, p->Dh, vl);
+}
+
 // The layout of widened rows of one (b, h): row stride Dh.
 static ct_attn_layout widened_layout(int64_t Dh) {
   return (ct_attn_layout){.batch = 0, .row = Dh, .head = 0};
@@ -1023,9 +1033,7 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
   if (kend < 0) kend = 0;
   ct_attn_params wp;
   if (p->q16) {  // this (b, h)'s rows widened; the block code reads those
-    widen_head(p->q16, p->q, b, h, qb0 * BQ, i_last, p->Dh, w->ql);
-    widen_head(p->k16, p->k, b, h, 0, kend, p->Dh, w->kl);
-    widen_head(p->v16, p->v, b, h, 0, kend, p->Dh, w->vl);
+    widen_qkv(p, b, h, qb0 * BQ, i_last, kend, w->ql, w->kl, w->vl);
     wp = *p;
     wp.q = wp.k = wp.v = widened_layout(p->Dh);
     p = &wp;
@@ -1191,9 +1199,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const float *qh, *kh, *vh;
   int64_t q_rs = p->q.row, k_rs = p->k.row, v_rs = p->v.row;
   if (p->q16) {
-    widen_head(p->q16, p->q, b, h, 0, p->Tq, Dh, w->ql);
-    widen_head(p->k16, p->k, b, h, 0, len, Dh, w->kl);
-    widen_head(p->v16, p->v, b, h, 0, len, Dh, w->vl);
+    widen_qkv(p, b, h, 0, p->Tq, len, w->ql, w->kl, w->vl);
     qh = w->ql;
     kh = w->kl;
     vh = w->vl;
