@@ -344,10 +344,10 @@ typedef void (*transpose_fn)(const float *src, int64_t rs, int64_t n,
 //
 // A element (i, k) at a[i * a_rs + k * a_cs] (so A^T is read in place by
 // swapping the strides), B row-major (K,N) with row stride ldb. C is held in
-// registers as blocks of rows x 64 columns (4 vectors; the last one masked),
-// 8 rows when the block is at most 32 columns wide, else 4; every element is
-// one FMA chain over k in order, so the result depends on nothing but the
-// operands (not on the thread count, not on the block a row falls in).
+// registers as blocks of up to 8 rows x 64 or 80 columns (up to 5 vectors,
+// the last one masked; SMALL_DRIVER below); every element is one FMA chain
+// over k in order, so the result depends on nothing but the operands (not
+// on the thread count, not on the block a row falls in).
 //
 // bf16 products, where the gemm would take its AVX512-BF16 path, run here
 // too (small_bf16_avx512): A and B are packed into bf16 pair words exactly
@@ -378,7 +378,7 @@ typedef void (*small_bf16_fn)(int M, int N, int KP, float alpha,
 // `tail` masks the last vector. The gemm's own epilogue
 // (core/gemm_avx512_store.h: one fused multiply-add when accumulating), so
 // a block product has the values ct_gemm gives it.
-SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[4],
+SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[5],
                               float alpha, __mmask16 tail, bool accumulate,
                               float *c, int64_t ldc) {
   const __m512 al = _mm512_set1_ps(alpha), one = _mm512_set1_ps(1.0f);
@@ -391,33 +391,53 @@ SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[4],
     }
 }
 
-// The column chunks (64 wide) and row blocks of a product C (M,N), shared by
-// the fp32 and bf16 kernels: BLOCK(MR, NV) multiplies rows [i, i + MR) of
-// chunk j0, its last vector masked by `tail`.
+// The column chunks and row blocks of a product C (M,N), shared by the fp32
+// and bf16 kernels: BLOCK(MR, NV) multiplies rows [i, i + MR) of chunk j0,
+// its last vector masked by `tail`. Chunks are 64 columns wide (4 vectors),
+// except that a width of at most 80 left over is one chunk of 5 vectors
+// (T = 65: one chunk, not 64 columns and then a chunk of one). A chunk's
+// rows are cut into blocks of at most 8 rows (up to 2 vectors) or 4 (3 to
+// 5), all as tall as can be: M = 50 makes one block of 8 and six of 7
+// rather than six of 8 and two single rows, whose few FMA chains would
+// wait on the FMA latency at every k. Which rows share a block never
+// changes a value (each element is its own chain over k). Heights over 4
+// occur only where MAXR is 8; elsewhere their cases name height 1, so that
+// no block of 8 rows by 5 vectors (more accumulators than registers) is
+// compiled.
+#define SMALL_ROWS(MAXR, NV, BLOCK)                   \
+  do {                                                \
+    const int nb_ = (M + (MAXR)-1) / (MAXR);          \
+    const int base_ = M / nb_, tall_ = M % nb_;       \
+    int64_t i = 0;                                    \
+    for (int blk_ = 0; blk_ < nb_; blk_++) {          \
+      const int mr_ = base_ + (blk_ < tall_);         \
+      switch (mr_) {                                  \
+      case 8: BLOCK(((MAXR) > 4 ? 8 : 1), NV); break; \
+      case 7: BLOCK(((MAXR) > 4 ? 7 : 1), NV); break; \
+      case 6: BLOCK(((MAXR) > 4 ? 6 : 1), NV); break; \
+      case 5: BLOCK(((MAXR) > 4 ? 5 : 1), NV); break; \
+      case 4: BLOCK(4, NV); break;                    \
+      case 3: BLOCK(3, NV); break;                    \
+      case 2: BLOCK(2, NV); break;                    \
+      default: BLOCK(1, NV); break;                   \
+      }                                               \
+      i += mr_;                                       \
+    }                                                 \
+  } while (0)
+
 #define SMALL_DRIVER(BLOCK)                                               \
-  for (int j0 = 0; j0 < N; j0 += 64) {                                    \
-    const int n = N - j0 < 64 ? N - j0 : 64;                              \
+  for (int j0 = 0; j0 < N;) {                                             \
+    const int n = N - j0 <= 80 ? N - j0 : 64;                             \
     const int nv = (n + 15) / 16;                                         \
     const __mmask16 tail = (__mmask16)((1u << (n - 16 * (nv - 1))) - 1u); \
-    int64_t i = 0;                                                        \
     switch (nv) {                                                         \
-    case 1:                                                               \
-      for (; i + 8 <= M; i += 8) BLOCK(8, 1);                             \
-      for (; i < M; i++) BLOCK(1, 1);                                     \
-      break;                                                              \
-    case 2:                                                               \
-      for (; i + 8 <= M; i += 8) BLOCK(8, 2);                             \
-      for (; i < M; i++) BLOCK(1, 2);                                     \
-      break;                                                              \
-    case 3:                                                               \
-      for (; i + 4 <= M; i += 4) BLOCK(4, 3);                             \
-      for (; i < M; i++) BLOCK(1, 3);                                     \
-      break;                                                              \
-    default:                                                              \
-      for (; i + 4 <= M; i += 4) BLOCK(4, 4);                             \
-      for (; i < M; i++) BLOCK(1, 4);                                     \
-      break;                                                              \
+    case 1: SMALL_ROWS(8, 1, BLOCK); break;                               \
+    case 2: SMALL_ROWS(8, 2, BLOCK); break;                               \
+    case 3: SMALL_ROWS(4, 3, BLOCK); break;                               \
+    case 4: SMALL_ROWS(4, 4, BLOCK); break;                               \
+    default: SMALL_ROWS(4, 5, BLOCK); break;                              \
     }                                                                     \
+    j0 += n;                                                              \
   }
 
 // Rows [0, MR) and vectors [0, NV) of a block; `tail` masks the last vector.
@@ -425,13 +445,13 @@ SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
                               const float *a, int64_t a_rs, int64_t a_cs,
                               const float *b, int64_t ldb, __mmask16 tail,
                               bool accumulate, float *c, int64_t ldc) {
-  __m512 acc[8][4];
+  __m512 acc[8][5];
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
   for (int k = 0; k < K; k++) {
     const float *bk = b + (int64_t)k * ldb;
     const float *ak = a + (int64_t)k * a_cs;
-    __m512 bv[4];
+    __m512 bv[5];
     for (int v = 0; v < NV; v++)
       bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(tail, bk + 16 * v)
                           : _mm512_loadu_ps(bk + 16 * v);
@@ -466,13 +486,13 @@ BF16_INLINE void small_block_bf16(const int MR, const int NV, int KP,
                                   int64_t a_cs, const uint32_t *b, int64_t ldb,
                                   __mmask16 tail, bool accumulate, float *c,
                                   int64_t ldc) {
-  __m512 acc[8][4];
+  __m512 acc[8][5];
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
   for (int kp = 0; kp < KP; kp++) {
     const uint32_t *bk = b + (int64_t)kp * ldb;
     const uint32_t *ak = a + (int64_t)kp * a_cs;
-    __m512bh bv[4];
+    __m512bh bv[5];
     for (int v = 0; v < NV; v++)
       bv[v] =
           (__m512bh)(v == NV - 1 ? _mm512_maskz_loadu_epi32(tail, bk + 16 * v)
@@ -500,6 +520,7 @@ __attribute__((BF16_TARGET)) static void small_bf16_avx512(
 }
 #undef BF16_BLOCK
 #undef SMALL_DRIVER
+#undef SMALL_ROWS
 
 // The forward row work (fwd_tile_impl) on AVX-512, written out. Compiled
 // from the plain C, a row's sum of exps cost as much as its exps: its 16

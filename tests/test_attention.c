@@ -521,6 +521,12 @@ static void test_products_match_gemm(void) {
       {3, 65, 65, 3, 64, false, true, true, 0.0f, 0u},
       {2, 70, 200, 2, 40, true, true, false, 0.0f, 7u},
       {4, 50, 50, 4, 32, false, false, true, 0.1f, 7u},
+      // Row blocks of every height 1-8 and chunks of 1-5 vectors: 13 rows
+      // against 77 keys of 80 dims, 7 against 37 of 16, one query row
+      // against 90 keys (a 64-column chunk, then 26).
+      {2, 13, 77, 2, 80, false, false, false, 0.0f, 7u},
+      {3, 7, 37, 2, 16, true, false, false, 0.0f, 0u},
+      {2, 1, 90, 3, 20, false, true, false, 0.0f, 7u},
   };
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const int64_t B = cases[ci].B, Tq = cases[ci].Tq, Tk = cases[ci].Tk,
