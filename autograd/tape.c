@@ -279,6 +279,21 @@ void ct_tensor_zero_grad(ct_tensor *t) {
   if (t && t->grad) memset(t->grad, 0, (size_t)t->numel * sizeof(float));
 }
 
+// Adds the seed (ones when NULL) to out's gradient. A gradient not there
+// yet is written as 0 + seed in one pass, on all threads when big: the
+// values of zeroing it and adding (+0 for a -0 seed too), without the
+// zeroing pass.
+static bool seed_grad(ct_tensor *out, const float *seed) {
+  const bool fresh = !out->grad;
+  if (fresh && !(out->grad = grad_uninit(out))) return false;
+  float *restrict g = out->grad;
+  const int64_t n = out->numel;
+#pragma omp parallel for schedule(static) if (n >= ZERO_PAR_MIN)
+  for (int64_t i = 0; i < n; i++)
+    g[i] = (fresh ? 0.0f : g[i]) + (seed ? seed[i] : 1.0f);
+  return true;
+}
+
 static ct_status check_scalar_loss(const ct_tensor *loss) {
   if (loss && loss->numel != 1) {
     char s[128];
@@ -304,9 +319,7 @@ static ct_status backward_walk(ct_tensor *out, const float *seed,
                     "or input that requires grad reached it (was recording "
                     "off, or did you forget ct_requires_grad?)");
   ct_prof_attribute(CT_PROF_OTHER);  // since the last op, and the seed
-  float *g = ct_grad_of(out);
-  if (!g) return CT_ERR_NOMEM;
-  for (int64_t i = 0; i < out->numel; i++) g[i] += seed ? seed[i] : 1.0f;
+  if (!seed_grad(out, seed)) return CT_ERR_NOMEM;
 
   // Walk newest to oldest. A node whose output received no gradient is not
   // on a path to the loss and is skipped.
