@@ -396,33 +396,39 @@ SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[5],
 // its last vector masked by `tail`. Chunks are 64 columns wide (4 vectors),
 // except that a width of at most 80 left over is one chunk of 5 vectors
 // (T = 65: one chunk, not 64 columns and then a chunk of one). A chunk's
-// rows are cut into blocks of at most 8 rows (up to 2 vectors) or 4 (3 to
-// 5), all as tall as can be: M = 50 makes one block of 8 and six of 7
-// rather than six of 8 and two single rows, whose few FMA chains would
-// wait on the FMA latency at every k. Which rows share a block never
-// changes a value (each element is its own chain over k). Heights over 4
-// occur only where MAXR is 8; elsewhere their cases name height 1, so that
-// no block of 8 rows by 5 vectors (more accumulators than registers) is
-// compiled.
-#define SMALL_ROWS(MAXR, NV, BLOCK)                   \
-  do {                                                \
-    const int nb_ = (M + (MAXR)-1) / (MAXR);          \
-    const int base_ = M / nb_, tall_ = M % nb_;       \
-    int64_t i = 0;                                    \
-    for (int blk_ = 0; blk_ < nb_; blk_++) {          \
-      const int mr_ = base_ + (blk_ < tall_);         \
-      switch (mr_) {                                  \
-      case 8: BLOCK(((MAXR) > 4 ? 8 : 1), NV); break; \
-      case 7: BLOCK(((MAXR) > 4 ? 7 : 1), NV); break; \
-      case 6: BLOCK(((MAXR) > 4 ? 6 : 1), NV); break; \
-      case 5: BLOCK(((MAXR) > 4 ? 5 : 1), NV); break; \
-      case 4: BLOCK(4, NV); break;                    \
-      case 3: BLOCK(3, NV); break;                    \
-      case 2: BLOCK(2, NV); break;                    \
-      default: BLOCK(1, NV); break;                   \
-      }                                               \
-      i += mr_;                                       \
-    }                                                 \
+// rows are cut into blocks of at most MAXR rows, all as tall as can be:
+// M = 50 at 2 vectors makes one block of 8 and six of 7 rather than six of
+// 8 and two single rows, whose few FMA chains would wait on the FMA latency
+// at every k. MAXR per width (8, 8, 6, 6, 5 for 1-5 vectors: up to 25
+// accumulators) was measured on single products (65 x 64 x 65: 4 rows 126
+// GFLOP/s, 6 rows 150; more rows at 2 vectors fell to 50, registers
+// spilled). Which rows share a block never changes a value (each element is
+// its own chain over k). SMALL_H maps heights over MAXR, which never occur,
+// to 1, so that no block with more accumulators than registers is compiled.
+#define SMALL_H(R, MAXR) ((R) <= (MAXR) ? (R) : 1)
+#define SMALL_ROWS(MAXR, NV, BLOCK)                 \
+  do {                                              \
+    const int nb_ = (M + (MAXR)-1) / (MAXR);        \
+    const int base_ = M / nb_, tall_ = M % nb_;     \
+    int64_t i = 0;                                  \
+    for (int blk_ = 0; blk_ < nb_; blk_++) {        \
+      const int mr_ = base_ + (blk_ < tall_);       \
+      switch (mr_) {                                \
+      case 12: BLOCK(SMALL_H(12, MAXR), NV); break; \
+      case 11: BLOCK(SMALL_H(11, MAXR), NV); break; \
+      case 10: BLOCK(SMALL_H(10, MAXR), NV); break; \
+      case 9: BLOCK(SMALL_H(9, MAXR), NV); break;   \
+      case 8: BLOCK(SMALL_H(8, MAXR), NV); break;   \
+      case 7: BLOCK(SMALL_H(7, MAXR), NV); break;   \
+      case 6: BLOCK(SMALL_H(6, MAXR), NV); break;   \
+      case 5: BLOCK(SMALL_H(5, MAXR), NV); break;   \
+      case 4: BLOCK(4, NV); break;                  \
+      case 3: BLOCK(3, NV); break;                  \
+      case 2: BLOCK(2, NV); break;                  \
+      default: BLOCK(1, NV); break;                 \
+      }                                             \
+      i += mr_;                                     \
+    }                                               \
   } while (0)
 
 #define SMALL_DRIVER(BLOCK)                                               \
@@ -433,9 +439,9 @@ SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[5],
     switch (nv) {                                                         \
     case 1: SMALL_ROWS(8, 1, BLOCK); break;                               \
     case 2: SMALL_ROWS(8, 2, BLOCK); break;                               \
-    case 3: SMALL_ROWS(4, 3, BLOCK); break;                               \
-    case 4: SMALL_ROWS(4, 4, BLOCK); break;                               \
-    default: SMALL_ROWS(4, 5, BLOCK); break;                              \
+    case 3: SMALL_ROWS(6, 3, BLOCK); break;                               \
+    case 4: SMALL_ROWS(6, 4, BLOCK); break;                               \
+    default: SMALL_ROWS(5, 5, BLOCK); break;                              \
     }                                                                     \
     j0 += n;                                                              \
   }
@@ -445,7 +451,7 @@ SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
                               const float *a, int64_t a_rs, int64_t a_cs,
                               const float *b, int64_t ldb, __mmask16 tail,
                               bool accumulate, float *c, int64_t ldc) {
-  __m512 acc[8][5];
+  __m512 acc[12][5];
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
       _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[r][v] =
           _mm512_setzero_ps();
@@ -487,7 +493,7 @@ BF16_INLINE void small_block_bf16(const int MR, const int NV, int KP,
                                   int64_t a_cs, const uint32_t *b, int64_t ldb,
                                   __mmask16 tail, bool accumulate, float *c,
                                   int64_t ldc) {
-  __m512 acc[8][5];
+  __m512 acc[12][5];
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
       _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[r][v] =
           _mm512_setzero_ps();
@@ -522,6 +528,7 @@ __attribute__((BF16_TARGET)) static void small_bf16_avx512(
 #undef BF16_BLOCK
 #undef SMALL_DRIVER
 #undef SMALL_ROWS
+#undef SMALL_H
 
 // The forward row work (fwd_tile_impl) on AVX-512, written out. Compiled
 // from the plain C, a row's sum of exps cost as much as its exps: its 16
