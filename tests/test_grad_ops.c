@@ -418,6 +418,46 @@ static void inverse_sigmoid(void) {
   ct_arena_reset();
 }
 
+// ct_backward_seeded: the output's new gradient is 0 + seed (a -0 seed
+// gives +0, as zeroing and adding did), on the parallel path too (more
+// elements than the tape's ZERO_PAR_MIN); NULL seeds ones; a gradient
+// already there has the seed added to it.
+static void seeded_backward(void) {
+  enum { N = 70001 };
+  float *seed = malloc(N * sizeof(float));
+  for (int i = 0; i < N; i++)
+    seed[i] = i % 5 == 0 ? -0.0f : (float)((i % 11) - 5) * 0.375f;
+  ct_tensor *x = ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(N)));
+  ct_tensor *y = ct_scale(x, 2.0f);
+  CHECK(y && ct_backward_seeded(y, seed) == CT_OK, "seeded backward: %s",
+        ct_last_error());
+  int64_t bad_y = 0, bad_x = 0;
+  for (int i = 0; i < N; i++) {
+    const float want = 0.0f + seed[i];
+    bad_y += memcmp(&y->grad[i], &want, sizeof want) != 0;
+    bad_x += x->grad[i] != 2.0f * seed[i];
+  }
+  CHECK(bad_y == 0, "seed gradient: %lld of %d elements not 0 + seed",
+        (long long)bad_y, N);
+  CHECK(signbit(y->grad[0]) == 0, "a -0 seed left -0 in the gradient");
+  CHECK(bad_x == 0, "input gradient: %lld of %d elements not 2 * seed",
+        (long long)bad_x, N);
+  // Again from y, whose gradient is kept: the seed is added to it.
+  CHECK(ct_backward_seeded(y, seed) == CT_OK, "second seeded backward: %s",
+        ct_last_error());
+  bad_y = 0;
+  for (int i = 0; i < N; i++) bad_y += y->grad[i] != 2.0f * seed[i];
+  CHECK(bad_y == 0, "seed added to a kept gradient: %lld of %d differ",
+        (long long)bad_y, N);
+  ct_tensor *z =
+      ct_scale(ct_requires_grad(ct_tensor_zeros(CT_F32, CT_SHAPE(3))), 1.0f);
+  CHECK(z && ct_backward_seeded(z, NULL) == CT_OK && z->grad[0] == 1.0f &&
+            z->grad[2] == 1.0f,
+        "a NULL seed is ones");
+  free(seed);
+  ct_arena_reset();
+}
+
 int main(void) {
   backward_hook();
   elementwise();
@@ -426,6 +466,7 @@ int main(void) {
   matrix();
   reductions();
   shapes();
+  seeded_backward();
   ct_arena_release();
   return test_summary("grad_ops");
 }
