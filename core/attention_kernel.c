@@ -406,29 +406,25 @@ SMALL_INLINE void store_block(const int MR, const int NV, __m512 (*acc)[5],
 // its own chain over k). SMALL_H maps heights over MAXR, which never occur,
 // to 1, so that no block with more accumulators than registers is compiled.
 #define SMALL_H(R, MAXR) ((R) <= (MAXR) ? (R) : 1)
-#define SMALL_ROWS(MAXR, NV, BLOCK)                 \
-  do {                                              \
-    const int nb_ = (M + (MAXR)-1) / (MAXR);        \
-    const int base_ = M / nb_, tall_ = M % nb_;     \
-    int64_t i = 0;                                  \
-    for (int blk_ = 0; blk_ < nb_; blk_++) {        \
-      const int mr_ = base_ + (blk_ < tall_);       \
-      switch (mr_) {                                \
-      case 12: BLOCK(SMALL_H(12, MAXR), NV); break; \
-      case 11: BLOCK(SMALL_H(11, MAXR), NV); break; \
-      case 10: BLOCK(SMALL_H(10, MAXR), NV); break; \
-      case 9: BLOCK(SMALL_H(9, MAXR), NV); break;   \
-      case 8: BLOCK(SMALL_H(8, MAXR), NV); break;   \
-      case 7: BLOCK(SMALL_H(7, MAXR), NV); break;   \
-      case 6: BLOCK(SMALL_H(6, MAXR), NV); break;   \
-      case 5: BLOCK(SMALL_H(5, MAXR), NV); break;   \
-      case 4: BLOCK(4, NV); break;                  \
-      case 3: BLOCK(3, NV); break;                  \
-      case 2: BLOCK(2, NV); break;                  \
-      default: BLOCK(1, NV); break;                 \
-      }                                             \
-      i += mr_;                                     \
-    }                                               \
+#define SMALL_ROWS(MAXR, NV, BLOCK)               \
+  do {                                            \
+    const int nb_ = (M + (MAXR)-1) / (MAXR);      \
+    const int base_ = M / nb_, tall_ = M % nb_;   \
+    int64_t i = 0;                                \
+    for (int blk_ = 0; blk_ < nb_; blk_++) {      \
+      const int mr_ = base_ + (blk_ < tall_);     \
+      switch (mr_) {                              \
+      case 8: BLOCK(SMALL_H(8, MAXR), NV); break; \
+      case 7: BLOCK(SMALL_H(7, MAXR), NV); break; \
+      case 6: BLOCK(SMALL_H(6, MAXR), NV); break; \
+      case 5: BLOCK(SMALL_H(5, MAXR), NV); break; \
+      case 4: BLOCK(4, NV); break;                \
+      case 3: BLOCK(3, NV); break;                \
+      case 2: BLOCK(2, NV); break;                \
+      default: BLOCK(1, NV); break;               \
+      }                                           \
+      i += mr_;                                   \
+    }                                             \
   } while (0)
 
 #define SMALL_DRIVER(BLOCK)                                               \
@@ -451,7 +447,7 @@ SMALL_INLINE void small_block(const int MR, const int NV, int K, float alpha,
                               const float *a, int64_t a_rs, int64_t a_cs,
                               const float *b, int64_t ldb, __mmask16 tail,
                               bool accumulate, float *c, int64_t ldc) {
-  __m512 acc[12][5];
+  __m512 acc[8][5];
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
       _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[r][v] =
           _mm512_setzero_ps();
@@ -493,7 +489,7 @@ BF16_INLINE void small_block_bf16(const int MR, const int NV, int KP,
                                   int64_t a_cs, const uint32_t *b, int64_t ldb,
                                   __mmask16 tail, bool accumulate, float *c,
                                   int64_t ldc) {
-  __m512 acc[12][5];
+  __m512 acc[8][5];
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
       _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[r][v] =
           _mm512_setzero_ps();
