@@ -20,6 +20,8 @@ the profiler's raw event list; where a torch build lacks it peak_mb prints
 as "na". The profiled step runs after the timed ones and is not timed.
 """
 import contextlib
+import os
+import sys
 import time
 
 import torch
@@ -74,8 +76,40 @@ def peak_step_mb(step):
     return peak / 2**20
 
 
+def mapped_libblas():
+    """The libblas.so.3 this process has mapped (Linux), or None: Debian's
+    torch links libblas.so.3, which its alternatives point at OpenBLAS (in
+    an openblas directory) or at the reference BLAS (in blas/)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "/" in line}
+    except OSError:
+        return None
+    found = sorted(p for p in paths
+                   if os.path.basename(p).startswith("libblas.so"))
+    return found[0] if found else None
+
+
+def warn_reference_blas():
+    """With the reference BLAS under it, Debian's torch is tens of times
+    slower in fp32 (a 10 s step where OpenBLAS takes 0.4 s), which makes
+    every fp32 ratio meaningless: says so on stderr (bench_step passes the
+    line on). Other builds of torch (MKL inside) map no libblas.so."""
+    lib = mapped_libblas()
+    if lib is None:
+        return
+    directory = os.path.dirname(lib).lower()
+    if not any(name in directory for name in ("openblas", "mkl", "blis")):
+        print(f"warning: PyTorch runs on the reference BLAS ({lib}): its "
+              "fp32 times are not comparable; install OpenBLAS "
+              "(apt-get install libopenblas-dev)", file=sys.stderr,
+              flush=True)
+
+
 def report(args, step):
     """Times step(), measures its peak memory, prints bench/step.c's line."""
+    if args.precision == "fp32":
+        warn_reference_blas()
     ms = median_ms(step, args.warmup, args.steps)
     peak = peak_step_mb(step)
     peak_s = "na" if peak is None else f"{peak:.1f}"
