@@ -177,6 +177,15 @@ static void check_path(ct_gemm_path path) {
   check_case(&big1);
   check_case(&wide);
 
+  // A stored transposed with a stride of 2 or 4 KiB (the columns kernel
+  // reads it in place at any stride; rows of A at such strides are packed).
+  gemm_case cols512 = {100, 40, 300, 1, 0, 1.0f, 0.5f, 412, 1, 0, 0};
+  gemm_case cols1024 = {37, 70, 520, 1, 1, 1.0f, 0.0f, 987, 1, 0, 0};
+  gemm_case rows512 = {45, 33, 300, 0, 0, 1.0f, 0.5f, 212, 1, 0, 0};
+  check_case(&cols512);
+  check_case(&cols1024);
+  check_case(&rows512);
+
   // Degenerate: K == 0 scales C by beta; alpha == 0 ignores A and B;
   // empty M or N is a no-op.
   gemm_case k0 = {5, 7, 0, 0, 0, 1.0f, 0.5f, 1, 1, 0, 0};
@@ -244,6 +253,8 @@ int main(void) {
     check_threads(paths[p], 29, 1100, 40, 1, 1, 1);
     // Split in two, each half is small enough to read B in place.
     check_threads(paths[p], 100, 40, 300, 0, 0, 1);
+    // A^T with a 2 KiB row stride, read in place (a weight gradient's shape).
+    check_threads(paths[p], 512, 128, 700, 1, 0, 1);
   }
 
   ct_gemm_force_path(CT_GEMM_AUTO);
