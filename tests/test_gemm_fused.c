@@ -151,5 +151,31 @@ int main(void) {
     }
   }
   ct_gemm_force_path(CT_GEMM_AUTO);
+
+  // In bf16 precision the row sums are taken apart from the product, from
+  // the unrounded A (ct_gemm_add_a_sums, each thread one run of columns of
+  // a stored-transposed A): the same definition, at 1 to 3 threads, for
+  // runs that do and do not split evenly (a weight gradient's 512 x 6400,
+  // 1000 columns = 62.5 blocks of 16, 3 blocks, rows of a row-major A).
+  const bias_case bf16_cases[] = {
+      {512, 128, 6400, true, false, 0}, {1000, 64, 700, true, false, 3},
+      {37, 20, 9000, true, false, 0},   {300, 40, 2000, false, true, 1},
+      {16, 8, 20000, true, false, 0},
+  };
+  ct_gemm_set_precision(CT_GEMM_BF16);
+  for (int threads = 1; threads <= 3; threads++) {
+    ct_set_threads(threads);
+    for (size_t c = 0; c < sizeof bf16_cases / sizeof bf16_cases[0]; c++) {
+      const bias_case *g = &bf16_cases[c];
+      int64_t bad = sum_mismatches(g);
+      CHECK(bad == 0,
+            "bf16, %d threads: M=%lld N=%lld K=%lld ta=%d: %lld elements "
+            "differ from gemm + row sums",
+            threads, (long long)g->M, (long long)g->N, (long long)g->K, g->ta,
+            (long long)bad);
+    }
+  }
+  ct_gemm_set_precision(CT_GEMM_FP32);
+  ct_set_threads(2);
   return test_summary("gemm_fused");
 }
