@@ -201,28 +201,36 @@ enum { LN_ROWS = 4, LN_LANES = 8 };
 #define LN_INLINE static inline __attribute__((always_inline))
 
 // Rows x[r * C ..] for r < R (R is LN_ROWS or 1 at each call): mean and
-// rstd = 1 / sqrt(var + eps), both summed in double.
+// rstd = 1 / sqrt(var + eps), both summed in double. The rows' lanes are
+// walked side by side (each column step adds to all R x LN_LANES partial
+// sums), so the R rows' chains of adds overlap instead of each waiting on
+// its own; every partial sum still takes its columns in order.
 LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
                            double *mu, double *rs) {
   double m[LN_ROWS][LN_LANES] = {{0}}, v[LN_ROWS][LN_LANES] = {{0}};
   const int64_t body = C - C % LN_LANES;
-  for (int r = 0; r < R; r++) {
-    const float *xr = x + r * C;
-    for (int64_t c = 0; c < body; c += LN_LANES)
-      for (int j = 0; j < LN_LANES; j++) m[r][j] += xr[c + j];
-    for (int64_t c = body; c < C; c++) m[r][c - body] += xr[c];
-  }
+  for (int64_t c = 0; c < body; c += LN_LANES)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int j = 0; j < LN_LANES; j++) m[r][j] += x[r * C + c + j];
+  for (int r = 0; r < R; r++)
+    for (int64_t c = body; c < C; c++) m[r][c - body] += x[r * C + c];
   double mean[LN_ROWS];
   for (int r = 0; r < R; r++) mean[r] = ct_vmath_total8(m[r]) / C;
-  for (int r = 0; r < R; r++) {
-    const float *xr = x + r * C;
-    const double mr = mean[r];
-    for (int64_t c = 0; c < body; c += LN_LANES)
-      for (int j = 0; j < LN_LANES; j++)
-        v[r][j] += (xr[c + j] - mr) * (xr[c + j] - mr);
-    for (int64_t c = body; c < C; c++)
-      v[r][c - body] += (xr[c] - mr) * (xr[c] - mr);
-  }
+  for (int64_t c = 0; c < body; c += LN_LANES)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int j = 0; j < LN_LANES; j++) {
+        const double d = x[r * C + c + j] - mean[r];
+        v[r][j] += d * d;
+      }
+  for (int r = 0; r < R; r++)
+    for (int64_t c = body; c < C; c++) {
+      const double d = x[r * C + c] - mean[r];
+      v[r][c - body] += d * d;
+    }
   for (int r = 0; r < R; r++) {
     mu[r] = mean[r];
     rs[r] = 1.0 / sqrt(ct_vmath_total8(v[r]) / C + eps);
@@ -230,27 +238,45 @@ LN_INLINE void row_moments(const float *x, int64_t C, float eps, int R,
 }
 
 // Rows r < R of dy (with weight w or NULL) and x: the means over columns of
-// g = dy * w and of g * xhat, summed in double.
+// g = dy * w (widened to double; dy alone without w) and of g * xhat,
+// summed in double, the rows' lanes side by side as in row_moments. One
+// body per case of w (has_w is a constant at both calls), so that its
+// loops vectorize without a test per element. The lanes are an `omp simd`
+// loop here: fully unrolled like row_moments' they were left scalar by GCC
+// 12, with the partial sums spilled (LayerNorm's backward at 6400 x 128,
+// one thread: 0.96-0.99 ms before, 0.55-0.58 this way).
+LN_INLINE void grad_sums(const float *x, const float *dy, const float *w,
+                         bool has_w, int64_t C, const double *mu,
+                         const double *rs, int R, double (*sg)[LN_LANES],
+                         double (*sgx)[LN_LANES]) {
+  const int64_t body = C - C % LN_LANES;
+  for (int64_t c = 0; c < body; c += LN_LANES)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma omp simd
+      for (int j = 0; j < LN_LANES; j++) {
+        const float gf = dy[r * C + c + j];
+        const double g = has_w ? (double)gf * w[c + j] : gf;
+        sg[r][j] += g;
+        sgx[r][j] += g * ((x[r * C + c + j] - mu[r]) * rs[r]);
+      }
+  for (int r = 0; r < R; r++)
+    for (int64_t c = body; c < C; c++) {
+      const float gf = dy[r * C + c];
+      const double g = has_w ? (double)gf * w[c] : gf;
+      sg[r][c - body] += g;
+      sgx[r][c - body] += g * ((x[r * C + c] - mu[r]) * rs[r]);
+    }
+}
+
 LN_INLINE void row_grad_means(const float *x, const float *dy, const float *w,
                               int64_t C, const double *mu, const double *rs,
                               int R, double *mean_g, double *mean_gx) {
   double sg[LN_ROWS][LN_LANES] = {{0}}, sgx[LN_ROWS][LN_LANES] = {{0}};
-  const int64_t body = C - C % LN_LANES;
-  for (int r = 0; r < R; r++) {
-    const float *xr = x + r * C, *gr = dy + r * C;
-    const double m = mu[r], s = rs[r];
-    for (int64_t c = 0; c < body; c += LN_LANES)
-      for (int j = 0; j < LN_LANES; j++) {
-        double g = w ? (double)gr[c + j] * w[c + j] : gr[c + j];
-        sg[r][j] += g;
-        sgx[r][j] += g * ((xr[c + j] - m) * s);
-      }
-    for (int64_t c = body; c < C; c++) {
-      double g = w ? (double)gr[c] * w[c] : gr[c];
-      sg[r][c - body] += g;
-      sgx[r][c - body] += g * ((xr[c] - m) * s);
-    }
-  }
+  if (w)
+    grad_sums(x, dy, w, true, C, mu, rs, R, sg, sgx);
+  else
+    grad_sums(x, dy, NULL, false, C, mu, rs, R, sg, sgx);
   for (int r = 0; r < R; r++) {
     mean_g[r] = ct_vmath_total8(sg[r]) / C;
     mean_gx[r] = ct_vmath_total8(sgx[r]) / C;
