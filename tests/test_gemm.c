@@ -179,12 +179,13 @@ static void check_path(ct_gemm_path path) {
 
   // A stored transposed with a stride of 2 or 4 KiB (the columns kernel
   // reads it in place at any stride; rows of A at such strides are packed).
-  gemm_case cols512 = {100, 40, 300, 1, 0, 1.0f, 0.5f, 412, 1, 0, 0};
-  gemm_case cols1024 = {37, 70, 520, 1, 1, 1.0f, 0.0f, 987, 1, 0, 0};
-  gemm_case rows512 = {45, 33, 300, 0, 0, 1.0f, 0.5f, 212, 1, 0, 0};
-  check_case(&cols512);
-  check_case(&cols1024);
-  check_case(&rows512);
+  static const gemm_case strided[] = {
+      {100, 40, 300, 1, 0, 1.0f, 0.5f, 412, 1, 0, 0},  // lda 512, A^T
+      {37, 70, 520, 1, 1, 1.0f, 0.0f, 987, 1, 0, 0},   // lda 1024, A^T
+      {45, 33, 300, 0, 0, 1.0f, 0.5f, 212, 1, 0, 0},   // lda 512, A rows
+  };
+  for (size_t i = 0; i < sizeof strided / sizeof strided[0]; i++)
+    check_case(&strided[i]);
 
   // Degenerate: K == 0 scales C by beta; alpha == 0 ignores A and B;
   // empty M or N is a no-op.
