@@ -102,17 +102,19 @@ static ct_prof_kind op_kind(const char *op) {
   return CT_PROF_OTHER;
 }
 
-// Gives the time since the profiler's last mark to op's kind (nothing when
-// the profiler is off).
-static void prof_attribute_op(const char *op) {
-  if (ct_session_current()->prof.on) ct_prof_attribute(op_kind(op));
+// Gives the time since the profiler's last mark to op's kind and to its
+// row of the op table, forward or backward (nothing when the profiler is
+// off).
+static void prof_attribute_op(const char *op, bool backward) {
+  if (ct_session_current()->prof.on)
+    ct_prof_attribute_op(op, backward, op_kind(op));
 }
 
 ct_status ct_tape_record(const char *op, ct_backward_fn backward,
                          ct_tensor *out, int n_in, ct_tensor *const *in,
                          void *saved) {
   out->requires_grad = false;
-  prof_attribute_op(op);
+  prof_attribute_op(op, false);
   if (!ct_tape_wants(n_in, in)) return CT_OK;
   if (n_in > CT_NODE_MAX_INPUTS)
     return ct_error(CT_ERR_ARG, "%s: %d inputs, a node holds at most %d", op,
@@ -335,7 +337,7 @@ static ct_status backward_walk(ct_tensor *out, const float *seed,
       n->backward(n);
       n->fresh = 0;
       if (n->out != out) grad_pool_put(n->out);
-      prof_attribute_op(n->op);
+      prof_attribute_op(n->op, true);
     }
     if (hook) hook(arg, n, index);
   }

@@ -50,7 +50,11 @@
 // on (core/profile.h), in milliseconds per step by op kind:
 //   breakdown config=.. precision=.. step_ms=.. gemm_ms=.. elementwise_ms=..
 //     norm_ms=.. attention_ms=.. loss_ms=.. optimizer_ms=.. layout_ms=..
-//     other_ms=..
+//     other_ms=.. packing_ms=.. idle_ms=..
+// then, from the same round, the time of each op by name, forward and
+// backward apart, its products included, largest first (0.05 ms and up),
+// as milliseconds of wall time / of them idle threads' (as idle_ms):
+//   ops config=.. precision=.. linear.bwd=W/I linear_fused.bwd=W/I ...
 // and one of where the arena's bytes go, from one more (untimed) step:
 //   memory config=.. precision=.. forward_mb=.. backward_mb=.. OP=MB ...
 // forward_mb is what the forward pass leaves in the arena (what backward
@@ -58,9 +62,12 @@
 // come on top of both up to ctrain_peak_mb), and OP=MB the forward's op
 // outputs by op name, largest first (views left out, 0.05 MiB and up).
 // The kinds add up to step_ms. gemm_ms is the products called from the
-// ops (the fused attention's own block products are in attention_ms);
-// idle threads are not measured apart (time spent waiting in OpenMP
-// barriers stays in the kind whose kernel waits).
+// ops (the fused attention's own block products are in attention_ms),
+// less packing_ms, their threads' time copying and rounding operands;
+// idle_ms is the time the team's threads had no work, from their CPU
+// clocks (waiting in barriers, asleep between parallel regions, sitting
+// out single-threaded work; see core/profile.h): each kind holds its
+// threads' CPU time over the thread count, so the kinds are busy time.
 //
 // Configs are rows of the table at the end of this file: a name, the
 // PyTorch twin's script, a workload (build the model and a fixed batch,
@@ -1086,9 +1093,12 @@ static bool time_steps(trainee *tr, double *ms, int n, gemm_probe *probe,
 // The per-step milliseconds of each profiler kind over `steps` steps, with
 // the step's mean (the kinds add up to it) and its counted work: false on
 // error.
+enum { PROFILE_OPS = 40 };
 typedef struct step_profile {
   double step_ms, kind_ms[CT_PROF_KINDS];
-  ct_flops flops;  // per step
+  ct_flops flops;               // per step
+  ct_prof_op ops[PROFILE_OPS];  // largest first, seconds over all steps
+  int n_ops;
 } step_profile;
 
 static bool profile_steps(trainee *tr, int steps, step_profile *out) {
@@ -1106,6 +1116,12 @@ static bool profile_steps(trainee *tr, int steps, step_profile *out) {
     for (int k = 0; k < CT_PROF_KINDS; k++) {
       out->kind_ms[k] = 1e3 * ct_prof_seconds(k) / steps;
       out->step_ms += out->kind_ms[k];
+    }
+    const int n = ct_prof_ops(out->ops, PROFILE_OPS);
+    out->n_ops = n < PROFILE_OPS ? n : PROFILE_OPS;
+    for (int i = 0; i < out->n_ops; i++) {
+      out->ops[i].seconds /= steps;
+      out->ops[i].idle /= steps;
     }
   }
   free(ms);
@@ -1304,6 +1320,12 @@ static int run_config(const bench_config *bc, const char *precision,
            prof.step_ms);
     for (int k = 0; k < CT_PROF_KINDS; k++)
       printf(" %s_ms=%.1f", ct_prof_kind_name(k), prof.kind_ms[k]);
+    printf("\nops config=%s precision=%s", bc->name, precision);
+    for (int i = 0; i < prof.n_ops; i++)
+      if (prof.ops[i].seconds >= 0.05e-3)
+        printf(" %s.%s=%.1f/%.1f", prof.ops[i].op,
+               prof.ops[i].backward ? "bwd" : "fwd", 1e3 * prof.ops[i].seconds,
+               1e3 * prof.ops[i].idle);
     printf("\n");
     ok = memory_step(&tr, precision);
     fflush(stdout);

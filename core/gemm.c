@@ -163,8 +163,45 @@ static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
 // kernels call from their OpenMP workers, does not.
 static void dispatch_timed(const ct_gemm_mode *mode, ct_gemm_call c) {
   const double t0 = ct_prof_gemm_begin();
+  c.pack_ns = ct_prof_pack_counter();
   dispatch(mode, c);
   ct_prof_gemm_end(t0);
+}
+
+// The arguments of a batched product with nothing folded in (no bias, row
+// sums or bf16 storage): the entry points add theirs.
+static ct_gemm_call batched_call(bool trans_a, bool trans_b, int64_t M,
+                                 int64_t N, int64_t K, float alpha,
+                                 const float *A, int64_t lda, int64_t stride_a,
+                                 const float *B, int64_t ldb, int64_t stride_b,
+                                 float beta, float *C, int64_t ldc,
+                                 int64_t stride_c, int64_t batch) {
+  return (ct_gemm_call){.trans_a = trans_a,
+                        .trans_b = trans_b,
+                        .M = M,
+                        .N = N,
+                        .K = K,
+                        .alpha = alpha,
+                        .beta = beta,
+                        .A = A,
+                        .lda = lda,
+                        .stride_a = stride_a,
+                        .B = B,
+                        .ldb = ldb,
+                        .stride_b = stride_b,
+                        .C = C,
+                        .ldc = ldc,
+                        .stride_c = stride_c,
+                        .batch = batch};
+}
+
+static ct_gemm_call single_call(bool trans_a, bool trans_b, int64_t M,
+                                int64_t N, int64_t K, float alpha,
+                                const float *A, int64_t lda, const float *B,
+                                int64_t ldb, float beta, float *C,
+                                int64_t ldc) {
+  return batched_call(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0,
+                      beta, C, ldc, 0, 1);
 }
 
 void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -173,41 +210,35 @@ void ct_gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t stride_b, float beta, float *C, int64_t ldc,
                      int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(&mode,
-                 (ct_gemm_call){trans_a,  trans_b, M,    N,        K,     alpha,
-                                beta,     A,       lda,  stride_a, B,     ldb,
-                                stride_b, C,       ldc,  stride_c, batch, NULL,
-                                NULL,     NULL,    NULL, NULL});
+  dispatch_timed(
+      &mode, batched_call(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                          ldb, stride_b, beta, C, ldc, stride_c, batch));
 }
 
 void ct_gemm_in_mode(const ct_gemm_mode *mode, bool trans_a, bool trans_b,
                      int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb,
                      float beta, float *C, int64_t ldc) {
-  dispatch(mode,
-           (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
-                          lda,     0,       B,    ldb,  0,    C,     ldc,  0,
-                          1,       NULL,    NULL, NULL, NULL, NULL});
+  dispatch(mode, single_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                             beta, C, ldc));
 }
 
 void ct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B,
              int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
-                            lda,     0,       B,    ldb,  0,    C,     ldc,  0,
-                            1,       NULL,    NULL, NULL, NULL, NULL});
+  dispatch_timed(&mode, single_call(trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                                    ldb, beta, C, ldc));
 }
 
 void ct_gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    1.0f, 1.0f, A,
-                            lda,     0,       B,    ldb,  0,    C,    ldc,  0,
-                            1,       bias,    NULL, NULL, NULL, NULL});
+  ct_gemm_call c = single_call(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb,
+                               1.0f, C, ldc);
+  c.bias = bias;
+  dispatch_timed(&mode, c);
 }
 
 void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -215,10 +246,10 @@ void ct_gemm_sum_a(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                    int64_t ldb, float beta, float *C, int64_t ldc,
                    float *a_sums) {
   const ct_gemm_mode mode = ct_gemm_current_mode();
-  dispatch_timed(&mode, (ct_gemm_call){trans_a, trans_b, M,    N,   K, alpha,
-                                       beta,    A,       lda,  0,   B, ldb,
-                                       0,       C,       ldc,  0,   1, NULL,
-                                       a_sums,  NULL,    NULL, NULL});
+  ct_gemm_call c = single_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                               beta, C, ldc);
+  c.a_sums = a_sums;
+  dispatch_timed(&mode, c);
 }
 
 // The bf16 entry points: bf16 whatever the session's precision, on its
@@ -235,31 +266,27 @@ void ct_gemm_bf16_batched(bool trans_a, bool trans_b, int64_t M, int64_t N,
                           int64_t stride_b, float beta, float *C, int64_t ldc,
                           int64_t stride_c, int64_t batch) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch_timed(&mode,
-                 (ct_gemm_call){trans_a,  trans_b, M,    N,        K,     alpha,
-                                beta,     A,       lda,  stride_a, B,     ldb,
-                                stride_b, C,       ldc,  stride_c, batch, NULL,
-                                NULL,     NULL,    NULL, NULL});
+  dispatch_timed(
+      &mode, batched_call(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                          ldb, stride_b, beta, C, ldc, stride_c, batch));
 }
 
 void ct_gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N,
                        int64_t K, const float *A, int64_t lda, const float *B,
                        int64_t ldb, const float *bias, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    1.0f, 1.0f, A,
-                            lda,     0,       B,    ldb,  0,    C,    ldc,  0,
-                            1,       bias,    NULL, NULL, NULL, NULL});
+  ct_gemm_call c = single_call(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb,
+                               1.0f, C, ldc);
+  c.bias = bias;
+  dispatch_timed(&mode, c);
 }
 
 void ct_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                   float alpha, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float beta, float *C, int64_t ldc) {
   const ct_gemm_mode mode = bf16_mode();
-  dispatch_timed(
-      &mode, (ct_gemm_call){trans_a, trans_b, M,    N,    K,    alpha, beta, A,
-                            lda,     0,       B,    ldb,  0,    C,     ldc,  0,
-                            1,       NULL,    NULL, NULL, NULL, NULL});
+  dispatch_timed(&mode, single_call(trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                                    ldb, beta, C, ldc));
 }
 
 void ct_gemm_bf16_stored(bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -267,28 +294,13 @@ void ct_gemm_bf16_stored(bool trans_a, bool trans_b, int64_t M, int64_t N,
                          const ct_gemm_src *B, float beta, const float *bias,
                          float *C, uint16_t *C16, int64_t ldc, float *a_sums) {
   const ct_gemm_mode mode = bf16_mode();
-  const ct_gemm_call c = {trans_a,
-                          trans_b,
-                          M,
-                          N,
-                          K,
-                          alpha,
-                          beta,
-                          A->f,
-                          A->ld,
-                          0,
-                          B->f,
-                          B->ld,
-                          0,
-                          C16 ? NULL : C,
-                          ldc,
-                          0,
-                          1,
-                          bias,
-                          a_sums,
-                          A->f ? NULL : A->h,
-                          B->f ? NULL : B->h,
-                          C16};
+  ct_gemm_call c = single_call(trans_a, trans_b, M, N, K, alpha, A->f, A->ld,
+                               B->f, B->ld, beta, C16 ? NULL : C, ldc);
+  c.bias = bias;
+  c.a_sums = a_sums;
+  c.A16 = A->f ? NULL : A->h;
+  c.B16 = B->f ? NULL : B->h;
+  c.C16 = C16;
   dispatch_timed(&mode, c);
 }
 

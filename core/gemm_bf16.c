@@ -268,11 +268,15 @@ static void gemm_block(const ct_gemm_bf16_arch *arch, const operands *op,
       int64_t kc = K - pc < kb ? K - pc : kb;
       int64_t kp = ct_gemm_round_up(kc, arch->kgran);
       float beta = pc == 0 ? op->beta : 1.0f;
+      uint64_t t0 = ct_gemm_pack_clock(op);
       pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, kp, pb, tmp);
+      ct_gemm_pack_done(op, t0);
       for (int64_t ic = 0; ic < m; ic += arch->mc) {
         int64_t mc = m - ic < arch->mc ? m - ic : arch->mc;
+        t0 = ct_gemm_pack_clock(op);
         pack_a(arch, op->trans_a, A, op->lda, ic, pc, mc, kc, kp, lda_p, pa,
                tmp);
+        ct_gemm_pack_done(op, t0);
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int mt = mc - ir < mr ? (int)(mc - ir) : mr;
           const uint16_t *a = pa + ir * lda_p;

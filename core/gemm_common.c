@@ -6,6 +6,13 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+uint64_t ct_gemm_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 // ---------------------------------------------------------------------------
 // Packing buffers: grown on demand and kept for the life of the thread

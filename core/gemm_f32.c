@@ -315,16 +315,22 @@ static bool gemm_block(const ct_gemm_arch *arch, const operands *op, int64_t m,
       const float *b0 = direct_b ? B + pc * op->ldb + jc : pb;
       int64_t rsb = direct_b ? op->ldb : nr;
       int64_t panel_b = direct_b ? nr : nr * kc;
-      if (!direct_b) pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, pb);
+      if (!direct_b) {
+        const uint64_t t0 = ct_gemm_pack_clock(op);
+        pack_b(arch, op->trans_b, B, op->ldb, pc, jc, kc, nc, pb);
+        ct_gemm_pack_done(op, t0);
+      }
       for (int64_t ic = 0; ic < m; ic += arch->mc) {
         int64_t mc = m - ic < arch->mc ? m - ic : arch->mc;
         const int64_t full = mc / mr * mr;  // rows in whole panels
+        const uint64_t t0 = ct_gemm_pack_clock(op);
         if (!inplace_a)
           pack_a(arch, op->trans_a, rows_a, A, op->lda, ic, pc, mc, kc, lda_p,
                  pa);
         else if (full < mc)  // the partial panel, at pa
           pack_a(arch, op->trans_a, rows_a, A, op->lda, ic + full, pc,
                  mc - full, kc, lda_p, pa);
+        ct_gemm_pack_done(op, t0);
         if (sum_panels && jc == 0)
           sum_block_a(A + pc * op->lda + ic, op->lda, kc, mc, acc + ic);
         int64_t panel_a = rows_a ? mr * lda_p : mr * kc;

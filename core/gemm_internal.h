@@ -5,6 +5,7 @@
 #ifndef CT_CORE_GEMM_INTERNAL_H
 #define CT_CORE_GEMM_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +35,20 @@ typedef struct ct_gemm_call {
   // output instead of C (C NULL), rounded as the packing rounds.
   const uint16_t *A16, *B16;
   uint16_t *C16;
+  // The profiler's packing counter (core/profile.h) or NULL: the drivers
+  // add the nanoseconds each thread spends packing operands.
+  _Atomic uint64_t *pack_ns;
 } ct_gemm_call;
+
+// Timing a packing for the profiler: a start from pack_clock (0 when the
+// call is not profiled), then pack_done adds the time since it.
+uint64_t ct_gemm_now_ns(void);
+static inline uint64_t ct_gemm_pack_clock(const ct_gemm_call *c) {
+  return c->pack_ns ? ct_gemm_now_ns() : 0;
+}
+static inline void ct_gemm_pack_done(const ct_gemm_call *c, uint64_t start) {
+  if (c->pack_ns) atomic_fetch_add(c->pack_ns, ct_gemm_now_ns() - start);
+}
 
 static inline int64_t ct_gemm_round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;

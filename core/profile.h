@@ -4,7 +4,8 @@
 // Time is wall time on the thread that drives the ops, cut into intervals
 // at marks:
 //   - the gemm entry points (core/gemm.h) time each product they run and
-//     add it to CT_PROF_GEMM;
+//     add it to CT_PROF_GEMM, less the time its threads spent packing
+//     operands (CT_PROF_PACKING: the drivers time their packing);
 //   - ct_prof_attribute(kind) gives the time since the last mark, less the
 //     gemm time inside it, to `kind`, and marks anew. The tape calls it when
 //     an op records its node (the op's forward, and whatever ran since the
@@ -14,14 +15,23 @@
 // So the kinds of one profiled stretch add up to its wall time. Products
 // that run inside another kernel's parallel region (the fused attention's
 // block products) stay with that kernel's kind: they are timed only as a
-// whole. Idle threads are not measured: the time other threads wait in
-// OpenMP barriers is inside the wall time of the kinds whose kernels wait.
+// whole.
+//
+// Idle threads: the profiler reads the CPU clocks of the team's threads
+// (the OpenMP threads of the calling thread's setting, ct_set_threads) at
+// every mark. Of an interval of wall time W in which the T threads ran for
+// C seconds of CPU in all, C / T goes to the interval's kind and W - C / T
+// to CT_PROF_IDLE: the time threads waited in barriers, slept between
+// parallel regions, sat out a single-threaded op or were descheduled. (A
+// waiting policy that spins, OMP_WAIT_POLICY=active, counts the spinning
+// as work.) Packing is thread time too: its sum over the threads / T.
 //
 // The profiler only reads clocks and adds doubles; no result depends on it.
 #ifndef CT_CORE_PROFILE_H
 #define CT_CORE_PROFILE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum ct_prof_kind {
   CT_PROF_GEMM,         // matrix products run by the gemm entry points
@@ -34,6 +44,8 @@ typedef enum ct_prof_kind {
                         // im2col and the rest of a convolution
   CT_PROF_OTHER,        // reductions, pools, what linear and matmul do
                         // besides their products, anything unnamed
+  CT_PROF_PACKING,      // the gemm drivers copying and rounding operands
+  CT_PROF_IDLE,         // threads without work (see above)
   CT_PROF_KINDS
 } ct_prof_kind;
 
@@ -54,8 +66,27 @@ double ct_prof_seconds(ct_prof_kind kind);
 const char *ct_prof_kind_name(ct_prof_kind kind);
 
 // For the gemm entry points: a start time, or a negative number when the
-// profiler is off; ct_prof_gemm_end adds the time since it.
+// profiler is off; ct_prof_gemm_end adds the time since it (not nested:
+// products run inside a kernel's workers are not timed). While a product
+// runs, ct_prof_pack_counter() is the counter its drivers add their packing
+// time to (nanoseconds summed over threads), NULL when not profiled.
 double ct_prof_gemm_begin(void);
 void ct_prof_gemm_end(double start);
+_Atomic uint64_t *ct_prof_pack_counter(void);
+
+// The time of each op by name, forward and backward apart (products
+// included): what ct_prof_attribute_op was told since the last reset.
+typedef struct ct_prof_op {
+  const char *op;  // the op's name as recorded (a string literal)
+  bool backward;
+  double seconds;  // wall time, its products included
+  double idle;     // of which idle threads (as CT_PROF_IDLE counts them)
+  int64_t calls;
+} ct_prof_op;
+// Gives the time since the last mark to `kind` as ct_prof_attribute does,
+// and its whole wall time (with the products inside it) to op's row.
+void ct_prof_attribute_op(const char *op, bool backward, ct_prof_kind kind);
+// Up to max rows, largest time first; returns how many there are.
+int ct_prof_ops(ct_prof_op *rows, int max);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "core/gemm.h"
 #include "core/profile.h"
@@ -18,12 +19,27 @@ struct ct_node;
 
 enum { CT_GRAD_POOL_MAX = 64 };
 
+enum { CT_PROF_MAX_THREADS = 256, CT_PROF_MAX_OPS = 128 };
+
 // The profiler's state (core/profile.c).
 typedef struct ct_prof_state {
   bool on;
-  double mark;             // start of the current interval (seconds)
-  double gemm_since_mark;  // gemm seconds inside the current interval
+  // The team whose CPU clocks are read (taken when the profiler is turned
+  // on): the OpenMP threads of the session's setting.
+  int threads;
+  clockid_t clocks[CT_PROF_MAX_THREADS];
+  // Start of the current interval: wall time, team CPU, idle total.
+  double mark, cpu_mark, idle_at_mark;
+  // Wall and team CPU seconds of the products inside the current interval.
+  double gemm_since_mark, gemm_cpu_since_mark;
+  // The product being timed: its start's team CPU and packing counter.
+  bool in_gemm;
+  double gemm_cpu_start;
+  uint64_t gemm_pack_start;
+  _Atomic uint64_t pack_ns;  // packing, ns summed over threads
   double seconds[CT_PROF_KINDS];
+  ct_prof_op ops[CT_PROF_MAX_OPS];
+  int n_ops;
 } ct_prof_state;
 
 typedef struct ct_pooled_grad {

@@ -2,8 +2,9 @@
 // in both precisions, batched and shared-C batches, and the fused
 // attention's block products forward and backward (one block, several
 // blocks, causal), the same at 1 and 2 threads. The profiler
-// (core/profile.h) changes no bit of a ViT step's loss and gradients, and
-// its kinds add up to the wall time it covered.
+// (core/profile.h) changes no bit of a ViT step's loss and gradients, its
+// kinds add up to the wall time it covered, its op table is sorted and
+// within it, and one busy thread of two shows as idle time.
 #include "autograd/ops.h"
 #include "autograd/ops_attention.h"
 #include "autograd/tape.h"
@@ -185,13 +186,73 @@ static void check_profiler(void) {
   // which the wall clock here brackets.
   CHECK(sum <= wall && sum >= 0.5 * wall,
         "the kinds add up to %.6f s of a %.6f s stretch", sum, wall);
+  // The linears' weights are stored transposed: their products pack them.
+  CHECK(ct_prof_seconds(CT_PROF_PACKING) > 0.0, "no packing time");
+
+  // The op table: every recorded op by name, forward and backward apart,
+  // largest first, each row's idle part within its time, and all rows
+  // within the stretch.
+  ct_prof_op rows[64];
+  const int n = ct_prof_ops(rows, 64);
+  double op_sum = 0.0;
+  bool linear_fwd = false, linear_bwd = false;
+  for (int i = 0; i < n && i < 64; i++) {
+    const ct_prof_op *r = &rows[i];
+    printf("  op %s.%s %.3f ms (idle %.3f), %lld calls\n", r->op,
+           r->backward ? "bwd" : "fwd", 1e3 * r->seconds, 1e3 * r->idle,
+           (long long)r->calls);
+    CHECK(r->calls > 0 && r->idle >= 0.0 && r->idle <= r->seconds + 1e-9,
+          "op %s: %lld calls, %g s of which %g s idle", r->op,
+          (long long)r->calls, r->seconds, r->idle);
+    CHECK(i == 0 || r->seconds <= rows[i - 1].seconds, "op rows not sorted");
+    linear_fwd = linear_fwd || (!strcmp(r->op, "linear") && !r->backward);
+    linear_bwd = linear_bwd || (!strcmp(r->op, "linear") && r->backward);
+    op_sum += r->seconds;
+  }
+  CHECK(linear_fwd && linear_bwd, "no linear rows, forward and backward");
+  CHECK(op_sum <= wall, "the op rows add up to %.6f s of %.6f s", op_sum, wall);
+  ct_prof_reset();
+  CHECK(ct_prof_ops(rows, 64) == 0, "a reset keeps op rows");
   free(grad_off);
   free(images);
   ct_nn_vit_free(&m);
   ct_params_free(&p);
 }
 
+// Idle threads: one thread busy for a stretch while the rest of a team of
+// two waits gives about half of the stretch to idle (at least a quarter:
+// more where the machine deschedules the busy thread). Not with workers
+// that spin (OMP_WAIT_POLICY=active), whose waiting is CPU time.
+static void check_idle(void) {
+  const char *policy = getenv("OMP_WAIT_POLICY");
+  if (policy && (!strcmp(policy, "active") || !strcmp(policy, "ACTIVE"))) {
+    printf("idle: skipped (OMP_WAIT_POLICY=active)\n");
+    return;
+  }
+  ct_set_threads(2);
+#pragma omp parallel num_threads(2)
+  { (void)0; }  // the team exists
+  ct_prof_reset();
+  const double t0 = bench_now_s();  // brackets the profiled stretch
+  ct_prof_set_enabled(true);
+  volatile double x = 1.0;
+  while (bench_now_s() - t0 < 0.05) x = x * 1.0000001 + 1e-9;
+  ct_prof_attribute(CT_PROF_OTHER);
+  const double wall = bench_now_s() - t0;
+  ct_prof_set_enabled(false);
+  const double idle = ct_prof_seconds(CT_PROF_IDLE);
+  const double other = ct_prof_seconds(CT_PROF_OTHER);
+  printf(
+      "idle: one of two threads busy for %.4f s: other %.4f s, idle "
+      "%.4f s\n",
+      wall, other, idle);
+  CHECK(idle >= 0.25 * wall && other + idle <= wall + 1e-6,
+        "one busy thread of two for %.3f s: idle %.3f s, other %.3f s", wall,
+        idle, other);
+}
+
 int main(void) {
+  check_idle();
   check_gemm();
   // One block (T <= 64 queries, 128 keys): every (query, key) pair.
   check_attention("attention T=50", 3, 50, 2, 16, false, 50 * 50);
