@@ -469,7 +469,9 @@ static void fused_backward_body(ct_node *node, const float *dy) {
   ct_tensor *x = node->in[0], *w = node->in[1], *r = node->in[3];
   ct_tensor *y = node->out;
   const int64_t IN = ct_last_dim(x), OUT = w->shape[0], N = ct_rows(x);
-  if (r && r->requires_grad) {  // dr = dy (add's backward)
+  // dr = dy (add's backward), unless r takes over y's gradient buffer
+  // after this backward (CT_NODE_GRAD_PASS: r->grad is NULL then).
+  if (r && r->requires_grad && r->grad) {
     const float *g = y->grad;
     float *dr = r->grad;
     const int64_t n = y->numel;
@@ -644,6 +646,6 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   if (CT_RECORD(op, linear_fused_backward, y, s, x, w, bias, r) != CT_OK)
     return NULL;
   ct_node_set_flags(y, CT_NODE_FRESH_INPUT(0) | CT_NODE_FRESH_INPUT(1) |
-                           CT_NODE_FRESH_INPUT(3));
+                           CT_NODE_FRESH_INPUT(3) | CT_NODE_GRAD_PASS(3));
   return y;
 }

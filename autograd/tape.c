@@ -243,16 +243,40 @@ float *ct_grad_of(ct_tensor *t) {
   return t->grad;
 }
 
+// Whether n lists x in another slot than i.
+static bool listed_twice(const ct_node *n, int i, const ct_tensor *x) {
+  for (int j = 0; j < n->n_in; j++)
+    if (j != i && n->in[j] == x) return true;
+  return false;
+}
+
+// The input of n that takes over the output's gradient buffer after n's
+// backward (CT_NODE_GRAD_PASS), or -1. Not from the tensor backward started
+// from, which keeps its gradient.
+static int pass_input(const ct_node *n, const ct_tensor *root) {
+  const ct_tensor *y = n->out;
+  if (y == root || y->persistent) return -1;
+  for (int i = 0; i < n->n_in; i++) {
+    const ct_tensor *x = n->in[i];
+    if ((n->flags & CT_NODE_GRAD_PASS(i)) && x && x->requires_grad &&
+        !x->grad && !x->persistent && x->numel == y->numel &&
+        !listed_twice(n, i, x))
+      return i;
+  }
+  return -1;
+}
+
 // Gives the inputs of n that require grad a gradient buffer before n's
-// backward runs: zeroed, or, for an input whose gradient the backward
+// backward runs (all but `pass`, the input that takes over the output's
+// after it, or -1): zeroed, or, for an input whose gradient the backward
 // assigns (CT_NODE_FRESH_INPUT), as it comes (marked in n->fresh). An input
 // listed twice is always zeroed: the backward's writes to its two slots must
 // add up. False when out of memory.
-static bool grads_for_inputs(ct_node *n) {
+static bool grads_for_inputs(ct_node *n, int pass) {
   n->fresh = 0;
   for (int i = 0; i < n->n_in; i++) {
     ct_tensor *x = n->in[i];
-    if (!x || !x->requires_grad || x->grad) continue;
+    if (!x || !x->requires_grad || x->grad || i == pass) continue;
     bool twice = false;
     for (int j = i + 1; j < n->n_in; j++) twice = twice || n->in[j] == x;
     if ((n->flags & CT_NODE_FRESH_INPUT(i)) && !twice) {
@@ -329,13 +353,18 @@ static ct_status backward_walk(ct_tensor *out, const float *seed,
   int64_t index = 0;
   for (ct_node *n = ct_session_current()->tape_head; n; n = n->prev, index++) {
     if (n->out->grad && !grad_handed_over(n, out)) {
-      if (!grads_for_inputs(n)) {
+      const int pass = pass_input(n, out);
+      if (!grads_for_inputs(n, pass)) {
         ct_grad_set_enabled(was);
         ct_tape_clear();
         return CT_ERR_NOMEM;
       }
       n->backward(n);
       n->fresh = 0;
+      if (pass >= 0) {  // the output's gradient, now in[pass]'s
+        n->in[pass]->grad = n->out->grad;
+        n->out->grad = NULL;
+      }
       if (n->out != out) grad_pool_put(n->out);
       prof_attribute_op(n->op, true);
     }

@@ -60,6 +60,13 @@ enum {
 // The backward honours fresh bit i (assigns to in[i]'s gradient where it
 // would add), so the first gradient in[i] receives skips zeroing its buffer.
 #define CT_NODE_FRESH_INPUT(i) (1u << (8 + (i)))
+// in[i]'s gradient is the output's, element for element (a residual added
+// to the output). When in[i] has no gradient yet as the node's backward
+// runs, it gets none (its grad stays NULL, and the backward leaves it
+// alone) and takes over the output's buffer afterwards, instead of a copy;
+// otherwise the backward adds to it as usual. Not for the tensor backward
+// started from, a persistent tensor, or an input listed twice.
+#define CT_NODE_GRAD_PASS(i) (1u << (16 + (i)))
 
 // Adds flags to the node that produced out, if it was recorded.
 static inline void ct_node_set_flags(ct_tensor *out, unsigned flags) {

@@ -42,8 +42,10 @@ static double max_diff(const float *a, const float *b, int64_t n) {
 
 enum { N_OUT = 5 };  // y, dx, dw, db, dr
 
-// Outputs of loss = sum(y * s) [+ sum(x * t), recorded after y, so that x's
-// gradient is written first by that mul], fused or composed.
+// Outputs of loss = sum(y * s) [+ sum(x * t) + sum(r * s), recorded after
+// y, so that x's and r's gradients are written first by those muls], fused
+// or composed. Without them, r takes over y's gradient buffer
+// (CT_NODE_GRAD_PASS) in the fused op.
 static void forward_backward(const fcase *c, bool fused, bool twice,
                              ct_tensor *const *in, ct_tensor *s, ct_tensor *t,
                              float **out) {
@@ -65,6 +67,8 @@ static void forward_backward(const fcase *c, bool fused, bool twice,
   }
   ct_tensor *loss = ct_sum(ct_mul(y, s));
   if (twice) loss = ct_add(loss, ct_sum(ct_mul(x, t)));
+  // r's gradient then written first too (added to, not taken over).
+  if (twice && r) loss = ct_add(loss, ct_sum(ct_mul(r, s)));
   CHECK(loss && ct_backward(loss) == CT_OK, "backward: %s", ct_last_error());
   const ct_tensor *src[N_OUT] = {y, x, w, in[2], in[3]};
   for (int i = 0; i < N_OUT; i++) {
