@@ -29,19 +29,22 @@ static double team_cpu_s(const ct_prof_state *p) {
 
 // The CPU clocks of the calling thread's OpenMP team, as its parallel
 // regions would form it now (libgomp keeps those threads for the next
-// regions).
+// regions). Where a thread's clock cannot be had, none is kept (threads
+// 0): the kinds then get their wall time and idle stays 0.
 static void take_team_clocks(ct_prof_state *p) {
   int want = omp_get_max_threads();
   if (want > CT_PROF_MAX_THREADS) want = CT_PROF_MAX_THREADS;
-  int got = 1;
+  int got = 1, failed = 0;
 #pragma omp parallel num_threads(want)
   {
     const int t = omp_get_thread_num();
     if (t == 0) got = omp_get_num_threads();
-    if (pthread_getcpuclockid(pthread_self(), &p->clocks[t]) != 0)
-      p->clocks[t] = CLOCK_THREAD_CPUTIME_ID;  // the reader's own: harmless
+    if (pthread_getcpuclockid(pthread_self(), &p->clocks[t]) != 0) {
+#pragma omp atomic write
+      failed = 1;
+    }
   }
-  p->threads = got;
+  p->threads = failed ? 0 : got;
 }
 
 bool ct_prof_set_enabled(bool on) {
