@@ -599,7 +599,7 @@ ct_tensor *ct_linear_fused(ct_tensor *x, ct_tensor *w, ct_tensor *bias,
   } else {  // act(x) whole in scratch, one product
     // (The GELU went by row chunks of 1 MiB, each its own activation and
     // product: two parallel regions and a packing of the weight per chunk,
-    // 25 regions for a ViT's fc2, their threads idle a seventh of the op's
+    // 26 regions for a ViT's fc2, their threads idle a seventh of the op's
     // time. Whole, linear_fused's forward in a vit_fmnist_b128 step went
     // from 27.9-28.8 to 24.1-24.7 ms on a Zen 5 EPYC; the scratch, freed
     // before the next op, stays below the step's peak, which comes in
