@@ -277,9 +277,7 @@ static bool grads_for_inputs(ct_node *n, int pass) {
   for (int i = 0; i < n->n_in; i++) {
     ct_tensor *x = n->in[i];
     if (!x || !x->requires_grad || x->grad || i == pass) continue;
-    bool twice = false;
-    for (int j = i + 1; j < n->n_in; j++) twice = twice || n->in[j] == x;
-    if ((n->flags & CT_NODE_FRESH_INPUT(i)) && !twice) {
+    if ((n->flags & CT_NODE_FRESH_INPUT(i)) && !listed_twice(n, i, x)) {
       x->grad = grad_uninit(x);
       n->fresh |= 1u << i;
     }

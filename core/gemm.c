@@ -163,7 +163,7 @@ static void dispatch(const ct_gemm_mode *mode, ct_gemm_call c) {
 // kernels call from their OpenMP workers, does not.
 static void dispatch_timed(const ct_gemm_mode *mode, ct_gemm_call c) {
   const double t0 = ct_prof_gemm_begin();
-  c.pack_ns = ct_prof_pack_counter();
+  if (t0 >= 0.0) c.pack_ns = ct_prof_pack_counter();
   dispatch(mode, c);
   ct_prof_gemm_end(t0);
 }

@@ -75,14 +75,17 @@ void ct_prof_mark(void) {
 }
 
 // wall seconds with `cpu` seconds of the team's CPU in them: the busy part
-// (cpu over the team's threads) to kind, the rest to idle.
-static void give(ct_prof_state *p, ct_prof_kind kind, double wall, double cpu) {
+// (cpu over the team's threads) to kind, the rest to idle. Returns the
+// busy part.
+static double give(ct_prof_state *p, ct_prof_kind kind, double wall,
+                   double cpu) {
   if (wall < 0.0) wall = 0.0;
   double busy = p->threads > 0 ? cpu / p->threads : wall;
   if (busy > wall) busy = wall;
   if (busy < 0.0) busy = 0.0;
   p->seconds[kind] += busy;
   p->seconds[CT_PROF_IDLE] += wall - busy;
+  return busy;
 }
 
 // The interval since the last mark (less its products) to kind, ending at
@@ -175,10 +178,8 @@ void ct_prof_gemm_end(double start) {
   const double packing = 1e-9 * (double)(p->pack_ns - p->gemm_pack_start);
   p->in_gemm = false;
   // The product's busy part, with its threads' packing taken out of it.
-  const double before = p->seconds[CT_PROF_GEMM];
-  give(p, CT_PROF_GEMM, wall, cpu);
+  const double busy = give(p, CT_PROF_GEMM, wall, cpu);
   double pack = p->threads > 0 ? packing / p->threads : 0.0;
-  const double busy = p->seconds[CT_PROF_GEMM] - before;
   if (pack > busy) pack = busy;
   p->seconds[CT_PROF_GEMM] -= pack;
   p->seconds[CT_PROF_PACKING] += pack;
