@@ -796,6 +796,46 @@ static void pack_bf16_pairs(const float *src, int64_t rs, int K, int cols,
 }
 #endif
 
+// An operand of a bf16 block product: floats (f, row stride ld), rounded
+// and packed into pair words by block_words; or those pair words already
+// made from bf16 storage (w: f NULL), word (i, kp) of A at w[i * rs + kp *
+// cs], row kp of B at w + kp * rs (see "Operands straight from bf16
+// storage" below).
+typedef struct blk_words {
+  const float *f;
+  int64_t ld;
+  const uint32_t *w;
+  int64_t rs, cs;
+} blk_words;
+
+// The bf16 block product of block_product (below), on small_bf16, with
+// either operand given as floats or as pair words. The words are those
+// packing the floats would make, so the result is the same.
+static void block_words(const attn_isa *isa, uint32_t *pack, bool trans_a,
+                        int M, int N, int K, float alpha, blk_words a,
+                        blk_words b, float beta, float *c, int64_t ldc) {
+#ifdef ATTN_X86
+  const int KP = (K + 1) / 2;
+  uint32_t *pa = pack, *pb = pack + (int64_t)M * KP;
+  if (a.f) {
+    if (trans_a)
+      pack_bf16_pairs(a.f, a.ld, K, M, pa, M);
+    else
+      pack_bf16_rows(a.f, a.ld, M, K, pa, KP);
+    a = (blk_words){.w = pa, .rs = trans_a ? 1 : KP, .cs = trans_a ? M : 1};
+  }
+  if (b.f) {
+    pack_bf16_pairs(b.f, b.ld, K, N, pb, N);
+    b = (blk_words){.w = pb, .rs = N};
+  }
+  isa->small_bf16(M, N, KP, alpha, a.w, a.rs, a.cs, b.w, b.rs, beta != 0.0f, c,
+                  ldc);
+#else
+  (void)isa, (void)pack, (void)trans_a, (void)M, (void)N, (void)K,
+      (void)alpha, (void)a, (void)b, (void)beta, (void)c, (void)ldc;
+#endif
+}
+
 // One block product: C = alpha op(A) B + beta C, beta 0 (C not read) or 1;
 // op(A) is A (M,K) with row stride lda, or with trans_a the transpose of A
 // (K,M). ct_gemm's contract, on `small` or `small_bf16` where the CPU has
@@ -818,19 +858,8 @@ static void block_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
                beta != 0.0f, c, ldc);
     return;
   }
-#ifdef ATTN_X86
-  const int KP = (K + 1) / 2;
-  uint32_t *pa = pack, *pb = pack + (int64_t)M * KP;
-  if (trans_a)
-    pack_bf16_pairs(a, lda, K, M, pa, M);
-  else
-    pack_bf16_rows(a, lda, M, K, pa, KP);
-  pack_bf16_pairs(b, ldb, K, N, pb, N);
-  isa->small_bf16(M, N, KP, alpha, pa, trans_a ? 1 : KP, trans_a ? M : 1, pb, N,
-                  beta != 0.0f, c, ldc);
-#else
-  (void)pack;
-#endif
+  block_words(isa, pack, trans_a, M, N, K, alpha, (blk_words){.f = a, .ld = lda},
+              (blk_words){.f = b, .ld = ldb}, beta, c, ldc);
 }
 
 // ---------------------------------------------------------------------------
@@ -910,6 +939,73 @@ static void tile_keep(const ct_attn_params *p, const attn_isa *isa, int64_t b,
 static int imin64(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
 // ---------------------------------------------------------------------------
+// Operands straight from bf16 storage.
+//
+// Where the block products are small_bf16's and q, k, v are bf16 storage,
+// their operands are made from the stored bits, not from the widened floats
+// rounded again (which gives the same bits: a widened bf16 value rounds to
+// itself): a row of q is pair words as it is stored, K^T and V^T are its
+// rows' words transposed, and K, V, Q paired along rows are two stored rows
+// interleaved. This saves widening q, k, v into scratch, transposing them
+// as floats and rounding them for every product.
+//
+// Only without causal limits, where the key blocks of every query block end
+// at the same key (the stored rows' end), so that an odd block's last pair
+// word is the zero padding packing would give it; with even strides and
+// offsets, so that pairs are aligned words.
+
+// One (b, h)'s operands as pair words (all NULL when not in use): q rows
+// in place (row stride q_rs words); kt, vt (Dh/2, ld) transposed; k, q, v
+// paired along rows ((rows + 1)/2, Dh).
+typedef struct qkv_words {
+  const uint32_t *q;
+  int64_t q_rs;
+  uint32_t *kt, *vt, *k, *qp, *v;
+} qkv_words;
+
+static bool words_direct(const ct_attn_params *p, const attn_isa *isa) {
+  if (!isa->small_bf16 || !p->q16 || p->causal || p->Dh % 2) return false;
+  const ct_attn_layout *l[3] = {&p->q, &p->k, &p->v};
+  for (int i = 0; i < 3; i++)
+    if (l[i]->batch % 2 || l[i]->row % 2 || l[i]->head % 2) return false;
+  return ((uintptr_t)p->q16 | (uintptr_t)p->k16 | (uintptr_t)p->v16) % 4 == 0;
+}
+
+// Rows [0, n) of head h of batch b of a stored q, k or v.
+static const uint16_t *stored_head(const uint16_t *base, ct_attn_layout l,
+                                   int64_t b, int64_t h) {
+  return base + b * l.batch + h * l.head;
+}
+
+// n stored rows (row stride rs) of dh values transposed into pair words:
+// dst[kp * ld + j] = the word of pair kp of row j.
+static void words_transposed(const uint16_t *src, int64_t rs, int64_t n,
+                             int64_t dh, uint32_t *dst, int64_t ld) {
+  ct_bf16_transpose_words_avx512((const uint32_t *)(const void *)src, rs / 2,
+                                 n, dh / 2, dst, ld);
+}
+
+// n stored rows (row stride rs) paired along rows: row jp of dst (dh words)
+// pairs rows 2 jp and 2 jp + 1, zero past n.
+static void words_paired(const uint16_t *src, int64_t rs, int64_t n,
+                         int64_t dh, uint32_t *dst) {
+  for (int64_t j = 0; j < n; j += 2)
+    ct_bf16_pair_stored_rows(src + j * rs, j + 1 < n ? src + (j + 1) * rs : NULL,
+                             dh, (uint16_t *)(dst + j / 2 * dh));
+}
+
+// A block product with one or both operands as pair words (block_words),
+// its FLOPs counted as block_product counts them.
+static void words_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
+                          bool trans_a, int M, int N, int K, float alpha,
+                          blk_words a, blk_words b, float beta, float *c,
+                          int64_t ldc) {
+  if (M > 0 && N > 0 && K > 0)
+    *flops += 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K;
+  block_words(isa, pack, trans_a, M, N, K, alpha, a, b, beta, c, ldc);
+}
+
+// ---------------------------------------------------------------------------
 // Forward.
 
 typedef struct fwd_ws {
@@ -919,6 +1015,7 @@ typedef struct fwd_ws {
   uint64_t flops;       // of this thread's block products
   int *lim;
   uint32_t *words;  // (BK + 16) for tile_keep
+  qkv_words qw;     // (b, h)'s operands straight from storage, or all NULL
 } fwd_ws;
 
 // Row stride of the transposed keys/values (Dh, Tk) in scratch.
@@ -984,6 +1081,7 @@ static fwd_ws fwd_ws_at(const ct_attn_params *p, float *base) {
   w.kl = w.ql + p->Tq * p->Dh;
   w.vl = w.kl + p->Tk * p->Dh;
   w.flops = 0;
+  w.qw = (qkv_words){0};
   return w;
 }
 
@@ -995,8 +1093,10 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
                        int64_t ldkt, const float *kadd, fwd_ws *w) {
   const int64_t Dh = p->Dh;
   const int mq = imin64(BQ, p->Tq - i0);
-  const float *qb = q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
-  const float *vb = v + b * p->v.batch + h * p->v.head;
+  const qkv_words *qw = &w->qw;  // q, k, v as words, or q, v read as floats
+  const float *qb =
+      qw->q ? NULL : q + b * p->q.batch + h * p->q.head + i0 * p->q.row;
+  const float *vb = qw->q ? NULL : v + b * p->v.batch + h * p->v.head;
   const int64_t len = key_len(p, b);
   const int64_t kend = block_key_end(p, b, i0, mq);
 
@@ -1009,8 +1109,14 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   // key was visible (l != 0), so it needs no zeroing.
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale, qb,
-                  p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
+    if (qw->q)
+      words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+                    (blk_words){.w = qw->q + i0 * qw->q_rs, .rs = qw->q_rs,
+                                .cs = 1},
+                    (blk_words){.w = qw->kt + j0, .rs = ldkt}, 0.0f, w->s, BK);
+    else
+      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+                    qb, p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -1024,9 +1130,15 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f, w->s,
-                  BK, vb + j0 * p->v.row, p->v.row, j0 == 0 ? 0.0f : 1.0f, w->o,
-                  Dh);
+    if (qw->q)
+      words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
+                    (blk_words){.f = w->s, .ld = BK},
+                    (blk_words){.w = qw->v + j0 / 2 * Dh, .rs = Dh},
+                    j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
+    else
+      block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
+                    w->s, BK, vb + j0 * p->v.row, p->v.row,
+                    j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
   }
 
   const float drop_scale =
@@ -1056,6 +1168,25 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
   const int64_t last0 = (qb1 - 1) * BQ;
   int64_t kend = block_key_end(p, b, last0, i_last - last0);
   if (kend < 0) kend = 0;
+  const int64_t Dh = p->Dh;
+  if (words_direct(p, isa)) {  // operands from the stored bits
+    const int64_t ldkt = kt_ld(p);
+    w->qw = (qkv_words){
+        .q = (const uint32_t *)(const void *)stored_head(p->q16, p->q, b, h),
+        .q_rs = p->q.row / 2,
+        .kt = (uint32_t *)w->kt,
+        .v = (uint32_t *)w->kl};
+    words_transposed(stored_head(p->k16, p->k, b, h), p->k.row, kend, Dh,
+                     w->qw.kt, ldkt);
+    words_paired(stored_head(p->v16, p->v, b, h), p->v.row, kend, Dh,
+                 w->qw.v);
+    const float *kadd = key_add(p, b, w->kadd);
+    for (int64_t qb = qb0; qb < qb1; qb++)
+      fwd_qblock(p, isa, NULL, NULL, out, lse, b, h, qb * BQ, NULL, ldkt, kadd,
+                 w);
+    w->qw = (qkv_words){0};
+    return;
+  }
   ct_attn_params wp;
   if (p->q16) {  // this (b, h)'s rows widened; the block code reads those
     widen_qkv(p, b, h, qb0 * BQ, i_last, kend, w->ql, w->kl, w->vl);
@@ -1067,8 +1198,8 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
     v = w->vl;
   }
   const int64_t ldkt = kt_ld(p);
-  isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, p->Dh,
-                 w->kt, ldkt);
+  isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, Dh, w->kt,
+                 ldkt);
   const float *kadd = key_add(p, b, w->kadd);
   for (int64_t qb = qb0; qb < qb1; qb++)
     fwd_qblock(p, isa, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd, w);
@@ -1233,9 +1364,27 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const int64_t len = key_len(p, b);
   // q, k, v rows of (b, h) and their row strides (the gradients keep the
   // inputs' layouts): in place, or widened from bf16 storage.
-  const float *qh, *kh, *vh;
+  const float *qh = NULL, *kh = NULL, *vh = NULL;
   int64_t q_rs = p->q.row, k_rs = p->k.row, v_rs = p->v.row;
-  if (p->q16) {
+  const int64_t ldt = kt_ld(p);
+  // Or as words from the stored bits (words_direct): q rows in place, K^T
+  // and V^T transposed, K and Q paired along rows.
+  qkv_words qw = {0};
+  if (words_direct(p, isa)) {
+    qw = (qkv_words){
+        .q = (const uint32_t *)(const void *)stored_head(p->q16, p->q, b, h),
+        .q_rs = p->q.row / 2,
+        .kt = (uint32_t *)w->kt,
+        .vt = (uint32_t *)w->vt,
+        .k = (uint32_t *)w->kl,
+        .qp = (uint32_t *)w->ql};
+    const uint16_t *k16 = stored_head(p->k16, p->k, b, h);
+    words_transposed(k16, p->k.row, len, Dh, qw.kt, ldt);
+    words_transposed(stored_head(p->v16, p->v, b, h), p->v.row, len, Dh, qw.vt,
+                     ldt);
+    words_paired(k16, p->k.row, len, Dh, qw.k);
+    words_paired(stored_head(p->q16, p->q, b, h), p->q.row, p->Tq, Dh, qw.qp);
+  } else if (p->q16) {
     widen_qkv(p, b, h, 0, p->Tq, len, w->ql, w->kl, w->vl);
     qh = w->ql;
     kh = w->kl;
@@ -1254,9 +1403,10 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
   const float *lseh = a->lse + (b * p->NH + h) * p->Tq;
   const float *kadd = key_add(p, b, w->kadd);
   const bool drop = p->dropout_p > 0.0f;
-  const int64_t ldt = kt_ld(p);
-  isa->transpose(kh, k_rs, len, Dh, w->kt, ldt);
-  isa->transpose(vh, v_rs, len, Dh, w->vt, ldt);
+  if (!qw.q) {
+    isa->transpose(kh, k_rs, len, Dh, w->kt, ldt);
+    isa->transpose(vh, v_rs, len, Dh, w->vt, ldt);
+  }
   const bool assign_q = p->assign_grads & CT_ATTN_ASSIGN_DQ;
   const bool assign_k = p->assign_grads & CT_ATTN_ASSIGN_DK;
   const bool assign_v = p->assign_grads & CT_ATTN_ASSIGN_DV;
@@ -1275,7 +1425,7 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       continue;
     }
     const float beta_kv = i0 == 0 ? 0.0f : 1.0f;
-    const float *qb = qh + i0 * q_rs;
+    const float *qb = qw.q ? NULL : qh + i0 * q_rs;
     const float *dob = doh + i0 * p->out.row;
     // delta_i = dO_i . O_i = sum_j Z_ij dZ_ij (the softmax backward term):
     // each row one chain of adds over d in order; eight rows' chains side
@@ -1293,10 +1443,22 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                  Dh, 1, w->delta + r);
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-                    qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
-      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f, dob,
-                    p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
+      if (qw.q) {
+        words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh,
+                      p->scale,
+                      (blk_words){.w = qw.q + i0 * qw.q_rs, .rs = qw.q_rs,
+                                  .cs = 1},
+                      (blk_words){.w = qw.kt + j0, .rs = ldt}, 0.0f, w->s, BK);
+        words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
+                      (blk_words){.f = dob, .ld = p->out.row},
+                      (blk_words){.w = qw.vt + j0, .rs = ldt}, 0.0f, w->dp,
+                      BK);
+      } else {
+        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh,
+                      p->scale, qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
+        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
+                      dob, p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
+      }
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
@@ -1306,15 +1468,26 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
         block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, 1.0f,
                       w->s, BK, dob, p->out.row, assign_v ? beta_kv : 1.0f,
                       dvh + j0 * p->v.row, p->v.row);
-      if (dqh)
+      const float beta_q = assign_q && j0 == 0 ? 0.0f : 1.0f;
+      const float beta_k = assign_k ? beta_kv : 1.0f;
+      if (dqh && qw.q)
+        words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk,
+                      p->scale, (blk_words){.f = w->dp, .ld = BK},
+                      (blk_words){.w = qw.k + j0 / 2 * Dh, .rs = Dh}, beta_q,
+                      dqh + i0 * p->q.row, p->q.row);
+      else if (dqh)
         block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
-                      w->dp, BK, kh + j0 * k_rs, k_rs,
-                      assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
-                      p->q.row);
-      if (dkh)
-        block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
-                      w->dp, BK, qb, q_rs, assign_k ? beta_kv : 1.0f,
+                      w->dp, BK, kh + j0 * k_rs, k_rs, beta_q,
+                      dqh + i0 * p->q.row, p->q.row);
+      if (dkh && qw.q)
+        words_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
+                      (blk_words){.f = w->dp, .ld = BK},
+                      (blk_words){.w = qw.qp + i0 / 2 * Dh, .rs = Dh}, beta_k,
                       dkh + j0 * p->k.row, p->k.row);
+      else if (dkh)
+        block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
+                      w->dp, BK, qb, q_rs, beta_k, dkh + j0 * p->k.row,
+                      p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (b - a->dbias_b0) * a->dbias_batch +
                     (h * p->Tq + i0) * p->Tk + j0;

@@ -65,8 +65,8 @@ static void copy_row(const uint16_t *src, int64_t n, uint16_t *dst) {
   memcpy(dst, src, (size_t)n * sizeof *dst);
 }
 
-static void pair_stored_rows(const uint16_t *r0, const uint16_t *r1, int64_t n,
-                             uint16_t *dst) {
+void ct_bf16_pair_stored_rows(const uint16_t *r0, const uint16_t *r1,
+                              int64_t n, uint16_t *dst) {
   for (int64_t j = 0; j < n; j++) {
     dst[2 * j] = r0[j];
     dst[2 * j + 1] = r1 ? r1[j] : 0;
@@ -124,7 +124,7 @@ static void pair_of(const ct_gemm_bf16_arch *arch, operand r0, bool has_r1,
   if (r0.f)
     pairer(arch)(r0.f, has_r1 ? r0.f + ld : NULL, n, dst);
   else
-    pair_stored_rows(r0.h, has_r1 ? r0.h + ld : NULL, n, dst);
+    ct_bf16_pair_stored_rows(r0.h, has_r1 ? r0.h + ld : NULL, n, dst);
 }
 
 // A block: rows i0..i0+mc, depth k0..k0+kc of op(A), as micro-panels of mr

@@ -10,7 +10,9 @@
 //     and without the GELU, with its gradient written first by another op
 //     or not, attention_qkv plain and causal);
 // (c) in bf16 precision a layer norm's bf16 output before a linear, and a
-//     bf16 qkv before the attention, give the bits of the f32 graph;
+//     bf16 qkv before the attention, give the bits of the f32 graph; so
+//     does the attention kernel itself on a bf16 qkv, on multi-block
+//     shapes with every option;
 // (d) ops that do not take bf16 say so; the dtype's basics;
 // (e) a ViT training step in bf16 precision keeps less (arena peak) with
 //     bf16 activations than without, and its loss and gradients stay close.
@@ -18,12 +20,14 @@
 #include "autograd/ops_attention.h"
 #include "autograd/tape.h"
 #include "core/arena.h"
+#include "core/attention_kernel.h"
 #include "core/gemm.h"
 #include "core/rng.h"
 #include "core/session.h"
 #include "nn/vit.h"
 #include "tests/harness.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +430,123 @@ static void test_qkv_storage(bool causal) {
   ct_gemm_set_precision(CT_GEMM_FP32);
 }
 
+// The fused attention kernel reading a bf16 qkv (ct_attn_params.q16),
+// called directly, against the same kernel fed the widened floats, bf16
+// precision: out, lse and every gradient the same bits. Where the CPU has
+// the kernel's own AVX512-BF16 block products, non-causal problems make
+// their operands from the stored bits (core/attention_kernel.c, "Operands
+// straight from bf16 storage"), so the shapes have several query and key
+// blocks with odd last blocks (T = 141: 64 + 64 + 13 queries, 128 + 13
+// keys), odd key lengths, a key mask, a bias with its gradient, a window
+// mask, dropout, assigned and added gradients; the causal case keeps the
+// widening path.
+typedef struct kcase {
+  int64_t B, T, NH, Dh;
+  bool causal, lengths, key_mask, bias, window, dropout, assign;
+} kcase;
+
+static void check_kernel_case(const kcase *kc) {
+  const int64_t B = kc->B, T = kc->T, NH = kc->NH, Dh = kc->Dh;
+  const int64_t n_qkv = B * T * 3 * NH * Dh, n_out = B * T * NH * Dh;
+  uint16_t *qkv16 = malloc((size_t)n_qkv * sizeof(uint16_t));
+  float *qkv = malloc((size_t)n_qkv * sizeof(float));
+  float *dout = malloc((size_t)n_out * sizeof(float));
+  float *bias = malloc((size_t)(NH * T * T) * sizeof(float));
+  float *wmask = malloc((size_t)(2 * T * T) * sizeof(float));
+  int32_t *lengths = malloc((size_t)B * sizeof(int32_t));
+  uint8_t *kmask = malloc((size_t)(B * T));
+  ct_rng_fill_normal(&rng, qkv, n_qkv, 0.0f, 1.0f);
+  ct_bf16_store(qkv, n_qkv, qkv16);
+  ct_bf16_load(qkv16, n_qkv, qkv);  // the widened values
+  ct_rng_fill_uniform(&rng, dout, n_out, -1.0f, 1.0f);
+  ct_rng_fill_normal(&rng, bias, NH * T * T, 0.0f, 0.5f);
+  for (int64_t i = 0; i < 2 * T * T; i++)
+    wmask[i] = (i * 7919) % 5 == 0 ? -INFINITY : 0.0f;
+  for (int64_t b = 0; b < B; b++) lengths[b] = (int32_t)(T - 2 * b - 1);
+  for (int64_t i = 0; i < B * T; i++) kmask[i] = (uint8_t)(i % 11 == 3);
+
+  ct_attn_params p = ct_attn_params_make(B, T, T, NH, Dh);
+  p.q = p.k = p.v = ct_attn_layout_qkv(T, NH, Dh);
+  p.causal = kc->causal;
+  p.key_lengths = kc->lengths ? lengths : NULL;
+  p.key_mask = kc->key_mask ? kmask : NULL;
+  p.bias = kc->bias ? bias : NULL;
+  p.window_mask = kc->window ? wmask : NULL;
+  p.n_windows = kc->window ? 2 : 0;
+  p.dropout_p = kc->dropout ? 0.2f : 0.0f;
+  p.dropout_seed = 7;
+  p.dropout_stream = 3;
+  float *res[2][6];
+  const int64_t sizes[6] = {n_out, B * NH * T, n_qkv, NH * T * T, 0, 0};
+  for (int k = 0; k < 2; k++) {  // 0: stored, 1: widened floats
+    ct_attn_params pk = p;
+    const float *q = NULL, *kk = NULL, *v = NULL;
+    if (k == 0) {
+      pk.q16 = qkv16;
+      pk.k16 = qkv16 + NH * Dh;
+      pk.v16 = qkv16 + 2 * NH * Dh;
+    } else {
+      q = qkv;
+      kk = qkv + NH * Dh;
+      v = qkv + 2 * NH * Dh;
+    }
+    float *out = malloc((size_t)n_out * sizeof(float));
+    float *lse = malloc((size_t)(B * NH * T) * sizeof(float));
+    float *dqkv = malloc((size_t)n_qkv * sizeof(float));
+    float *dbias = calloc((size_t)(NH * T * T), sizeof(float));
+    // Added gradients start from values; assigned ones from garbage.
+    for (int64_t i = 0; i < n_qkv; i++)
+      dqkv[i] = kc->assign ? NAN : 0.25f * (float)(i % 7);
+    pk.assign_grads = kc->assign ? CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK |
+                                       CT_ATTN_ASSIGN_DV
+                                 : 0u;
+    CHECK(ct_attention_forward(&pk, q, kk, v, out, lse) == CT_OK,
+          "kernel forward: %s", ct_last_error());
+    CHECK(ct_attention_backward(&pk, q, kk, v, out, lse, dout, dqkv,
+                                dqkv + NH * Dh, dqkv + 2 * NH * Dh,
+                                kc->bias ? dbias : NULL) == CT_OK,
+          "kernel backward: %s", ct_last_error());
+    res[k][0] = out;
+    res[k][1] = lse;
+    res[k][2] = dqkv;
+    res[k][3] = dbias;
+    ct_arena_reset();
+  }
+  static const char *const names[4] = {"out", "lse", "dqkv", "dbias"};
+  for (int i = 0; i < 4; i++) {
+    CHECK(same_bits(res[0][i], res[1][i], sizes[i]),
+          "kernel from storage, T=%lld Dh=%lld causal %d lengths %d mask %d "
+          "bias %d window %d dropout %d assign %d: %s differs from the "
+          "widened floats'",
+          (long long)T, (long long)Dh, kc->causal, kc->lengths, kc->key_mask,
+          kc->bias, kc->window, kc->dropout, kc->assign, names[i]);
+    free(res[0][i]);
+    free(res[1][i]);
+  }
+  free(qkv16);
+  free(qkv);
+  free(dout);
+  free(bias);
+  free(wmask);
+  free(lengths);
+  free(kmask);
+}
+
+static void test_kernel_from_storage(void) {
+  ct_gemm_set_precision(CT_GEMM_BF16);
+  const kcase cases[] = {
+      {4, 141, 2, 16, false, false, false, false, false, false, true},
+      {4, 141, 2, 16, false, false, false, false, false, false, false},
+      {3, 141, 3, 8, false, true, true, true, false, true, true},
+      {4, 65, 2, 32, false, true, false, false, true, false, true},
+      {2, 50, 4, 32, false, false, false, true, false, true, false},
+      {4, 141, 2, 16, true, true, false, true, false, false, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    check_kernel_case(&cases[i]);
+  ct_gemm_set_precision(CT_GEMM_FP32);
+}
+
 // ---- (d) refusals and basics -----------------------------------------------------
 
 static bool error_names_bf16(void) {
@@ -561,6 +682,7 @@ int main(void) {
   test_layernorm_before_linear();
   test_qkv_storage(false);
   test_qkv_storage(true);
+  test_kernel_from_storage();
   test_refusals();
   test_vit_step();
   return test_summary("bf16_storage");
