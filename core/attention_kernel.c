@@ -831,8 +831,8 @@ static void block_words(const attn_isa *isa, uint32_t *pack, bool trans_a,
   isa->small_bf16(M, N, KP, alpha, a.w, a.rs, a.cs, b.w, b.rs, beta != 0.0f, c,
                   ldc);
 #else
-  (void)isa, (void)pack, (void)trans_a, (void)M, (void)N, (void)K,
-      (void)alpha, (void)a, (void)b, (void)beta, (void)c, (void)ldc;
+  (void)isa, (void)pack, (void)trans_a, (void)M, (void)N, (void)K, (void)alpha,
+      (void)a, (void)b, (void)beta, (void)c, (void)ldc;
 #endif
 }
 
@@ -858,8 +858,9 @@ static void block_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
                beta != 0.0f, c, ldc);
     return;
   }
-  block_words(isa, pack, trans_a, M, N, K, alpha, (blk_words){.f = a, .ld = lda},
-              (blk_words){.f = b, .ld = ldb}, beta, c, ldc);
+  block_words(isa, pack, trans_a, M, N, K, alpha,
+              (blk_words){.f = a, .ld = lda}, (blk_words){.f = b, .ld = ldb},
+              beta, c, ldc);
 }
 
 // ---------------------------------------------------------------------------
@@ -981,17 +982,18 @@ static const uint16_t *stored_head(const uint16_t *base, ct_attn_layout l,
 // dst[kp * ld + j] = the word of pair kp of row j.
 static void words_transposed(const uint16_t *src, int64_t rs, int64_t n,
                              int64_t dh, uint32_t *dst, int64_t ld) {
-  ct_bf16_transpose_words_avx512((const uint32_t *)(const void *)src, rs / 2,
-                                 n, dh / 2, dst, ld);
+  ct_bf16_transpose_words_avx512((const uint32_t *)(const void *)src, rs / 2, n,
+                                 dh / 2, dst, ld);
 }
 
 // n stored rows (row stride rs) paired along rows: row jp of dst (dh words)
 // pairs rows 2 jp and 2 jp + 1, zero past n.
-static void words_paired(const uint16_t *src, int64_t rs, int64_t n,
-                         int64_t dh, uint32_t *dst) {
+static void words_paired(const uint16_t *src, int64_t rs, int64_t n, int64_t dh,
+                         uint32_t *dst) {
   for (int64_t j = 0; j < n; j += 2)
-    ct_bf16_pair_stored_rows(src + j * rs, j + 1 < n ? src + (j + 1) * rs : NULL,
-                             dh, (uint16_t *)(dst + j / 2 * dh));
+    ct_bf16_pair_stored_rows(src + j * rs,
+                             j + 1 < n ? src + (j + 1) * rs : NULL, dh,
+                             (uint16_t *)(dst + j / 2 * dh));
 }
 
 // A block product with one or both operands as pair words (block_words),
@@ -1110,10 +1112,10 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
     if (qw->q)
-      words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-                    (blk_words){.w = qw->q + i0 * qw->q_rs, .rs = qw->q_rs,
-                                .cs = 1},
-                    (blk_words){.w = qw->kt + j0, .rs = ldkt}, 0.0f, w->s, BK);
+      words_product(
+          isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+          (blk_words){.w = qw->q + i0 * qw->q_rs, .rs = qw->q_rs, .cs = 1},
+          (blk_words){.w = qw->kt + j0, .rs = ldkt}, 0.0f, w->s, BK);
     else
       block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
                     qb, p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
@@ -1136,9 +1138,9 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
                     (blk_words){.w = qw->v + j0 / 2 * Dh, .rs = Dh},
                     j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
     else
-      block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
-                    w->s, BK, vb + j0 * p->v.row, p->v.row,
-                    j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
+      block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f, w->s,
+                    BK, vb + j0 * p->v.row, p->v.row, j0 == 0 ? 0.0f : 1.0f,
+                    w->o, Dh);
   }
 
   const float drop_scale =
@@ -1178,8 +1180,7 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
         .v = (uint32_t *)w->kl};
     words_transposed(stored_head(p->k16, p->k, b, h), p->k.row, kend, Dh,
                      w->qw.kt, ldkt);
-    words_paired(stored_head(p->v16, p->v, b, h), p->v.row, kend, Dh,
-                 w->qw.v);
+    words_paired(stored_head(p->v16, p->v, b, h), p->v.row, kend, Dh, w->qw.v);
     const float *kadd = key_add(p, b, w->kadd);
     for (int64_t qb = qb0; qb < qb1; qb++)
       fwd_qblock(p, isa, NULL, NULL, out, lse, b, h, qb * BQ, NULL, ldkt, kadd,
@@ -1444,18 +1445,16 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
       if (qw.q) {
-        words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh,
-                      p->scale,
-                      (blk_words){.w = qw.q + i0 * qw.q_rs, .rs = qw.q_rs,
-                                  .cs = 1},
-                      (blk_words){.w = qw.kt + j0, .rs = ldt}, 0.0f, w->s, BK);
+        words_product(
+            isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+            (blk_words){.w = qw.q + i0 * qw.q_rs, .rs = qw.q_rs, .cs = 1},
+            (blk_words){.w = qw.kt + j0, .rs = ldt}, 0.0f, w->s, BK);
         words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
                       (blk_words){.f = dob, .ld = p->out.row},
-                      (blk_words){.w = qw.vt + j0, .rs = ldt}, 0.0f, w->dp,
-                      BK);
+                      (blk_words){.w = qw.vt + j0, .rs = ldt}, 0.0f, w->dp, BK);
       } else {
-        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh,
-                      p->scale, qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
+        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+                      qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
         block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
                       dob, p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
       }
@@ -1471,8 +1470,8 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       const float beta_q = assign_q && j0 == 0 ? 0.0f : 1.0f;
       const float beta_k = assign_k ? beta_kv : 1.0f;
       if (dqh && qw.q)
-        words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk,
-                      p->scale, (blk_words){.f = w->dp, .ld = BK},
+        words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
+                      (blk_words){.f = w->dp, .ld = BK},
                       (blk_words){.w = qw.k + j0 / 2 * Dh, .rs = Dh}, beta_q,
                       dqh + i0 * p->q.row, p->q.row);
       else if (dqh)

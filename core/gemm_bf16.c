@@ -65,8 +65,8 @@ static void copy_row(const uint16_t *src, int64_t n, uint16_t *dst) {
   memcpy(dst, src, (size_t)n * sizeof *dst);
 }
 
-void ct_bf16_pair_stored_rows(const uint16_t *r0, const uint16_t *r1,
-                              int64_t n, uint16_t *dst) {
+void ct_bf16_pair_stored_rows(const uint16_t *r0, const uint16_t *r1, int64_t n,
+                              uint16_t *dst) {
   for (int64_t j = 0; j < n; j++) {
     dst[2 * j] = r0[j];
     dst[2 * j + 1] = r1 ? r1[j] : 0;

@@ -82,8 +82,8 @@ void ct_bf16_pair_rows_cvt(const float *r0, const float *r1, int64_t n,
 // Two rows of bf16 storage as pair words: word j is (r0[j], r1[j]), r1[j]
 // 0 when r1 is NULL (a stored operand's rows paired along K, as the
 // packers pair rounded ones).
-void ct_bf16_pair_stored_rows(const uint16_t *r0, const uint16_t *r1,
-                              int64_t n, uint16_t *dst);
+void ct_bf16_pair_stored_rows(const uint16_t *r0, const uint16_t *r1, int64_t n,
+                              uint16_t *dst);
 void ct_bf16_transpose_words_avx512(const uint32_t *src, int64_t lds,
                                     int64_t rows, int64_t cols, uint32_t *dst,
                                     int64_t ldd);

@@ -497,9 +497,9 @@ static void check_kernel_case(const kcase *kc) {
     // Added gradients start from values; assigned ones from garbage.
     for (int64_t i = 0; i < n_qkv; i++)
       dqkv[i] = kc->assign ? NAN : 0.25f * (float)(i % 7);
-    pk.assign_grads = kc->assign ? CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK |
-                                       CT_ATTN_ASSIGN_DV
-                                 : 0u;
+    pk.assign_grads =
+        kc->assign ? CT_ATTN_ASSIGN_DQ | CT_ATTN_ASSIGN_DK | CT_ATTN_ASSIGN_DV
+                   : 0u;
     CHECK(ct_attention_forward(&pk, q, kk, v, out, lse) == CT_OK,
           "kernel forward: %s", ct_last_error());
     CHECK(ct_attention_backward(&pk, q, kk, v, out, lse, dout, dqkv,
