@@ -996,12 +996,26 @@ static void words_paired(const uint16_t *src, int64_t rs, int64_t n, int64_t dh,
                              (uint16_t *)(dst + j / 2 * dh));
 }
 
-// A block product with one or both operands as pair words (block_words),
-// its FLOPs counted as block_product counts them.
-static void words_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
-                          bool trans_a, int M, int N, int K, float alpha,
-                          blk_words a, blk_words b, float beta, float *c,
-                          int64_t ldc) {
+// Operands for product(): floats with row stride ld, or pair words whose
+// rows (A: a row's words in order; B: a pair of rows) are rs words apart.
+static blk_words floats_op(const float *f, int64_t ld) {
+  return (blk_words){.f = f, .ld = ld};
+}
+static blk_words words_op(const uint32_t *w, int64_t rs) {
+  return (blk_words){.w = w, .rs = rs, .cs = 1};
+}
+
+// A block product of the kernel: block_product on floats, or block_words
+// where an operand is pair words (words_direct), its FLOPs counted as
+// block_product counts them.
+static void product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
+                    bool trans_a, int M, int N, int K, float alpha, blk_words a,
+                    blk_words b, float beta, float *c, int64_t ldc) {
+  if (a.f && b.f) {
+    block_product(isa, pack, flops, trans_a, M, N, K, alpha, a.f, a.ld, b.f,
+                  b.ld, beta, c, ldc);
+    return;
+  }
   if (M > 0 && N > 0 && K > 0)
     *flops += 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K;
   block_words(isa, pack, trans_a, M, N, K, alpha, a, b, beta, c, ldc);
@@ -1111,14 +1125,11 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   // key was visible (l != 0), so it needs no zeroing.
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    if (qw->q)
-      words_product(
-          isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-          (blk_words){.w = qw->q + i0 * qw->q_rs, .rs = qw->q_rs, .cs = 1},
-          (blk_words){.w = qw->kt + j0, .rs = ldkt}, 0.0f, w->s, BK);
-    else
-      block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-                    qb, p->q.row, kt + j0, ldkt, 0.0f, w->s, BK);
+    product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+            qw->q ? words_op(qw->q + i0 * qw->q_rs, qw->q_rs)
+                  : floats_op(qb, p->q.row),
+            qw->q ? words_op(qw->kt + j0, ldkt) : floats_op(kt + j0, ldkt),
+            0.0f, w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -1132,15 +1143,11 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    if (qw->q)
-      words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
-                    (blk_words){.f = w->s, .ld = BK},
-                    (blk_words){.w = qw->v + j0 / 2 * Dh, .rs = Dh},
-                    j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
-    else
-      block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f, w->s,
-                    BK, vb + j0 * p->v.row, p->v.row, j0 == 0 ? 0.0f : 1.0f,
-                    w->o, Dh);
+    product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
+            floats_op(w->s, BK),
+            qw->q ? words_op(qw->v + j0 / 2 * Dh, Dh)
+                  : floats_op(vb + j0 * p->v.row, p->v.row),
+            j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
   }
 
   const float drop_scale =
@@ -1444,20 +1451,15 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                  Dh, 1, w->delta + r);
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      if (qw.q) {
-        words_product(
-            isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-            (blk_words){.w = qw.q + i0 * qw.q_rs, .rs = qw.q_rs, .cs = 1},
-            (blk_words){.w = qw.kt + j0, .rs = ldt}, 0.0f, w->s, BK);
-        words_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
-                      (blk_words){.f = dob, .ld = p->out.row},
-                      (blk_words){.w = qw.vt + j0, .rs = ldt}, 0.0f, w->dp, BK);
-      } else {
-        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-                      qb, q_rs, w->kt + j0, ldt, 0.0f, w->s, BK);
-        block_product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
-                      dob, p->out.row, w->vt + j0, ldt, 0.0f, w->dp, BK);
-      }
+      product(
+          isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+          qw.q ? words_op(qw.q + i0 * qw.q_rs, qw.q_rs) : floats_op(qb, q_rs),
+          qw.q ? words_op(qw.kt + j0, ldt) : floats_op(w->kt + j0, ldt), 0.0f,
+          w->s, BK);
+      product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
+              floats_op(dob, p->out.row),
+              qw.q ? words_op(qw.vt + j0, ldt) : floats_op(w->vt + j0, ldt),
+              0.0f, w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
@@ -1467,26 +1469,18 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
         block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, 1.0f,
                       w->s, BK, dob, p->out.row, assign_v ? beta_kv : 1.0f,
                       dvh + j0 * p->v.row, p->v.row);
-      const float beta_q = assign_q && j0 == 0 ? 0.0f : 1.0f;
-      const float beta_k = assign_k ? beta_kv : 1.0f;
-      if (dqh && qw.q)
-        words_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
-                      (blk_words){.f = w->dp, .ld = BK},
-                      (blk_words){.w = qw.k + j0 / 2 * Dh, .rs = Dh}, beta_q,
-                      dqh + i0 * p->q.row, p->q.row);
-      else if (dqh)
-        block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
-                      w->dp, BK, kh + j0 * k_rs, k_rs, beta_q,
-                      dqh + i0 * p->q.row, p->q.row);
-      if (dkh && qw.q)
-        words_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
-                      (blk_words){.f = w->dp, .ld = BK},
-                      (blk_words){.w = qw.qp + i0 / 2 * Dh, .rs = Dh}, beta_k,
-                      dkh + j0 * p->k.row, p->k.row);
-      else if (dkh)
-        block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
-                      w->dp, BK, qb, q_rs, beta_k, dkh + j0 * p->k.row,
-                      p->k.row);
+      if (dqh)
+        product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
+                floats_op(w->dp, BK),
+                qw.q ? words_op(qw.k + j0 / 2 * Dh, Dh)
+                     : floats_op(kh + j0 * k_rs, k_rs),
+                assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
+                p->q.row);
+      if (dkh)
+        product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
+                floats_op(w->dp, BK),
+                qw.q ? words_op(qw.qp + i0 / 2 * Dh, Dh) : floats_op(qb, q_rs),
+                assign_k ? beta_kv : 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (b - a->dbias_b0) * a->dbias_batch +
                     (h * p->Tq + i0) * p->Tk + j0;
