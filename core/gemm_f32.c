@@ -241,8 +241,13 @@ static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
 }
 
 // A row-major A is read in place by the rows kernel (no copy into the
-// padded rows layout) unless its row stride is a multiple of 2 KiB, where
-// the 14 rows of a panel, read side by side, would crowd a few L1 sets. An
+// padded rows layout) unless its row stride is a multiple of 4 KiB, where
+// the 14 rows of a panel, read side by side, all fall in one L1 set (1024²
+// in place: 102 against 160 GFLOP/s on one thread). At 2 KiB they share two
+// sets, which with the next panel prefetched (prefetch_a_panel) costs less
+// than the copy when there are few column tiles to spread it over: 6400 x
+// 128 x 512, two threads of the Zen 5, 252-295 -> 318-328 GFLOP/s (README
+// "gemm"); 2 KiB strides were copied before the prefetch. An
 // A stored transposed is read in place by the columns kernel at any stride:
 // there each k is one run of 14 floats, lda apart, a panel streams from L2
 // whatever the stride, and the copy cost more than the stride (a weight
@@ -251,7 +256,7 @@ static int64_t k_block(const ct_gemm_arch *arch, int64_t K) {
 // still packed: the kernel reads all mr rows. The arithmetic is the same
 // either way.
 static bool a_in_place(int64_t lda, bool columns) {
-  return columns || lda % 512 != 0;
+  return columns || lda % 1024 != 0;
 }
 
 // Asks for the rows of the A micro-panel the kernels read next (in place,
