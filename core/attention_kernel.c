@@ -1177,9 +1177,9 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
   const int64_t last0 = (qb1 - 1) * BQ;
   int64_t kend = block_key_end(p, b, last0, i_last - last0);
   if (kend < 0) kend = 0;
-  const int64_t Dh = p->Dh;
-  if (words_direct(p, isa)) {  // operands from the stored bits
-    const int64_t ldkt = kt_ld(p);
+  const int64_t Dh = p->Dh, ldkt = kt_ld(p);
+  ct_attn_params wp;
+  if (words_direct(p, isa)) {  // operands from the stored bits (q, v NULL)
     w->qw = (qkv_words){
         .q = (const uint32_t *)(const void *)stored_head(p->q16, p->q, b, h),
         .q_rs = p->q.row / 2,
@@ -1188,29 +1188,23 @@ static void fwd_unit(const ct_attn_params *p, const attn_isa *isa,
     words_transposed(stored_head(p->k16, p->k, b, h), p->k.row, kend, Dh,
                      w->qw.kt, ldkt);
     words_paired(stored_head(p->v16, p->v, b, h), p->v.row, kend, Dh, w->qw.v);
-    const float *kadd = key_add(p, b, w->kadd);
-    for (int64_t qb = qb0; qb < qb1; qb++)
-      fwd_qblock(p, isa, NULL, NULL, out, lse, b, h, qb * BQ, NULL, ldkt, kadd,
-                 w);
-    w->qw = (qkv_words){0};
-    return;
+  } else {
+    if (p->q16) {  // this (b, h)'s rows widened; the block code reads those
+      widen_qkv(p, b, h, qb0 * BQ, i_last, kend, w->ql, w->kl, w->vl);
+      wp = *p;
+      wp.q = wp.k = wp.v = widened_layout(p->Dh);
+      p = &wp;
+      q = w->ql;
+      k = w->kl;
+      v = w->vl;
+    }
+    isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, Dh,
+                   w->kt, ldkt);
   }
-  ct_attn_params wp;
-  if (p->q16) {  // this (b, h)'s rows widened; the block code reads those
-    widen_qkv(p, b, h, qb0 * BQ, i_last, kend, w->ql, w->kl, w->vl);
-    wp = *p;
-    wp.q = wp.k = wp.v = widened_layout(p->Dh);
-    p = &wp;
-    q = w->ql;
-    k = w->kl;
-    v = w->vl;
-  }
-  const int64_t ldkt = kt_ld(p);
-  isa->transpose(k + b * p->k.batch + h * p->k.head, p->k.row, kend, Dh, w->kt,
-                 ldkt);
   const float *kadd = key_add(p, b, w->kadd);
   for (int64_t qb = qb0; qb < qb1; qb++)
     fwd_qblock(p, isa, q, v, out, lse, b, h, qb * BQ, w->kt, ldkt, kadd, w);
+  w->qw = (qkv_words){0};
 }
 
 // Threads for a problem: one for tiny ones (gradient checks, decoding steps),
