@@ -836,31 +836,40 @@ static void block_words(const attn_isa *isa, uint32_t *pack, bool trans_a,
 #endif
 }
 
+// Operands for block_product: floats with row stride ld, or pair words
+// (only where words_direct holds) whose rows (A: a row's words in order; B:
+// a pair of rows) are rs words apart.
+static blk_words floats_op(const float *f, int64_t ld) {
+  return (blk_words){.f = f, .ld = ld};
+}
+static blk_words words_op(const uint32_t *w, int64_t rs) {
+  return (blk_words){.w = w, .rs = rs, .cs = 1};
+}
+
 // One block product: C = alpha op(A) B + beta C, beta 0 (C not read) or 1;
-// op(A) is A (M,K) with row stride lda, or with trans_a the transpose of A
-// (K,M). ct_gemm's contract, on `small` or `small_bf16` where the CPU has
-// them; `pack` is pack_words of scratch. Their FLOPs are added to *flops (the
-// thread's count, given to the session once per call: an atomic add per
-// block product cost 2% of the kernel at T = 50).
+// op(A) is A (M,K), or with trans_a the transpose of A (K,M). ct_gemm's
+// contract, on `small` or `small_bf16` where the CPU has them (pair-word
+// operands only come with small_bf16); `pack` is pack_words of scratch.
+// Their FLOPs are added to *flops (the thread's count, given to the session
+// once per call: an atomic add per block product cost 2% of the kernel at
+// T = 50).
 static void block_product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
                           bool trans_a, int M, int N, int K, float alpha,
-                          const float *a, int64_t lda, const float *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc) {
+                          blk_words a, blk_words b, float beta, float *c,
+                          int64_t ldc) {
   if (!isa->small && !isa->small_bf16) {
-    ct_gemm_in_mode(&isa->gemm, trans_a, false, M, N, K, alpha, a, lda, b, ldb,
-                    beta, c, ldc);
+    ct_gemm_in_mode(&isa->gemm, trans_a, false, M, N, K, alpha, a.f, a.ld, b.f,
+                    b.ld, beta, c, ldc);
     return;
   }
   if (M > 0 && N > 0 && K > 0)
     *flops += 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K;
   if (isa->small) {
-    isa->small(M, N, K, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb,
-               beta != 0.0f, c, ldc);
+    isa->small(M, N, K, alpha, a.f, trans_a ? 1 : a.ld, trans_a ? a.ld : 1, b.f,
+               b.ld, beta != 0.0f, c, ldc);
     return;
   }
-  block_words(isa, pack, trans_a, M, N, K, alpha,
-              (blk_words){.f = a, .ld = lda}, (blk_words){.f = b, .ld = ldb},
-              beta, c, ldc);
+  block_words(isa, pack, trans_a, M, N, K, alpha, a, b, beta, c, ldc);
 }
 
 // ---------------------------------------------------------------------------
@@ -996,31 +1005,6 @@ static void words_paired(const uint16_t *src, int64_t rs, int64_t n, int64_t dh,
                              (uint16_t *)(dst + j / 2 * dh));
 }
 
-// Operands for product(): floats with row stride ld, or pair words whose
-// rows (A: a row's words in order; B: a pair of rows) are rs words apart.
-static blk_words floats_op(const float *f, int64_t ld) {
-  return (blk_words){.f = f, .ld = ld};
-}
-static blk_words words_op(const uint32_t *w, int64_t rs) {
-  return (blk_words){.w = w, .rs = rs, .cs = 1};
-}
-
-// A block product of the kernel: block_product on floats, or block_words
-// where an operand is pair words (words_direct), its FLOPs counted as
-// block_product counts them.
-static void product(const attn_isa *isa, uint32_t *pack, uint64_t *flops,
-                    bool trans_a, int M, int N, int K, float alpha, blk_words a,
-                    blk_words b, float beta, float *c, int64_t ldc) {
-  if (a.f && b.f) {
-    block_product(isa, pack, flops, trans_a, M, N, K, alpha, a.f, a.ld, b.f,
-                  b.ld, beta, c, ldc);
-    return;
-  }
-  if (M > 0 && N > 0 && K > 0)
-    *flops += 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K;
-  block_words(isa, pack, trans_a, M, N, K, alpha, a, b, beta, c, ldc);
-}
-
 // ---------------------------------------------------------------------------
 // Forward.
 
@@ -1125,11 +1109,12 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
   // key was visible (l != 0), so it needs no zeroing.
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int nk = imin64(BK, kend - j0);
-    product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
-            qw->q ? words_op(qw->q + i0 * qw->q_rs, qw->q_rs)
-                  : floats_op(qb, p->q.row),
-            qw->q ? words_op(qw->kt + j0, ldkt) : floats_op(kt + j0, ldkt),
-            0.0f, w->s, BK);
+    block_product(
+        isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
+        qw->q ? words_op(qw->q + i0 * qw->q_rs, qw->q_rs)
+              : floats_op(qb, p->q.row),
+        qw->q ? words_op(qw->kt + j0, ldkt) : floats_op(kt + j0, ldkt), 0.0f,
+        w->s, BK);
     tile_limits(p, len, i0, mq, j0, nk, w->lim);
     tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
     isa->fwd(&t, w->s, w->m, w->l, w->o, Dh);
@@ -1143,11 +1128,11 @@ static void fwd_qblock(const ct_attn_params *p, const attn_isa *isa,
         for (int c = 0; c < nk; c++) row[c] = kr[c] != 0.0f ? row[c] : 0.0f;
       }
     }
-    product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
-            floats_op(w->s, BK),
-            qw->q ? words_op(qw->v + j0 / 2 * Dh, Dh)
-                  : floats_op(vb + j0 * p->v.row, p->v.row),
-            j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
+    block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, 1.0f,
+                  floats_op(w->s, BK),
+                  qw->q ? words_op(qw->v + j0 / 2 * Dh, Dh)
+                        : floats_op(vb + j0 * p->v.row, p->v.row),
+                  j0 == 0 ? 0.0f : 1.0f, w->o, Dh);
   }
 
   const float drop_scale =
@@ -1445,15 +1430,16 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
                  Dh, 1, w->delta + r);
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
       const int nk = imin64(BK, kend - j0);
-      product(
+      block_product(
           isa, w->pack, &w->flops, false, mq, nk, (int)Dh, p->scale,
           qw.q ? words_op(qw.q + i0 * qw.q_rs, qw.q_rs) : floats_op(qb, q_rs),
           qw.q ? words_op(qw.kt + j0, ldt) : floats_op(w->kt + j0, ldt), 0.0f,
           w->s, BK);
-      product(isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
-              floats_op(dob, p->out.row),
-              qw.q ? words_op(qw.vt + j0, ldt) : floats_op(w->vt + j0, ldt),
-              0.0f, w->dp, BK);
+      block_product(
+          isa, w->pack, &w->flops, false, mq, nk, (int)Dh, 1.0f,
+          floats_op(dob, p->out.row),
+          qw.q ? words_op(qw.vt + j0, ldt) : floats_op(w->vt + j0, ldt), 0.0f,
+          w->dp, BK);
       tile_limits(p, len, i0, mq, j0, nk, w->lim);
       if (drop) tile_keep(p, isa, b, h, i0, mq, j0, nk, w->words, w->keep);
       tile t = tile_at(p, b, h, i0, mq, j0, nk, w->lim, kadd);
@@ -1461,20 +1447,21 @@ static void bwd_pair(const ct_attn_params *p, const attn_isa *isa,
       // s = Z (the dropped weights), dp = dS (logit gradient).
       if (dvh)
         block_product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, 1.0f,
-                      w->s, BK, dob, p->out.row, assign_v ? beta_kv : 1.0f,
-                      dvh + j0 * p->v.row, p->v.row);
+                      floats_op(w->s, BK), floats_op(dob, p->out.row),
+                      assign_v ? beta_kv : 1.0f, dvh + j0 * p->v.row, p->v.row);
       if (dqh)
-        product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
-                floats_op(w->dp, BK),
-                qw.q ? words_op(qw.k + j0 / 2 * Dh, Dh)
-                     : floats_op(kh + j0 * k_rs, k_rs),
-                assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
-                p->q.row);
+        block_product(isa, w->pack, &w->flops, false, mq, (int)Dh, nk, p->scale,
+                      floats_op(w->dp, BK),
+                      qw.q ? words_op(qw.k + j0 / 2 * Dh, Dh)
+                           : floats_op(kh + j0 * k_rs, k_rs),
+                      assign_q && j0 == 0 ? 0.0f : 1.0f, dqh + i0 * p->q.row,
+                      p->q.row);
       if (dkh)
-        product(isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
-                floats_op(w->dp, BK),
-                qw.q ? words_op(qw.qp + i0 / 2 * Dh, Dh) : floats_op(qb, q_rs),
-                assign_k ? beta_kv : 1.0f, dkh + j0 * p->k.row, p->k.row);
+        block_product(
+            isa, w->pack, &w->flops, true, nk, (int)Dh, mq, p->scale,
+            floats_op(w->dp, BK),
+            qw.q ? words_op(qw.qp + i0 / 2 * Dh, Dh) : floats_op(qb, q_rs),
+            assign_k ? beta_kv : 1.0f, dkh + j0 * p->k.row, p->k.row);
       if (a->dbias) {
         float *db = a->dbias + (b - a->dbias_b0) * a->dbias_batch +
                     (h * p->Tq + i0) * p->Tk + j0;

@@ -476,8 +476,8 @@ static void check_kernel_case(const kcase *kc) {
   p.dropout_p = kc->dropout ? 0.2f : 0.0f;
   p.dropout_seed = 7;
   p.dropout_stream = 3;
-  float *res[2][6];
-  const int64_t sizes[6] = {n_out, B * NH * T, n_qkv, NH * T * T, 0, 0};
+  float *res[2][4];  // out, lse, dqkv, dbias
+  const int64_t sizes[4] = {n_out, B * NH * T, n_qkv, NH * T * T};
   for (int k = 0; k < 2; k++) {  // 0: stored, 1: widened floats
     ct_attn_params pk = p;
     const float *q = NULL, *kk = NULL, *v = NULL;
